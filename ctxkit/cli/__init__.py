@@ -1,0 +1,90 @@
+"""The `ctxkit` command: a click group whose subcommands are imported only when run.
+
+Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules they never use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from ctxkit.errors import CtxkitError, UsageError
+
+# name -> (module, attribute, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "count": ("ctxkit.cli.count", "count", "Count tokens per message, role, type and region."),
+    "guard": ("ctxkit.cli.guard", "guard", "Will it fit the model, with room for the answer?"),
+    "config": ("ctxkit.cli.config_cmd", "config", "Show or write the configuration."),
+    "compact": ("ctxkit.cli.compact", "compact", "Shrink a transcript to fit a budget."),
+    "recall": ("ctxkit.cli.recall", "recall", "Read back what compaction archived."),
+    "expand": ("ctxkit.cli.recall", "expand", "Restore a compacted transcript from its archive."),
+    "simulate": ("ctxkit.cli.simulate", "simulate", "Generate overflow scenarios with ground truth."),
+    "score-rl": ("ctxkit.cli.score_rl", "score_rl", "Score strategies as RL rewards; export datasets."),
+    "bench": ("ctxkit.cli.bench", "bench", "Measure speed and quality against targets and peers."),
+}
+
+
+class LazyGroup(click.Group):
+    """Imports a subcommand's module on first use and maps domain errors to exit codes."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = SUBCOMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module, attr, _ = entry
+        try:
+            return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("ctxkit"):
+                return _unavailable(cmd_name)
+            raise
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, SUBCOMMANDS[name][2]) for name in SUBCOMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as exc:
+            raise click.UsageError(str(exc)) from None
+        except CtxkitError as exc:
+            err = click.ClickException(str(exc))
+            err.exit_code = exc.exit_code
+            raise err from None
+        except BrokenPipeError:
+            sys.stderr.close()
+            sys.exit(1)
+
+
+def _unavailable(name: str) -> click.Command:
+    @click.command(name)
+    def cmd() -> None:
+        raise click.ClickException(f"`ctxkit {name}` is not available in this build")
+
+    return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ctxkit")
+def cli() -> None:
+    """ctxkit: count, guard and compact LLM agent transcripts, offline.
+
+    \b
+    Examples:
+      ctxkit count session.jsonl --by role
+      ctxkit guard session.jsonl --model gpt-4o
+      ctxkit compact session.jsonl --limit 5000 -o small.jsonl
+    """
+
+
+def main() -> None:
+    """Console entry point."""
+    cli(prog_name="ctxkit")

@@ -1,0 +1,110 @@
+"""Shared flags as decorators, so every subcommand spells the same option the same way."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMAT_NAMES = ["units", "openai", "anthropic", "claude-code", "codex", "sharegpt"]
+WRITE_FORMAT_NAMES = ["units", "openai", "anthropic"]
+
+
+def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    def apply(f: F) -> F:
+        for d in reversed(decorators):
+            f = d(f)
+        return f
+
+    return apply
+
+
+def input_options(f: F) -> F:
+    """PATH... (files, globs, or stdin when none or `-`), --from, --include-sidechains, --skip-invalid."""
+    return _stack(
+        click.argument("paths", nargs=-1, type=str),
+        click.option(
+            "--from",
+            "from_format",
+            type=click.Choice(FORMAT_NAMES),
+            default=None,
+            help="Input format (default: detected per file, per line for datasets).",
+        ),
+        click.option(
+            "--include-sidechains",
+            is_flag=True,
+            help="Claude Code: keep subagent (sidechain) records in the main thread.",
+        ),
+        click.option(
+            "--skip-invalid",
+            is_flag=True,
+            help="Skip lines that cannot be read and report how many, instead of stopping.",
+        ),
+    )(f)
+
+
+def tokenizer_options(f: F) -> F:
+    """--tokenizer, --image-tokens, --tool-schema-scale."""
+    return _stack(
+        click.option(
+            "--tokenizer",
+            default=None,
+            metavar="NAME",
+            help="cl100k_base (default, offline), any tiktoken encoding or model name, approx, "
+            "approx:<chars-per-token>, max:<name>, or hf:<path/to/tokenizer.json>.",
+        ),
+        click.option(
+            "--image-tokens",
+            type=click.IntRange(min=0),
+            default=None,
+            help="Flat cost of one image block (default 85).",
+        ),
+        click.option(
+            "--tool-schema-scale",
+            type=click.FloatRange(min=0.0),
+            default=None,
+            help="Multiply tool-schema tokens (the spec uses 2.09; default 1.0).",
+        ),
+    )(f)
+
+
+def progress_option(f: F) -> F:
+    """--progress/--no-progress: a tqdm bar on stderr, default on only for a terminal."""
+    return click.option(
+        "--progress/--no-progress",
+        default=None,
+        help="Progress bar on stderr (default: on when stderr is a terminal).",
+    )(f)
+
+
+def debug_option(f: F) -> F:
+    """--debug, also turned on by CTXKIT_DEBUG=1."""
+    return click.option(
+        "--debug",
+        is_flag=True,
+        default=lambda: os.environ.get("CTXKIT_DEBUG", "") not in ("", "0"),
+        help="Print each step of the evaluation on stderr (or set CTXKIT_DEBUG=1).",
+    )(f)
+
+
+def want_progress(flag: bool | None) -> bool:
+    """The progress bar is on when asked for, or by default when stderr is a terminal."""
+    return sys.stderr.isatty() if flag is None else flag
+
+
+def echo_err(message: str) -> None:
+    """A message for people: stderr."""
+    click.echo(message, err=True)
+
+
+def iter_lines(rows: Iterator[str]) -> None:
+    """Write data lines to stdout."""
+    out = click.get_text_stream("stdout")
+    for row in rows:
+        out.write(row)
+        out.write("\n")
