@@ -1,0 +1,31 @@
+"""Small helpers shared by the strategy modules (not part of the public API)."""
+
+from __future__ import annotations
+
+from ctxkit.model import Unit
+
+
+def is_tool_output(unit: Unit) -> bool:
+    """A tool result: role tool, type tool_result, or a unit answering a call id."""
+    return unit.role == "tool" or unit.type == "tool_result" or (
+        unit.tool_call_id is not None and not unit.tool_calls
+    )
+
+
+def tool_names(units: tuple[Unit, ...] | list[Unit]) -> dict[str, str]:
+    """call id -> tool name, from the calls assistants made."""
+    return {c.id: c.name for u in units for c in u.tool_calls}
+
+
+def tool_name(unit: Unit, names: dict[str, str]) -> str:
+    """The tool that produced this result, or 'tool' when unknown."""
+    if unit.name:
+        return unit.name
+    if unit.tool_call_id and unit.tool_call_id in names:
+        return names[unit.tool_call_id] or "tool"
+    return "tool"
+
+
+def is_compacted(unit: Unit) -> bool:
+    """Already a placeholder or summary made by ctxkit: never compacted again by the same rule."""
+    return unit.type in ("placeholder", "summary") or "ref" in unit.meta or "refs" in unit.meta

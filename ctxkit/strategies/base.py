@@ -1,0 +1,174 @@
+"""What every compaction strategy shares: the run context, the state it transforms, and helpers.
+
+A strategy is a pure function `(state, params) -> state | None`; None means it cannot help.
+It never drops a unit without storing it whole in the archive first (`archive_unit`) and
+leaving a placeholder or summary that carries the ref, so `ctxkit recall` can bring it back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from ctxkit.model import Transcript, Unit
+
+if TYPE_CHECKING:
+    from ctxkit.archive import Archive
+    from ctxkit.tokens import CountOptions, Tokenizer
+
+Summarizer = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What stays fixed for one compaction run."""
+
+    tokenizer: Tokenizer
+    count_opts: CountOptions
+    archive: Archive | None  # None = dry run: refs are computed, nothing is stored
+    transcript_id: str
+    query: str  # the task query that relevance is measured against
+    tools: tuple[dict[str, Any], ...] = ()  # tool schemas, counted as their own region
+    embedder: Any = None  # a relevance Embedder, or None for lexical BM25
+    summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class State:
+    """The units at one step of the chain, the whole-transcript token goal and the context."""
+
+    units: tuple[Unit, ...]
+    target: int  # token goal for the WHOLE transcript (all regions)
+    ctx: Context = field(compare=False)
+    in_recovery: bool = False
+
+    @cached_property
+    def _total(self) -> int:
+        from ctxkit.tokens import count_transcript
+
+        transcript = Transcript(
+            units=list(self.units), id=self.ctx.transcript_id, tools=list(self.ctx.tools)
+        )
+        return count_transcript(transcript, self.ctx.tokenizer, self.ctx.count_opts).total
+
+    def tokens(self) -> int:
+        """Total tokens: units, tool schemas and reply priming, as `tokens.count_transcript`."""
+        return self._total
+
+    def fits(self) -> bool:
+        """True when the whole transcript is at or under the target."""
+        return self.tokens() <= self.target
+
+    def with_units(self, units: Sequence[Unit]) -> State:
+        """The same state with other units (token total recomputed lazily)."""
+        return dataclasses.replace(self, units=tuple(units))
+
+    def unit_tokens(self, index: int) -> int:
+        """Tokens of one unit (cached on the unit by `tokens.count_units`)."""
+        return self.units_tokens()[index]
+
+    def units_tokens(self) -> list[int]:
+        """Tokens of every unit, in order."""
+        return _units_tokens(self)
+
+
+def _units_tokens(state: State) -> list[int]:
+    from ctxkit.tokens import count_units
+
+    counts = count_units(list(state.units), state.ctx.tokenizer, state.ctx.count_opts)
+    return [c.total for c in counts]
+
+
+Strategy = Callable[[State, Mapping[str, Any]], "State | None"]
+
+
+def merged(defaults: Mapping[str, Any], params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Defaults overlaid with the given params (unknown keys are kept; the config checks them)."""
+    out = dict(defaults)
+    if params:
+        out.update({k: v for k, v in params.items() if v is not None})
+    return out
+
+
+def protected(state: State) -> set[int]:
+    """Indices that must survive verbatim: system units, first and last user requests, P1 units,
+    and every unit of the atomic block (call + results) that holds one of them.
+
+    In recovery only the system units and the last user request are protected: recovery may
+    move P1 units to the archive (the handover names them).
+    """
+    from ctxkit.structure import blocks, is_user_request
+
+    units = state.units
+    keep: set[int] = {i for i, u in enumerate(units) if u.role == "system"}
+    requests = [i for i, u in enumerate(units) if is_user_request(u)]
+    if requests:
+        keep.add(requests[-1])
+        if not state.in_recovery:
+            keep.add(requests[0])
+    if not state.in_recovery:
+        keep.update(i for i, u in enumerate(units) if u.is_p1)
+    for start, end in blocks(list(units)):
+        if end - start > 1 and any(i in keep for i in range(start, end)):
+            keep.update(range(start, end))
+    return keep
+
+
+def make_ref(transcript_id: str, unit: Unit) -> str:
+    """The short ref the archive gives this unit (computed without storing, for dry runs)."""
+    from ctxkit import archive as archive_module
+
+    return archive_module.make_ref(transcript_id, unit)
+
+
+def archive_unit(state: State, unit: Unit, summary: str = "") -> str:
+    """Store the unit whole (unless dry run) and return its short ref `ref-xxxxxxxx`."""
+    if state.ctx.archive is None:
+        return make_ref(state.ctx.transcript_id, unit)
+    return state.ctx.archive.put(state.ctx.transcript_id, unit, summary=summary, tokens=unit.tokens)
+
+
+def archive_units(state: State, units: Iterable[Unit], summary: str = "") -> list[str]:
+    """Archive several units; their refs in order. A unit that is itself a placeholder or a
+    summary is archived too (it may carry refs of its own, which stay reachable)."""
+    return [archive_unit(state, u, summary) for u in units]
+
+
+def placeholder(unit: Unit, ref: str, text: str, strategy: str) -> Unit:
+    """A stand-in for `unit`: same id, role and pairing, content `text`, the ref in meta."""
+    return unit.replace(
+        type="placeholder",
+        content=text,
+        reasoning="",
+        images=0,
+        relevance=None,
+        meta={"ref": ref, "strategy": strategy, "original_type": unit.type},
+    )
+
+
+def run_placeholder(removed: Sequence[Unit], refs: Sequence[str], text: str, strategy: str) -> Unit:
+    """One new unit standing for a run of removed units (role user, type placeholder)."""
+    first = removed[0]
+    digest = hashlib.sha1("\x1f".join(u.id for u in removed).encode()).hexdigest()[:8]
+    return Unit(
+        id=f"ctxkit-removed-{digest}",
+        role="user",
+        type="placeholder",
+        content=text,
+        timestamp=first.timestamp,
+        meta={
+            "refs": list(refs),
+            "strategy": strategy,
+            "removed_ids": [u.id for u in removed],
+        },
+    )
+
+
+def fmt_int(n: int) -> str:
+    """1234 -> '1,234' (placeholders are read by people and models alike)."""
+    return f"{n:,}"

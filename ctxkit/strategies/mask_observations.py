@@ -1,0 +1,60 @@
+"""`mask_observations`: tool outputs older than the last `keep_last_turns` turns become a
+one-line placeholder naming the tool, the size and the ref.
+
+"The Complexity Trap" (Lindenbauer et al., 2025) found this as good as LLM summaries at half
+the cost: the agent's own reasoning and calls stay, only stale observations go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
+from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
+
+NAME = "mask_observations"
+DEFAULTS: dict[str, Any] = {"keep_last_turns": 3}
+
+
+def mask_text(tool: str, size_bytes: int, lines: int, ref: str) -> str:
+    """The one line that replaces a masked tool output."""
+    return (
+        f"[ctxkit: earlier {tool} output masked ({fmt_int(size_bytes)} bytes, {fmt_int(lines)} lines);"
+        f" ctxkit recall {ref}]"
+    )
+
+
+def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
+    """Mask tool outputs before the last N turns; None when nothing would get smaller."""
+    from ctxkit.structure import turns
+
+    p = merged(DEFAULTS, params)
+    keep_last = max(0, int(p["keep_last_turns"]))
+    all_turns = turns(list(state.units))
+    if keep_last == 0:
+        cutoff = len(state.units)
+    elif len(all_turns) <= keep_last:
+        return None
+    else:
+        cutoff = all_turns[-keep_last].start
+    keep = protected(state)
+    names = tool_names(state.units)
+    tokens = state.units_tokens()
+    tok = state.ctx.tokenizer
+    out = list(state.units)
+    changed = False
+    for i in range(cutoff):
+        unit = state.units[i]
+        if i in keep or not is_tool_output(unit) or is_compacted(unit):
+            continue
+        # a masked line costs ~25 tokens; a shorter output is left alone
+        size = len(unit.content.encode())
+        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, "ref-00000000")
+        if tok.count(probe) >= tokens[i]:
+            continue
+        ref = archive_unit(state, unit)
+        text = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, ref)
+        out[i] = placeholder(unit, ref, text, NAME)
+        changed = True
+    return state.with_units(out) if changed else None
