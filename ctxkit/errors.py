@@ -57,3 +57,13 @@ def unknown_name(kind: str, name: str, known: object) -> CtxkitError:
     """The error for a registry miss: lists the known names."""
     names = ", ".join(sorted(known))  # type: ignore[call-overload]
     return UsageError(f"unknown {kind} {name!r}; known: {names}")
+
+
+class EmbedderError(CtxkitError):
+    """An embedding model that cannot be loaded (missing path, no offline copy)."""
+
+    exit_code = 2
+
+
+class LLMError(CtxkitError):
+    """The LLM summarizer endpoint failed for good (after retries) or answered nonsense."""
