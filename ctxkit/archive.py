@@ -1,0 +1,611 @@
+"""The archive: everything compaction removes or shortens, stored whole in one SQLite file.
+
+Each archived unit gets a short ref, `ref-xxxxxxxx` (8 hex of a SHA-256 over transcript id,
+unit id and content, so the same input always gives the same ref), and a long form
+`ctx://<transcript>/<unit>`. Either may end with a location: `:L50-100` (lines 50 to 100),
+`:L7` (one line) or `:match-3` (the third match of a search pattern). Placeholders left in a
+compacted transcript carry the ref; `ctxkit recall REF` reads the unit back.
+
+The archive also keeps each original transcript whole (units with their source records,
+layout, envelope, tool schemas), which is what `ctxkit expand` restores.
+
+Example:
+    >>> with Archive("/tmp/demo.ctx.db") as archive:                     # doctest: +SKIP
+    ...     ref = archive.put("t0", unit)
+    ...     archive.recall(ref, lines=(1, 20))
+
+The journal is SQLite's default rollback journal (not WAL), so an archive is one file that can
+be copied or moved; every write is one transaction. `created`, `last_accessed` and
+`access_count` live only in the database: they never reach compacted output, which stays
+byte-identical for the same input.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from ctxkit.errors import ArchiveError
+from ctxkit.model import Transcript, Unit
+
+if TYPE_CHECKING:
+    from ctxkit.tokens import Tokenizer
+
+SCHEMA_VERSION = "1"
+FORMAT_NAME = "ctxkit-archive"
+DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
+SEARCH_CONTEXT_LINES = 2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ctxkit_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS units (
+    ref TEXT PRIMARY KEY,
+    transcript_id TEXT NOT NULL,
+    unit_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    tool_name TEXT,
+    summary TEXT NOT NULL DEFAULT '',
+    content TEXT NOT NULL,
+    unit_json TEXT NOT NULL,
+    tokens INTEGER,
+    created TEXT NOT NULL,
+    last_accessed TEXT,
+    access_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS units_by_ref ON units (ref);
+CREATE INDEX IF NOT EXISTS units_by_transcript ON units (transcript_id, unit_id);
+CREATE TABLE IF NOT EXISTS transcripts (
+    transcript_id TEXT PRIMARY KEY,
+    transcript_json TEXT NOT NULL,
+    units INTEGER NOT NULL,
+    created TEXT NOT NULL
+);
+"""
+
+SHORT_REF = re.compile(r"ref-[0-9a-f]{8}")
+_LOCATION = re.compile(r":(?:L(?P<a>\d+)(?:-(?P<b>\d+))?|match-(?P<m>\d+))$")
+_LONG_PREFIX = "ctx://"
+# refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
+_REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8}|ctx://[^\s\]\)>\"']+")
+
+
+def make_ref(transcript_id: str, unit_id: str, content: str) -> str:
+    """The short ref of a unit: `ref-` and 8 hex of a SHA-256 over its transcript, id and content."""
+    digest = hashlib.sha256(
+        "\x1f".join((transcript_id, unit_id, content)).encode("utf-8", "surrogatepass")
+    ).hexdigest()
+    return f"ref-{digest[:8]}"
+
+
+def long_ref(transcript_id: str, unit_id: str) -> str:
+    """The long ref `ctx://<transcript>/<unit>` (each part percent-encoded when it holds / or :)."""
+    return f"{_LONG_PREFIX}{quote(transcript_id, safe='')}/{quote(unit_id, safe='')}"
+
+
+def default_archive_path(output_path: str | None) -> str:
+    """`<out>.ctx.db` beside the output file, or `./ctxkit.ctx.db` when writing to stdout."""
+    if output_path is None or output_path in ("", "-"):
+        return os.path.join(".", DEFAULT_STDOUT_ARCHIVE)
+    return f"{output_path}.ctx.db"
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where inside a unit a ref points: a line range or the Nth search match."""
+
+    lines: tuple[int, int] | None = None
+    match: int | None = None
+
+
+def parse_ref(ref: str) -> tuple[str, Location]:
+    """Split `ref-xxxxxxxx:L5-9` or `ctx://t/u:match-2` into the bare ref and its location."""
+    text = ref.strip()
+    m = _LOCATION.search(text)
+    if m is None:
+        return text, Location()
+    bare = text[: m.start()]
+    if m.group("m") is not None:
+        return bare, Location(match=int(m.group("m")))
+    a = int(m.group("a"))
+    b = int(m.group("b")) if m.group("b") is not None else a
+    return bare, Location(lines=(a, b))
+
+
+def unit_to_json(unit: Unit) -> str:
+    """The unit whole: its `units` record plus the source record and group, as JSON text."""
+    d = unit.to_dict()
+    d["raw"] = unit.raw
+    d["group"] = unit.group
+    return json.dumps(d, ensure_ascii=False)
+
+
+def unit_from_json(text: str) -> Unit:
+    """Inverse of `unit_to_json`."""
+    d = json.loads(text)
+    unit = Unit.from_dict(d)
+    unit.raw = d.get("raw")
+    unit.group = d.get("group")
+    return unit
+
+
+def transcript_to_json(t: Transcript) -> str:
+    """The transcript whole, every unit with its source record, so it can be written back exactly."""
+    d = t.to_dict()
+    d["units"] = [json.loads(unit_to_json(u)) for u in t.units]
+    d["path"] = t.path
+    d["line"] = t.line
+    return json.dumps(d, ensure_ascii=False)
+
+
+def transcript_from_json(text: str) -> Transcript:
+    """Inverse of `transcript_to_json`."""
+    d = json.loads(text)
+    t = Transcript.from_dict(d)
+    for unit, ud in zip(t.units, d.get("units", []), strict=True):
+        unit.raw = ud.get("raw")
+        unit.group = ud.get("group")
+    t.path = d.get("path")
+    t.line = d.get("line")
+    return t
+
+
+def unit_text(unit: Unit) -> str:
+    """What `recall` shows of a unit: its content, then one line per tool call it makes."""
+    parts = [unit.content] if unit.content else []
+    for call in unit.tool_calls:
+        parts.append(f"[tool call {call.id}: {call.name} {call.arguments}]".rstrip())
+    return "\n".join(parts)
+
+
+@dataclass
+class ArchivedUnit:
+    """One row of the archive: a unit stored whole, with what recall needs to find and show it."""
+
+    ref: str
+    transcript_id: str
+    unit_id: str
+    type: str
+    tool_name: str | None
+    summary: str
+    content: str
+    tokens: int | None
+    created: str
+    last_accessed: str | None
+    access_count: int
+    unit_json: str = field(default="", repr=False)
+
+    @property
+    def long_ref(self) -> str:
+        return long_ref(self.transcript_id, self.unit_id)
+
+    def unit(self) -> Unit:
+        """The archived unit, with its source record restored."""
+        return unit_from_json(self.unit_json)
+
+    def text(self) -> str:
+        """The unit's content and tool calls, as recall shows them."""
+        return unit_text(self.unit())
+
+
+_COLUMNS = (
+    "ref, transcript_id, unit_id, type, tool_name, summary, content, tokens, created, "
+    "last_accessed, access_count, unit_json"
+)
+
+
+def _row(row: tuple[Any, ...]) -> ArchivedUnit:
+    return ArchivedUnit(*row)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Archive:
+    """An SQLite archive of removed units and original transcripts; a context manager."""
+
+    def __init__(self, path: str, *, readonly: bool = False, create: bool = True) -> None:
+        self.path = path
+        self.readonly = readonly
+        self._conn = self._open(path, readonly=readonly, create=create and not readonly)
+        try:
+            self._prepare()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise _db_error(path, exc) from None
+
+    @staticmethod
+    def _open(path: str, *, readonly: bool, create: bool) -> sqlite3.Connection:
+        if os.path.isdir(path):
+            raise ArchiveError(
+                f"archive path {path} is a directory; give a file path (--archive PATH)"
+            )
+        exists = os.path.exists(path)
+        if not exists:
+            if not create:
+                raise ArchiveError(
+                    f"no archive at {path}: `ctxkit compact --archive {path}` writes one"
+                )
+            parent = os.path.dirname(os.path.abspath(path))
+            if not os.path.isdir(parent):
+                raise ArchiveError(
+                    f"cannot create archive {path}: the directory {parent} does not exist"
+                )
+            if not os.access(parent, os.W_OK):
+                raise ArchiveError(
+                    f"cannot create archive {path}: the directory {parent} is not writable"
+                )
+        elif not readonly and not os.access(path, os.W_OK):
+            raise ArchiveError(
+                f"archive {path} is read-only; choose a writable --archive PATH "
+                "(recall reads it as it is)"
+            )
+        mode = "ro" if readonly else ("rwc" if create else "rw")
+        uri = f"file:{quote(os.path.abspath(path))}?mode={mode}"
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+        except sqlite3.Error as exc:
+            raise ArchiveError(f"cannot open archive {path}: {exc}") from None
+        return conn
+
+    def _prepare(self) -> None:
+        conn = self._conn
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "ctxkit_meta" not in tables:
+            raise ArchiveError(
+                f"{self.path} is an SQLite database but not a ctxkit archive "
+                f"(it has tables {', '.join(sorted(tables))}); choose another --archive PATH"
+            )
+        if self.readonly:
+            if not tables:
+                raise ArchiveError(f"{self.path} is not a ctxkit archive (it is empty)")
+        else:
+            conn.execute("PRAGMA journal_mode = DELETE")
+            with conn:
+                conn.executescript(_SCHEMA)
+                conn.execute(
+                    "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
+                    ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
+                )
+        fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
+        if fmt is None or fmt[0] != FORMAT_NAME:
+            raise ArchiveError(f"{self.path} is not a ctxkit archive")
+
+    # -- context manager ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the database."""
+        self._conn.close()
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        try:
+            with self._conn:
+                self._conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+
+    def put(
+        self, transcript_id: str, unit: Unit, *, summary: str = "", tokens: int | None = None
+    ) -> str:
+        """Store the unit whole and return its short ref; storing it again changes nothing."""
+        ref = make_ref(transcript_id, unit.id, unit.content)
+        existing = self._conn.execute(
+            "SELECT transcript_id, unit_id FROM units WHERE ref = ?", (ref,)
+        ).fetchone()
+        if existing is not None:
+            if tuple(existing) != (transcript_id, unit.id):
+                # 32 bits of hash: a clash is rare, but silently mixing two units would lose one.
+                raise ArchiveError(
+                    f"ref {ref} already names unit {existing[1]!r} of transcript {existing[0]!r} "
+                    f"in {self.path}; use a fresh --archive PATH"
+                )
+            return ref
+        tool_name = unit.name if unit.tool_call_id is not None else None
+        if tool_name is None and unit.tool_calls:
+            tool_name = unit.tool_calls[0].name
+        self._write(
+            "INSERT OR IGNORE INTO units (ref, transcript_id, unit_id, type, tool_name, summary, "
+            "content, unit_json, tokens, created, access_count) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            (
+                ref,
+                transcript_id,
+                unit.id,
+                unit.type,
+                tool_name,
+                summary,
+                unit.content,
+                unit_to_json(unit),
+                tokens if tokens is not None else unit.tokens,
+                _now(),
+            ),
+        )
+        return ref
+
+    def put_transcript(self, t: Transcript) -> None:
+        """Store the original transcript whole (by its id; a later one with the same id replaces it)."""
+        self._write(
+            "INSERT INTO transcripts (transcript_id, transcript_json, units, created) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
+            "transcript_json = excluded.transcript_json, units = excluded.units, "
+            "created = excluded.created",
+            (t.id, transcript_to_json(t), len(t.units), _now()),
+        )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _lookup(self, bare: str) -> ArchivedUnit | None:
+        if SHORT_REF.fullmatch(bare):
+            row = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM units WHERE ref = ?", (bare,)
+            ).fetchone()
+            return _row(row) if row else None
+        if bare.startswith(_LONG_PREFIX):
+            body = bare[len(_LONG_PREFIX) :]
+            # Prefer the percent-encoded split; then try every `/` for ids typed by hand.
+            candidates = []
+            if body.count("/") == 1:
+                t, u = body.split("/")
+                candidates.append((unquote(t), unquote(u)))
+            candidates += [(body[:i], body[i + 1 :]) for i, ch in enumerate(body) if ch == "/"]
+            for tid, uid in candidates:
+                row = self._conn.execute(
+                    f"SELECT {_COLUMNS} FROM units WHERE transcript_id = ? AND unit_id = ? "
+                    "ORDER BY rowid LIMIT 1",
+                    (tid, uid),
+                ).fetchone()
+                if row:
+                    return _row(row)
+        return None
+
+    def get(self, ref: str) -> ArchivedUnit:
+        """The archived unit a ref names (short or long form, location ignored); counts the access."""
+        bare, _ = parse_ref(ref)
+        if not (SHORT_REF.fullmatch(bare) or bare.startswith(_LONG_PREFIX)):
+            raise ArchiveError(
+                f"{ref!r} is not a ref: use ref-xxxxxxxx or ctx://<transcript>/<unit>, "
+                "optionally with :L50-100 or :match-3"
+            )
+        found = self._lookup(bare)
+        if found is None:
+            raise ArchiveError(
+                f"unknown ref {ref} in {self.path}; "
+                f"`ctxkit recall --list --archive {self.path}` lists the refs"
+            )
+        if not self.readonly:
+            now = _now()
+            self._write(
+                "UPDATE units SET last_accessed = ?, access_count = access_count + 1 WHERE ref = ?",
+                (now, found.ref),
+            )
+            found.last_accessed = now
+            found.access_count += 1
+        return found
+
+    def recall(
+        self,
+        ref: str,
+        *,
+        lines: tuple[int, int] | None = None,
+        search: str | None = None,
+        max_tokens: int | None = None,
+        tokenizer: Tokenizer | None = None,
+    ) -> str:
+        """The unit's text, or a line range, or the matches of a pattern; cut to `max_tokens`.
+
+        A location in the ref (`:L5-9`, `:match-2`) applies unless `lines` is given. With a
+        pattern (a regular expression; text that does not compile is searched literally) each
+        match comes with two lines of context, numbered like `grep -n`; `:match-N` keeps the Nth.
+        An empty string means no line matched.
+        """
+        _, where = parse_ref(ref)
+        item = self.get(ref)
+        text = item.text()
+        if lines is None:
+            lines = where.lines
+        if where.match is not None and search is None:
+            raise ArchiveError(f"{ref} names a match: give the pattern with --search PATTERN")
+        if lines is not None:
+            text = _line_range(text, lines, item.ref)
+        if search is not None:
+            text = _search(text, search, where.match, item.ref, first_line=lines[0] if lines else 1)
+        if max_tokens is not None:
+            text = _cut(text, max_tokens, tokenizer)
+        return text
+
+    def list(self, transcript_id: str | None = None) -> builtins.list[ArchivedUnit]:
+        """Archived units in the order they were stored, of one transcript or all."""
+        sql = f"SELECT {_COLUMNS} FROM units"
+        params: tuple[Any, ...] = ()
+        if transcript_id is not None:
+            sql += " WHERE transcript_id = ?"
+            params = (transcript_id,)
+        return [_row(r) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
+
+    def transcript_ids(self) -> builtins.list[str]:
+        """Ids of the original transcripts stored, in the order they were stored."""
+        rows = self._conn.execute("SELECT transcript_id FROM transcripts ORDER BY rowid")
+        return [r[0] for r in rows]
+
+    def original(self, transcript_id: str) -> Transcript | None:
+        """The original transcript stored under this id, or None."""
+        row = self._conn.execute(
+            "SELECT transcript_json FROM transcripts WHERE transcript_id = ?", (transcript_id,)
+        ).fetchone()
+        return transcript_from_json(row[0]) if row else None
+
+    def restore(self, compacted: Transcript) -> Transcript:
+        """The original of a compacted transcript; every ref its placeholders carry must resolve."""
+        refs = sorted(set(refs_in(compacted)))
+        unknown: builtins.list[str] = []
+        owners: set[str] = set()
+        for ref in refs:
+            found = self._lookup(parse_ref(ref)[0])
+            if found is None:
+                unknown.append(ref)
+            else:
+                owners.add(found.transcript_id)
+        if unknown:
+            shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            raise ArchiveError(
+                f"{len(unknown)} ref(s) of transcript {compacted.id!r} are not in {self.path}: "
+                f"{shown}; was it compacted with another --archive?"
+            )
+        stored = self.transcript_ids()
+        if compacted.id in stored and owners <= {compacted.id}:
+            tid = compacted.id
+        elif len(owners) == 1 and next(iter(owners)) in stored:
+            tid = next(iter(owners))
+        elif not owners and len(stored) == 1:
+            tid = stored[0]
+        else:
+            known = ", ".join(stored[:10]) or "none"
+            raise ArchiveError(
+                f"cannot tell which original transcript {compacted.id!r} came from in {self.path} "
+                f"(refs point to {sorted(owners) or 'nothing'}; stored: {known})"
+            )
+        original = self.original(tid)
+        assert original is not None  # tid was taken from the stored ids
+        return original
+
+
+def refs_in(t: Transcript) -> Iterator[str]:
+    """Refs carried by the placeholders and summaries of a transcript (meta and text)."""
+    for u in t.units:
+        ref = u.meta.get("ref")
+        if isinstance(ref, str):
+            yield ref
+        for r in u.meta.get("refs") or []:
+            if isinstance(r, str):
+                yield r
+        if u.type in ("placeholder", "summary"):
+            yield from _REFS_IN_TEXT.findall(u.content)
+
+
+def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
+    text = str(exc)
+    if "not a database" in text or "file is encrypted" in text:
+        return ArchiveError(f"{path} is not a ctxkit archive (not an SQLite file)")
+    if "readonly" in text or "read-only" in text:
+        return ArchiveError(f"archive {path} is read-only; choose a writable --archive PATH")
+    return ArchiveError(f"archive {path}: {text}")
+
+
+def _line_range(text: str, lines: tuple[int, int], ref: str) -> str:
+    a, b = lines
+    all_lines = text.split("\n")
+    if a < 1 or b < a:
+        raise ArchiveError(f"bad line range {a}-{b}: lines count from 1 and A <= B")
+    if a > len(all_lines):
+        raise ArchiveError(f"{ref} has {len(all_lines)} lines; line {a} is past the end")
+    return "\n".join(all_lines[a - 1 : b])
+
+
+def _search(text: str, pattern: str, nth: int | None, ref: str, *, first_line: int) -> str:
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        rx = re.compile(re.escape(pattern))
+    all_lines = text.split("\n")
+    hits = [i for i, line in enumerate(all_lines) if rx.search(line)]
+    if nth is not None:
+        if nth < 1 or nth > len(hits):
+            raise ArchiveError(
+                f"{ref} has {len(hits)} match(es) for {pattern!r}; match-{nth} is not one"
+            )
+        hits = [hits[nth - 1]]
+    groups: list[str] = []
+    shown_until = -1
+    for i in hits:
+        lo = max(0, i - SEARCH_CONTEXT_LINES)
+        hi = min(len(all_lines), i + SEARCH_CONTEXT_LINES + 1)
+        block = []
+        for j in range(max(lo, shown_until), hi):
+            mark = ":" if rx.search(all_lines[j]) else "-"
+            block.append(f"{j + first_line}{mark}{all_lines[j]}")
+        if lo < shown_until and groups:
+            groups[-1] += "\n" + "\n".join(block)  # overlapping context: one group, like grep
+        else:
+            groups.append("\n".join(block))
+        shown_until = hi
+    return "\n--\n".join(groups)
+
+
+def _cut(text: str, max_tokens: int, tokenizer: Tokenizer | None) -> str:
+    """Cut text to at most `max_tokens`, note included, on a line boundary when one fits."""
+    if tokenizer is None:
+        from ctxkit.tokens import get_tokenizer
+
+        tokenizer = get_tokenizer(None)
+    total = tokenizer.count(text)
+    if total <= max_tokens:
+        return text
+    all_lines = text.split("\n")
+
+    def note(shown_lines: int, shown_tokens: int) -> str:
+        if shown_lines == 0:
+            shown = "part of line 1"
+        elif shown_lines == 1:
+            shown = "line 1"
+        else:
+            shown = f"lines 1-{shown_lines}"
+        rest = (
+            f"--lines {shown_lines + 1}-{len(all_lines)} for more"
+            if 0 < shown_lines < len(all_lines)
+            else "raise --max-tokens for more"
+        )
+        return f"\n[cut: {shown_tokens:,} of {total:,} tokens, {shown} of {len(all_lines)}; {rest}]"
+
+    budget = max_tokens - tokenizer.count(note(len(all_lines), total))
+    if budget <= 0:
+        # too small for the note: the plain cut is all that fits
+        return _prefix_within(text, max_tokens, tokenizer)
+    # the longest run of whole lines within budget (binary search on the line count)
+    lo, hi = 0, len(all_lines)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokenizer.count("\n".join(all_lines[:mid])) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    shown = "\n".join(all_lines[:lo]) if lo else _prefix_within(all_lines[0], budget, tokenizer)
+    return shown + note(lo, tokenizer.count(shown))
+
+
+def _prefix_within(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokenizer.count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
