@@ -1,0 +1,515 @@
+"""Archive: storing units whole, refs, recall (lines, search, max tokens), errors, restore."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxkit.archive import (
+    Archive,
+    default_archive_path,
+    long_ref,
+    make_ref,
+    parse_ref,
+    refs_in,
+    transcript_from_json,
+    transcript_to_json,
+    unit_from_json,
+    unit_to_json,
+)
+from ctxkit.errors import ArchiveError
+from ctxkit.model import ToolCall, Transcript, Unit
+
+LOG = "\n".join(
+    f"line {i} ERROR disk full" if i % 10 == 0 else f"line {i} ok" for i in range(1, 61)
+)
+
+
+def tool_result(uid: str = "r1", content: str = LOG) -> Unit:
+    return Unit(
+        id=uid,
+        role="tool",
+        type="tool_result",
+        content=content,
+        timestamp=1700000000.5,
+        priority=2,
+        tool_call_id="call_1",
+        name="bash",
+        tokens=321,
+        raw={
+            "role": "tool",
+            "tool_call_id": "call_1",
+            "content": content,
+            "extra": [1, {"x": None}],
+        },
+        group=4,
+        meta={"note": "kept"},
+    )
+
+
+def call_unit() -> Unit:
+    return Unit(
+        id="a1",
+        role="assistant",
+        type="tool_call",
+        content="",
+        tool_calls=[ToolCall("call_1", "bash", '{"cmd": "make test"}')],
+        raw={"role": "assistant", "content": None},
+        group=3,
+    )
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Archive:
+    a = Archive(str(tmp_path / "a.ctx.db"))
+    yield a  # type: ignore[misc]
+    a.close()
+
+
+# -- storing and refs ------------------------------------------------------------------------
+
+
+def test_put_stores_the_unit_whole_and_get_gives_it_back(archive: Archive) -> None:
+    unit = tool_result()
+    ref = archive.put("t0", unit, summary="bash output, 60 lines", tokens=321)
+    assert re.fullmatch(r"ref-[0-9a-f]{8}", ref)
+    item = archive.get(ref)
+    assert (item.ref, item.transcript_id, item.unit_id, item.type, item.tool_name) == (
+        ref,
+        "t0",
+        "r1",
+        "tool_result",
+        "bash",
+    )
+    assert item.summary == "bash output, 60 lines" and item.tokens == 321 and item.content == LOG
+    assert item.unit() == unit  # raw, group, meta, priority, timestamp all restored
+    assert item.long_ref == "ctx://t0/r1"
+
+
+def test_put_is_idempotent_and_refs_are_deterministic(tmp_path: Path) -> None:
+    unit = tool_result()
+    with Archive(str(tmp_path / "one.db")) as a, Archive(str(tmp_path / "two.db")) as b:
+        ref = a.put("t0", unit)
+        assert a.put("t0", unit) == ref
+        assert len(a.list()) == 1
+        assert b.put("t0", unit) == ref == make_ref("t0", "r1", LOG)
+    assert make_ref("t0", "r1", LOG + "!") != ref
+    assert make_ref("t1", "r1", LOG) != ref
+    assert make_ref("t0", "r2", LOG) != ref
+
+
+def test_tool_name_of_a_call_unit(archive: Archive) -> None:
+    ref = archive.put("t0", call_unit())
+    item = archive.get(ref)
+    assert item.tool_name == "bash"
+    assert archive.recall(ref) == '[tool call call_1: bash {"cmd": "make test"}]'
+
+
+@pytest.mark.parametrize(
+    ("ref", "bare", "lines", "match"),
+    [
+        ("ref-0123abcd", "ref-0123abcd", None, None),
+        ("ref-0123abcd:L50-100", "ref-0123abcd", (50, 100), None),
+        ("ref-0123abcd:L7", "ref-0123abcd", (7, 7), None),
+        ("ctx://t0/u1:match-3", "ctx://t0/u1", None, 3),
+        ("ctx://a%2Fb/u%3A1:L2-3", "ctx://a%2Fb/u%3A1", (2, 3), None),
+    ],
+)
+def test_parse_ref(ref: str, bare: str, lines: tuple[int, int] | None, match: int | None) -> None:
+    got_bare, where = parse_ref(ref)
+    assert (got_bare, where.lines, where.match) == (bare, lines, match)
+
+
+def test_every_ref_form_resolves(archive: Archive) -> None:
+    unit = tool_result(uid="msg:7/b")
+    ref = archive.put("session/42", unit)
+    long = long_ref("session/42", "msg:7/b")
+    assert long == "ctx://session%2F42/msg%3A7%2Fb"
+    for form in (
+        ref,
+        f"{ref}:L2-3",
+        long,
+        f"{long}:L1",
+        f"{long}:match-2",
+        "ctx://session/42/msg:7/b",
+    ):
+        assert archive.get(form).ref == ref, form
+
+
+def test_unknown_and_malformed_refs(archive: Archive) -> None:
+    archive.put("t0", tool_result())
+    with pytest.raises(ArchiveError) as err:
+        archive.get("ref-00000000")
+    assert str(err.value) == (
+        f"unknown ref ref-00000000 in {archive.path}; "
+        f"`ctxkit recall --list --archive {archive.path}` lists the refs"
+    )
+    with pytest.raises(ArchiveError, match="unknown ref ctx://t0/nope"):
+        archive.get("ctx://t0/nope")
+    with pytest.raises(ArchiveError, match="is not a ref"):
+        archive.get("r1")
+
+
+def test_get_counts_accesses(archive: Archive) -> None:
+    ref = archive.put("t0", tool_result())
+    assert archive.list()[0].access_count == 0 and archive.list()[0].last_accessed is None
+    archive.get(ref)
+    archive.recall(ref, lines=(1, 2))
+    row = archive.list()[0]
+    assert row.access_count == 2 and row.last_accessed is not None
+
+
+def test_list_by_transcript_in_stored_order(archive: Archive) -> None:
+    r1 = archive.put("t1", tool_result("x"))
+    r2 = archive.put("t0", tool_result("y"))
+    r3 = archive.put("t1", call_unit())
+    assert [i.ref for i in archive.list()] == [r1, r2, r3]
+    assert [i.ref for i in archive.list("t1")] == [r1, r3]
+    assert archive.list("nope") == []
+
+
+# -- recall ----------------------------------------------------------------------------------
+
+
+def test_recall_whole_and_lines(archive: Archive) -> None:
+    ref = archive.put("t0", tool_result())
+    assert archive.recall(ref) == LOG
+    assert archive.recall(ref, lines=(9, 11)) == "line 9 ok\nline 10 ERROR disk full\nline 11 ok"
+    assert archive.recall(f"{ref}:L59-70") == "line 59 ok\nline 60 ERROR disk full"
+    assert archive.recall(f"{ref}:L5") == "line 5 ok"
+    # explicit lines win over the ref's location
+    assert archive.recall(f"{ref}:L5", lines=(6, 6)) == "line 6 ok"
+    with pytest.raises(ArchiveError, match="has 60 lines; line 61 is past the end"):
+        archive.recall(ref, lines=(61, 62))
+    with pytest.raises(ArchiveError, match="bad line range 3-2"):
+        archive.recall(ref, lines=(3, 2))
+
+
+def test_recall_search_with_context_and_nth_match(archive: Archive) -> None:
+    ref = archive.put("t0", tool_result())
+    out = archive.recall(ref, search="ERROR")
+    groups = out.split("\n--\n")
+    assert len(groups) == 6
+    assert (
+        groups[0]
+        == "8-line 8 ok\n9-line 9 ok\n10:line 10 ERROR disk full\n11-line 11 ok\n12-line 12 ok"
+    )
+    assert (
+        archive.recall(f"{ref}:match-2", search="ERROR").split("\n")[2]
+        == "20:line 20 ERROR disk full"
+    )
+    assert archive.recall(ref, search=r"line [12]0 ") == "\n--\n".join(groups[:2])
+    # a pattern that is not a valid regex is searched literally
+    assert archive.recall(ref, search="(") == ""
+    # line numbers stay those of the unit inside a range
+    assert (
+        archive.recall(ref, lines=(15, 25), search="ERROR").split("\n")[2]
+        == "20:line 20 ERROR disk full"
+    )
+    with pytest.raises(ArchiveError, match="has 6 match\\(es\\) for 'ERROR'; match-7 is not one"):
+        archive.recall(f"{ref}:match-7", search="ERROR")
+    with pytest.raises(ArchiveError, match="give the pattern with --search"):
+        archive.recall(f"{ref}:match-1")
+
+
+def test_recall_overlapping_context_is_one_group(archive: Archive) -> None:
+    ref = archive.put("t0", tool_result(content="a\nhit\nb\nhit\nc\nd\ne\nf\nhit"))
+    assert (
+        archive.recall(ref, search="hit") == "1-a\n2:hit\n3-b\n4:hit\n5-c\n6-d\n--\n7-e\n8-f\n9:hit"
+    )
+
+
+def test_recall_max_tokens_cuts_and_says_so(archive: Archive) -> None:
+    from ctxkit.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    ref = archive.put("t0", tool_result())
+    assert archive.recall(ref, max_tokens=10_000) == LOG
+    out = archive.recall(ref, max_tokens=80)
+    assert tok.count(out) <= 80
+    body, note = out.rsplit("\n", 1)
+    assert LOG.startswith(body) and body.count("\n") >= 3
+    shown = body.count("\n") + 1
+    assert (
+        note.startswith("[cut: ")
+        and f"lines 1-{shown} of 60; --lines {shown + 1}-60 for more]" in note
+    )
+    # a single huge line is cut inside the line
+    one = archive.put("t0", tool_result("big", "word " * 2000))
+    out = archive.recall(one, max_tokens=50, tokenizer=tok)
+    assert tok.count(out) <= 50 and "part of line 1 of 1; raise --max-tokens for more]" in out
+
+
+# -- opening errors --------------------------------------------------------------------------
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    path = tmp_path / "nope" / "a.db"
+    with pytest.raises(ArchiveError) as err:
+        Archive(str(path))
+    assert (
+        str(err.value)
+        == f"cannot create archive {path}: the directory {path.parent} does not exist"
+    )
+    assert not path.parent.exists()
+
+
+def test_path_is_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(
+        ArchiveError, match=f"archive path {re.escape(str(tmp_path))} is a directory"
+    ):
+        Archive(str(tmp_path))
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes through 0444")
+def test_read_only_file(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    Archive(str(path)).close()
+    path.chmod(0o444)
+    try:
+        with pytest.raises(ArchiveError, match=f"archive {re.escape(str(path))} is read-only"):
+            Archive(str(path))
+        with Archive(str(path), readonly=True) as a:  # reading still works
+            assert a.list() == []
+    finally:
+        path.chmod(0o644)
+
+
+def test_read_only_open_refuses_writes_and_does_not_count(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with Archive(str(path)) as a:
+        ref = a.put("t0", tool_result())
+    with Archive(str(path), readonly=True) as a:
+        assert a.recall(ref, lines=(1, 1)) == "line 1 ok"
+        with pytest.raises(ArchiveError, match="opened read-only"):
+            a.put("t0", call_unit())
+    with Archive(str(path)) as a:
+        assert a.list()[0].access_count == 0
+
+
+def test_not_an_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("just some text, not a database\n" * 20)
+    for readonly in (False, True):
+        with pytest.raises(ArchiveError) as err:
+            Archive(str(path), readonly=readonly)
+        assert str(err.value) == f"{path} is not a ctxkit archive (not an SQLite file)"
+    assert path.read_text().startswith("just some text")
+
+
+def test_another_sqlite_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(
+        ArchiveError, match="is an SQLite database but not a ctxkit archive .*users"
+    ):
+        Archive(str(path))
+
+
+def test_reading_a_missing_archive_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "missing.db"
+    for kwargs in ({"readonly": True}, {"create": False}):
+        with pytest.raises(ArchiveError, match="no archive at .*missing.db"):
+            Archive(str(path), **kwargs)  # type: ignore[arg-type]
+    assert not path.exists()
+
+
+def test_one_file_no_wal(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with Archive(str(path)) as a:
+        a.put("t0", tool_result())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(units)")]
+    assert cols == [
+        "ref",
+        "transcript_id",
+        "unit_id",
+        "type",
+        "tool_name",
+        "summary",
+        "content",
+        "unit_json",
+        "tokens",
+        "created",
+        "last_accessed",
+        "access_count",
+    ]
+    indexes = {r[1] for r in conn.execute("PRAGMA index_list(units)")}
+    assert {"units_by_ref", "units_by_transcript"} <= indexes
+    conn.close()
+
+
+def test_default_archive_path() -> None:
+    assert default_archive_path("out/small.jsonl") == "out/small.jsonl.ctx.db"
+    assert default_archive_path(None) == os.path.join(".", "ctxkit.ctx.db")
+    assert default_archive_path("-") == os.path.join(".", "ctxkit.ctx.db")
+
+
+# -- restore ---------------------------------------------------------------------------------
+
+
+def original() -> Transcript:
+    units = [
+        Unit(
+            id="s",
+            role="system",
+            content="Be brief.",
+            raw={"role": "system", "content": "Be brief."},
+            group=0,
+        ),
+        Unit(
+            id="u",
+            role="user",
+            content="run the tests",
+            raw={"role": "user", "content": "run the tests"},
+            group=1,
+        ),
+        call_unit(),
+        tool_result(),
+        Unit(
+            id="z",
+            role="assistant",
+            content="2 failures",
+            raw={"role": "assistant", "content": "2 failures"},
+            group=5,
+        ),
+    ]
+    return Transcript(
+        units=units,
+        id="sess-1",
+        source_format="openai",
+        layout="object",
+        tools=[{"type": "function", "function": {"name": "bash"}}],
+        envelope={"model": "gpt-4o", "temperature": 0},
+        path="in.json",
+        metadata={"source": "test"},
+    )
+
+
+def compacted_of(t: Transcript, archive: Archive, *, new_id: str | None = None) -> Transcript:
+    """What a strategy leaves: the big result archived and replaced by a placeholder."""
+    result = t.units[3]
+    ref = archive.put(t.id, result)
+    stub = result.replace(
+        type="placeholder",
+        content=f"[bash output, 60 lines, archived: {ref}]",
+        meta={"ref": ref, "strategy": "offload"},
+    )
+    return Transcript(
+        units=[*t.units[:3], stub, t.units[4]], id=new_id or t.id, source_format="openai"
+    )
+
+
+def test_transcript_json_round_trip() -> None:
+    t = original()
+    assert transcript_from_json(transcript_to_json(t)) == t
+
+
+def test_restore_round_trip(archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
+    small = compacted_of(t, archive)
+    assert list(refs_in(small)) == [small.units[3].meta["ref"]] * 2
+    assert archive.restore(small) == t
+
+
+def test_restore_finds_the_original_through_refs_when_ids_differ(archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
+    archive.put_transcript(Transcript(units=[], id="other"))
+    small = compacted_of(t, archive, new_id="read-back-under-another-id")
+    small.units[3].meta = {}  # a writer that drops meta: the ref in the text still leads home
+    assert archive.restore(small) == t
+
+
+def test_restore_with_unknown_ref_fails(tmp_path: Path, archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
+    with Archive(str(tmp_path / "elsewhere.db")) as other:
+        small = compacted_of(t, other)
+    ref = small.units[3].meta["ref"]
+    with pytest.raises(
+        ArchiveError, match=f"1 ref\\(s\\) of transcript 'sess-1' are not in .*: {ref}"
+    ):
+        archive.restore(small)
+
+
+def test_restore_ambiguous_or_absent_original(archive: Archive) -> None:
+    with pytest.raises(ArchiveError, match="cannot tell which original"):
+        archive.restore(Transcript(units=[], id="x"))
+    archive.put_transcript(original())
+    assert archive.restore(Transcript(units=[], id="x")).id == "sess-1"  # the only one stored
+    archive.put_transcript(Transcript(units=[], id="t2"))
+    with pytest.raises(ArchiveError, match="cannot tell which original transcript 'x'"):
+        archive.restore(Transcript(units=[], id="x"))
+
+
+# -- properties ------------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=5), kids, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def units(draw: st.DrawFn) -> Unit:
+    return Unit(
+        id=draw(st.text(min_size=1, max_size=8)),
+        role=draw(st.sampled_from(["system", "user", "assistant", "tool"])),
+        type=draw(st.sampled_from(["message", "tool_result", "placeholder", "code"])),
+        content=draw(st.text(max_size=200)),
+        timestamp=draw(st.none() | st.floats(0, 2e9)),
+        priority=draw(st.sampled_from([None, 1, 2, 3])),
+        tool_calls=[
+            ToolCall(i, n, a)
+            for i, n, a in draw(
+                st.lists(
+                    st.tuples(
+                        st.text(min_size=1, max_size=5), st.text(max_size=5), st.text(max_size=20)
+                    ),
+                    max_size=2,
+                )
+            )
+        ],
+        tool_call_id=draw(st.none() | st.text(min_size=1, max_size=6)),
+        name=draw(st.none() | st.text(max_size=6)),
+        reasoning=draw(st.text(max_size=20)),
+        images=draw(st.integers(0, 3)),
+        tokens=draw(st.none() | st.integers(0, 10_000)),
+        raw=draw(json_values),
+        group=draw(st.none() | st.integers(0, 100)),
+        meta=draw(st.dictionaries(st.text(min_size=1, max_size=5), json_values, max_size=2)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(units())
+def test_unit_json_round_trip(unit: Unit) -> None:
+    assert unit_from_json(unit_to_json(unit)) == unit
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(max_size=8), st.text(min_size=1, max_size=8))
+def test_long_ref_resolves_any_ids(
+    tmp_path_factory: pytest.TempPathFactory, tid: str, uid: str
+) -> None:
+    path = tmp_path_factory.mktemp("lr") / "a.db"
+    with Archive(str(path)) as a:
+        ref = a.put(tid, tool_result(uid))
+        assert a.get(long_ref(tid, uid)).ref == ref
+        assert a.get(f"{long_ref(tid, uid)}:L2-3").ref == ref
