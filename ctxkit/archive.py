@@ -229,6 +229,8 @@ class Archive:
 
     @staticmethod
     def _open(path: str, *, readonly: bool, create: bool) -> sqlite3.Connection:
+        if path == ":memory:":
+            return sqlite3.connect(path)  # a dry run: nothing touches the disk
         if os.path.isdir(path):
             raise ArchiveError(
                 f"archive path {path} is a directory; give a file path (--archive PATH)"
@@ -385,6 +387,11 @@ class Archive:
                 if row:
                     return _row(row)
         return None
+
+    def has(self, ref: str) -> bool:
+        """True when the ref (any form) names an archived unit; does not count as an access."""
+        bare, _ = parse_ref(ref)
+        return self._lookup(bare) is not None
 
     def get(self, ref: str) -> ArchivedUnit:
         """The archived unit a ref names (short or long form, location ignored); counts the access."""

@@ -513,3 +513,15 @@ def test_long_ref_resolves_any_ids(
         ref = a.put(tid, tool_result(uid))
         assert a.get(long_ref(tid, uid)).ref == ref
         assert a.get(f"{long_ref(tid, uid)}:L2-3").ref == ref
+
+
+def test_has_does_not_count_and_memory_archive_writes_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with Archive(":memory:") as a:
+        ref = a.put("t0", tool_result())
+        assert a.has(ref) and a.has(f"{ref}:L1-2") and a.has("ctx://t0/r1")
+        assert not a.has("ref-00000000") and not a.has("nonsense")
+        assert a.list()[0].access_count == 0
+    assert list(tmp_path.iterdir()) == []
