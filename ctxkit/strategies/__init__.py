@@ -9,8 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from ctxkit.errors import unknown_name
+from ctxkit.strategies import content_type_chunking as _chunking
+from ctxkit.strategies import discard_low_rel as _discard
 from ctxkit.strategies import mask_observations as _mask
 from ctxkit.strategies import offload as _offload
+from ctxkit.strategies import prioritize_recent as _recent
+from ctxkit.strategies import summarize_old as _summarize_old
 from ctxkit.strategies.base import (
     Context,
     State,
@@ -21,11 +25,19 @@ from ctxkit.strategies.base import (
 )
 
 STRATEGIES: dict[str, Strategy] = {
+    "summarize_old": _summarize_old.summarize_old,
+    "prioritize_recent": _recent.prioritize_recent,
+    "content_type_chunking": _chunking.content_type_chunking,
+    "discard_low_rel": _discard.discard_low_rel,
     "offload": _offload.offload,
     "mask_observations": _mask.mask_observations,
 }
 
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "summarize_old": dict(_summarize_old.DEFAULTS),
+    "prioritize_recent": dict(_recent.DEFAULTS),
+    "content_type_chunking": {"compress_ratios": dict(_chunking.DEFAULT_RATIOS)},
+    "discard_low_rel": dict(_discard.DEFAULTS),
     "offload": dict(_offload.DEFAULTS),
     "mask_observations": dict(_mask.DEFAULTS),
 }

@@ -29,3 +29,23 @@ def tool_name(unit: Unit, names: dict[str, str]) -> str:
 def is_compacted(unit: Unit) -> bool:
     """Already a placeholder or summary made by ctxkit: never compacted again by the same rule."""
     return unit.type in ("placeholder", "summary") or "ref" in unit.meta or "refs" in unit.meta
+
+
+def block_text(units: tuple[Unit, ...] | list[Unit], start: int, end: int) -> str:
+    """The text relevance is measured on: contents, reasoning and call names/arguments."""
+    parts: list[str] = []
+    for u in units[start:end]:
+        if u.content:
+            parts.append(u.content)
+        if u.reasoning:
+            parts.append(u.reasoning)
+        parts.extend(f"{c.name} {c.arguments}" for c in u.tool_calls)
+    return "\n".join(parts)
+
+
+def fmt_refs(refs: list[str], limit: int = 8) -> str:
+    """`ref-a ref-b ... (+N more)`: every ref is in meta; the text names the first few."""
+    shown = " ".join(refs[:limit])
+    if len(refs) > limit:
+        shown += f" (+{len(refs) - limit} more: ctxkit recall --list)"
+    return shown

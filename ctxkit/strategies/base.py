@@ -123,7 +123,7 @@ def make_ref(transcript_id: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit import archive as archive_module
 
-    return archive_module.make_ref(transcript_id, unit)
+    return archive_module.make_ref(transcript_id, unit.id, unit.content)
 
 
 def archive_unit(state: State, unit: Unit, summary: str = "") -> str:

@@ -1,0 +1,81 @@
+"""`content_type_chunking`: compress each unprotected unit by its content type.
+
+Ratios per kind (`compress_ratios`): code 0.7, text 0.5, log 0.4, plan_ref 1.0 (verbatim),
+other 0.6. Units typed `message`/`reasoning` count as text; tool results and `other` are
+classified by their content (code, log, JSON -> other, prose -> text). The shortened unit keeps
+its id, role and pairing; its content ends with a note carrying the archive ref. P1 units are
+protected and never shortened; in recovery P1 code keeps at least 90% of its tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ctxkit.compress import compress, detect_kind
+from ctxkit.model import Unit
+from ctxkit.strategies._common import is_compacted
+from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
+
+NAME = "content_type_chunking"
+DEFAULT_RATIOS: dict[str, float] = {"code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}
+DEFAULTS: dict[str, Any] = {"compress_ratios": dict(DEFAULT_RATIOS)}
+MIN_TOKENS = 64  # below this the note would eat most of the saving
+P1_CODE_RATIO = 0.9
+
+_BY_TYPE = {"code": "code", "log": "log", "plan_ref": "plan_ref", "message": "text", "reasoning": "text"}
+# what a detected content kind is compressed as, and which ratio applies
+_DETECTED = {"code": ("code", "code"), "log": ("log", "log"), "json": ("json", "other"), "text": ("text", "text")}
+
+
+def kind_of(unit: Unit) -> tuple[str, str]:
+    """(compressor kind, ratio key) for a unit."""
+    key = _BY_TYPE.get(unit.type)
+    if key == "plan_ref":
+        return "plan_ref", "plan_ref"
+    if key in ("code", "log"):
+        return key, key
+    detected = detect_kind(unit.content)
+    if key == "text" and detected not in ("code", "json"):
+        return "text", "text"
+    if unit.type == "other":
+        return _DETECTED[detected][0], "other"
+    return _DETECTED[detected]
+
+
+def note(before: int, after: int, ref: str) -> str:
+    """The line that ends a compressed unit."""
+    return f"[ctxkit: compressed {fmt_int(before)} -> {fmt_int(after)} tokens; full text: ctxkit recall {ref}]"
+
+
+def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | None:
+    """Shorten unprotected units by type; None when no unit gets smaller."""
+    p = merged(DEFAULTS, params)
+    ratios = {**DEFAULT_RATIOS, **dict(p["compress_ratios"] or {})}
+    keep = protected(state)
+    tok = state.ctx.tokenizer
+    out = list(state.units)
+    changed = False
+    for i, unit in enumerate(state.units):
+        if i in keep or is_compacted(unit) or "compressed_from" in unit.meta:
+            continue
+        content_tokens = tok.count(unit.content) if unit.content else 0
+        if content_tokens < MIN_TOKENS:
+            continue
+        kind, key = kind_of(unit)
+        ratio = float(ratios.get(key, ratios["other"]))
+        if unit.is_p1 and kind == "code":
+            ratio = max(ratio, P1_CODE_RATIO)
+        if ratio >= 1.0:
+            continue
+        short = compress(unit.content, kind, ratio, tok)
+        short_tokens = tok.count(short)
+        ref_probe = note(content_tokens, short_tokens, "ref-00000000")
+        if short_tokens + tok.count(ref_probe) + 1 >= content_tokens:
+            continue
+        ref = archive_unit(state, unit)
+        content = f"{short}\n{note(content_tokens, short_tokens, ref)}"
+        meta = {**unit.meta, "ref": ref, "strategy": NAME, "compressed_from": content_tokens}
+        out[i] = unit.replace(content=content, meta=meta)
+        changed = True
+    return state.with_units(out) if changed else None

@@ -1,0 +1,47 @@
+"""`discard_low_rel`: drop the least relevant `discard_percent` of the unprotected blocks,
+one placeholder per dropped run.
+
+`placeholder_detail` "brief" says only how many messages went (the refs are in the
+placeholder's meta); "linked" also lists the refs in the text, for the model to recall.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ctxkit.errors import ConfigError
+from ctxkit.strategies._common import fmt_refs
+from ctxkit.strategies._runs import removable_blocks, remove_runs
+from ctxkit.strategies.base import State, merged, protected
+from ctxkit.strategies.prioritize_recent import block_scores
+
+NAME = "discard_low_rel"
+DEFAULTS: dict[str, Any] = {"discard_percent": 0.3, "placeholder_detail": "brief"}
+DETAILS = ("brief", "linked")
+
+
+def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
+    """Archive the bottom `discard_percent` of removable blocks by relevance; None if none."""
+    p = merged(DEFAULTS, params)
+    detail = str(p["placeholder_detail"])
+    if detail not in DETAILS:
+        raise ConfigError(f"breaking_strategy.discard_low_rel.placeholder_detail {detail!r}: expected one of {', '.join(DETAILS)}")
+    candidates = removable_blocks(state, protected(state))
+    count = math.ceil(float(p["discard_percent"]) * len(candidates))
+    if not candidates or count <= 0:
+        return None
+    # P1 is protected outside recovery; in recovery it is boosted like prioritize_recent does
+    scores = block_scores(state, candidates, 1.5)
+    # least relevant first; among equals the oldest goes first
+    order = sorted(range(len(candidates)), key=lambda k: (scores[k], candidates[k][0]))
+    remove = {i for k in order[:count] for i in range(*candidates[k])}
+
+    def text(n: int, tokens: int, refs: list[str]) -> str:
+        head = f"[ctxkit: {n} low-relevance message{'s' if n != 1 else ''} removed"
+        if detail == "linked":
+            return f"{head}; recall: {fmt_refs(refs, limit=len(refs))}]"
+        return head + "]"
+
+    return remove_runs(state, remove, NAME, text)

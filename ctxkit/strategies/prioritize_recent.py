@@ -1,0 +1,68 @@
+"""`prioritize_recent`: keep the most recent `recent_bias` of the units, plus every block whose
+relevance to the task is at least `rel_threshold` (P1 boosted by `priority_boost`), plus the
+protected units; the rest go to the archive, one placeholder per removed run.
+
+Recency is counted in units, at block granularity (a call and its results count together).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from ctxkit.strategies._common import block_text, fmt_refs
+from ctxkit.strategies._runs import removable_blocks, remove_runs
+from ctxkit.strategies.base import State, fmt_int, merged, protected
+
+NAME = "prioritize_recent"
+DEFAULTS: dict[str, Any] = {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
+
+
+def block_scores(state: State, spans: list[tuple[int, int]], priority_boost: float) -> list[float]:
+    """Relevance of each block to the task query; blocks holding a P1 unit are boosted."""
+    from ctxkit.relevance import relevance_scores
+
+    texts = [block_text(state.units, s, e) for s, e in spans]
+    scores = relevance_scores(texts, state.ctx.query, state.ctx.embedder) if texts else []
+    out = []
+    for (s, e), score in zip(spans, scores, strict=True):
+        if any(state.units[i].is_p1 for i in range(s, e)):
+            score *= priority_boost
+        out.append(float(score))
+    return out
+
+
+def prioritize_recent(state: State, params: Mapping[str, Any]) -> State | None:
+    """Archive old blocks that are neither recent, relevant nor protected; None if there are none."""
+    from ctxkit.structure import blocks
+
+    p = merged(DEFAULTS, params)
+    recent_bias = float(p["recent_bias"])
+    rel_threshold = float(p["rel_threshold"])
+    units = state.units
+    # the recent tail: whole blocks from the end until recent_bias of the units are covered
+    want = math.ceil(recent_bias * len(units))
+    recent_from = len(units)
+    for start, _end in reversed(blocks(list(units))):
+        if len(units) - recent_from >= want:
+            break
+        recent_from = start
+    candidates = [(s, e) for s, e in removable_blocks(state, protected(state)) if s < recent_from]
+    if not candidates:
+        return None
+    scores = block_scores(state, candidates, float(p["priority_boost"]))
+    remove = {
+        i
+        for (s, e), score in zip(candidates, scores, strict=True)
+        if score < rel_threshold
+        for i in range(s, e)
+    }
+
+    def text(n: int, tokens: int, refs: list[str]) -> str:
+        return (
+            f"[ctxkit: {n} older message{'s' if n != 1 else ''} ({fmt_int(tokens)} tokens) removed:"
+            f" not recent, relevance below {rel_threshold:g}; recall: {fmt_refs(refs)}]"
+        )
+
+    return remove_runs(state, remove, NAME, text)

@@ -1,0 +1,335 @@
+"""Summarizers: turn a run of units into one short text that keeps the task alive.
+
+`extractive` is the offline default: deterministic, no model. It writes a structured handover
+(the user's requests in their own words, decisions, files touched, commands and outcomes,
+errors seen, open items) filled from the units, then adds the most central sentences until
+the target length. The `llm` summarizer (an OpenAI-compatible endpoint) is registered by
+`ctxkit.llm`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxkit.compress import compress_text, sentence_scores, split_sentences, words
+from ctxkit.model import Unit
+
+if TYPE_CHECKING:
+    from ctxkit.tokens import Tokenizer
+
+Summarizer = Callable[..., str]
+
+REQUEST_CHARS = 400  # a request longer than this is quoted head and tail
+ITEM_CHARS = 160
+
+_PATH = re.compile(
+    r"(?<![\w/.~-])(?:~|\.{1,2})?(?:/?[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b"  # a/b/c.ext, /abs/x.py
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|swift|"
+    r"md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|lock)\b"
+)
+_NOT_PATH = re.compile(r"^(?:\d+(?:\.\d+)+|[\w.]+\.(?:com|org|net|io)(?:/.*)?)$")
+_ERROR = re.compile(
+    r"(?:\b(?:error|exception|traceback|failed|failure|fatal|panic)\b|\w+Error\b|\w+Exception\b|"
+    r"exit (?:code|status) [1-9]|command not found|no such file|permission denied)",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:I'll|I will|I'm going to|let me|let's|we'll|we should|decided|decision|instead|"
+    r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
+    re.IGNORECASE,
+)
+_OPEN = re.compile(r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)", re.IGNORECASE | re.MULTILINE)
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)? (?:code|status)[:= ]+(-?\d+)", re.IGNORECASE)
+_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)\s*\n(.*?)```", re.DOTALL)
+_ARG_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename", "name")
+
+
+def _tok(tok: Tokenizer | None) -> Tokenizer:
+    if tok is not None:
+        return tok
+    from ctxkit.tokens import get_tokenizer
+
+    return get_tokenizer()
+
+
+def _one_line(text: str, chars: int = ITEM_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 3].rstrip() + "..."
+
+
+def _quote(text: str, chars: int = REQUEST_CHARS) -> str:
+    """A request in its own words; a long one keeps its head and tail."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    head = flat[: chars * 2 // 3].rstrip()
+    tail = flat[-(chars // 3) :].lstrip()
+    return f"{head} [...] {tail}"
+
+
+def _is_request(u: Unit) -> bool:
+    from ctxkit.structure import is_user_request
+
+    return is_user_request(u) and bool(u.content.strip())
+
+
+# --------------------------------------------------------------------------------------------
+# extraction
+
+
+def user_requests(units: Sequence[Unit]) -> list[Unit]:
+    """The user's own requests, in order."""
+    return [u for u in units if _is_request(u)]
+
+
+def files_touched(units: Sequence[Unit]) -> list[str]:
+    """File paths named in tool calls, results and messages, in order of first mention."""
+    seen: dict[str, None] = {}
+    for u in units:
+        texts = [c.arguments for c in u.tool_calls] + [u.content]
+        for text in texts:
+            for m in _PATH.finditer(text.replace("\\/", "/")):
+                path = m.group(0).rstrip(".")
+                if len(path) > 3 and not _NOT_PATH.match(path):
+                    seen.setdefault(path, None)
+    return list(seen)
+
+
+def _short_args(arguments: str) -> str:
+    try:
+        data: Any = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return _one_line(arguments, 100)
+    if isinstance(data, dict):
+        for key in _ARG_KEYS:
+            if isinstance(data.get(key), str) and data[key].strip():
+                return _one_line(data[key], 100)
+        return _one_line(", ".join(f"{k}={v}" for k, v in data.items()), 100)
+    return _one_line(str(data), 100)
+
+
+def _outcome(result: Unit | None) -> str:
+    if result is None:
+        return "no result"
+    m = _RETURNCODE.search(result.content)
+    if m:
+        code = int(m.group(1) or m.group(2))
+        if code != 0:
+            return f"exit {code}"
+    if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
+        return "error"
+    first_error = next((ln for ln in result.content.splitlines() if _ERROR.search(ln)), None)
+    if first_error is not None:
+        return "error: " + _one_line(first_error, 90)
+    return "ok"
+
+
+def commands_run(units: Sequence[Unit]) -> list[str]:
+    """`name(args) -> outcome` for each tool call, and the shell blocks agents write as text."""
+    results: dict[str, Unit] = {}
+    for u in units:
+        if u.tool_call_id is not None:
+            results.setdefault(u.tool_call_id, u)
+    out: list[str] = []
+    for i, u in enumerate(units):
+        for c in u.tool_calls:
+            out.append(f"{c.name}({_short_args(c.arguments)}) -> {_outcome(results.get(c.id))}")
+        if u.role == "assistant" and not u.tool_calls:
+            for block in _BASH_BLOCK.findall(u.content):
+                command = _one_line(block, 100)
+                nxt = units[i + 1] if i + 1 < len(units) else None
+                out.append(f"$ {command} -> {_outcome(nxt)}")
+    return out
+
+
+def errors_seen(units: Sequence[Unit]) -> list[str]:
+    """Distinct error lines from tool output and messages, in order."""
+    seen: dict[str, None] = {}
+    for u in units:
+        if u.role == "system":
+            continue
+        for line in u.content.splitlines():
+            if _ERROR.search(line) and len(line.strip()) > 3:
+                seen.setdefault(_one_line(line), None)
+    return list(seen)
+
+
+def decisions(units: Sequence[Unit]) -> list[str]:
+    """Assistant sentences that state a plan, a cause or a choice."""
+    out: dict[str, None] = {}
+    for u in units:
+        if u.role != "assistant" or not u.content:
+            continue
+        for s in split_sentences(u.content):
+            if _DECISION.search(s) and 20 <= len(s.strip()) <= 400:
+                out.setdefault(_one_line(s), None)
+    return list(out)
+
+
+def open_items(units: Sequence[Unit]) -> list[str]:
+    """TODO/FIXME lines, unchecked checkboxes, and the last request if nothing answered it."""
+    items: dict[str, None] = {}
+    for u in units:
+        if u.role == "system":
+            continue
+        for line in u.content.splitlines():
+            if _OPEN.search(line):
+                items.setdefault(_one_line(line), None)
+    last = max((i for i, u in enumerate(units) if _is_request(u)), default=None)
+    if last is not None and not any(
+        u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[last + 1 :]
+    ):
+        items.setdefault("unanswered: " + _quote(units[last].content, 200), None)
+    return list(items)
+
+
+def central_sentences(units: Sequence[Unit]) -> list[str]:
+    """Message sentences ordered by TF-IDF centrality (most central first)."""
+    sentences: list[str] = []
+    for u in units:
+        if u.role in ("user", "assistant") and u.tool_call_id is None and u.content:
+            sentences.extend(
+                s.strip() for s in split_sentences(u.content) if 30 <= len(s.strip()) <= 500
+            )
+    if not sentences:
+        return []
+    scores = sentence_scores(sentences)
+    # centrality: how much a sentence shares the vocabulary of all the others
+    vocab = Counter(w for s in sentences for w in set(words(s)))
+    central = []
+    for s, base in zip(sentences, scores, strict=True):
+        bag = set(words(s))
+        shared = sum(math.log(1 + vocab[w]) for w in bag if vocab[w] > 1)
+        central.append(base + shared / math.sqrt(len(bag) + 1))
+    order = sorted(range(len(sentences)), key=lambda i: (-central[i], i))
+    seen: set[str] = set()
+    out = []
+    for i in order:
+        key = _one_line(sentences[i], 400)
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# fitting sections to a budget
+
+
+def _fit(
+    sections: list[tuple[str, list[str]]],
+    filler: Iterable[str],
+    target_tokens: int,
+    tok: Tokenizer,
+    fixed_tail: str = "",
+) -> str:
+    """Take items round-robin across sections (earlier sections first) until the budget is
+    spent, then central sentences; render in section order."""
+    budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
+    headers = sum(tok.count(f"## {title}\n") for title, items in sections if items)
+    used = headers
+    chosen: list[list[str]] = [[] for _ in sections]
+    counts = [tok.count_many([f"- {it}\n" for it in items]) if items else [] for _, items in sections]
+    depth = 0
+    progress = True
+    while progress:
+        progress = False
+        for k, (_title, items) in enumerate(sections):
+            if depth < len(items):
+                progress = True
+                if used + counts[k][depth] <= budget:
+                    chosen[k].append(items[depth])
+                    used += counts[k][depth]
+        depth += 1
+    extra: list[str] = []
+    for sentence in filler:
+        n = tok.count(sentence + " ")
+        if used + n > budget:
+            continue
+        extra.append(sentence)
+        used += n
+        if used >= budget - 8:
+            break
+    parts = []
+    for (title, _), items in zip(sections, chosen, strict=True):
+        if items:
+            parts.append(f"## {title}\n" + "\n".join(f"- {it}" for it in items))
+    if extra:
+        parts.append("## Key points\n" + " ".join(extra))
+    if fixed_tail:
+        parts.append(fixed_tail)
+    return "\n".join(parts)
+
+
+def summarize_extractive(
+    units: Sequence[Unit],
+    target_tokens: int,
+    previous_summary: str | None = None,
+    tok: Tokenizer | None = None,
+) -> str:
+    """A structured handover of `units` in about `target_tokens` tokens (deterministic, offline)."""
+    tok = _tok(tok)
+    requests = user_requests(units)
+    quoted = [f'"{_quote(u.content)}"' for u in requests]
+    if len(quoted) > 2:
+        # first and last requests first, so a tight budget still keeps both
+        quoted = [quoted[0], quoted[-1], *quoted[1:-1]]
+    sections: list[tuple[str, list[str]]] = []
+    if previous_summary:
+        earlier = compress_text(previous_summary, max(20, target_tokens // 3), tok)
+        sections.append(("Earlier summary", [_one_line(earlier, 2000)]))
+    sections += [
+        ("Goal and user requests", quoted),
+        ("Errors seen", errors_seen(units)),
+        ("Files touched", files_touched(units)),
+        ("Commands run", commands_run(units)),
+        ("Decisions", decisions(units)),
+        ("Open items", open_items(units)),
+    ]
+    return _fit(sections, central_sentences(units), target_tokens, tok)
+
+
+def handover(
+    units: Sequence[Unit],
+    target_tokens: int = 500,
+    p1_units: Sequence[Unit] | None = None,
+    tok: Tokenizer | None = None,
+) -> str:
+    """The fresh-start handover: the task, what was done, what remains, every P1 unit named
+    (id and first line), then the last user request verbatim (outside the budget if need be)."""
+    tok = _tok(tok)
+    requests = user_requests(units)
+    p1 = list(p1_units) if p1_units is not None else [u for u in units if u.is_p1]
+    named = [f"{u.id}: {_one_line(next(iter(u.content.strip().splitlines()), ''), 120)}" for u in p1]
+    done = commands_run(units)
+    sections: list[tuple[str, list[str]]] = [
+        ("Task", [f'"{_quote(requests[0].content)}"'] if requests else []),
+        ("Priority items (archived; recall by id)", named),
+        ("Remaining", open_items(units)),
+        ("Errors seen", errors_seen(units)[-10:]),
+        ("Done so far", done[-20:]),
+        ("Files touched", files_touched(units)),
+        ("Decisions", decisions(units)),
+    ]
+    tail = ""
+    if requests:
+        tail = "## Last request (verbatim)\n" + requests[-1].content
+    return _fit(sections, central_sentences(units), target_tokens, tok, fixed_tail=tail)
+
+
+SUMMARIZERS: dict[str, Summarizer] = {"extractive": summarize_extractive}
+
+
+def get_summarizer(name: str) -> Summarizer:
+    """The summarizer registered under `name`; unknown names list the known ones."""
+    from ctxkit.errors import unknown_name
+
+    try:
+        return SUMMARIZERS[name]
+    except KeyError:
+        raise unknown_name("summarizer", name, SUMMARIZERS) from None
