@@ -1,0 +1,526 @@
+"""Transcript formats: detect, read and write.
+
+Every reader turns a file into `Transcript`s of canonical `Unit`s; every writer turns them back.
+A unit read from a file keeps its source record in `raw` and the record's index in `group`, and a
+writer emits the raw record once per untouched group, so reading then writing the same format
+reproduces the file record for record.
+
+    >>> from ctxkit.formats import read_path, write_path
+    >>> ts = list(read_path("sample_transcripts/tau-bench-airline.json"))
+    >>> write_path(ts, "/tmp/copy.json")          # same records, same layout
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any, BinaryIO
+
+import orjson
+
+from ctxkit.errors import InputError, unknown_name
+from ctxkit.formats import anthropic, claude_code, codex, openai, sharegpt, units
+from ctxkit.formats.common import ReadStats, Source, snippet_of
+from ctxkit.model import Transcript
+
+__all__ = [
+    "FORMATS",
+    "WRITABLE",
+    "ReadStats",
+    "detect_format",
+    "expand_paths",
+    "output_format_for",
+    "read_path",
+    "read_text",
+    "write_path",
+    "write_transcripts",
+]
+
+FORMATS: dict[str, ModuleType] = {
+    "units": units,
+    "openai": openai,
+    "anthropic": anthropic,
+    "claude-code": claude_code,
+    "codex": codex,
+    "sharegpt": sharegpt,
+}
+WRITABLE = ("units", "openai", "anthropic")
+
+# Detection order for a list of message records: the app logs have unmistakable keys, the two
+# API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
+_DETECT_ORDER = ("units", "claude-code", "codex", "anthropic", "openai")
+_SNIFF_BYTES = 8192
+
+
+# ---------------------------------------------------------------- paths
+
+
+def expand_paths(paths: Sequence[str]) -> list[str]:
+    """Globs expanded (sorted), directories to their *.json/*.jsonl, none to ["-"] (stdin)."""
+    if not paths:
+        return ["-"]
+    out: list[str] = []
+    for p in paths:
+        if p == "-":
+            out.append(p)
+        elif any(ch in p for ch in "*?["):
+            hits = sorted(h for h in glob.glob(p, recursive=True) if os.path.isfile(h))
+            if not hits:
+                raise InputError(p, None, "no file matches this pattern")
+            out.extend(hits)
+        elif os.path.isdir(p):
+            hits = sorted(
+                str(h) for h in Path(p).iterdir() if h.is_file() and h.suffix in (".json", ".jsonl")
+            )
+            if not hits:
+                raise InputError(p, None, "directory holds no *.json or *.jsonl file")
+            out.extend(hits)
+        elif os.path.exists(p):
+            out.append(p)
+        else:
+            raise InputError(p, None, "no such file or directory")
+    return out
+
+
+# ---------------------------------------------------------------- detection
+
+
+def _is_conversation(obj: Any) -> bool:
+    if not isinstance(obj, dict):
+        return False
+    return (
+        isinstance(obj.get("messages"), list)
+        or isinstance(obj.get("conversations"), list)
+        or (isinstance(obj.get("units"), list) and "source_format" in obj)
+    )
+
+
+def detect_format(obj: Any) -> str | None:
+    """The format of a parsed record, list of records or conversation object; None if unknown."""
+    if isinstance(obj, dict) and isinstance(obj.get("conversations"), list):
+        return "sharegpt" if sharegpt.detect(obj) else None
+    if isinstance(obj, dict) and isinstance(obj.get("messages"), list):
+        msgs = obj["messages"]
+        if "system" in obj and not any(
+            isinstance(m, dict) and m.get("role") == "system" for m in msgs[:50]
+        ):
+            return "anthropic" if (not msgs or anthropic.detect(msgs) or openai.detect(msgs)) else None
+        obj = msgs
+    for name in _DETECT_ORDER:
+        if FORMATS[name].detect(obj):
+            return name
+    return None
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _stem(path: str) -> str:
+    if path in ("-", "<stdin>", "<string>"):
+        return "stdin" if path != "<string>" else "string"
+    name = Path(path).name
+    for suffix in (".jsonl", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _diagnose(data: bytes, exc: Exception | None, *, last: bool) -> str:
+    """Why a line (or document) is not JSON, in words a user can act on."""
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        return "binary data, not a JSON transcript"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return f"invalid UTF-8 (byte {err.start}): transcripts must be UTF-8 JSON"
+    stripped = data.rstrip()
+    if last and not data.endswith(b"\n") and stripped[:1] in (b"{", b"[") and stripped[-1:] not in (b"}", b"]"):
+        return "truncated record: the last line ends before its closing bracket"
+    msg = str(exc).split(":", 1)[0] if exc else "invalid JSON"
+    return f"not valid JSON ({msg}); expected one JSON object per line or one JSON document"
+
+
+class _Reader:
+    """Reads one stream: sniffs JSON document vs JSONL, then hands records to a format."""
+
+    def __init__(
+        self,
+        path: str,
+        fmt: str | None,
+        include_sidechains: bool,
+        skip_invalid: bool,
+        stats: ReadStats,
+    ) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.include_sidechains = include_sidechains
+        self.skip_invalid = skip_invalid
+        self.stats = stats
+        self.stem = _stem(path)
+
+    # -- errors
+
+    def fail(self, line: int | None, problem: str, snippet: Any = None) -> None:
+        """Raise, or count and go on when skipping invalid input."""
+        if self.skip_invalid:
+            self.stats.skipped_invalid += 1
+            self.stats.warnings.append(f"{self.path}:{line or '-'}: {problem}")
+            return
+        raise InputError(self.path, line, problem, snippet_of(snippet))
+
+    # -- entry
+
+    def read(self, stream: BinaryIO) -> Iterator[Transcript]:
+        lineno = 0
+        first = b""
+        for raw in iter(stream.readline, b""):
+            lineno += 1
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if raw.strip():
+                first = raw
+                break
+        if not first:
+            self.fail(None, "empty file: expected a JSON or JSONL transcript")
+            return
+        if b"\x00" in first[:_SNIFF_BYTES]:
+            self.fail(lineno, "binary data, not a JSON transcript", first)
+            return
+        head = first.lstrip()[:1]
+        if head == b"{" and first.strip() != b"{":
+            try:
+                obj = orjson.loads(first)
+            except orjson.JSONDecodeError:
+                obj = None
+            if obj is not None:
+                nxt, nxt_line = b"", lineno
+                for raw in iter(stream.readline, b""):
+                    nxt_line += 1
+                    if raw.strip():
+                        nxt = raw
+                        break
+                if not nxt:
+                    yield from self.document(obj, one_line=True)
+                    return
+                lines = chain([(lineno, first, obj), (nxt_line, nxt, None)], self._numbered(stream, nxt_line))
+                yield from self.jsonl(lines)
+                return
+            # A broken first line of a JSONL file (a pretty document starts with a bare "{").
+            yield from self.jsonl(chain([(lineno, first, None)], self._numbered(stream, lineno)))
+            return
+        if head in (b"{", b"["):
+            data = first + stream.read()
+            try:
+                doc = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                line = lineno + (getattr(exc, "lineno", 1) or 1) - 1
+                problem = _diagnose(data, exc, last=False)
+                if "end of data" in str(exc) or "EOF" in str(exc):
+                    problem = "truncated JSON document: the file ends before its closing bracket"
+                self.fail(line, problem, first)
+                return
+            yield from self.document(doc, one_line=False)
+            return
+        yield from self.jsonl(chain([(lineno, first, None)], self._numbered(stream, lineno)))
+
+    @staticmethod
+    def _numbered(stream: BinaryIO, start: int) -> Iterator[tuple[int, bytes, Any]]:
+        n = start
+        for raw in stream:
+            n += 1
+            if raw.strip():
+                yield n, raw, None
+
+    def _parsed(self, lines: Iterable[tuple[int, bytes, Any]]) -> Iterator[tuple[int, Any]]:
+        for n, raw, obj in lines:
+            if obj is None:
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    self.fail(n, _diagnose(raw, exc, last=not raw.endswith(b"\n")), raw)
+                    continue
+            yield n, obj
+
+    # -- layouts
+
+    def jsonl(self, lines: Iterable[tuple[int, bytes, Any]]) -> Iterator[Transcript]:
+        """One record per line: either a dataset (a conversation per line) or one transcript."""
+        parsed = self._parsed(lines)
+        records: list[Any] = []
+        numbers: list[int] = []
+        dataset = False
+        for n, obj in parsed:
+            self.stats.records += 1
+            if not records and not dataset and self.fmt not in ("claude-code", "codex", "units"):
+                dataset = _is_conversation(obj)
+            if dataset:
+                if not _is_conversation(obj):
+                    self.fail(n, "expected a conversation object ({\"messages\": [...]}) like the lines before", obj)
+                    continue
+                t = self.conversation(obj, layout="dataset", line=n, tid=f"{self.stem}#{n}")
+                if t is not None:
+                    yield t
+                continue
+            records.append(obj)
+            numbers.append(n)
+        if dataset:
+            return
+        if not records:
+            self.fail(None, "no readable record in the file")
+            return
+        fmt = self.fmt or detect_format(records)
+        if fmt is None:
+            self.fail(numbers[0], _unknown_shape(records[0]), records[0])
+            return
+        yield self.messages(fmt, records, layout="lines", lines=numbers, envelope={})
+
+    def document(self, doc: Any, *, one_line: bool) -> Iterator[Transcript]:
+        """A single JSON document: a message array, a conversation object, or a dataset array."""
+        if isinstance(doc, list):
+            self.stats.records += len(doc)
+            if not doc:
+                self.fail(1, "empty JSON array: expected messages or conversations")
+                return
+            if _is_conversation(doc[0]):
+                for i, conv in enumerate(doc):
+                    if not _is_conversation(conv):
+                        self.fail(None, f"item {i + 1}: expected a conversation object like the items before", conv)
+                        continue
+                    t = self.conversation(conv, layout="dataset", line=i + 1, tid=f"{self.stem}#{i + 1}")
+                    if t is not None:
+                        yield t
+                return
+            fmt = self.fmt or detect_format(doc)
+            if fmt is None:
+                self.fail(1, _unknown_shape(doc[0]), doc[0])
+                return
+            yield self.messages(fmt, doc, layout="array", lines=None, envelope={})
+            return
+        if isinstance(doc, dict):
+            self.stats.records += 1
+            if _is_conversation(doc):
+                t = self.conversation(doc, layout="object", line=None, tid=self.stem)
+                if t is not None:
+                    yield t
+                return
+            fmt = self.fmt or detect_format([doc])
+            if fmt is None:
+                self.fail(1, _unknown_shape(doc), doc)
+                return
+            yield self.messages(fmt, [doc], layout="lines", lines=[1], envelope={})
+            return
+        self.fail(1, f"JSON {type(doc).__name__} is not a transcript: expected an array of messages, an object with `messages`, or JSONL", doc)
+
+    def conversation(self, obj: dict[str, Any], *, layout: str, line: int | None, tid: str) -> Transcript | None:
+        """One conversation object: {"messages": [...], ...}, ShareGPT, or a units dataset line."""
+        if isinstance(obj.get("units"), list) and "messages" not in obj:
+            return units.read_transcript(obj, self._source(layout, {}, None, line, tid))
+        fmt = self.fmt or detect_format(obj)
+        if fmt is None:
+            self.fail(line, _unknown_shape(obj), obj)
+            return None
+        if fmt == "sharegpt":
+            if not isinstance(obj.get("conversations"), list):
+                self.fail(line, "expected a ShareGPT object with a `conversations` list", obj)
+                return None
+            envelope = {k: v for k, v in obj.items() if k != "conversations"}
+            return self._finish(sharegpt.read(obj["conversations"], self._source(layout, envelope, None, line, tid)), tid)
+        if not isinstance(obj.get("messages"), list):
+            self.fail(line, f"expected an object with a `messages` list for format {fmt}", obj)
+            return None
+        envelope = {k: v for k, v in obj.items() if k != "messages"}
+        return self.messages(fmt, obj["messages"], layout=layout, lines=None, envelope=envelope, line=line, tid=tid)
+
+    def messages(
+        self,
+        fmt: str,
+        records: list[Any],
+        *,
+        layout: str,
+        lines: Sequence[int] | None,
+        envelope: dict[str, Any],
+        line: int | None = None,
+        tid: str | None = None,
+    ) -> Transcript:
+        """Hand a list of records to the format's reader."""
+        if fmt not in FORMATS:
+            raise unknown_name("format", fmt, FORMATS)
+        tid = tid or self.stem
+        src = self._source(layout, envelope, lines, line, tid)
+        return self._finish(FORMATS[fmt].read(records, src), tid)
+
+    def _source(
+        self, layout: str, envelope: dict[str, Any], lines: Sequence[int] | None, line: int | None, tid: str
+    ) -> Source:
+        return Source(
+            path=self.path,
+            layout=layout,
+            envelope=envelope,
+            lines=lines,
+            line=line,
+            tid=tid,
+            include_sidechains=self.include_sidechains,
+            skip_invalid=self.skip_invalid,
+            stats=self.stats,
+        )
+
+    def _finish(self, t: Transcript, tid: str) -> Transcript:
+        t.path = self.path
+        if t.id == "t0" or not t.id:
+            t.id = tid
+        return t
+
+
+def _unknown_shape(obj: Any) -> str:
+    keys = ", ".join(sorted(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
+    return (
+        f"JSON of no known transcript shape (keys: {keys}); expected chat messages "
+        "({role, content}), Claude Code or Codex records, ctxkit units, or ShareGPT "
+        "conversations; use --from to force a format"
+    )
+
+
+def read_path(
+    path: str,
+    fmt: str | None = None,
+    *,
+    include_sidechains: bool = False,
+    skip_invalid: bool = False,
+    stats: ReadStats | None = None,
+) -> Iterator[Transcript]:
+    """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many)."""
+    if fmt is not None and fmt not in FORMATS:
+        raise unknown_name("format", fmt, FORMATS)
+    stats = stats if stats is not None else ReadStats()
+    name = "<stdin>" if path == "-" else path
+    reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats)
+    if path == "-":
+        stats.files += 1
+        yield from reader.read(sys.stdin.buffer)
+        return
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 - closed in finally, around a generator
+    except IsADirectoryError:
+        raise InputError(path, None, "is a directory; pass its files or a glob") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    stats.files += 1
+    try:
+        yield from reader.read(stream)
+    finally:
+        stream.close()
+
+
+def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw: Any) -> list[Transcript]:
+    """Transcripts in a string (tests, library use); same rules as `read_path`."""
+    import io
+
+    if fmt is not None and fmt not in FORMATS:
+        raise unknown_name("format", fmt, FORMATS)
+    stats = kw.pop("stats", None) or ReadStats()
+    reader = _Reader(path, fmt, bool(kw.pop("include_sidechains", False)), bool(kw.pop("skip_invalid", False)), stats)
+    if kw:
+        raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+    stats.files += 1
+    return list(reader.read(io.BytesIO(text.encode("utf-8"))))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def output_format_for(t: Transcript, fmt: str | None) -> str:
+    """The format a transcript is written in: `fmt`, else its source format if writable, else units."""
+    if fmt is not None:
+        if fmt not in WRITABLE:
+            raise unknown_name("output format", fmt, WRITABLE)
+        return fmt
+    return t.source_format if t.source_format in WRITABLE else "units"
+
+
+def _dump(obj: Any, *, indent: bool = False) -> str:
+    opts = orjson.OPT_INDENT_2 if indent else 0
+    return orjson.dumps(obj, option=opts).decode("utf-8")
+
+
+def _conversation(t: Transcript, fmt: str) -> dict[str, Any]:
+    records, extras = FORMATS[fmt].write(t)
+    obj = dict(t.envelope) if t.source_format == fmt or fmt != "units" else {}
+    obj["messages"] = records
+    obj.update(extras)
+    return obj
+
+
+def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
+    if fmt == "units":
+        for rec in FORMATS["units"].write(t)[0]:
+            out.write(_dump(rec))
+            out.write("\n")
+        return
+    records, extras = FORMATS[fmt].write(t)
+    layout = t.layout
+    if layout in ("array", "lines") and (extras or t.envelope):
+        layout = "object"  # a top-level system prompt or tool list needs an object around messages
+    if layout == "array":
+        out.write(_dump(records, indent=True))
+        out.write("\n")
+    elif layout == "lines":
+        for rec in records:
+            out.write(_dump(rec))
+            out.write("\n")
+    else:
+        obj = dict(t.envelope)
+        obj["messages"] = records
+        obj.update(extras)
+        if layout == "dataset":
+            out.write(_dump(obj))
+        else:
+            out.write(_dump(obj, indent=True))
+        out.write("\n")
+
+
+def write_transcripts(transcripts: Iterable[Transcript], out: IO[str], fmt: str | None = None) -> None:
+    """Write transcripts: one in its own layout; several (a dataset) one conversation per line."""
+    it = iter(transcripts)
+    first = next(it, None)
+    if first is None:
+        return
+    second = next(it, None)
+    if second is None and first.layout != "dataset":
+        _write_one(first, out, output_format_for(first, fmt))
+        return
+    for t in chain([first], [second] if second is not None else [], it):
+        f = output_format_for(t, fmt)
+        if f == "units":
+            out.write(_dump(FORMATS["units"].transcript_record(t)))
+        else:
+            out.write(_dump(_conversation(t, f)))
+        out.write("\n")
+
+
+def write_path(transcripts: Iterable[Transcript], path: str, fmt: str | None = None) -> None:
+    """Write to a file atomically (temp file in the same directory, then rename); "-" = stdout."""
+    if path == "-":
+        write_transcripts(transcripts, sys.stdout, fmt)
+        sys.stdout.flush()
+        return
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            write_transcripts(transcripts, out, fmt)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,224 @@
+"""Anthropic Messages API: role + content blocks, top-level `system` and `tools`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxkit.formats.common import (
+    Source,
+    args_object,
+    args_text,
+    blocks_text,
+    finish,
+    link_group_sizes,
+    raw_groups,
+    timestamp_of,
+    tools_as,
+)
+from ctxkit.model import ToolCall, Transcript, Unit
+
+NAME = "anthropic"
+
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"})
+
+
+def detect(obj: Any) -> bool:
+    """Messages whose content blocks are Anthropic's (tool_use, tool_result, thinking, images
+    with a `source`); plain text messages are left to openai."""
+    records = obj if isinstance(obj, list) else [obj]
+    found = False
+    for rec in records[:200]:
+        if not isinstance(rec, dict) or rec.get("role") not in ("user", "assistant", "system"):
+            return False
+        if "tool_calls" in rec or "tool_call_id" in rec:
+            return False
+        content = rec.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict):
+                    kind = block.get("type")
+                    if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
+                        found = True
+                    elif kind in ("image_url", "input_audio"):
+                        return False
+    return found
+
+
+def tool_units(
+    block: dict[str, Any], *, uid: str, group: int, raw: Any, names: dict[str, str], ts: float | None
+) -> Unit:
+    """One tool unit from a `tool_result` block (shared with the Claude Code reader)."""
+    text, images = blocks_text(block.get("content"))
+    cid = str(block.get("tool_use_id") or "")
+    meta: dict[str, Any] = {}
+    if block.get("is_error"):
+        meta["is_error"] = True
+    return Unit(
+        id=uid,
+        role="tool",
+        content=text,
+        timestamp=ts,
+        tool_call_id=cid,
+        name=names.get(cid),
+        images=images,
+        raw=raw,
+        group=group,
+        meta=meta,
+    )
+
+
+def assistant_parts(content: Any, names: dict[str, str]) -> tuple[list[str], list[str], list[ToolCall], int]:
+    """Text parts, thinking parts, tool calls and image count of an assistant content value."""
+    if isinstance(content, str):
+        return [content], [], [], 0
+    texts: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    images = 0
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(str(block.get("text") or ""))
+        elif kind == "thinking":
+            thinking.append(str(block.get("thinking") or ""))
+        elif kind in ("tool_use", "server_tool_use"):
+            cid = str(block.get("id") or "")
+            name = str(block.get("name") or "")
+            names[cid] = name
+            calls.append(ToolCall(cid, name, args_text(block.get("input"))))
+        elif kind == "image":
+            images += 1
+    return texts, thinking, calls, images
+
+
+def read(records: list[Any], src: Source) -> Transcript:
+    """Units from Messages API records; a user record's tool results become one tool unit each."""
+    units: list[Unit] = []
+    names: dict[str, str] = {}
+    envelope = dict(src.envelope)
+    tools = envelope.pop("tools", None)
+    if "system" in envelope:
+        system = envelope.pop("system")
+        text, _ = blocks_text(system)
+        units.append(
+            finish(Unit(id="system", role="system", content=text, raw=system, meta={"top_level_system": True}))
+        )
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or rec.get("role") not in ("user", "assistant", "system"):
+            src.bad(i, "expected a message object with role user or assistant", rec)
+            continue
+        role = rec["role"]
+        content = rec.get("content")
+        ts = timestamp_of(rec.get("timestamp"))
+        base = f"u{len(units)}"
+        if role == "assistant":
+            texts, thinking, calls, images = assistant_parts(content, names)
+            units.append(
+                finish(
+                    Unit(
+                        id=base,
+                        role="assistant",
+                        content="\n".join(texts),
+                        timestamp=ts,
+                        tool_calls=calls,
+                        reasoning="\n".join(thinking),
+                        images=images,
+                        raw=rec,
+                        group=i,
+                    )
+                )
+            )
+            continue
+        if role == "system" or not isinstance(content, list):
+            text, images = blocks_text(content)
+            units.append(finish(Unit(id=base, role=role, content=text, timestamp=ts, images=images, raw=rec, group=i)))
+            continue
+        rest: list[Any] = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                unit = tool_units(block, uid=f"u{len(units)}", group=i, raw=rec, names=names, ts=ts)
+                if unit.tool_call_id not in names:
+                    src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
+                units.append(finish(unit))
+            else:
+                rest.append(block)
+        if rest or len(content) == 0:
+            text, images = blocks_text(rest)
+            units.append(finish(Unit(id=f"u{len(units)}", role="user", content=text, timestamp=ts, images=images, raw=rec, group=i)))
+    link_group_sizes(units)
+    t = Transcript(
+        units=units,
+        id=src.tid,
+        source_format=NAME,
+        layout=src.layout,
+        tools=tools if isinstance(tools, list) else [],
+        envelope=envelope,
+        line=src.line,
+    )
+    if tools is not None and not isinstance(tools, list):
+        t.envelope["tools"] = tools
+    return t
+
+
+def _assistant(u: Unit) -> dict[str, Any]:
+    if not u.tool_calls and not u.reasoning and not u.images:
+        return {"role": "assistant", "content": u.content}
+    blocks: list[dict[str, Any]] = []
+    if u.reasoning:
+        blocks.append({"type": "thinking", "thinking": u.reasoning})
+    if u.content:
+        blocks.append({"type": "text", "text": u.content})
+    for c in u.tool_calls:
+        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(c.arguments)})
+    return {"role": "assistant", "content": blocks}
+
+
+def _tool_block(u: Unit) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.tool_call_id or "", "content": u.content}
+    if u.meta.get("is_error"):
+        block["is_error"] = True
+    return block
+
+
+def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
+    """Messages API records, plus the top-level `system` (lifted from system units) and `tools`."""
+    same = t.source_format == NAME
+    system_units = [u for u in t.units if u.role == "system"]
+    extras: dict[str, Any] = {}
+    if system_units:
+        only = system_units[0]
+        if same and len(system_units) == 1 and only.raw is not None and only.meta.get("top_level_system"):
+            extras["system"] = only.raw
+        else:
+            extras["system"] = "\n\n".join(u.content for u in system_units)
+    records: list[Any] = []
+    # The record being built for tool results (and text) of one user turn, so results of
+    # parallel calls share one user message as the API requires.
+    open_user: dict[str, Any] | None = None
+    open_group: int | None = None
+    for raw, run in raw_groups([u for u in t.units if u.role != "system"]):
+        if raw is not None and same:
+            records.append(raw)
+            open_user = None
+            continue
+        for u in run:
+            if u.role == "assistant":
+                records.append(_assistant(u))
+                open_user = None
+            elif u.role == "tool":
+                if open_user is None:
+                    open_user = {"role": "user", "content": []}
+                    open_group = u.group
+                    records.append(open_user)
+                open_user["content"].append(_tool_block(u))
+            else:
+                if open_user is not None and open_group is not None and u.group == open_group:
+                    open_user["content"].append({"type": "text", "text": u.content})
+                else:
+                    records.append({"role": "user", "content": u.content})
+                open_user = None
+    if t.tools:
+        extras["tools"] = tools_as(NAME, t.tools)
+    return records, extras

@@ -1,0 +1,239 @@
+"""Helpers shared by the format modules: read context, stats, JSON, text of content blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ctxkit.classify import classify
+from ctxkit.errors import InputError
+from ctxkit.model import Unit
+
+
+@dataclass
+class ReadStats:
+    """Counts filled while reading, so a command can say how many records it used or skipped."""
+
+    files: int = 0
+    records: int = 0
+    skipped_invalid: int = 0
+    skipped_non_message: dict[str, int] = field(default_factory=dict)
+    skipped_sidechain: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def skip(self, kind: str, n: int = 1) -> None:
+        """Count a record that is not a message (by its kind)."""
+        self.skipped_non_message[kind] = self.skipped_non_message.get(kind, 0) + n
+
+    def merge(self, other: ReadStats) -> None:
+        """Add another file's counts to these."""
+        self.files += other.files
+        self.records += other.records
+        self.skipped_invalid += other.skipped_invalid
+        for k, v in other.skipped_non_message.items():
+            self.skip(k, v)
+        self.skipped_sidechain += other.skipped_sidechain
+        self.warnings.extend(other.warnings)
+
+
+@dataclass
+class Source:
+    """Where a list of records came from, and how to read it.
+
+    `lines[i]` is the file line of record i when the file is JSONL (None for a JSON document);
+    `line` is the dataset line of the whole conversation.
+    """
+
+    path: str
+    layout: str
+    envelope: dict[str, Any] = field(default_factory=dict)
+    lines: Sequence[int] | None = None
+    line: int | None = None
+    tid: str = "t0"
+    include_sidechains: bool = False
+    skip_invalid: bool = False
+    stats: ReadStats = field(default_factory=ReadStats)
+
+    def line_of(self, index: int) -> int | None:
+        """File line of record `index`, or the dataset line, or None inside a JSON document."""
+        if self.lines is not None and 0 <= index < len(self.lines):
+            return self.lines[index]
+        return self.line
+
+    def bad(self, index: int, problem: str, record: Any = None) -> None:
+        """A record that cannot be read: raise, or count it when skipping invalid input."""
+        where = f"record {index + 1}: " if self.lines is None else ""
+        if self.skip_invalid:
+            self.stats.skipped_invalid += 1
+            self.stats.warnings.append(f"{self.path}:{self.line_of(index) or '-'}: {where}{problem}")
+            return
+        raise InputError(self.path, self.line_of(index), where + problem, snippet_of(record))
+
+    def warn(self, index: int, message: str) -> None:
+        """Something odd but readable (a result without its call...)."""
+        self.stats.warnings.append(f"{self.path}:{self.line_of(index) or '-'}: {message}")
+
+
+def snippet_of(record: Any) -> str:
+    """The first characters of a record, for error messages."""
+    if record is None:
+        return ""
+    if isinstance(record, bytes):
+        return record[:60].decode("utf-8", "replace")
+    if isinstance(record, str):
+        return record[:60]
+    try:
+        return orjson.dumps(record)[:60].decode("utf-8", "replace")
+    except TypeError:
+        return repr(record)[:60]
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text (orjson), as sources and JSONL outputs use."""
+    return orjson.dumps(obj).decode("utf-8")
+
+
+def args_text(value: Any) -> str:
+    """Tool-call arguments as JSON text: strings are kept as they are, objects serialized."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return dumps(value)
+
+
+def args_object(text: str) -> dict[str, Any]:
+    """Tool-call arguments text back to an object (Anthropic `input`); non-objects are wrapped."""
+    if not text:
+        return {}
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {"arguments": text}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def blocks_text(content: Any, text_types: Iterable[str] = ("text",)) -> tuple[str, int]:
+    """Text and image count of a content value: a string, or a list of typed blocks."""
+    if content is None:
+        return "", 0
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return str(content), 0
+    parts: list[str] = []
+    images = 0
+    types = tuple(text_types)
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+            continue
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in types or (kind is None and "text" in block):
+            text = block.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+        elif kind in ("image", "image_url", "input_image"):
+            images += 1
+    return "\n".join(parts), images
+
+
+_ISO_CACHE: dict[str, float] = {}
+
+
+def timestamp_of(value: Any) -> float | None:
+    """Seconds since the epoch from an ISO-8601 string or a number; None when absent or odd."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        # Milliseconds are common in JS-written logs.
+        return float(value) / 1000.0 if value > 1e11 else float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def finish(unit: Unit, typed: bool = False) -> Unit:
+    """Give a unit its content type (unless the source stated one)."""
+    if not typed:
+        unit.type = classify(unit)
+    return unit
+
+
+def link_group_sizes(units: list[Unit]) -> None:
+    """Mark units that share a source record with the group size, so writers can tell whether
+    a group is still whole before they emit its raw record."""
+    i = 0
+    n = len(units)
+    while i < n:
+        j = i + 1
+        g = units[i].group
+        while j < n and units[j].group == g and g is not None:
+            j += 1
+        if j - i > 1:
+            for u in units[i:j]:
+                u.meta["group_size"] = j - i
+        i = j
+
+
+def raw_groups(units: Sequence[Unit]) -> list[tuple[Any, list[Unit]]]:
+    """Split units into runs that share a group; each run carries its raw record when it is whole
+    and untouched (every unit still has the same raw and none is missing), else None."""
+    runs: list[tuple[Any, list[Unit]]] = []
+    i = 0
+    n = len(units)
+    while i < n:
+        u = units[i]
+        j = i + 1
+        if u.group is not None:
+            while j < n and units[j].group == u.group:
+                j += 1
+        run = list(units[i:j])
+        raw = u.raw
+        size = u.meta.get("group_size", 1) if u.meta else 1
+        if raw is not None and len(run) == size and all(v.raw is raw for v in run):
+            runs.append((raw, run))
+        else:
+            runs.append((None, run))
+        i = j
+    return runs
+
+
+def tools_as(fmt: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas in the shape a format expects (OpenAI `function` or Anthropic `input_schema`);
+    schemas already in that shape, or of unknown shape, pass through unchanged."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if not isinstance(tool, dict):
+            out.append(tool)
+            continue
+        if fmt == "anthropic" and isinstance(tool.get("function"), dict):
+            fn = tool["function"]
+            conv: dict[str, Any] = {"name": fn.get("name", "")}
+            if "description" in fn:
+                conv["description"] = fn["description"]
+            conv["input_schema"] = fn.get("parameters") or {"type": "object", "properties": {}}
+            out.append(conv)
+        elif fmt == "openai" and "input_schema" in tool:
+            fn = {"name": tool.get("name", "")}
+            if "description" in tool:
+                fn["description"] = tool["description"]
+            fn["parameters"] = tool["input_schema"]
+            out.append({"type": "function", "function": fn})
+        elif fmt == "openai" and "name" in tool and "parameters" in tool and "function" not in tool:
+            # Bare function schemas (ShareGPT's `tools` string holds these).
+            out.append({"type": "function", "function": tool})
+        else:
+            out.append(tool)
+    return out

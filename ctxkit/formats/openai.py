@@ -1,0 +1,194 @@
+"""OpenAI chat-completions messages (also mini-swe-agent trajectories and fine-tuning datasets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxkit.formats.common import (
+    Source,
+    args_text,
+    blocks_text,
+    finish,
+    link_group_sizes,
+    raw_groups,
+    timestamp_of,
+    tools_as,
+)
+from ctxkit.model import ROLES, ToolCall, Transcript, Unit
+
+NAME = "openai"
+
+# Roles outside the four canonical ones, mapped to the closest; the source role is kept in meta.
+ROLE_MAP = {
+    "developer": "system",
+    "function": "tool",
+    "ipython": "tool",
+    "exit": "assistant",  # mini-swe-agent's final submission, produced by the agent
+    "model": "assistant",
+    "ai": "assistant",
+    "bot": "assistant",
+    "human": "user",
+}
+
+
+def detect(obj: Any) -> bool:
+    """A list of {role, content|tool_calls} objects (the fallback for plain chat messages)."""
+    records = obj if isinstance(obj, list) else [obj]
+    seen = 0
+    for rec in records[:50]:
+        if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
+            return False
+        if not ("content" in rec or "tool_calls" in rec or "function_call" in rec):
+            return False
+        seen += 1
+    return seen > 0
+
+
+def read(records: list[Any], src: Source) -> Transcript:
+    """Units from chat messages: one unit per message, tool results paired by tool_call_id."""
+    units: list[Unit] = []
+    names: dict[str, str] = {}
+    legacy_calls: list[str] = []  # synthesized ids of legacy `function_call`s awaiting a result
+    usage_calls: list[dict[str, Any]] = []
+    envelope = dict(src.envelope)
+    tools = envelope.pop("tools", None)
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
+            src.bad(i, "expected a chat message object with a string `role`", rec)
+            continue
+        role = rec["role"]
+        meta: dict[str, Any] = {}
+        if role not in ROLES:
+            meta["source_role"] = role
+            role = ROLE_MAP.get(role, "user")
+        content, images = blocks_text(rec.get("content"), ("text", "input_text", "output_text"))
+        calls: list[ToolCall] = []
+        raw_calls = rec.get("tool_calls")
+        if isinstance(raw_calls, list):
+            for k, c in enumerate(raw_calls):
+                if not isinstance(c, dict):
+                    continue
+                fn: dict[str, Any] = c["function"] if isinstance(c.get("function"), dict) else c
+                cid = str(c.get("id") or f"call_{i}_{k}")
+                fn_name = str(fn.get("name") or "")
+                calls.append(ToolCall(cid, fn_name, args_text(fn.get("arguments"))))
+                names[cid] = fn_name
+        fc = rec.get("function_call")
+        if isinstance(fc, dict):
+            cid = f"call_{i}"
+            fc_name = str(fc.get("name") or "")
+            calls.append(ToolCall(cid, fc_name, args_text(fc.get("arguments"))))
+            names[cid] = fc_name
+            legacy_calls.append(cid)
+        tool_call_id = rec.get("tool_call_id")
+        name: str | None = rec["name"] if isinstance(rec.get("name"), str) else None
+        if role == "tool":
+            if tool_call_id is None and meta.get("source_role") == "function" and legacy_calls:
+                tool_call_id = legacy_calls.pop(0)
+            if name is None and tool_call_id is not None:
+                name = names.get(str(tool_call_id))
+            if tool_call_id is not None and str(tool_call_id) not in names:
+                src.warn(i, f"tool result {tool_call_id} has no matching tool call before it")
+        reasoning = rec.get("reasoning_content") or rec.get("reasoning") or ""
+        if role == "assistant":
+            usage = _usage_of(rec)
+            if usage is not None:
+                usage["after_unit"] = len(units) - 1
+                usage_calls.append(usage)
+        unit = Unit(
+            id=str(rec["id"]) if isinstance(rec.get("id"), str) else f"u{len(units)}",
+            role=role,
+            content=content,
+            timestamp=timestamp_of(rec.get("timestamp")),
+            tool_calls=calls,
+            tool_call_id=str(tool_call_id) if tool_call_id is not None else None,
+            name=name,
+            reasoning=reasoning if isinstance(reasoning, str) else "",
+            images=images,
+            raw=rec,
+            group=i,
+            meta=meta,
+        )
+        units.append(finish(unit))
+    link_group_sizes(units)
+    metadata: dict[str, Any] = {}
+    if usage_calls:
+        source = "mini-swe-agent" if "trajectory_format" in envelope else "openai"
+        metadata["provider_usage"] = {"source": source, "calls": usage_calls}
+    t = Transcript(
+        units=units,
+        id=_id_of(envelope, src.tid),
+        source_format=NAME,
+        layout=src.layout,
+        tools=tools if isinstance(tools, list) else [],
+        envelope=envelope,
+        line=src.line,
+        metadata=metadata,
+    )
+    if tools is not None and not isinstance(tools, list):
+        t.envelope["tools"] = tools
+    return t
+
+
+def _id_of(envelope: dict[str, Any], default: str) -> str:
+    for key in ("instance_id", "id", "session_id"):
+        value = envelope.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
+            return str(value)
+    return default
+
+
+def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """Token usage the provider reported for the call that produced this message, when logged
+    (mini-swe-agent keeps the whole response under `extra.response`)."""
+    usage = rec.get("usage")
+    extra = rec.get("extra")
+    if not isinstance(usage, dict) and isinstance(extra, dict):
+        response = extra.get("response")
+        if isinstance(response, dict):
+            usage = response.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+    completion = usage.get("completion_tokens", usage.get("output_tokens"))
+    if not isinstance(prompt, int):
+        return None
+    return {"input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
+
+
+def build(u: Unit) -> dict[str, Any]:
+    """A chat message from a unit's fields (for units without a usable raw record)."""
+    if u.role == "assistant":
+        rec: dict[str, Any] = {"role": "assistant", "content": u.content if (u.content or not u.tool_calls) else None}
+        if u.tool_calls:
+            rec["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in u.tool_calls
+            ]
+        if u.reasoning:
+            rec["reasoning_content"] = u.reasoning
+        if u.name:
+            rec["name"] = u.name
+        return rec
+    if u.role == "tool":
+        rec = {"role": "tool", "tool_call_id": u.tool_call_id or "", "content": u.content}
+        if u.name:
+            rec["name"] = u.name
+        return rec
+    rec = {"role": u.role if u.role in ("system", "user") else "user", "content": u.content}
+    if u.name:
+        rec["name"] = u.name
+    return rec
+
+
+def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
+    """Chat messages for a transcript, and the top-level fields to put beside them (tools)."""
+    same = t.source_format == NAME
+    records: list[Any] = []
+    for raw, run in raw_groups(t.units):
+        if raw is not None and same:
+            records.append(raw)
+        else:
+            records.extend(build(u) for u in run)
+    extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
+    return records, extras
