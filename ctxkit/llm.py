@@ -1,0 +1,263 @@
+"""An LLM summarizer client for any OpenAI-compatible chat-completions endpoint (stdlib only).
+
+`summarize_llm` sends our own handover prompt (goal, decisions, files, errors, open items, next
+step; the previous summary rolled forward) and returns the summary text. Transient failures
+(429, 5xx, timeouts, refused connections) are retried with exponential backoff; anything else,
+or running out of attempts, raises `LLMError`. Falling back to the extractive summarizer is the
+caller's job.
+
+    >>> settings = settings_from_env("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")
+    >>> summary = summarize_llm(units, settings, previous_summary=None, target_tokens=300)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctxkit.errors import LLMError, UsageError
+from ctxkit.model import Unit
+
+DEFAULT_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_MODEL = "gpt-4o-mini"
+SECTIONS = ("Goal", "Decisions", "Files", "Errors", "Open items", "Next step")
+UNIT_CHARS = 2000  # tool output and long messages are shown head + tail; user requests never cut
+MAX_PROMPT_CHARS = 60_000  # keeps the request inside a small summarizer model's window
+RETRY_STATUSES = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
+
+SYSTEM_PROMPT = """You write handover notes for an AI coding agent whose conversation is being \
+compacted. Another instance of the agent will continue the task from your note alone, so keep \
+every fact it needs and nothing else.
+
+Write Markdown with exactly these sections, in this order:
+## Goal
+## Decisions
+## Files
+## Errors
+## Open items
+## Next step
+
+Rules:
+- Quote the user's requests verbatim, in double quotes, under Goal.
+- Files: every file path, command, identifier and URL that matters, with what was done to it.
+- Errors: exact error messages and whether each one is fixed.
+- Write "none" under a section with nothing to say.
+- When an earlier summary is given, roll it forward: keep what still holds, update what changed.
+- Do not invent anything that is not in the conversation or the earlier summary.
+- Stay under {target_tokens} tokens."""
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where and how to call the summarizer model; retry figures come from `retry_policies`."""
+
+    url: str
+    model: str
+    api_key: str | None
+    timeout_s: float = 30
+    max_attempts: int = 3
+    backoff_base_s: float = 0.5
+    max_delay_s: float = 8.0
+    max_tokens: int = 600
+
+    def endpoint(self) -> str:
+        """The chat-completions URL (accepts a base URL with or without /chat/completions)."""
+        base = self.url.rstrip("/")
+        return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+def settings_from_env(url: str | None, model: str | None, **overrides: Any) -> LLMSettings:
+    """Settings from flags and the environment: key from CTXKIT_LLM_API_KEY, then OPENAI_API_KEY."""
+    api_key = os.environ.get("CTXKIT_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY") or None
+    settings = LLMSettings(
+        url=url or os.environ.get("CTXKIT_LLM_URL") or DEFAULT_URL,
+        model=model or os.environ.get("CTXKIT_LLM_MODEL") or DEFAULT_MODEL,
+        api_key=api_key,
+    )
+    try:
+        settings = replace(settings, **overrides)
+    except TypeError as e:
+        raise UsageError(f"unknown LLM setting: {e}") from e
+    if not settings.url.startswith(("http://", "https://")):
+        raise UsageError(f"--llm-url must start with http:// or https://, got {settings.url!r}")
+    if settings.max_attempts < 1:
+        raise UsageError(f"max attempts must be at least 1, got {settings.max_attempts}")
+    if settings.timeout_s <= 0:
+        raise UsageError(f"timeout must be positive, got {settings.timeout_s}")
+    return settings
+
+
+# --------------------------------------------------------------------------- the prompt
+
+
+def _shorten(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    tail = limit - head
+    return f"{text[:head]}\n[... {len(text) - limit} characters left out ...]\n{text[-tail:]}"
+
+
+def _render(unit: Unit, limit: int) -> str:
+    label = unit.role if unit.type == "message" else f"{unit.role} {unit.type}"
+    if unit.name:
+        label += f" {unit.name}"
+    is_request = unit.role == "user" and unit.type not in ("tool_result", "summary", "placeholder")
+    body = unit.content if is_request else _shorten(unit.content, limit)
+    lines = [f"[{label}]", body] if body else [f"[{label}]"]
+    for call in unit.tool_calls:
+        lines.append(f"-> call {call.name}({_shorten(call.arguments, limit // 4)})")
+    return "\n".join(lines)
+
+
+def handover_prompt(
+    units: Sequence[Unit], previous_summary: str | None, target_tokens: int
+) -> list[dict[str, str]]:
+    """Chat messages asking for a handover note of `units`, rolling `previous_summary` forward."""
+    limit = UNIT_CHARS
+    while True:
+        rendered = [_render(u, limit) for u in units]
+        # shrink the non-request parts until the prompt fits, but never below a useful glimpse
+        if sum(len(r) for r in rendered) <= MAX_PROMPT_CHARS or limit <= 200:
+            break
+        limit //= 2
+    parts: list[str] = []
+    if previous_summary and previous_summary.strip():
+        parts.append(
+            f"Earlier summary (roll it forward):\n<summary>\n{previous_summary.strip()}\n</summary>"
+        )
+    parts.append(
+        "Conversation to summarize:\n<conversation>\n" + "\n\n".join(rendered) + "\n</conversation>"
+    )
+    parts.append(
+        f"Write the handover note now, sections {', '.join(SECTIONS)}, under {target_tokens} tokens."
+    )
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(target_tokens=target_tokens)},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+# --------------------------------------------------------------------------- the call
+
+
+class _Retryable(Exception):
+    """A failure worth another attempt; `retry_after_s` when the server said how long to wait."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta seconds or an HTTP date); None when absent or bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _post(settings: LLMSettings, payload: bytes) -> bytes:
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if settings.api_key:
+        headers["Authorization"] = f"Bearer {settings.api_key}"
+    request = urllib.request.Request(
+        settings.endpoint(), data=payload, headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=settings.timeout_s) as response:
+            body: bytes = response.read()
+            return body
+    except urllib.error.HTTPError as e:
+        detail = e.read(300).decode("utf-8", "replace").strip() if e.fp else ""
+        message = f"HTTP {e.code} {e.reason}" + (f": {detail}" if detail else "")
+        if e.code in RETRY_STATUSES:
+            raise _Retryable(message, _retry_after(e.headers.get("Retry-After"))) from e
+        raise LLMError(f"LLM endpoint {settings.endpoint()} refused the request: {message}") from e
+    except TimeoutError as e:
+        raise _Retryable(f"no answer within {settings.timeout_s:g} s") from e
+    except urllib.error.URLError as e:
+        if isinstance(e.reason, (TimeoutError, socket.timeout)):
+            raise _Retryable(f"no answer within {settings.timeout_s:g} s") from e
+        raise _Retryable(f"cannot connect: {e.reason}") from e
+    except (ConnectionError, http.client.HTTPException, OSError) as e:
+        raise _Retryable(f"connection failed: {type(e).__name__}: {e}") from e
+
+
+def _content(body: bytes, endpoint: str) -> str:
+    """The assistant text of a chat-completions answer, or LLMError naming what is wrong."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise LLMError(
+            f"LLM endpoint {endpoint} answered with a body that is not JSON "
+            f"(starts with {body[:60]!r})"
+        ) from e
+    try:
+        message = data["choices"][0]["message"]
+        content = message["content"]
+    except (KeyError, IndexError, TypeError) as e:
+        raise LLMError(
+            f"LLM endpoint {endpoint} answered without choices[0].message.content "
+            f"(starts with {body[:60]!r})"
+        ) from e
+    if isinstance(content, list):  # some servers send content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str) or not content.strip():
+        raise LLMError(f"LLM endpoint {endpoint} answered with an empty summary")
+    return content.strip()
+
+
+def summarize_llm(
+    units: Sequence[Unit],
+    settings: LLMSettings,
+    *,
+    previous_summary: str | None = None,
+    target_tokens: int = 300,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """Summarize `units` with the chat-completions endpoint; retries transient failures, else LLMError."""
+    payload = json.dumps(
+        {
+            "model": settings.model,
+            "messages": handover_prompt(units, previous_summary, target_tokens),
+            "max_tokens": settings.max_tokens,
+            "temperature": 0,
+        }
+    ).encode("utf-8")
+    endpoint = settings.endpoint()
+    last = ""
+    for attempt in range(settings.max_attempts):
+        try:
+            body = _post(settings, payload)
+        except _Retryable as e:
+            last = str(e)
+            if attempt + 1 >= settings.max_attempts:
+                break
+            delay = settings.backoff_base_s * 2**attempt
+            if e.retry_after_s is not None:
+                delay = max(delay, e.retry_after_s)
+            sleep(min(delay, settings.max_delay_s))
+            continue
+        return _content(body, endpoint)
+    raise LLMError(
+        f"LLM endpoint {endpoint} failed after {settings.max_attempts} attempt"
+        f"{'s' if settings.max_attempts != 1 else ''}: {last}"
+    )

@@ -1,0 +1,362 @@
+"""The LLM summarizer client against a local chat-completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from ctxkit.errors import LLMError, UsageError
+from ctxkit.llm import (
+    DEFAULT_URL,
+    SECTIONS,
+    LLMSettings,
+    _retry_after,
+    handover_prompt,
+    settings_from_env,
+    summarize_llm,
+)
+from ctxkit.model import ToolCall, Unit
+
+SUMMARY = '## Goal\n"Fix the login test."\n## Decisions\nnone'
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | dict[str, Any] = field(default_factory=lambda: completion(SUMMARY))
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def completion(text: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+    }
+
+
+class ChatServer:
+    """A chat-completions server whose n-th answer comes from `script(n)`; records every request."""
+
+    def __init__(self, script: Callable[[int], Reply]) -> None:
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.release = threading.Event()  # set on stop, so slow handlers end at once
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length))
+                n = len(outer.requests)
+                outer.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "json": body}
+                )
+                reply = outer.script(n)
+                if reply.delay_s:
+                    outer.release.wait(reply.delay_s)
+                data = (
+                    reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                )
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def __enter__(self) -> ChatServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[int], Reply]], ChatServer]]:
+    servers: list[ChatServer] = []
+
+    def start(script: Callable[[int], Reply]) -> ChatServer:
+        server = ChatServer(script).__enter__()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.__exit__(None, None, None)
+
+
+UNITS = [
+    Unit(id="u0", role="system", content="You are a coding agent."),
+    Unit(id="u1", role="user", content="Fix the login test."),
+    Unit(
+        id="u2",
+        role="assistant",
+        content="Running the tests.",
+        tool_calls=[
+            ToolCall(id="c1", name="bash", arguments='{"cmd": "pytest tests/test_login.py"}')
+        ],
+    ),
+    Unit(
+        id="u3",
+        role="tool",
+        type="tool_result",
+        content="AssertionError: expected 200, got 401",
+        tool_call_id="c1",
+        name="bash",
+    ),
+]
+
+
+def settings(url: str, **kw: Any) -> LLMSettings:
+    return LLMSettings(url=url, model="test-model", api_key="sk-test", **kw)
+
+
+class Sleeps(list[float]):
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+# --------------------------------------------------------------------------- the protocol
+
+
+def test_success_posts_a_chat_completion(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply())
+    sleeps = Sleeps()
+    out = summarize_llm(
+        UNITS, settings(server.url, max_tokens=321), target_tokens=250, sleep=sleeps
+    )
+    assert out == SUMMARY
+    assert sleeps == []
+    [req] = server.requests
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["Authorization"] == "Bearer sk-test"
+    assert req["headers"]["Content-Type"] == "application/json"
+    body = req["json"]
+    assert body["model"] == "test-model"
+    assert body["max_tokens"] == 321
+    assert body["temperature"] == 0
+    assert body["messages"] == handover_prompt(UNITS, None, 250)
+
+
+def test_no_key_sends_no_authorization(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply())
+    s = LLMSettings(url=server.url + "/", model="m", api_key=None)
+    assert summarize_llm(UNITS, s) == SUMMARY
+    assert "Authorization" not in server.requests[0]["headers"]
+    assert server.requests[0]["path"] == "/v1/chat/completions"
+
+
+def test_content_parts_are_joined(serve: Callable[..., ChatServer]) -> None:
+    parts = [{"type": "text", "text": "## Goal\n"}, {"type": "text", "text": "done"}]
+    server = serve(lambda n: Reply(body=completion(parts)))
+    assert summarize_llm(UNITS, settings(server.url)) == "## Goal\ndone"
+
+
+# --------------------------------------------------------------------------- failures and retries
+
+
+def test_slow_server_times_out_and_gives_up(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply(delay_s=10.0))
+    sleeps = Sleeps()
+    with pytest.raises(LLMError) as e:
+        summarize_llm(UNITS, settings(server.url, timeout_s=0.2, max_attempts=2), sleep=sleeps)
+    assert len(server.requests) == 2
+    assert sleeps == [0.5]
+    assert str(e.value) == (
+        f"LLM endpoint {server.url}/chat/completions failed after 2 attempts: no answer within 0.2 s"
+    )
+
+
+def test_429_then_success_honours_retry_after(serve: Callable[..., ChatServer]) -> None:
+    script = {0: Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "3"})}
+    server = serve(lambda n: script.get(n, Reply()))
+    sleeps = Sleeps()
+    assert summarize_llm(UNITS, settings(server.url), sleep=sleeps) == SUMMARY
+    assert len(server.requests) == 2
+    assert sleeps == [3.0]  # the server's wait, above the 0.5 s backoff
+
+
+def test_retry_after_is_capped_by_max_delay(serve: Callable[..., ChatServer]) -> None:
+    script = {0: Reply(status=429, headers={"Retry-After": "120"}), 1: Reply(status=503)}
+    server = serve(lambda n: script.get(n, Reply()))
+    sleeps = Sleeps()
+    out = summarize_llm(UNITS, settings(server.url, max_delay_s=8.0), sleep=sleeps)
+    assert out == SUMMARY
+    assert sleeps == [8.0, 1.0]
+    assert len(server.requests) == 3
+
+
+def test_500_forever_gives_up_after_max_attempts(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply(status=500, body=b"internal error"))
+    sleeps = Sleeps()
+    s = settings(server.url, max_attempts=5, backoff_base_s=0.5, max_delay_s=3.0)
+    with pytest.raises(LLMError) as e:
+        summarize_llm(UNITS, s, sleep=sleeps)
+    assert len(server.requests) == 5
+    assert sleeps == [0.5, 1.0, 2.0, 3.0]  # base * 2**attempt, capped at max_delay
+    assert "failed after 5 attempts: HTTP 500" in str(e.value)
+    assert "internal error" in str(e.value)
+
+
+def test_single_attempt_does_not_sleep(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply(status=502))
+    sleeps = Sleeps()
+    with pytest.raises(LLMError, match="failed after 1 attempt: HTTP 502"):
+        summarize_llm(UNITS, settings(server.url, max_attempts=1), sleep=sleeps)
+    assert sleeps == [] and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        (b"<html>gateway</html>", "a body that is not JSON (starts with b'<html>gateway</html>')"),
+        (b'{"choices": []}', "without choices[0].message.content"),
+        (json.dumps(completion("   ")).encode(), "an empty summary"),
+        (json.dumps(completion(None)).encode(), "an empty summary"),
+    ],
+)
+def test_malformed_body_fails_without_retry(
+    serve: Callable[..., ChatServer], body: bytes, problem: str
+) -> None:
+    server = serve(lambda n: Reply(body=body))
+    sleeps = Sleeps()
+    with pytest.raises(LLMError) as e:
+        summarize_llm(UNITS, settings(server.url), sleep=sleeps)
+    assert problem in str(e.value)
+    assert str(e.value).startswith(f"LLM endpoint {server.url}/chat/completions answered")
+    assert len(server.requests) == 1 and sleeps == []
+
+
+def test_client_error_is_not_retried(serve: Callable[..., ChatServer]) -> None:
+    server = serve(lambda n: Reply(status=401, body={"error": {"message": "bad key"}}))
+    with pytest.raises(LLMError) as e:
+        summarize_llm(UNITS, settings(server.url), sleep=Sleeps())
+    assert len(server.requests) == 1
+    assert "refused the request: HTTP 401 Unauthorized" in str(e.value)
+    assert "bad key" in str(e.value)
+
+
+def test_connection_refused_is_retried() -> None:
+    with socket.socket() as s:  # a port that was free a moment ago and has no listener now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = Sleeps()
+    with pytest.raises(LLMError, match="failed after 3 attempts: cannot connect"):
+        summarize_llm(UNITS, settings(f"http://127.0.0.1:{port}/v1"), sleep=sleeps)
+    assert sleeps == [0.5, 1.0]
+
+
+def test_retry_after_parsing() -> None:
+    assert _retry_after("2.5") == 2.5
+    assert _retry_after(None) is None
+    assert _retry_after("soon") is None
+    future = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (_retry_after(future) or 0) <= 31
+    assert _retry_after(email.utils.formatdate(0, usegmt=True)) == 0.0
+
+
+# --------------------------------------------------------------------------- settings and prompt
+
+
+def test_settings_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("CTXKIT_LLM_API_KEY", "OPENAI_API_KEY", "CTXKIT_LLM_URL", "CTXKIT_LLM_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    s = settings_from_env(None, "small")
+    assert (s.url, s.model, s.api_key) == (DEFAULT_URL, "small", None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert settings_from_env(None, "m").api_key == "sk-openai"
+    monkeypatch.setenv("CTXKIT_LLM_API_KEY", "sk-ctxkit")
+    monkeypatch.setenv("CTXKIT_LLM_URL", "http://10.0.0.5:9000/v1")
+    s = settings_from_env(None, "m", timeout_s=5, max_attempts=7)
+    assert (s.api_key, s.url, s.timeout_s, s.max_attempts) == (
+        "sk-ctxkit",
+        "http://10.0.0.5:9000/v1",
+        5,
+        7,
+    )
+    assert settings_from_env("https://api.example.com/v1", "m").url == "https://api.example.com/v1"
+
+
+def test_settings_from_env_rejects_bad_values() -> None:
+    with pytest.raises(UsageError, match="must start with http"):
+        settings_from_env("localhost:8000", "m")
+    with pytest.raises(UsageError, match="unknown LLM setting"):
+        settings_from_env(None, "m", retries=3)
+    with pytest.raises(UsageError, match="at least 1"):
+        settings_from_env(None, "m", max_attempts=0)
+    with pytest.raises(UsageError, match="timeout must be positive"):
+        settings_from_env(None, "m", timeout_s=0)
+
+
+def test_endpoint_spellings() -> None:
+    for url in ("http://h/v1", "http://h/v1/", "http://h/v1/chat/completions"):
+        assert settings(url).endpoint() == "http://h/v1/chat/completions"
+
+
+def test_handover_prompt_sections_and_content() -> None:
+    system, user = handover_prompt(UNITS, None, 300)
+    assert system["role"] == "system" and user["role"] == "user"
+    headings = [line for line in system["content"].splitlines() if line.startswith("## ")]
+    assert headings == [f"## {s}" for s in SECTIONS]
+    assert "under 300 tokens" in system["content"]
+    assert "verbatim" in system["content"]
+    assert "[user]\nFix the login test." in user["content"]
+    assert '-> call bash({"cmd": "pytest tests/test_login.py"})' in user["content"]
+    assert "[tool tool_result bash]\nAssertionError: expected 200, got 401" in user["content"]
+    assert "Earlier summary" not in user["content"]
+
+
+def test_handover_prompt_rolls_the_previous_summary_forward() -> None:
+    _, user = handover_prompt(UNITS, '## Goal\n"Fix the login test."', 300)
+    assert user["content"].startswith(
+        'Earlier summary (roll it forward):\n<summary>\n## Goal\n"Fix the login test."\n</summary>'
+    )
+
+
+def test_handover_prompt_quotes_requests_whole_and_shortens_tool_output() -> None:
+    request = "Please refactor: " + "step " * 3000
+    log = "ERROR line\n" * 5000
+    units = [
+        Unit(id="u1", role="user", content=request),
+        Unit(id="u2", role="tool", type="tool_result", content=log, tool_call_id="c1"),
+    ]
+    _, user = handover_prompt(units, None, 300)
+    assert request in user["content"]
+    assert log not in user["content"]
+    assert "characters left out" in user["content"]
+    assert len(user["content"]) < len(request) + 3000
