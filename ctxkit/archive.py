@@ -28,7 +28,6 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
@@ -470,51 +469,78 @@ class Archive:
         return transcript_from_json(row[0]) if row else None
 
     def restore(self, compacted: Transcript) -> Transcript:
-        """The original of a compacted transcript; every ref its placeholders carry must resolve."""
-        refs = sorted(set(refs_in(compacted)))
-        unknown: builtins.list[str] = []
+        """The original of a compacted transcript, found through the refs it carries.
+
+        Refs in placeholder and summary units (and in `meta`) must all resolve. Refs in other
+        units' text are used too, since a round trip through a chat format drops unit types and
+        meta, but one that does not resolve there may be ordinary text and is ignored, unless no
+        ref resolves at all. A transcript without refs that was stored under its own id comes
+        back from the store; one that shows no sign of compaction is returned as it is (compact
+        leaves a transcript that already fits untouched and stores nothing for it).
+        """
+        strict, loose = _refs_by_trust(compacted)
         owners: set[str] = set()
-        for ref in refs:
+        unknown: builtins.list[str] = []
+        unknown_loose: builtins.list[str] = []
+        for ref in sorted(strict | loose):
             found = self._lookup(parse_ref(ref)[0])
-            if found is None:
+            if found is not None:
+                owners.add(found.transcript_id)
+            elif ref in strict:
                 unknown.append(ref)
             else:
-                owners.add(found.transcript_id)
-        if unknown:
-            shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+                unknown_loose.append(ref)
+        if unknown or (unknown_loose and not owners):
+            missing = unknown or unknown_loose
+            shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise ArchiveError(
-                f"{len(unknown)} ref(s) of transcript {compacted.id!r} are not in {self.path}: "
+                f"{len(missing)} ref(s) of transcript {compacted.id!r} are not in {self.path}: "
                 f"{shown}; was it compacted with another --archive?"
             )
-        stored = self.transcript_ids()
-        if compacted.id in stored and owners <= {compacted.id}:
-            tid = compacted.id
-        elif len(owners) == 1 and next(iter(owners)) in stored:
-            tid = next(iter(owners))
-        elif not owners and len(stored) == 1:
-            tid = stored[0]
-        else:
-            known = ", ".join(stored[:10]) or "none"
+        if len(owners) > 1:
             raise ArchiveError(
-                f"cannot tell which original transcript {compacted.id!r} came from in {self.path} "
-                f"(refs point to {sorted(owners) or 'nothing'}; stored: {known})"
+                f"the refs of transcript {compacted.id!r} point to several transcripts in "
+                f"{self.path} ({', '.join(sorted(owners))}); cannot tell which is its original"
             )
+        tid = next(iter(owners)) if owners else compacted.id
         original = self.original(tid)
-        assert original is not None  # tid was taken from the stored ids
-        return original
+        if original is not None:
+            return original
+        if owners:
+            raise ArchiveError(
+                f"the refs of transcript {compacted.id!r} point to transcript {tid!r}, whose "
+                f"original is not stored in {self.path}"
+            )
+        if any(_made_by_compaction(u) for u in compacted.units):
+            raise ArchiveError(
+                f"transcript {compacted.id!r} was compacted but carries no ref into {self.path} "
+                "and its original is not stored there"
+            )
+        return compacted
 
 
-def refs_in(t: Transcript) -> Iterator[str]:
-    """Refs carried by the placeholders and summaries of a transcript (meta and text)."""
+def _made_by_compaction(u: Unit) -> bool:
+    return u.type in ("placeholder", "summary") or u.id.startswith("ctxkit-")
+
+
+def _refs_by_trust(t: Transcript) -> tuple[set[str], set[str]]:
+    """(refs that must resolve, refs that are probably ours) of a transcript."""
+    strict: set[str] = set()
+    loose: set[str] = set()
     for u in t.units:
         ref = u.meta.get("ref")
         if isinstance(ref, str):
-            yield ref
-        for r in u.meta.get("refs") or []:
-            if isinstance(r, str):
-                yield r
-        if u.type in ("placeholder", "summary"):
-            yield from _REFS_IN_TEXT.findall(u.content)
+            strict.add(ref)
+        strict.update(r for r in u.meta.get("refs") or [] if isinstance(r, str))
+        found = _REFS_IN_TEXT.findall(u.content)
+        (strict if _made_by_compaction(u) else loose).update(found)
+    return strict, loose - strict
+
+
+def refs_in(t: Transcript) -> builtins.list[str]:
+    """Every ref a transcript carries (meta and text), sorted."""
+    strict, loose = _refs_by_trust(t)
+    return sorted(strict | loose)
 
 
 def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:

@@ -420,7 +420,7 @@ def test_restore_round_trip(archive: Archive) -> None:
     t = original()
     archive.put_transcript(t)
     small = compacted_of(t, archive)
-    assert list(refs_in(small)) == [small.units[3].meta["ref"]] * 2
+    assert refs_in(small) == [small.units[3].meta["ref"]]
     assert archive.restore(small) == t
 
 
@@ -445,14 +445,50 @@ def test_restore_with_unknown_ref_fails(tmp_path: Path, archive: Archive) -> Non
         archive.restore(small)
 
 
-def test_restore_ambiguous_or_absent_original(archive: Archive) -> None:
-    with pytest.raises(ArchiveError, match="cannot tell which original"):
-        archive.restore(Transcript(units=[], id="x"))
-    archive.put_transcript(original())
-    assert archive.restore(Transcript(units=[], id="x")).id == "sess-1"  # the only one stored
+def test_restore_without_refs(archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
     archive.put_transcript(Transcript(units=[], id="t2"))
-    with pytest.raises(ArchiveError, match="cannot tell which original transcript 'x'"):
-        archive.restore(Transcript(units=[], id="x"))
+    # stored under its own id
+    assert archive.restore(Transcript(units=[], id="sess-1")) == t
+    # never compacted (compact stores nothing for a transcript that fits): comes back as it is
+    untouched = Transcript(units=[Unit(id="u", role="user", content="hi")], id="x")
+    assert archive.restore(untouched) is untouched
+    # compacted, but nothing leads to its original
+    lost = Transcript(
+        units=[Unit(id="p", role="user", type="placeholder", content="[gone]")], id="x"
+    )
+    with pytest.raises(ArchiveError, match="'x' was compacted but carries no ref"):
+        archive.restore(lost)
+
+
+def test_restore_refs_in_plain_text_and_ambiguity(archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
+    small = compacted_of(t, archive, new_id="other")
+    # a chat-format round trip loses type and meta: the ref in plain text still leads home,
+    # and a ref-like word in ordinary text that resolves nowhere is ignored
+    plain = small.units[3].replace(type="tool_result", meta={})
+    chatty = small.units[4].replace(content="see ref-00000000 in the wiki")
+    assert archive.restore(small.replace(units=[*small.units[:3], plain, chatty])) == t
+    # but when nothing resolves, it is an error
+    with pytest.raises(
+        ArchiveError, match="1 ref\\(s\\) of transcript 'x' are not in .*ref-00000000"
+    ):
+        archive.restore(Transcript(units=[chatty], id="x"))
+    # refs into two transcripts
+    ref2 = archive.put("t2", tool_result("q"))
+    two = Unit(
+        id="p", role="user", type="placeholder", content=f"{small.units[3].meta['ref']} {ref2}"
+    )
+    with pytest.raises(ArchiveError, match="point to several transcripts .*sess-1, t2"):
+        archive.restore(Transcript(units=[two], id="x"))
+    # refs into a transcript whose original was not stored
+    alone = Unit(id="p", role="user", type="placeholder", content=ref2)
+    with pytest.raises(
+        ArchiveError, match="point to transcript 't2', whose original is not stored"
+    ):
+        archive.restore(Transcript(units=[alone], id="x"))
 
 
 # -- properties ------------------------------------------------------------------------------
