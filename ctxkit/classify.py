@@ -15,25 +15,29 @@ HEAD_CHARS = 4096
 
 # Tools whose results are file contents (source), or plans.
 _READ_TOOLS = frozenset(
-    {"read", "read_file", "readfile", "view", "open_file", "cat", "str_replace_editor",
-     "str_replace_based_edit_tool", "view_file", "notebookread", "get_file_contents"}
+    {"read", "read_file", "readfile", "view", "open_file", "cat", "view_file", "notebookread",
+     "get_file_contents", "str_replace_editor", "str_replace_based_edit_tool"}
 )
+_EDIT_TOOLS = frozenset({"edit", "multiedit", "write", "create_file", "edit_file", "apply_patch", "notebookedit"})
 _PLAN_TOOLS = frozenset({"todowrite", "todoread", "update_plan", "plan", "exitplanmode"})
-_LOG_TOOLS = frozenset({"bash", "shell", "execute_bash", "run_command", "terminal", "exec"})
+_SHELL_TOOLS = frozenset(
+    {"bash", "shell", "execute_bash", "run_command", "terminal", "exec", "local_shell", "run_shell_command"}
+)
 
-_NUMBERED_LINE = re.compile(r"^\s*\d+(?:\t|→|: |\s\|)", re.M)
+_NUMBERED_LINE = re.compile(r"^ *\d+(?:\t|→|: |:\t| \| |-)", re.M)
 _CODE_LINE = re.compile(
-    r"^\s*(?:def |class |import |from \S+ import |function |const |let |var |package |"
-    r"#include|public |private |fn |func |impl |struct |interface |export |@\w+|return\b)",
+    r"^[ \t]*(?:def |class |import |from [\w.]+ import |function |const |let |var |package |"
+    r"#include|public |private |fn |func |impl |struct |interface |export |@\w+|return\b|"
+    r"if \(|for \(|\}|\)|#!/)",
     re.M,
 )
-_CHECKBOX = re.compile(r"^\s*(?:[-*]|\d+\.)\s*\[[ xX]\]", re.M)
+_CHECKBOX = re.compile(r"^[ \t]*(?:[-*]|\d+\.) ?\[[ xX]\]", re.M)
 _LOG_MARKERS = (
     "Traceback (most recent call last)",
-    "===== ",
+    "=====",
     " passed",
     " failed",
-    "FAILED ",
+    "FAILED",
     "PASSED",
     "ERROR",
     "WARN",
@@ -44,34 +48,42 @@ _LOG_MARKERS = (
     "Error:",
     "exit code",
     "Exit code",
-    "make: ",
+    "make[",
     "[INFO]",
-    "$ ",
+    "--- FAIL",
+    "test result:",
+    "Compiling ",
+    "\tat ",
 )
 
 
 def _looks_like_plan(head: str) -> bool:
     if "To Do List" in head or "TODO list" in head or "Todos have been modified" in head:
         return True
-    return len(_CHECKBOX.findall(head)) >= 2
+    return len(_CHECKBOX.findall(head)) >= 3
 
 
-def _looks_like_code(head: str) -> bool:
-    if len(_NUMBERED_LINE.findall(head)) >= 3:
-        return True
+def _code_score(head: str) -> int:
+    numbered = len(_NUMBERED_LINE.findall(head))
+    if numbered >= 3:
+        return 3
     hits = len(_CODE_LINE.findall(head))
-    if hits >= 2:
-        return True
-    braces = head.count("{") + head.count("}")
-    semis = head.count(";\n")
-    return hits >= 1 and (braces >= 4 or semis >= 2)
+    braces = head.count("{") + head.count("}") + head.count(";\n")
+    return hits + (1 if braces >= 6 and hits else 0)
 
 
-def _looks_like_log(head: str, length: int) -> bool:
+def _log_score(head: str, length: int) -> int:
     score = sum(1 for m in _LOG_MARKERS if m in head)
-    if "<returncode>" in head and length > 1500:
-        score += 2
-    return score >= 2
+    if "<returncode>" in head[:100] and length > 1500:
+        score += 1
+    return score
+
+
+def _unescaped(head: str) -> str:
+    # Codex wraps shell output in a JSON string; look at it as lines.
+    if head.startswith('{"output":'):
+        return head.replace("\\n", "\n").replace("\\t", "\t")
+    return head
 
 
 def classify(unit: Unit) -> str:
@@ -87,9 +99,7 @@ def classify(unit: Unit) -> str:
             if names and names <= _PLAN_TOOLS:
                 return "plan_ref"
             return "tool_call"
-        if not content.strip() and unit.reasoning:
-            return "reasoning"
-        if unit.type == "reasoning":
+        if unit.type == "reasoning" or (unit.reasoning and not content.strip()):
             return "reasoning"
         return "message"
     if role != "tool":
@@ -97,20 +107,22 @@ def classify(unit: Unit) -> str:
             return "summary"
         return "message"
     name = (unit.name or "").lower()
-    head = content[:HEAD_CHARS]
-    if name in _PLAN_TOOLS or _looks_like_plan(head):
+    head = _unescaped(content[:HEAD_CHARS])
+    if name in _PLAN_TOOLS:
         return "plan_ref"
     if name in _READ_TOOLS:
         return "code"
-    # Shell output: a log when it reads like one, code when it is a file dump (cat, sed -n).
-    if name in _LOG_TOOLS or "<returncode>" in head[:200]:
-        if _looks_like_log(head, len(content)):
-            return "log"
-        if _looks_like_code(head):
-            return "code"
-        return "log" if len(content) > 2000 else "tool_result"
-    if _looks_like_code(head):
-        return "code"
-    if _looks_like_log(head, len(content)):
+    code = _code_score(head)
+    if name in _EDIT_TOOLS:
+        return "code" if code >= 2 else "tool_result"
+    if _looks_like_plan(head):
+        return "plan_ref"
+    log = _log_score(head, len(content))
+    if "Traceback (most recent call last)" in head or log >= 2 and log >= code:
         return "log"
+    if code >= 3:
+        return "code"
+    if name in _SHELL_TOOLS or "<returncode>" in head[:100]:
+        # Command output: long output is a log even without markers (ls, grep, find).
+        return "log" if log or len(content) > 1500 else "tool_result"
     return "tool_result"
