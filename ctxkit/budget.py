@@ -188,7 +188,8 @@ def resolve_model_budget(
     """
     config = config or Config()
     info, matched = find_model(model) if model else (None, "")
-    name = model or "default"
+    given = (context_window, max_output_tokens, buffer_tokens)
+    name = model or ("custom" if any(v is not None for v in given) else "default")
     model_cfg = _lookup(config.models, model, matched)
     if model and info is None and model_cfg is None and context_window is None:
         known = ", ".join(sorted(load_models()))

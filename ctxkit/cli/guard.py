@@ -1,0 +1,460 @@
+"""`ctxkit guard`: will the transcript fit the model, with room for the answer?"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import click
+
+from ctxkit.cli.options import debug_option, echo_err, input_options, tokenizer_options
+from ctxkit.errors import InputError
+
+EXIT_HELP = """\b
+Exit codes:
+  0  fits (ok or warn)
+  3  compaction needed (compact; also warn with --fail-on warn)
+  4  blocked (block)
+  5  overflow, or no target fits (verdict final)
+  6  structural errors found by --check (when the fit alone exits 0)
+  1  runtime error (bad input)
+  2  usage error (bad flag or config)"""
+
+
+@click.command("guard", epilog=EXIT_HELP)
+@input_options
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="NAME",
+    help="Target model, repeatable in order of preference (see models.toml).",
+)
+@click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens).")
+@click.option(
+    "--max-output",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Output reserve (default: the model's maximum output, else window/4).",
+)
+@click.option(
+    "--buffer",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Safety buffer (default 8192, at most window/8).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
+)
+@click.option(
+    "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
+)
+@click.option(
+    "--llm", default=None, metavar="TYPE", help="Use this LLM type's policy limit (config per_llm)."
+)
+@click.option(
+    "--system",
+    "system_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A system prompt file, counted before the transcript.",
+)
+@click.option(
+    "--tools",
+    "tools_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
+)
+@click.option(
+    "--pending",
+    "pending_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
+)
+@click.option(
+    "--replay",
+    "do_replay",
+    is_flag=True,
+    help="Replay the transcript message by message: when each threshold was first crossed.",
+)
+@click.option(
+    "--check",
+    "do_check",
+    is_flag=True,
+    help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warn", "compact", "block", "overflow"]),
+    default="compact",
+    show_default=True,
+    help="The lowest status that exits non-zero.",
+)
+@click.option(
+    "--warn-threshold", type=float, default=None, help="Warn at this fraction of the limit (0.80)."
+)
+@click.option(
+    "--compact-threshold", type=float, default=None, help="Compact at this fraction (0.95)."
+)
+@click.option("--block-threshold", type=float, default=None, help="Block at this fraction (0.98).")
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    metavar="FILE",
+    help="YAML configuration (default ./ctxkit.yaml when present).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, json (one object per transcript per line) for machines.",
+)
+@tokenizer_options
+@debug_option
+@click.pass_context
+def guard(ctx: click.Context, **kw: Any) -> None:
+    """Check that each transcript fits the target model(s), with room for the answer.
+
+    \b
+    Examples:
+      ctxkit guard session.jsonl --model gpt-4o
+      ctxkit guard session.jsonl --model gpt-4 --model gpt-4o --format json
+      ctxkit guard session.jsonl --agent verification --pending outputs.json
+      ctxkit guard session.jsonl --window 128000 --max-output 16384 --replay --check
+    """
+    code = run_guard(**kw)
+    ctx.exit(code)
+
+
+def run_guard(**kw: Any) -> int:
+    """Read the flags, evaluate every transcript, write the report; the combined exit code."""
+    from ctxkit.budget import resolve_target
+    from ctxkit.config import load_config
+    from ctxkit.formats import ReadStats, expand_paths, read_path
+    from ctxkit.guard import TokenizerCache, evaluate
+    from ctxkit.tokens import CountOptions
+
+    debug = kw["debug"]
+    trace = (lambda msg: echo_err(f"debug: {msg}")) if debug else None
+    config = with_threshold_flags(
+        load_config(kw["config_path"]),
+        kw["warn_threshold"],
+        kw["compact_threshold"],
+        kw["block_threshold"],
+    )
+    if trace:
+        trace(f"config: {config.source or 'defaults'}")
+    flags: dict[str, Any] = dict(
+        config=config,
+        context_window=kw["window"],
+        max_output_tokens=kw["max_output"],
+        buffer_tokens=kw["buffer"],
+        limit=kw["limit"],
+        agent=kw["agent"],
+        llm=kw["llm"],
+        tokenizer=kw["tokenizer"],
+    )
+    targets = [resolve_target(m, **flags) for m in kw["models"]] or [resolve_target(None, **flags)]
+    defaults = CountOptions()
+    opts = CountOptions(
+        image_tokens=defaults.image_tokens if kw["image_tokens"] is None else kw["image_tokens"],
+        tool_schema_scale=(
+            defaults.tool_schema_scale
+            if kw["tool_schema_scale"] is None
+            else kw["tool_schema_scale"]
+        ),
+    )
+    system = _read_text(kw["system_file"]) if kw["system_file"] else None
+    tools = load_tools(kw["tools_file"]) if kw["tools_file"] else None
+    pending = load_pending(kw["pending_file"]) if kw["pending_file"] else None
+    fmt, fail_on = kw["fmt"], kw["fail_on"]
+
+    tokenizers = TokenizerCache()
+    warned: set[str] = set()
+    codes: list[int] = []
+    stats = ReadStats()
+    first = True
+    for path in expand_paths(kw["paths"]):
+        for t in read_path(
+            path,
+            kw["from_format"],
+            include_sidechains=kw["include_sidechains"],
+            skip_invalid=kw["skip_invalid"],
+            stats=stats,
+        ):
+            verdict = evaluate(
+                t,
+                targets,
+                config,
+                system=system,
+                tools=tools,
+                pending=pending,
+                do_replay=kw["do_replay"],
+                check=kw["do_check"],
+                fail_on=fail_on,
+                opts=opts,
+                tokenizers=tokenizers,
+                trace=trace,
+            )
+            for w in verdict.warnings:
+                if w not in warned:
+                    warned.add(w)
+                    echo_err(w)
+            codes.append(verdict.exit_code(fail_on))
+            if fmt == "json":
+                import orjson
+
+                click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
+            else:
+                if not first:
+                    click.echo("")
+                click.echo(render_verdict(verdict, fail_on), nl=False)
+            first = False
+    skipped = getattr(stats, "skipped", 0)
+    if skipped:
+        echo_err(f"skipped {skipped} invalid lines")
+    if not codes:
+        raise InputError(None, None, "no transcript found in the input")
+    return combine_codes(codes)
+
+
+def with_threshold_flags(
+    config: Any, warn: float | None, compact: float | None, block: float | None
+) -> Any:
+    """The config with threshold flags applied; a bad value names the flag."""
+    from ctxkit.config import ROOT
+    from ctxkit.errors import ConfigError, UsageError
+
+    try:
+        return config.with_overrides(
+            warning_threshold=warn, compact_threshold=compact, block_threshold=block
+        )
+    except ConfigError as exc:
+        text = str(exc)
+        for key, flag in (
+            ("warning_threshold", "--warn-threshold"),
+            ("compact_threshold", "--compact-threshold"),
+            ("block_threshold", "--block-threshold"),
+        ):
+            text = text.replace(f"{ROOT}.{key}", flag).replace(key, flag)
+        raise UsageError(text) from None
+
+
+def combine_codes(codes: list[int]) -> int:
+    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    order = {0: 0, 6: 1, 3: 2, 4: 3, 5: 4}
+    return max(codes, key=lambda c: order.get(c, 5))
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise InputError(path, None, "no such file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
+
+
+def load_tools(path: str) -> list[dict[str, Any]]:
+    """Tool schemas from a JSON list (or an object with a `tools` list)."""
+    import orjson
+
+    text = _read_text(path)
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(path, _line_of(text, exc.pos), f"not valid JSON: {exc.msg}") from None
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list):
+        raise InputError(
+            path, None, "expected a JSON list of tool schemas (OpenAI or Anthropic shape)"
+        )
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise InputError(path, None, f"tool schema #{i + 1} is not a JSON object")
+    return data
+
+
+def load_pending(path: str) -> list[Any]:
+    """Pending tool outputs: a JSON list of strings or {name, content}, or JSONL of either."""
+    import orjson
+
+    from ctxkit.guard import PendingOutput
+
+    text = _read_text(path)
+    items: list[tuple[int | None, Any]]
+    try:
+        data = orjson.loads(text)
+        if not isinstance(data, list):
+            data = [data]
+        items = [(None, d) for d in data]
+    except orjson.JSONDecodeError:
+        items = []
+        for n, text_line in enumerate(text.splitlines(), 1):
+            if not text_line.strip():
+                continue
+            try:
+                items.append((n, orjson.loads(text_line)))
+            except orjson.JSONDecodeError as exc:
+                raise InputError(path, n, f"not valid JSON: {exc.msg}", text_line) from None
+    out = []
+    for i, (line, item) in enumerate(items):
+        if isinstance(item, str):
+            out.append(PendingOutput(name=f"output{i + 1}", content=item))
+        elif isinstance(item, dict) and isinstance(item.get("content"), str):
+            out.append(
+                PendingOutput(
+                    name=str(item.get("name") or f"output{i + 1}"), content=item["content"]
+                )
+            )
+        else:
+            raise InputError(
+                path,
+                line,
+                f'pending output #{i + 1}: expected a string or {{"name", "content"}} with string content',
+            )
+    return out
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+# --- the table for people ---------------------------------------------------------------------
+
+
+def _pct(frac: float) -> float | None:
+    return round(frac * 100, 1) if math.isfinite(frac) else None
+
+
+def render_verdict(verdict: Any, fail_on: str) -> str:
+    """The human report of one verdict: a row per target, then the why, the decision and notes."""
+    from ctxkit.report import render_table
+
+    t = verdict.transcript
+    where = t.path or "<stdin>"
+    if t.line is not None:
+        where += f":{t.line}"
+    lines = [f"{where}: {len(t.units)} units"]
+    rows = []
+    for r in verdict.results:
+        rows.append(
+            {
+                "target": r.target.name,
+                "status": r.status,
+                "decision": r.decision,
+                "used": r.used,
+                "limit": r.limit,
+                "bound by": r.bound_by,
+                "remaining": r.remaining,
+                "used %": _pct(r.used_fraction),
+                **{k: v for k, v in r.regions.items()},
+                "tokenizer": r.tokenizer,
+            }
+        )
+    lines.append(render_table(rows))
+    for r in verdict.results:
+        tg = r.target
+        why = (
+            f"limit {tg.name}: {tg.limit:,} bound by {tg.bound_by}; model {tg.effective_limit:,} = "
+            f"window {tg.context_window:,} - buffer {tg.buffer_tokens:,} - max output {tg.max_output_tokens:,}"
+        )
+        if tg.policy_limit is not None:
+            why += f"; policy {tg.policy_limit:,} ({tg.policy_rule})"
+        lines.append(why)
+    code = verdict.exit_code(fail_on)
+    if verdict.chosen is not None:
+        lines.append(f"verdict: fits {verdict.chosen.target.name} ({verdict.status}), exit {code}")
+    else:
+        lines.append(f"verdict: final, no target fits, exit {code}")
+    for r in verdict.results:
+        for note in r.notes:
+            lines.append(f"note {r.target.name}: {note}")
+    for r in verdict.results:
+        if r.pending is not None:
+            lines.extend(_render_pending(r))
+    for r in verdict.results:
+        if r.replay is not None:
+            lines.extend(_render_replay(r, fail_on))
+    if verdict.checked:
+        if not verdict.problems:
+            lines.append("check: no structural problems")
+        for p in verdict.problems:
+            sev = getattr(p, "severity", "error")
+            lines.append(f"check {sev}: {p.kind} [{p.unit_id}]: {p.message}")
+    return "\n".join(lines) + "\n"
+
+
+def _render_pending(r: Any) -> list[str]:
+    from ctxkit.report import render_table
+
+    plan = r.pending
+    head = (
+        f"pending {r.target.name}: {plan.tokens:,} tokens in {len(plan.items)} outputs, room {plan.room:,}: "
+        + ("fits as is" if plan.fits_raw else f"would overflow by {plan.tokens - plan.room:,}")
+    )
+    lines = [head]
+    if not plan.fits_raw:
+        rows = [
+            {
+                "#": i.index + 1,
+                "name": i.name,
+                "bytes": i.bytes,
+                "tokens": i.tokens,
+                "action": i.action,
+                "after": i.tokens_after,
+            }
+            for i in plan.items
+        ]
+        lines.append(render_table(rows))
+        lines.append(
+            f"pending {r.target.name}: after the plan {plan.tokens_after:,} tokens, "
+            + (f"status {plan.status_after}" if plan.fits_after else "still over: compact first")
+        )
+    return lines
+
+
+def _render_replay(r: Any, fail_on: str) -> list[str]:
+    rp = r.replay
+    parts = []
+    for status in ("warn", "compact", "block", "overflow"):
+        f = rp.first[status]
+        if f is None:
+            parts.append(f"{status} never")
+        else:
+            parts.append(
+                f"{status} at message {f['message']} ({f['unit_id']}, {f['tokens']:,} tokens)"
+            )
+    lines = [f"replay {r.target.name}: {rp.checks} checks; first " + ", ".join(parts)]
+    lines.append(
+        f"replay {r.target.name}: the guard would fire {rp.fires} times (fail-on {fail_on}); "
+        f"{rp.over_hits} over-hits"
+        + (
+            f", at most {rp.max_over_hits_per_hour} in one hour"
+            if rp.max_over_hits_per_hour is not None
+            else ", no timestamps to place them in time"
+        )
+        + (
+            f"; more than 2 in 1 hour first at message {rp.trigger['message']} ({rp.trigger['unit_id']})"
+            if rp.trigger
+            else ""
+        )
+    )
+    return lines
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(guard())

@@ -1,0 +1,592 @@
+"""Evaluate a transcript against one or more targets: will it fit, with room for the answer?
+
+    >>> from ctxkit.guard import evaluate, resolve_target
+    >>> verdict = evaluate(transcript, [resolve_target("gpt-4"), resolve_target("gpt-4o")])
+    >>> verdict.chosen.target.name, verdict.chosen.status, verdict.exit_code()
+    ('gpt-4o', 'ok', 0)
+
+Per target the transcript is counted with the target's tokenizer, by region (system, tool
+schemas, summary, history, plus `pending` tool outputs about to be appended), and given a status
+against the limit in force (see `budget`). Targets are in order of preference: the first that
+fits (any status but overflow) is chosen, later ones are skipped; when none fits the verdict is
+`final` (the spec's turn preflight). When only the tool schemas push a target over the limit, it
+is treated as fitting with a note (the spec's special case), its status taken without schemas.
+
+Exit codes (`Verdict.exit_code`): 0 fits (ok, warn), 3 compaction needed, 4 blocked, 5 overflow
+or none fits; `fail_on` moves the bar (statuses below it exit 0; warn at the bar exits 3).
+With `check=True`, structural errors exit 6 when the fit alone would exit 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.budget import (
+    STATUSES,
+    Target,
+    Thresholds,
+    compaction_target,
+    resolve_target,
+    status_for,
+    status_rank,
+    used_fraction,
+)
+from ctxkit.config import Config
+from ctxkit.errors import TokenizerError
+from ctxkit.model import Transcript, Unit
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, count_units, get_tokenizer
+
+__all__ = [
+    "FAIL_ON",
+    "PendingItem",
+    "PendingOutput",
+    "PendingPlan",
+    "Replay",
+    "Target",
+    "TargetResult",
+    "Verdict",
+    "compaction_target",
+    "evaluate",
+    "exit_code_for",
+    "resolve_target",
+    "status_for",
+]
+
+FAIL_ON = ("warn", "compact", "block", "overflow")
+PROXY_TOKENIZER = "cl100k_base"
+EXIT_CODES = {"ok": 0, "warn": 3, "compact": 3, "block": 4, "overflow": 5}
+EXIT_PROBLEMS = 6
+OVER_HITS_WINDOW_S = 3600
+OVER_HITS_TRIGGER = 2  # the spec: more than 2 over-hits in 1 hour
+
+Trace = Callable[[str], None]
+
+
+def exit_code_for(status: str, fail_on: str = "compact") -> int:
+    """The exit code of a status: 0 below the `fail_on` bar, else 3 (warn, compact), 4, 5."""
+    if status_rank(status) < status_rank(fail_on):
+        return 0
+    return EXIT_CODES[status]
+
+
+# --- pending tool outputs --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PendingOutput:
+    """A tool output about to be appended."""
+
+    name: str
+    content: str
+
+
+@dataclass
+class PendingItem:
+    """What to do with one pending output: keep, cut (to `tokens_after`) or offload (a stub)."""
+
+    index: int
+    name: str
+    bytes: int
+    tokens: int
+    action: str = "keep"
+    tokens_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "name": self.name,
+            "bytes": self.bytes,
+            "tokens": self.tokens,
+            "action": self.action,
+            "tokens_after": self.tokens_after,
+        }
+
+
+@dataclass
+class PendingPlan:
+    """Pending outputs against the room left: whether they fit raw, and what to cut or offload."""
+
+    items: list[PendingItem]
+    room: int
+    tokens: int
+    tokens_after: int
+    fits_raw: bool
+    fits_after: bool
+    status_after: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "room": self.room,
+            "tokens": self.tokens,
+            "tokens_after_plan": self.tokens_after,
+            "fits_as_is": self.fits_raw,
+            "fits_after_plan": self.fits_after,
+            "status_after_plan": self.status_after,
+            "items": [i.to_dict() for i in self.items],
+        }
+
+
+def _pending_unit(index: int, p: PendingOutput, content: str | None = None) -> Unit:
+    return Unit(
+        id=f"pending-{index}",
+        role="tool",
+        type="tool_result",
+        content=p.content if content is None else content,
+        name=p.name or None,
+    )
+
+
+def offload_stub(p: PendingOutput, preview_chars: int) -> str:
+    """The stub that replaces an offloaded output: tool name, size, a preview, where to recall it."""
+    preview = p.content[:preview_chars]
+    more = "…" if len(p.content) > preview_chars else ""
+    size = len(p.content.encode("utf-8"))
+    return f"[{p.name or 'tool'} output offloaded: {size} bytes; preview: {preview}{more}; recall with ctxkit recall]"
+
+
+def plan_pending(
+    pending: Sequence[PendingOutput],
+    used_tokens: int,
+    limit: int,
+    tok: Tokenizer,
+    opts: CountOptions,
+    config: Config,
+) -> PendingPlan:
+    """Decide which pending outputs must be cut or offloaded so the total stays within `limit`.
+
+    Largest first: an output over `offload.threshold_bytes` is offloaded (replaced by a stub),
+    a smaller one is cut by what is still over, or offloaded when the cut would leave less than
+    its stub.
+    """
+    off = config.breaking_strategy.offload
+    units = [_pending_unit(i, p) for i, p in enumerate(pending)]
+    counts = [c.total for c in count_units(units, tok, opts)]
+    stubs = [
+        c.total
+        for c in count_units(
+            [
+                _pending_unit(i, p, offload_stub(p, off.preview_chars))
+                for i, p in enumerate(pending)
+            ],
+            tok,
+            opts,
+        )
+    ]
+    items = [
+        PendingItem(i, p.name, len(p.content.encode("utf-8")), n, "keep", n)
+        for i, (p, n) in enumerate(zip(pending, counts, strict=True))
+    ]
+    room = limit - used_tokens
+    total = sum(counts)
+    excess = total - room
+    for item in sorted(items, key=lambda it: (-it.tokens, it.index)):
+        if excess <= 0:
+            break
+        stub = min(stubs[item.index], item.tokens)
+        if item.bytes > off.threshold_bytes or item.tokens - excess < stub:
+            item.action, item.tokens_after = "offload", stub
+        else:
+            item.action, item.tokens_after = "cut", item.tokens - excess
+        excess -= item.tokens - item.tokens_after
+    after = sum(i.tokens_after for i in items)
+    thresholds = Thresholds.from_config(config)
+    return PendingPlan(
+        items=items,
+        room=room,
+        tokens=total,
+        tokens_after=after,
+        fits_raw=total <= room,
+        fits_after=after <= room,
+        status_after=status_for(used_tokens + after, limit, thresholds),
+    )
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """The transcript replayed message by message against one target's limit."""
+
+    checks: int
+    by_status: dict[str, int]
+    first: dict[str, dict[str, Any] | None]
+    fires: int
+    over_hits: int
+    max_over_hits_per_hour: int | None
+    trigger: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checks": self.checks,
+            "by_status": dict(self.by_status),
+            "first": dict(self.first),
+            "fires": self.fires,
+            "over_hits": self.over_hits,
+            "max_over_hits_per_hour": self.max_over_hits_per_hour,
+            "trigger": self.trigger,
+        }
+
+
+def replay(
+    units: Sequence[Unit],
+    unit_tokens: Sequence[int],
+    fixed_tokens: int,
+    limit: int,
+    thresholds: Thresholds,
+    fail_on: str = "compact",
+) -> Replay:
+    """Walk the transcript as it grew: the first unit at which each status was reached, how
+    many checks would have fired (status at or above `fail_on`), and over-hits (checks over the
+    limit) within any one hour of timestamps, with the spec's "more than 2 in 1 hour" trigger."""
+    by_status = dict.fromkeys(STATUSES, 0)
+    first: dict[str, dict[str, Any] | None] = dict.fromkeys(STATUSES[1:], None)
+    fires = 0
+    over_times: list[float] = []
+    over_hits = 0
+    trigger: dict[str, Any] | None = None
+    max_per_hour = 0
+    used = fixed_tokens
+    for i, (u, n) in enumerate(zip(units, unit_tokens, strict=True)):
+        used += n
+        status = status_for(used, limit, thresholds)
+        by_status[status] += 1
+        rank = status_rank(status)
+        for name in STATUSES[1 : rank + 1]:
+            if first[name] is None:
+                first[name] = {
+                    "message": i + 1,
+                    "unit_id": u.id,
+                    "tokens": used,
+                    "timestamp": u.timestamp,
+                }
+        if rank >= status_rank(fail_on):
+            fires += 1
+        if status == "overflow":
+            over_hits += 1
+            if u.timestamp is not None:
+                over_times.append(float(u.timestamp))
+                start = over_times[-1] - OVER_HITS_WINDOW_S
+                in_hour = sum(1 for t in over_times if t >= start)
+                max_per_hour = max(max_per_hour, in_hour)
+                if trigger is None and in_hour > OVER_HITS_TRIGGER:
+                    trigger = {
+                        "message": i + 1,
+                        "unit_id": u.id,
+                        "timestamp": u.timestamp,
+                        "over_hits_in_hour": in_hour,
+                    }
+    return Replay(
+        checks=len(units),
+        by_status=by_status,
+        first=first,
+        fires=fires,
+        over_hits=over_hits,
+        max_over_hits_per_hour=max_per_hour if over_times or not over_hits else None,
+        trigger=trigger,
+    )
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class TargetResult:
+    """One target's evaluation."""
+
+    target: Target
+    status: str
+    used: int
+    regions: dict[str, int]
+    tokenizer: str
+    decision: str = ""  # chosen, skipped, does not fit
+    schemas_only: bool = False
+    notes: list[str] = field(default_factory=list)
+    pending: PendingPlan | None = None
+    replay: Replay | None = None
+
+    @property
+    def limit(self) -> int:
+        return self.target.limit
+
+    @property
+    def bound_by(self) -> str:
+        return self.target.bound_by
+
+    @property
+    def remaining(self) -> int:
+        """Tokens left under the limit in force (negative when over)."""
+        return self.target.limit - self.used
+
+    @property
+    def used_fraction(self) -> float:
+        return used_fraction(self.used, self.target.limit)
+
+    @property
+    def fits(self) -> bool:
+        return self.status != "overflow"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain fields for JSON output."""
+        frac = self.used_fraction
+        d: dict[str, Any] = {
+            "target": self.target.name,
+            "status": self.status,
+            "decision": self.decision,
+            "used": self.used,
+            "limit": self.limit,
+            "bound_by": self.bound_by,
+            "rule": self.target.rule,
+            "remaining": self.remaining,
+            "used_fraction": round(frac, 4) if math.isfinite(frac) else None,
+            "regions": dict(self.regions),
+            "schemas_only_overflow": self.schemas_only,
+            "tokenizer": self.tokenizer,
+            "tokenizer_note": self.target.tokenizer_note or None,
+            "notes": list(self.notes),
+            "budget": self.target.to_dict(),
+        }
+        if self.pending is not None:
+            d["pending"] = self.pending.to_dict()
+        if self.replay is not None:
+            d["replay"] = self.replay.to_dict()
+        return d
+
+
+@dataclass
+class Verdict:
+    """The evaluation of one transcript against its targets."""
+
+    transcript: Transcript
+    results: list[TargetResult]
+    chosen_index: int | None
+    problems: list[Any] = field(default_factory=list)
+    checked: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> TargetResult | None:
+        return None if self.chosen_index is None else self.results[self.chosen_index]
+
+    @property
+    def verdict(self) -> str:
+        """`fits` (a target was chosen) or `final` (none fits: the turn cannot go ahead)."""
+        return "fits" if self.chosen is not None else "final"
+
+    @property
+    def status(self) -> str:
+        """The chosen target's status, or overflow when none fits."""
+        return self.chosen.status if self.chosen is not None else "overflow"
+
+    def structural_errors(self) -> list[Any]:
+        """Problems of severity error found by `check`."""
+        return [p for p in self.problems if getattr(p, "severity", "error") == "error"]
+
+    def exit_code(self, fail_on: str = "compact") -> int:
+        """0 fits, 3 compaction needed, 4 blocked, 5 overflow or none fits; 6 structural errors."""
+        code = exit_code_for(self.status, fail_on)
+        if code == 0 and self.checked and self.structural_errors():
+            return EXIT_PROBLEMS
+        return code
+
+    def to_dict(self, fail_on: str = "compact") -> dict[str, Any]:
+        """Plain fields for JSON output."""
+        t = self.transcript
+        d: dict[str, Any] = {
+            "path": t.path,
+            "transcript": t.id,
+            "line": t.line,
+            "units": len(t.units),
+            "verdict": self.verdict,
+            "chosen": self.chosen.target.name if self.chosen else None,
+            "status": self.status,
+            "exit_code": self.exit_code(fail_on),
+            "targets": [r.to_dict() for r in self.results],
+        }
+        if self.checked:
+            d["problems"] = [
+                {
+                    "kind": p.kind,
+                    "unit_id": p.unit_id,
+                    "message": p.message,
+                    "severity": getattr(p, "severity", "error"),
+                }
+                for p in self.problems
+            ]
+        return d
+
+
+# --- evaluation --------------------------------------------------------------------------------
+
+
+class TokenizerCache:
+    """Loads each target's tokenizer once; a models.toml tokenizer that cannot load offline falls
+    back to cl100k_base with one announced warning (a flag or config choice is never replaced)."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, tuple[Tokenizer, str, str | None]] = {}
+
+    def get(self, target: Target) -> tuple[Tokenizer, str, str | None]:
+        """(tokenizer, label for the output, warning or None)."""
+        spec = target.tokenizer
+        explicit = target.sources.get("tokenizer") not in ("models.toml", "default")
+        key = f"{spec}|{explicit}"
+        if key not in self._loaded:
+            self._loaded[key] = self._load(spec, explicit)
+        return self._loaded[key]
+
+    @staticmethod
+    def _load(spec: str, explicit: bool) -> tuple[Tokenizer, str, str | None]:
+        try:
+            return get_tokenizer(spec), spec, None
+        except TokenizerError as exc:
+            if explicit or spec == PROXY_TOKENIZER:
+                raise
+            found = re.search(r"could not be downloaded \((.*?)\)\. Use", str(exc))
+            cause = found.group(1) if found else str(exc)
+            label = f"{PROXY_TOKENIZER} (proxy: {spec} unavailable offline)"
+            warning = (
+                f"warning: tokenizer {spec} is not bundled and cannot be downloaded ({cause}); "
+                f"counting with {PROXY_TOKENIZER} as a proxy for the targets that use it "
+                f"(choose another with --tokenizer)"
+            )
+            return get_tokenizer(PROXY_TOKENIZER), label, warning
+
+
+def evaluate(
+    t: Transcript,
+    targets: Sequence[Target],
+    config: Config | None = None,
+    *,
+    system: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    pending: Sequence[PendingOutput] | None = None,
+    do_replay: bool = False,
+    check: bool = False,
+    fail_on: str = "compact",
+    opts: CountOptions | None = None,
+    tokenizers: TokenizerCache | None = None,
+    trace: Trace | None = None,
+) -> Verdict:
+    """Count `t` for each target, give each a status, choose the first that fits.
+
+    `system` is a system prompt sent before the transcript's units, `tools` the tool schemas
+    sent with the call (they replace any the transcript carries), `pending` tool outputs about
+    to be appended.
+    """
+    if not targets:
+        raise ValueError("evaluate needs at least one target")
+    config = config or Config()
+    opts = opts or CountOptions()
+    tokenizers = tokenizers or TokenizerCache()
+    say = trace or (lambda _msg: None)
+    if system:
+        t = t.replace(units=[Unit(id="--system", role="system", content=system), *t.units])
+    if tools is not None:
+        t = t.replace(tools=list(tools))
+    say(f"transcript {t.id}: {len(t.units)} units, {len(t.tools)} tool schemas")
+
+    warnings: list[str] = []
+    counted: dict[str, Any] = {}
+    results: list[TargetResult] = []
+    for target in targets:
+        tok, label, warning = tokenizers.get(target)
+        if warning and warning not in warnings:
+            warnings.append(warning)
+        if target.tokenizer_note and "proxy" not in label:
+            label += " (proxy)"
+        key = str(id(tok))
+        if key not in counted:
+            counted[key] = count_transcript(t, tok, opts)
+            say(f"counted with {tok.name}: {counted[key].to_dict()}")
+        tc = counted[key]
+        regions = dict(tc.regions)
+        used = tc.total
+        plan: PendingPlan | None = None
+        if pending:
+            plan = plan_pending(pending, used, target.limit, tok, opts, config)
+            regions["pending"] = plan.tokens
+            used += plan.tokens
+        result = _judge(target, used, regions, label, config)
+        result.pending = plan
+        if do_replay:
+            fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
+            result.replay = replay(
+                t.units,
+                [u.total for u in tc.units],
+                fixed,
+                target.limit,
+                target.thresholds,
+                fail_on,
+            )
+        _trace_target(say, result)
+        results.append(result)
+
+    chosen = next((i for i, r in enumerate(results) if r.fits), None)
+    for i, r in enumerate(results):
+        if chosen is None or i < chosen:
+            r.decision = "does not fit"
+        else:
+            r.decision = "chosen" if i == chosen else "skipped"
+    problems: list[Any] = []
+    if check:
+        from ctxkit.structure import check as structural_check
+
+        problems = list(structural_check(t))
+        say(f"check: {len(problems)} structural problems")
+    verdict = Verdict(t, results, chosen, problems, check, warnings)
+    say(
+        f"decision: {verdict.verdict}"
+        + (f" -> {verdict.chosen.target.name} ({verdict.status})" if verdict.chosen else "")
+        + f", exit {verdict.exit_code(fail_on)} (fail-on {fail_on})"
+    )
+    return verdict
+
+
+def _judge(
+    target: Target, used: int, regions: dict[str, int], label: str, config: Config
+) -> TargetResult:
+    thresholds = target.thresholds
+    status = status_for(used, target.limit, thresholds)
+    notes: list[str] = list(target.notes)
+    if target.tokenizer_note:
+        notes.append(target.tokenizer_note)
+    schemas_only = False
+    schema_tokens = regions.get("tools", 0)
+    if status == "overflow" and schema_tokens and used - schema_tokens <= target.limit:
+        schemas_only = True
+        status = status_for(used - schema_tokens, target.limit, thresholds)
+        notes.append(
+            f"only the tool schemas ({schema_tokens:,} tokens) push it over the limit; "
+            "treated as fitting (send fewer tools to be safe)"
+        )
+    return TargetResult(
+        target, status, used, regions, label, notes=notes, schemas_only=schemas_only
+    )
+
+
+def _trace_target(say: Trace, r: TargetResult) -> None:
+    t = r.target
+    say(
+        f"target {t.name}: effective {t.context_window} - {t.buffer_tokens} (buffer) - "
+        f"{t.max_output_tokens} (max output) = {t.effective_limit} "
+        f"[{', '.join(f'{k} from {v}' for k, v in t.sources.items())}]"
+    )
+    if t.policy_limit is not None:
+        say(f"target {t.name}: policy {t.policy_limit} ({t.policy_rule})")
+    th = t.thresholds
+    say(
+        f"target {t.name}: limit {t.limit} bound by {t.bound_by}; warn >= "
+        f"{math.ceil(t.limit * th.warn - 1e-9)}, compact >= {math.ceil(t.limit * th.compact - 1e-9)}, "
+        f"block >= {math.ceil(t.limit * th.block - 1e-9)}, overflow > {t.limit}"
+    )
+    say(
+        f"target {t.name}: used {r.used} = "
+        + " + ".join(f"{v} ({k})" for k, v in r.regions.items())
+        + f" -> {r.status}"
+        + (" (schemas only)" if r.schemas_only else "")
+    )
