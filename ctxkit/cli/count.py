@@ -1,0 +1,364 @@
+"""`ctxkit count`: tokens per region, role, type, turn, message or tool; `--calibrate` against
+the provider's own usage."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ctxkit.cli.options import (
+    debug_option,
+    echo_err,
+    input_options,
+    progress_option,
+    tokenizer_options,
+    want_progress,
+)
+from ctxkit.errors import CtxkitError, InputError, TokenizerError
+from ctxkit.model import Transcript, Unit
+from ctxkit.report import FORMATS, default_format, render_table, write_rows
+from ctxkit.tokens import (
+    BREAKDOWNS,
+    CALIBRATION_TOKENIZERS,
+    REGIONS,
+    Breakdown,
+    Calibration,
+    CountOptions,
+    Tokenizer,
+    count_transcript,
+    get_tokenizer,
+)
+
+CALIBRATION_NOTE = (
+    "note: provider counts include the system prompt and tool schemas, which Claude Code and "
+    "most agent logs never record, and use the provider's own tokenizer, so a constant offset "
+    "per session is expected; 'adj' removes it (or pass --system/--tools to count them)."
+)
+
+
+@click.command("count")
+@input_options
+@tokenizer_options
+@click.option(
+    "--by",
+    type=click.Choice(BREAKDOWNS),
+    default=None,
+    help="Break the total down by role, type, turn, message or tool (default: regions).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="Output format (default: table on a terminal, else jsonl).",
+)
+@click.option(
+    "--system",
+    "system_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A text file with the system prompt the log does not record; counted as system.",
+)
+@click.option(
+    "--tools",
+    "tools_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A JSON list of tool schemas the log does not record; counted as tools.",
+)
+@click.option(
+    "--calibrate",
+    is_flag=True,
+    help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
+)
+@progress_option
+@debug_option
+def count(
+    paths: tuple[str, ...],
+    from_format: str | None,
+    include_sidechains: bool,
+    skip_invalid: bool,
+    tokenizer: str | None,
+    image_tokens: int | None,
+    tool_schema_scale: float | None,
+    by: str | None,
+    fmt: str | None,
+    system_file: str | None,
+    tools_file: str | None,
+    calibrate: bool,
+    progress: bool | None,
+    debug: bool,
+) -> None:
+    """Count tokens per region (system, tools, summary, history), or --by a breakdown.
+
+    \b
+    Examples:
+      ctxkit count session.jsonl
+      ctxkit count 'logs/*.jsonl' --by tool
+      ctxkit count dataset.jsonl --format csv > counts.csv
+      ctxkit count session.jsonl --calibrate
+    """
+    from ctxkit.formats import ReadStats, expand_paths, read_path
+
+    opts = CountOptions()
+    if image_tokens is not None:
+        opts = replace(opts, image_tokens=image_tokens)
+    if tool_schema_scale is not None:
+        opts = replace(opts, tool_schema_scale=tool_schema_scale)
+    fmt = fmt or default_format()
+    extra_system = Path(system_file).read_text(encoding="utf-8") if system_file else None
+    extra_tools = _read_tools(tools_file) if tools_file else []
+
+    tok = get_tokenizer(tokenizer)
+    files = expand_paths(list(paths) or ["-"])
+    stats = ReadStats()
+
+    def transcripts() -> Iterator[Transcript]:
+        for path in files:
+            for t in read_path(
+                path,
+                from_format,
+                include_sidechains=include_sidechains,
+                skip_invalid=skip_invalid,
+                stats=stats,
+            ):
+                yield _augment(t, extra_system, extra_tools)
+
+    items = _with_progress(transcripts(), len(files), want_progress(progress))
+    if calibrate:
+        cal = _calibrate(items, tokenizer, opts)
+        _report_reading(tok, stats, debug)
+        echo_err(CALIBRATION_NOTE)
+        _write_calibration(cal, fmt)
+        return
+
+    breakdown = Breakdown(by, tok, opts) if by else None
+    region_rows: list[dict[str, Any]] = []
+    for t in items:
+        counted = count_transcript(t, tok, opts)
+        label = _label(t)
+        if breakdown is not None:
+            breakdown.add(t, counted, label)
+        region_rows.append(
+            {
+                "transcript": label,
+                "format": t.source_format,
+                "units": len(t.units),
+                **counted.regions,
+                "total": counted.total,
+            }
+        )
+        if debug:
+            echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")
+    _report_reading(tok, stats, debug)
+    if not region_rows:
+        raise CtxkitError("no conversation found in the input")
+    rows = breakdown.rows() if breakdown is not None else region_rows
+    if breakdown is None and len(rows) > 1:
+        rows = rows + [_total_row(rows)]
+    if fmt == "table":
+        rows = [_short_labels(r) for r in rows]
+    write_rows(rows, fmt, sys.stdout)
+
+
+def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
+    """Cut long paths from the left for tables: the end of a path names the file."""
+    label = row.get("transcript")
+    if isinstance(label, str) and len(label) > width:
+        return {**row, "transcript": "…" + label[-(width - 1) :]}
+    return row
+
+
+def _read_tools(path: str) -> list[dict[str, Any]]:
+    import orjson
+
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise InputError(path, getattr(exc, "lineno", None), f"not JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("tools"), list):
+        data = data["tools"]
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise InputError(path, None, "expected a JSON list of tool schemas (objects)")
+    return data
+
+
+def _augment(t: Transcript, system: str | None, tools: list[dict[str, Any]]) -> Transcript:
+    """Add a system prompt and tool schemas the log did not record."""
+    if system is None and not tools:
+        return t
+    units = t.units
+    metadata = t.metadata
+    if system is not None:
+        units = [Unit(id="--system", role="system", content=system), *units]
+        usage = metadata.get("provider_usage")
+        if isinstance(usage, dict) and usage.get("calls"):
+            # Provider calls point at unit indexes, which moved by one.
+            shifted = [{**c, "after_unit": int(c.get("after_unit", 0)) + 1} for c in usage["calls"]]
+            metadata = {**metadata, "provider_usage": {**usage, "calls": shifted}}
+    return t.replace(units=units, tools=[*t.tools, *tools], metadata=metadata)
+
+
+def _label(t: Transcript) -> str:
+    path = t.path or "<stdin>"
+    if path == "-":
+        path = "<stdin>"
+    if t.layout == "dataset" and t.line is not None:
+        return f"{path}:{t.line}"
+    return path
+
+
+def _total_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {"transcript": f"total ({len(rows)} conversations)", "format": None}
+    for key in ("units", *REGIONS, "total"):
+        total[key] = sum(r[key] for r in rows)
+    return total
+
+
+def _with_progress(
+    items: Iterator[Transcript], n_files: int, enabled: bool
+) -> Iterator[Transcript]:
+    """A tqdm bar on stderr: per file when there are several, else per conversation."""
+    if not enabled:
+        yield from items
+        return
+    from tqdm import tqdm
+
+    if n_files > 1:
+        bar = tqdm(total=n_files, unit="file", file=sys.stderr, leave=False)
+        current: str | None = None
+        seen = 0
+        for t in items:
+            if t.path != current:
+                if current is not None:
+                    bar.update(1)
+                current = t.path
+            seen += 1
+            bar.set_postfix(conversations=seen, refresh=False)
+            yield t
+        bar.update(bar.total - bar.n)
+    else:
+        bar = tqdm(unit="conv", file=sys.stderr, leave=False)
+        for t in items:
+            bar.update(1)
+            yield t
+    bar.close()
+
+
+def _report_reading(tok: Tokenizer, stats: Any, debug: bool) -> None:
+    kind = "exact" if tok.exact else "estimate"
+    echo_err(f"tokenizer: {tok.name} ({kind})")
+    parts = [f"read {stats.files:,} file{'s' if stats.files != 1 else ''}, {stats.records:,} records"]
+    skipped = []
+    non_message = sum(stats.skipped_non_message.values())
+    if non_message:
+        kinds = ", ".join(
+            f"{k} {v:,}" for k, v in sorted(stats.skipped_non_message.items(), key=lambda kv: -kv[1])
+        )
+        skipped.append(f"{non_message:,} non-message records ({kinds})")
+    if stats.skipped_sidechain:
+        skipped.append(f"{stats.skipped_sidechain:,} sidechain records (--include-sidechains keeps them)")
+    if stats.skipped_invalid:
+        skipped.append(f"{stats.skipped_invalid:,} invalid lines")
+    if skipped:
+        parts.append("skipped " + "; ".join(skipped))
+    echo_err("; ".join(parts))
+    if stats.warnings:
+        if debug:
+            for w in stats.warnings:
+                echo_err(f"warning: {w}")
+        else:
+            echo_err(f"{len(stats.warnings):,} warnings (--debug lists them)")
+
+
+def _calibrate(
+    items: Iterator[Transcript], tokenizer: str | None, opts: CountOptions
+) -> Calibration:
+    names = list(CALIBRATION_TOKENIZERS)
+    if tokenizer and tokenizer not in names:
+        names.insert(0, tokenizer)
+    cal = Calibration(tokenizers=names)
+    toks: dict[str, Tokenizer] = {}
+    for name in names:
+        try:
+            toks[name] = get_tokenizer(name)
+        except TokenizerError as exc:
+            cal.unavailable[name] = f"unavailable offline: {_first_sentence(str(exc))}"
+    n_calls = 0
+    for t in items:
+        n_calls += cal.add(t, toks, _label(t), opts)
+    if not n_calls:
+        raise CtxkitError(
+            "no provider usage found in the input: --calibrate needs transcripts that record "
+            "the provider's token counts (Claude Code `usage`, Codex `token_count`, "
+            "mini-swe-agent model stats)"
+        )
+    return cal
+
+
+def _first_sentence(text: str) -> str:
+    head, sep, _ = text.partition(". ")
+    return head + ("." if sep else "")
+
+
+def _short_name(name: str) -> str:
+    return {"cl100k_base": "cl100k", "o200k_base": "o200k", "max:cl100k_base": "max"}.get(name, name)
+
+
+def _write_calibration(cal: Calibration, fmt: str) -> None:
+    out = sys.stdout
+    calls = cal.call_rows()
+    summary = cal.summary()
+    if fmt != "table":
+        rows = [{"kind": "call", **r} for r in calls] + [{"kind": "summary", **r} for r in summary]
+        write_rows(rows, fmt, out)
+        return
+    available = [n for n in cal.tokenizers if n not in cal.unavailable]
+    many = len({r["transcript"] for r in calls}) > 1
+    call_rows = []
+    for r in calls:
+        row: dict[str, Any] = {}
+        if many:
+            row["session"] = _short_labels({"transcript": r["transcript"]}, 32)["transcript"]
+        row["call"] = r["call"]
+        row["after unit"] = r["after_unit"]
+        row["provider"] = r["provider"]
+        for n in available:
+            short = _short_name(n)
+            row[short] = r.get(f"est:{n}")
+            row[f"{short} err%"] = r.get(f"err_pct:{n}")
+            row[f"{short} adj%"] = r.get(f"adj_err_pct:{n}")
+        call_rows.append(row)
+    sources = sorted({str(r.get("source")) for r in calls})
+    out.write(f"Input tokens per call: provider ({', '.join(sources)}) vs ctxkit estimates\n")
+    out.write(render_table(call_rows) + "\n\n")
+    summary_rows = [
+        {
+            "tokenizer": s["tokenizer"],
+            "calls": s["calls"],
+            "mean |err|": s["mean_abs_err"],
+            "mean |err|%": s["mean_abs_err_pct"],
+            "mean err%": s["mean_err_pct"],
+            "offset": s["median_offset"],
+            "adj |err|": s["mean_abs_err_adj"],
+            "adj |err|%": s["mean_abs_err_pct_adj"],
+            "adj err%": s["mean_err_pct_adj"],
+        }
+        for s in summary
+        if "note" not in s
+    ]
+    out.write("Summary per tokenizer\n")
+    out.write(render_table(summary_rows) + "\n")
+    for s in summary:
+        if "note" in s:
+            out.write(f"{s['tokenizer']}: {s['note']}\n")
+    out.write(
+        "\nerr = estimate - provider. offset = median(provider - estimate) per session: what the "
+        "log does not show\n(system prompt, tool schemas). adj = error after adding each "
+        "session's offset back.\n"
+    )
