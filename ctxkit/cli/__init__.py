@@ -56,12 +56,18 @@ class LazyGroup(click.Group):
         except UsageError as exc:
             raise click.UsageError(str(exc)) from None
         except CtxkitError as exc:
-            err = click.ClickException(str(exc))
-            err.exit_code = exc.exit_code
-            raise err from None
+            raise _Failure(str(exc), exc.exit_code) from None
         except BrokenPipeError:
             sys.stderr.close()
             sys.exit(1)
+
+
+class _Failure(click.ClickException):
+    """A domain error as click reports it: `Error: <message>` and the error's exit code."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def _unavailable(name: str) -> click.Command:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -100,11 +100,3 @@ def want_progress(flag: bool | None) -> bool:
 def echo_err(message: str) -> None:
     """A message for people: stderr."""
     click.echo(message, err=True)
-
-
-def iter_lines(rows: Iterator[str]) -> None:
-    """Write data lines to stdout."""
-    out = click.get_text_stream("stdout")
-    for row in rows:
-        out.write(row)
-        out.write("\n")

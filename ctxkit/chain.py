@@ -1,0 +1,548 @@
+"""The compaction chain: run strategies in order until the transcript fits, then recover.
+
+`compact()` is the one engine call behind `ctxkit compact`, `score-rl` and `bench`. It never
+returns a transcript that breaks an invariant: a step whose result does, is rejected, recorded
+in the report, and the chain moves on (a rejected step is a bug; the tests assert there are
+none).
+
+Example:
+    >>> result = compact(transcript, limit=5000)
+    >>> result.tokens_after <= result.target
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit import structure
+from ctxkit.archive import Archive, make_ref
+from ctxkit.errors import BreakerFailed, UsageError, unknown_name
+from ctxkit.model import Transcript, Unit
+from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES
+from ctxkit.strategies.base import Context, State, archive_unit, protected
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+
+DEFAULT_CHAIN = (
+    "offload",
+    "mask_observations",
+    "content_type_chunking",
+    "summarize_old",
+    "prioritize_recent",
+    "discard_low_rel",
+)
+RECOVERY_MODES = ("fresh_start", "truncate", "error")
+
+# Observer for progress: (phase, message, tokens, limit) -> None.
+Observer = Callable[[str, str, int, int], None]
+
+
+@dataclass(frozen=True)
+class ChainOptions:
+    """How to compact: the chain, each strategy's parameters, recovery."""
+
+    chain: tuple[str, ...] = DEFAULT_CHAIN
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    max_iterations: int = 3
+    recovery_mode: str = "fresh_start"
+    handover_tokens: int = 500
+    seed: int = 0
+
+    def strategy_params(self, name: str) -> dict[str, Any]:
+        merged = dict(DEFAULT_PARAMS.get(name, {}))
+        merged.update(self.params.get(name, {}))
+        return merged
+
+
+@dataclass
+class Step:
+    """What one strategy did in one pass of the chain."""
+
+    strategy: str
+    iteration: int
+    tokens_before: int
+    tokens_after: int
+    time_ms: float
+    applied: bool
+    note: str = ""
+    refs: list[str] = field(default_factory=list)
+
+    @property
+    def saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "iteration": self.iteration,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "tokens_saved": self.saved,
+            "time_ms": round(self.time_ms, 2),
+            "applied": self.applied,
+            "note": self.note,
+            "refs": self.refs,
+        }
+
+
+@dataclass
+class CompactResult:
+    """The compacted transcript and everything the report says about how it got there."""
+
+    transcript: Transcript
+    changed: bool
+    fits: bool
+    limit: int
+    target: int
+    tokens_before: int
+    tokens_after: int
+    regions_before: dict[str, int]
+    regions_after: dict[str, int]
+    units_before: int
+    units_after: int
+    steps: list[Step]
+    recovery: str | None
+    p1_total: int
+    p1_kept: int
+    invariants: dict[str, Any]
+    time_ms: float
+
+    @property
+    def strategies_applied(self) -> list[str]:
+        seen: list[str] = []
+        for s in self.steps:
+            if s.applied and s.saved > 0 and s.strategy not in seen:
+                seen.append(s.strategy)
+        if self.recovery and f"recovery:{self.recovery}" not in seen:
+            seen.append(f"recovery:{self.recovery}")
+        return seen
+
+    @property
+    def refs(self) -> list[str]:
+        out: list[str] = []
+        for s in self.steps:
+            out.extend(r for r in s.refs if r not in out)
+        return out
+
+    def summary_line(self) -> str:
+        """The one line for people: "Context reduced 18,432 -> 3,420 / 5,000 tokens (offload)"."""
+        if not self.changed:
+            return f"Context fits: {self.tokens_before:,} / {self.limit:,} tokens (unchanged)"
+        used = ", ".join(self.strategies_applied) or "no strategy"
+        return (
+            f"Context reduced {self.tokens_before:,} -> {self.tokens_after:,} / "
+            f"{self.limit:,} tokens ({used})"
+        )
+
+    def report(self) -> dict[str, Any]:
+        """The JSON report: tokens per region, units, steps, refs, P1, invariants."""
+        return {
+            "transcript": self.transcript.id,
+            "changed": self.changed,
+            "fits": self.fits,
+            "limit": self.limit,
+            "target": self.target,
+            "tokens": {
+                "before": self.tokens_before,
+                "after": self.tokens_after,
+                "regions_before": self.regions_before,
+                "regions_after": self.regions_after,
+            },
+            "units": {"before": self.units_before, "after": self.units_after},
+            "steps": [s.to_dict() for s in self.steps],
+            "strategies": self.strategies_applied,
+            "recovery": self.recovery,
+            "refs": self.refs,
+            "p1": {"total": self.p1_total, "kept": self.p1_kept},
+            "invariants": self.invariants,
+            "time_ms": round(self.time_ms, 2),
+        }
+
+
+def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
+    """Validate strategy names; `hybrid` stands for the default chain."""
+    out: list[str] = []
+    for name in names:
+        if name == "hybrid":
+            out.extend(n for n in DEFAULT_CHAIN if n not in out)
+        elif name in STRATEGIES:
+            out.append(name)
+        else:
+            raise unknown_name("strategy", name, [*STRATEGIES, "hybrid"])
+    return tuple(out)
+
+
+def check_invariants(
+    original: Sequence[Unit],
+    state: State,
+    keep: set[str],
+    archive: Archive | None,
+    transcript_id: str,
+) -> list[str]:
+    """Everything that must hold after a step; an empty list means it holds."""
+    problems = [f"{p.kind}: {p.message}" for p in structure.pairs_intact(original, state.units)]
+    by_id = {u.id: u for u in state.units}
+    if not state.in_recovery:
+        for u in original:
+            if u.id in keep:
+                got = by_id.get(u.id)
+                if got is None or got.content != u.content or got.tool_calls != u.tool_calls:
+                    problems.append(f"protected unit {u.id} not kept verbatim")
+    if archive is not None:
+        for u in original:
+            got = by_id.get(u.id)
+            if got is not None and got.content == u.content and got.tool_calls == u.tool_calls:
+                continue
+            if not archive.has(make_ref(transcript_id, u.id, u.content)):
+                problems.append(f"unit {u.id} was removed or shortened but is not in the archive")
+    return problems
+
+
+def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int]:
+    by_id = {u.id: u for u in result}
+    p1 = [u for u in original if u.is_p1]
+    kept = sum(1 for u in p1 if u.id in by_id and by_id[u.id].content == u.content)
+    return len(p1), kept
+
+
+def compact(
+    transcript: Transcript,
+    *,
+    limit: int,
+    target: int | None = None,
+    options: ChainOptions | None = None,
+    tokenizer: Tokenizer | None = None,
+    count_opts: CountOptions | None = None,
+    archive: Archive | None = None,
+    query: str | None = None,
+    embedder: Any = None,
+    summarizer: Callable[..., str] | None = None,
+    observe: Observer | None = None,
+) -> CompactResult:
+    """Return the best transcript under `target` (default: the limit) that keeps the task alive."""
+    started = time.perf_counter()
+    options = options or ChainOptions()
+    tok = tokenizer or get_tokenizer()
+    copts = count_opts or CountOptions()
+    goal = limit if target is None else min(target, limit)
+    if options.recovery_mode not in RECOVERY_MODES:
+        raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
+    chain = expand_chain(options.chain)
+    notify = observe or (lambda phase, message, tokens, limit_: None)
+
+    before = count_transcript(transcript, tok, copts)
+    original = list(transcript.units)
+    if query is None:
+        from ctxkit.relevance import task_query
+
+        query = task_query(transcript)
+    ctx = Context(
+        tokenizer=tok,
+        count_opts=copts,
+        archive=archive,
+        transcript_id=transcript.id,
+        query=query,
+        tools=tuple(transcript.tools),
+        embedder=embedder,
+        summarizer=summarizer,
+        seed=options.seed,
+    )
+    state = State(units=tuple(original), target=goal, ctx=ctx)
+    notify("detection", f"Context at {before.total:,} / {limit:,} tokens", before.total, limit)
+
+    floor = _irreducible_floor(transcript, tok, copts)
+    if floor > goal:
+        raise UsageError(
+            f"limit {limit:,} (target {goal:,}) is below what no strategy can remove: the "
+            f"system prompt and tool schemas alone take {floor:,} tokens"
+        )
+
+    if state.fits():
+        p1_total, p1_kept = _p1_kept(original, original)
+        return CompactResult(
+            transcript=transcript,
+            changed=False,
+            fits=True,
+            limit=limit,
+            target=goal,
+            tokens_before=before.total,
+            tokens_after=before.total,
+            regions_before=dict(before.regions),
+            regions_after=dict(before.regions),
+            units_before=len(original),
+            units_after=len(original),
+            steps=[],
+            recovery=None,
+            p1_total=p1_total,
+            p1_kept=p1_kept,
+            invariants={"ok": True, "violations": []},
+            time_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    if archive is not None:
+        archive.put_transcript(transcript)
+    keep = {original[i].id for i in protected(state)}
+    steps: list[Step] = []
+    violations: list[str] = []
+
+    for iteration in range(1, max(1, options.max_iterations) + 1):
+        progressed = False
+        for name in chain:
+            if state.fits():
+                break
+            tokens_before = state.tokens()
+            notify(name, _phase_message(name, tokens_before, goal), tokens_before, limit)
+            t0 = time.perf_counter()
+            new = STRATEGIES[name](state, options.strategy_params(name))
+            elapsed = (time.perf_counter() - t0) * 1000
+            if new is None:
+                steps.append(
+                    Step(
+                        name, iteration, tokens_before, tokens_before, elapsed, False, "cannot help"
+                    )
+                )
+                continue
+            problems = check_invariants(original, new, keep, archive, transcript.id)
+            if problems:
+                violations.extend(f"{name}: {p}" for p in problems)
+                steps.append(
+                    Step(
+                        name,
+                        iteration,
+                        tokens_before,
+                        tokens_before,
+                        elapsed,
+                        False,
+                        "rejected: " + problems[0],
+                    )
+                )
+                continue
+            tokens_after = new.tokens()
+            if tokens_after >= tokens_before:
+                steps.append(
+                    Step(name, iteration, tokens_before, tokens_before, elapsed, False, "no saving")
+                )
+                continue
+            steps.append(
+                Step(
+                    name,
+                    iteration,
+                    tokens_before,
+                    tokens_after,
+                    elapsed,
+                    True,
+                    refs=_new_refs(state, new),
+                )
+            )
+            state = new
+            progressed = True
+        if state.fits() or not progressed:
+            break
+
+    recovery: str | None = None
+    if not state.fits():
+        recovery = options.recovery_mode
+        notify(
+            "recovery",
+            f"Chain left {state.tokens():,} / {goal:,} tokens; recovery: {recovery}",
+            state.tokens(),
+            limit,
+        )
+        if recovery == "error":
+            raise BreakerFailed(
+                f"the chain reached {state.tokens():,} tokens, above the target {goal:,}; "
+                "set recovery_mode to fresh_start or truncate, or raise the limit"
+            )
+        t0 = time.perf_counter()
+        tokens_before = state.tokens()
+        recover = _fresh_start if recovery == "fresh_start" else _truncate
+        state = recover(state, original, options)
+        problems = check_invariants(original, state, keep, archive, transcript.id)
+        violations.extend(f"recovery: {p}" for p in problems)
+        steps.append(
+            Step(
+                f"recovery:{recovery}",
+                0,
+                tokens_before,
+                state.tokens(),
+                (time.perf_counter() - t0) * 1000,
+                True,
+                refs=_new_refs(State(units=tuple(original), target=goal, ctx=ctx), state),
+            )
+        )
+        if not state.fits():
+            raise BreakerFailed(
+                f"even after {recovery} the transcript takes {state.tokens():,} tokens, above the "
+                f"target {goal:,}"
+            )
+
+    result_t = transcript.replace(units=list(state.units))
+    after = count_transcript(result_t, tok, copts)
+    p1_total, p1_kept = _p1_kept(original, state.units)
+    notify("success", f"Context reduced to {after.total:,} / {limit:,} tokens", after.total, limit)
+    return CompactResult(
+        transcript=result_t,
+        changed=True,
+        fits=after.total <= goal,
+        limit=limit,
+        target=goal,
+        tokens_before=before.total,
+        tokens_after=after.total,
+        regions_before=dict(before.regions),
+        regions_after=dict(after.regions),
+        units_before=len(original),
+        units_after=len(state.units),
+        steps=steps,
+        recovery=recovery,
+        p1_total=p1_total,
+        p1_kept=p1_kept,
+        invariants={"ok": not violations, "violations": violations},
+        time_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def _phase_message(name: str, tokens: int, goal: int) -> str:
+    labels = {
+        "summarize_old": "Summarizing old context",
+        "prioritize_recent": "Prioritizing recent and relevant units",
+        "content_type_chunking": "Compressing content by type",
+        "discard_low_rel": "Discarding low-relevance units",
+        "offload": "Offloading large tool outputs",
+        "mask_observations": "Masking old observations",
+    }
+    return f"{labels.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
+
+
+def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:
+    """Tokens no strategy may remove: system units, tool schemas and reply priming."""
+    system_only = t.replace(units=[u for u in t.units if u.role == "system"])
+    return count_transcript(system_only, tok, copts).total
+
+
+def _new_refs(old: State, new: State) -> list[str]:
+    """Refs carried by units of `new` that `old` did not have."""
+
+    def refs_of(units: Sequence[Unit]) -> set[str]:
+        out: set[str] = set()
+        for u in units:
+            if "ref" in u.meta:
+                out.add(str(u.meta["ref"]))
+            out.update(str(r) for r in u.meta.get("refs", ()))
+        return out
+
+    old_refs = refs_of(old.units)
+    return sorted(refs_of(new.units) - old_refs)
+
+
+def _last_request_index(units: Sequence[Unit]) -> int | None:
+    for i in range(len(units) - 1, -1, -1):
+        if structure.is_user_request(units[i]):
+            return i
+    return None
+
+
+def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
+    """The last request verbatim, or, when it alone cannot fit, offloaded with a stub."""
+    tok = state.ctx.tokenizer
+    if tok.count(request.content) <= room:
+        return request
+    ref = archive_unit(state, request)
+    head = request.content[:400]
+    return request.replace(
+        content=f"{head}\n[ctxkit: request cut at 400 characters; full text: ctxkit recall {ref}]",
+        meta={**request.meta, "ref": ref, "strategy": "recovery"},
+    )
+
+
+def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """System units + a handover naming every P1 unit + the last user request verbatim."""
+    from ctxkit.summarize import handover
+
+    system = [u for u in original if u.role == "system"]
+    last_i = _last_request_index(original)
+    body = [u for i, u in enumerate(original) if u.role != "system" and i != last_i]
+    refs = [archive_unit(state, u) for u in body]
+    p1 = [u for u in body if u.is_p1]
+    tok = state.ctx.tokenizer
+    base = state.with_units(system)
+    room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
+    request = None
+    if last_i is not None:
+        request = _fit_last_request(state, original[last_i], room // 2 if room > 0 else 0)
+        room -= tok.count(request.content)
+    # The handover gets what the system prompt and the last request leave, up to its own size;
+    # the summarizer's length is approximate, so shrink it until the whole fits.
+    size = max(16, min(options.handover_tokens, room))
+    candidate = state
+    for _ in range(6):
+        text = handover(body, target_tokens=size, p1_units=p1, tok=tok)
+        summary = Unit(
+            id="ctxkit-handover",
+            role="user",
+            type="summary",
+            content=text,
+            meta={"refs": refs, "strategy": "fresh_start"},
+        )
+        units = [*system, summary, *([request] if request is not None else [])]
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+        over = candidate.tokens() - state.target
+        if over <= 0 or size <= 16:
+            break
+        size = max(16, size - over - 8)
+    return candidate
+
+
+def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """Drop the oldest whole turns (archived, one placeholder) until the rest fits."""
+    units = list(state.units)
+    system = [u for u in units if u.role == "system"]
+    rest = [u for u in units if u.role != "system"]
+    turn_starts = sorted({t.start for t in structure.turns(rest)} | {len(rest)})
+    for cut in turn_starts:
+        if cut == 0:
+            continue
+        dropped = rest[:cut]
+        kept = rest[cut:]
+        if not kept:
+            break
+        refs = [archive_unit(state, u) for u in dropped]
+        marker = Unit(
+            id="ctxkit-truncated",
+            role="user",
+            type="placeholder",
+            content=f"[ctxkit: {len(dropped)} earlier messages removed; recall refs in the archive]",
+            meta={"refs": refs, "strategy": "truncate"},
+        )
+        candidate = State(
+            units=tuple([*system, marker, *kept]),
+            target=state.target,
+            ctx=state.ctx,
+            in_recovery=True,
+        )
+        if candidate.fits():
+            return candidate
+    # One turn alone is too big: keep only the last user request (as picoclaw does).
+    last_i = _last_request_index(rest)
+    refs = [archive_unit(state, u) for i, u in enumerate(rest) if i != last_i]
+    marker = Unit(
+        id="ctxkit-truncated",
+        role="user",
+        type="placeholder",
+        content=f"[ctxkit: {len(rest) - (last_i is not None)} earlier messages removed]",
+        meta={"refs": refs, "strategy": "truncate"},
+    )
+    base = State(
+        units=tuple([*system, marker]), target=state.target, ctx=state.ctx, in_recovery=True
+    )
+    if last_i is None:
+        return base
+    room = state.target - base.tokens() - state.ctx.count_opts.tokens_per_message
+    request = _fit_last_request(state, rest[last_i], room)
+    return State(
+        units=tuple([*system, marker, request]),
+        target=state.target,
+        ctx=state.ctx,
+        in_recovery=True,
+    )

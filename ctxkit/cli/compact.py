@@ -1,0 +1,234 @@
+"""`ctxkit compact`: shrink a transcript to fit a budget, losing nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+import click
+import orjson
+
+from ctxkit.cli.options import echo_err, input_options, tokenizer_options
+from ctxkit.errors import UsageError
+
+
+@click.command("compact")
+@input_options
+@click.option(
+    "-o", "--output", "output", default="-", help="Output file (atomic write); default stdout."
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Token limit to fit under.")
+@click.option("--model", default=None, help="Fit this model's window (the guard's budget).")
+@click.option(
+    "--target",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token goal (default: the warn threshold of the limit, so the guard does not re-fire).",
+)
+@click.option(
+    "--chain", default=None, help="Comma-separated strategies, e.g. offload,summarize_old."
+)
+@click.option(
+    "--recovery",
+    type=click.Choice(["fresh_start", "truncate", "error"]),
+    default=None,
+    help="What to do when the chain cannot reach the target (default from config: fresh_start).",
+)
+@click.option(
+    "--config", "config_path", default=None, help="YAML configuration (default ./ctxkit.yaml)."
+)
+@click.option(
+    "--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."
+)
+@click.option("--report", "report_path", default=None, help="Write a JSON report here.")
+@click.option("--explain", is_flag=True, help="Say what each step did, on stderr.")
+@click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive.")
+@click.option(
+    "--to",
+    "to_format",
+    type=click.Choice(["units", "openai", "anthropic"]),
+    default=None,
+    help="Output format (default: the input's, when it can be written).",
+)
+@tokenizer_options
+def compact(
+    paths: tuple[str, ...],
+    from_format: str | None,
+    include_sidechains: bool,
+    skip_invalid: bool,
+    output: str,
+    limit: int | None,
+    model: str | None,
+    target: int | None,
+    chain: str | None,
+    recovery: str | None,
+    config_path: str | None,
+    archive_path: str | None,
+    report_path: str | None,
+    explain: bool,
+    dry_run: bool,
+    to_format: str | None,
+    tokenizer: str | None,
+    image_tokens: int | None,
+    tool_schema_scale: float | None,
+) -> None:
+    """Shrink an over-budget transcript; everything removed stays recallable.
+
+    \b
+    Examples:
+      ctxkit compact session.jsonl --limit 5000 -o small.jsonl
+      ctxkit compact session.jsonl --model gpt-4o --chain offload,summarize_old --explain
+      cat chat.json | ctxkit compact --limit 3000 > small.json
+    """
+    from ctxkit.archive import Archive, default_archive_path
+    from ctxkit.chain import ChainOptions
+    from ctxkit.chain import compact as run_chain
+    from ctxkit.formats import ReadStats, read_path, write_path
+    from ctxkit.settings import compact_settings
+
+    if len(paths) > 1:
+        raise UsageError("compact takes one input (a file or -); run it once per file")
+    source = paths[0] if paths else "-"
+    budget = compact_settings(
+        limit=limit,
+        model=model,
+        target=target,
+        config_path=config_path,
+        tokenizer=tokenizer,
+        image_tokens=image_tokens,
+        tool_schema_scale=tool_schema_scale,
+        chain=chain,
+        recovery=recovery,
+        warn=echo_err,
+    )
+    options: ChainOptions = budget.options
+
+    with _materialize(source) as path:
+        stats = ReadStats()
+        transcripts = list(
+            read_path(
+                path,
+                from_format,
+                include_sidechains=include_sidechains,
+                skip_invalid=skip_invalid,
+                stats=stats,
+            )
+        )
+        if not transcripts:
+            raise UsageError(f"{source}: no transcript to compact")
+        archive_file = archive_path or default_archive_path(None if output == "-" else output)
+        archive = Archive(":memory:" if dry_run else archive_file)
+        try:
+            results = []
+            for t in transcripts:
+                observer = _explainer() if explain else None
+                result = run_chain(
+                    t,
+                    limit=budget.limit,
+                    target=budget.target,
+                    options=options,
+                    tokenizer=budget.tokenizer,
+                    count_opts=budget.count_opts,
+                    archive=archive,
+                    observe=observer,
+                )
+                results.append(result)
+                if explain:
+                    _explain_steps(result)
+        finally:
+            archive.close()
+
+        for r in results:
+            if not r.invariants["ok"]:
+                for v in r.invariants["violations"]:
+                    echo_err(
+                        f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)"
+                    )
+        changed = any(r.changed for r in results)
+        if not dry_run:
+            if not changed and to_format is None:
+                _copy_bytes(path, output)
+            else:
+                write_path([r.transcript for r in results], output, to_format)
+        if report_path:
+            report: dict[str, Any] = (
+                results[0].report()
+                if len(results) == 1
+                else {"transcripts": [r.report() for r in results]}
+            )
+            report["archive"] = None if dry_run else archive_file
+            report["dry_run"] = dry_run
+            _write_atomic(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+
+    for r in results:
+        line = r.summary_line()
+        if len(results) > 1:
+            line = f"{r.transcript.id}: {line}"
+        echo_err(line)
+    if changed and not dry_run:
+        echo_err(f"Archive: {archive_file} (ctxkit recall --list --archive {archive_file})")
+    if dry_run:
+        echo_err("Dry run: nothing written.")
+
+
+class _materialize:
+    """Stdin is spooled to a temp file, so an unchanged transcript can be copied byte for byte."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.tmp: str | None = None
+
+    def __enter__(self) -> str:
+        if self.source != "-":
+            return self.source
+        fd, self.tmp = tempfile.mkstemp(prefix="ctxkit-stdin-")
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f)
+        return self.tmp
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp:
+            os.unlink(self.tmp)
+
+
+def _copy_bytes(path: str, output: str) -> None:
+    with open(path, "rb") as f:
+        data = f.read()
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        _write_atomic(output, data)
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _explainer() -> Any:
+    def observe(phase: str, message: str, tokens: int, limit: int) -> None:
+        echo_err(f"[{phase}] {message}")
+
+    return observe
+
+
+def _explain_steps(result: Any) -> None:
+    for s in result.steps:
+        if s.applied:
+            what = f"saved {s.saved:,} tokens ({s.tokens_before:,} -> {s.tokens_after:,})"
+        else:
+            what = s.note
+        refs = f", {len(s.refs)} refs" if s.refs else ""
+        echo_err(f"  pass {s.iteration} {s.strategy}: {what}{refs}, {s.time_ms:.1f} ms")
