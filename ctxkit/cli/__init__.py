@@ -67,7 +67,7 @@ class _Failure(click.ClickException):
 
     def __init__(self, message: str, exit_code: int):
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
 def _unavailable(name: str) -> click.Command:
