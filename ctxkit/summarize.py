@@ -38,6 +38,7 @@ _ERROR = re.compile(
     r"exit (?:code|status) [1-9]|command not found|no such file|permission denied)",
     re.IGNORECASE,
 )
+_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
 _DECISION = re.compile(
     r"\b(?:I'll|I will|I'm going to|let me|let's|we'll|we should|decided|decision|instead|"
     r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
@@ -123,9 +124,11 @@ def _outcome(result: Unit | None) -> str:
             return f"exit {code}"
     if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
         return "error"
-    first_error = next((ln for ln in result.content.splitlines() if _ERROR.search(ln)), None)
-    if first_error is not None:
-        return "error: " + _one_line(first_error, 90)
+    lines = [ln for ln in result.content.splitlines() if _ERROR.search(ln)]
+    if lines:
+        # the exception line says more than "Traceback (most recent call last):"
+        specific = [ln for ln in lines if _EXCEPTION_LINE.search(ln)]
+        return "error: " + _one_line((specific or lines)[-1 if specific else 0], 90)
     return "ok"
 
 

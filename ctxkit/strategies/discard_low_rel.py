@@ -20,6 +20,7 @@ from ctxkit.strategies.prioritize_recent import block_scores
 NAME = "discard_low_rel"
 DEFAULTS: dict[str, Any] = {"discard_percent": 0.3, "placeholder_detail": "brief"}
 DETAILS = ("brief", "linked")
+MIN_BLOCK_TOKENS = 40
 
 
 def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
@@ -28,7 +29,13 @@ def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
     detail = str(p["placeholder_detail"])
     if detail not in DETAILS:
         raise ConfigError(f"breaking_strategy.discard_low_rel.placeholder_detail {detail!r}: expected one of {', '.join(DETAILS)}")
-    candidates = removable_blocks(state, protected(state))
+    tokens = state.units_tokens()
+    # a block smaller than its placeholder would cost more than it saves
+    candidates = [
+        (s, e)
+        for s, e in removable_blocks(state, protected(state))
+        if sum(tokens[s:e]) >= MIN_BLOCK_TOKENS
+    ]
     count = math.ceil(float(p["discard_percent"]) * len(candidates))
     if not candidates or count <= 0:
         return None

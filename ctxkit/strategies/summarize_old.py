@@ -22,27 +22,31 @@ DEFAULTS: dict[str, Any] = {"old_threshold": 0.6, "summary_length": 300}
 
 
 def _cut(state: State, first: int, share: int, tokens: list[int]) -> int:
-    """The furthest turn boundary (else safe cut point) whose span from `first` fits `share`."""
+    """The furthest turn boundary whose span from `first` fits `share`; a safe cut point inside
+    a turn when no turn boundary covers at least half the share (one long turn)."""
     from ctxkit.structure import safe_cut_points, turns
 
     units = list(state.units)
-    safe = set(safe_cut_points(units))
-    by_turn = sorted({t.start for t in turns(units)} | {len(units)})
-    for candidates in (by_turn, sorted(safe)):
-        best = first
-        running = 0
-        prev = first
+    safe = sorted(set(safe_cut_points(units)))
+    starts = {t.start for t in turns(units)} | {len(units)}
+
+    def furthest(candidates: list[int]) -> tuple[int, int]:
+        best, covered, running, prev = first, 0, 0, first
         for cut in candidates:
-            if cut <= first or cut not in safe:
+            if cut <= first:
                 continue
             running += sum(tokens[prev:cut])
             prev = cut
             if running > share:
                 break
-            best = cut
-        if best > first:
-            return best
-    return first
+            best, covered = cut, running
+        return best, covered
+
+    by_turn, turn_covered = furthest([c for c in safe if c in starts])
+    if turn_covered >= share / 2:
+        return by_turn
+    by_block, block_covered = furthest(safe)
+    return by_block if block_covered > turn_covered else by_turn
 
 
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:

@@ -1,0 +1,429 @@
+"""Every compaction strategy, alone: on a fixture, on real transcripts and on random unit lists.
+
+Each run must shrink the transcript and keep the invariants: no pairing problem introduced,
+protected units verbatim, every removed or changed unit whole in the (real SQLite) archive
+under a ref its placeholder or summary carries, and the same input giving the same output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxkit import structure
+from ctxkit.archive import Archive, make_ref
+from ctxkit.errors import ConfigError, UsageError
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.relevance import task_query
+from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, get_strategy
+from ctxkit.strategies.base import Context, State, placeholder, protected
+from ctxkit.tokens import CountOptions, get_tokenizer
+
+REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
+TOK = get_tokenizer("cl100k_base")
+
+LOG = "\n".join(f"collected item {j} ... PASSED" for j in range(120)) + (
+    "\nTraceback (most recent call last):\n  File \"src/app/models.py\", line 42, in save\n"
+    "ValueError: price must be positive\nFAILED tests/test_models.py::test_save"
+)
+CODE = '''import os
+
+
+class Store:
+    """Keeps prices."""
+
+    def __init__(self, path):
+        # the path is checked lazily
+        self.path = path
+        self.items = {}
+
+    def save(self, name, price):
+        """Save one price."""
+        if price <= 0:
+            raise ValueError("price must be positive")
+        self.items[name] = price
+        return True
+
+
+def load(path):
+    # read every line
+    with open(path) as f:
+        return [line.strip() for line in f]
+''' * 3
+PROSE = (
+    "The migration touches three tables. We decided to keep the old column until the backfill "
+    "finishes, because the reporting job still reads it. The backfill runs nightly and takes "
+    "about forty minutes on the production replica. After that the column can be dropped. "
+    "Nobody should write to it in the meantime, and the API already ignores it. "
+) * 6
+
+
+def fixture_units() -> list[Unit]:
+    """A small coding session: system, requests, calls with results (one parallel pair), a P1
+    unit, code, a log, JSON output, prose and a big tool output."""
+    units = [
+        Unit("sys", "system", content="You are a careful coding agent."),
+        Unit("req0", "user", content="Fix the failing test in src/app/models.py; keep the API."),
+    ]
+    for k in range(6):
+        call = ToolCall(f"call{k}", "bash", json.dumps({"command": f"pytest tests/test_{k}.py -x"}))
+        units.append(Unit(f"a{k}", "assistant", "tool_call", f"I'll run test file {k}.", tool_calls=[call]))
+        units.append(Unit(f"r{k}", "tool", "log", LOG, tool_call_id=f"call{k}", name="bash"))
+    units.append(Unit("note", "user", content="Remember: prices are in cents.", priority=1))
+    calls = [ToolCall("p1", "read", '{"path": "src/app/models.py"}'), ToolCall("p2", "read", '{"path": "src/app/api.py"}')]
+    units.append(Unit("par", "assistant", "tool_call", "", tool_calls=calls))
+    units.append(Unit("pr1", "tool", "code", CODE, tool_call_id="p1", name="read"))
+    units.append(Unit("pr2", "tool", "code", CODE.replace("Store", "Api"), tool_call_id="p2", name="read"))
+    units.append(Unit("mid", "user", content="Also explain the migration plan for the prices table."))
+    units.append(Unit("ans", "assistant", content=PROSE))
+    big = json.dumps({"rows": [{"id": i, "name": f"item {i}", "price": i * 10} for i in range(300)], "total": 300})
+    units.append(Unit("a9", "assistant", "tool_call", "", tool_calls=[ToolCall("q1", "sql", '{"query": "select * from items"}')]))
+    units.append(Unit("r9", "tool", "tool_result", big, tool_call_id="q1", name="sql"))
+    units.append(Unit("ans2", "assistant", content="The table has 300 rows. " + PROSE[:400]))
+    units.append(Unit("last", "user", content="Now fix src/app/models.py so test_save passes."))
+    return units
+
+
+def make_state(units: Sequence[Unit], archive: Archive | None, tid: str = "t1", query: str = "") -> State:
+    transcript = Transcript(units=list(units), id=tid)
+    ctx = Context(
+        tokenizer=TOK,
+        count_opts=CountOptions(),
+        archive=archive,
+        transcript_id=tid,
+        query=query or task_query(transcript),
+    )
+    return State(tuple(units), target=1, ctx=ctx)
+
+
+def snapshot(units: Sequence[Unit]) -> list[dict[str, object]]:
+    return [u.to_dict() | {"tokenCount": None} for u in units]
+
+
+def refs_of(units: Sequence[Unit]) -> set[str]:
+    out: set[str] = set()
+    for u in units:
+        if isinstance(u.meta.get("ref"), str):
+            out.add(u.meta["ref"])
+        out.update(u.meta.get("refs") or [])
+    return out
+
+
+def errors(units: Sequence[Unit]) -> set[tuple[str, str]]:
+    return {(p.kind, p.unit_id) for p in structure.check(list(units)) if p.severity == "error"}
+
+
+def assert_invariants(before: State, after: State, archive: Archive) -> None:
+    """What every strategy guarantees (outside recovery)."""
+    original = list(before.units)
+    result = list(after.units)
+    assert after.tokens() < before.tokens()
+    assert structure.pairs_intact(original, result) == []
+    assert errors(result) <= errors(original)
+    by_id = {u.id: u for u in result}
+    assert len(by_id) == len(result), "duplicate unit ids"
+    for i in protected(before):
+        u = original[i]
+        got = by_id.get(u.id)
+        assert got is not None and got.content == u.content and got.tool_calls == u.tool_calls, u.id
+    refs = refs_of(result)
+    for u in original:
+        got = by_id.get(u.id)
+        if got is not None and got.content == u.content and got.tool_calls == u.tool_calls:
+            continue
+        ref = make_ref(before.ctx.transcript_id, u.id, u.content)
+        assert ref in refs, f"no placeholder or summary carries the ref of {u.id}"
+        stored = archive.get(ref).unit()
+        assert (stored.id, stored.content, stored.tool_calls) == (u.id, u.content, u.tool_calls)
+
+
+def run(name: str, units: Sequence[Unit], tmp_path: Path, params: dict[str, object] | None = None, tag: str = "a") -> tuple[State, State | None, Archive]:
+    archive = Archive(str(tmp_path / f"{name}-{tag}.ctx.db"))
+    state = make_state(units, archive)
+    return state, get_strategy(name)(state, params or {}), archive
+
+
+# ------------------------------------------------------------------------------------------
+# registry
+
+
+def test_registry_names_and_defaults() -> None:
+    assert sorted(STRATEGIES) == [
+        "content_type_chunking",
+        "discard_low_rel",
+        "mask_observations",
+        "offload",
+        "prioritize_recent",
+        "summarize_old",
+    ]
+    assert DEFAULT_PARAMS["summarize_old"] == {"old_threshold": 0.6, "summary_length": 300}
+    assert DEFAULT_PARAMS["prioritize_recent"] == {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
+    assert DEFAULT_PARAMS["content_type_chunking"]["compress_ratios"] == {
+        "code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6
+    }
+    assert DEFAULT_PARAMS["discard_low_rel"] == {"discard_percent": 0.3, "placeholder_detail": "brief"}
+    assert DEFAULT_PARAMS["offload"] == {"threshold_bytes": 4096, "preview_chars": 200}
+    assert DEFAULT_PARAMS["mask_observations"] == {"keep_last_turns": 3}
+
+
+def test_unknown_strategy_lists_known_names() -> None:
+    with pytest.raises(UsageError) as err:
+        get_strategy("summarise_old")
+    assert "summarize_old" in str(err.value) and "offload" in str(err.value)
+
+
+def test_protected_set_on_fixture() -> None:
+    units = fixture_units()
+    state = make_state(units, None)
+    ids = {units[i].id for i in protected(state)}
+    assert ids == {"sys", "req0", "note", "last"}
+    recovering = State(state.units, 1, state.ctx, in_recovery=True)
+    assert {units[i].id for i in protected(recovering)} == {"sys", "last"}
+
+
+def test_placeholder_keeps_pairing() -> None:
+    u = Unit("r1", "tool", "log", "x" * 100, tool_call_id="c1", name="bash", raw={"a": 1})
+    p = placeholder(u, "ref-12345678", "[gone]", "offload")
+    assert (p.id, p.role, p.tool_call_id, p.type, p.raw) == ("r1", "tool", "c1", "placeholder", None)
+    assert p.meta == {"ref": "ref-12345678", "strategy": "offload", "original_type": "log"}
+
+
+# ------------------------------------------------------------------------------------------
+# each strategy on the fixture
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_each_strategy_on_fixture(name: str, tmp_path: Path) -> None:
+    before, after, archive = run(name, fixture_units(), tmp_path)
+    assert after is not None, f"{name} found nothing to do on the fixture"
+    assert_invariants(before, after, archive)
+    # determinism: a second run on a fresh archive gives identical units
+    _, again, _ = run(name, fixture_units(), tmp_path, tag="b")
+    assert again is not None and snapshot(again.units) == snapshot(after.units)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_dry_run_stores_nothing_and_gives_the_same_units(name: str, tmp_path: Path) -> None:
+    stored, after, _ = run(name, fixture_units(), tmp_path)
+    dry = get_strategy(name)(make_state(fixture_units(), None), {})
+    assert after is not None and dry is not None
+    assert snapshot(dry.units) == snapshot(after.units)
+
+
+def test_offload_stub(tmp_path: Path) -> None:
+    before, after, archive = run("offload", fixture_units(), tmp_path)
+    assert after is not None
+    stub = next(u for u in after.units if u.id == "r9")
+    assert stub.type == "placeholder" and stub.tool_call_id == "q1"
+    first, preview = stub.content.split("\n", 2)[:2]
+    assert first.startswith("[ctxkit: sql output offloaded (") and stub.meta["ref"] in first
+    assert preview and before.units[[u.id for u in before.units].index("r9")].content.startswith(preview)
+    # the logs are under 4096 bytes: untouched
+    assert all(u.content == LOG for u in after.units if u.id.startswith("r") and u.id[1:].isdigit() and u.id != "r9")
+
+
+def test_mask_observations_keeps_recent_turns(tmp_path: Path) -> None:
+    _, after, _ = run("mask_observations", fixture_units(), tmp_path, {"keep_last_turns": 2})
+    assert after is not None
+    by_id = {u.id: u for u in after.units}
+    for k in range(6):
+        masked = by_id[f"r{k}"]
+        assert masked.type == "placeholder" and "\n" not in masked.content
+        assert masked.content.startswith("[ctxkit: earlier bash output masked")
+    # the last two turns ("mid" and "last") keep their tool output
+    assert by_id["r9"].content.startswith('{"rows"')
+    _, none, _ = run("mask_observations", fixture_units(), tmp_path, {"keep_last_turns": 50}, tag="b")
+    assert none is None
+
+
+def test_content_type_chunking_ratios(tmp_path: Path) -> None:
+    before, after, _ = run("content_type_chunking", fixture_units(), tmp_path)
+    assert after is not None
+    old = {u.id: u for u in before.units}
+    for u in after.units:
+        if "compressed_from" not in u.meta:
+            continue
+        assert u.content.splitlines()[-1].startswith("[ctxkit: compressed ")
+        assert u.meta["ref"] in u.content.splitlines()[-1]
+        assert u.role == old[u.id].role and u.tool_call_id == old[u.id].tool_call_id
+    by_id = {u.id: u for u in after.units}
+    log_out = by_id["r0"].content
+    assert "ValueError: price must be positive" in log_out and "FAILED tests/test_models.py" in log_out
+    assert TOK.count(log_out) < 0.5 * TOK.count(LOG)
+    # plan_ref 1.0 means verbatim
+    plan = Unit("plan", "assistant", "plan_ref", PROSE)
+    s = make_state([fixture_units()[1], plan, fixture_units()[-1]], None)
+    assert get_strategy("content_type_chunking")(s, {}) is None
+
+
+def test_discard_low_rel_placeholder_detail(tmp_path: Path) -> None:
+    _, brief, _ = run("discard_low_rel", fixture_units(), tmp_path, {"discard_percent": 0.5})
+    _, linked, _ = run("discard_low_rel", fixture_units(), tmp_path, {"discard_percent": 0.5, "placeholder_detail": "linked"}, tag="b")
+    assert brief is not None and linked is not None
+    b = [u for u in brief.units if u.type == "placeholder"]
+    ln = [u for u in linked.units if u.type == "placeholder"]
+    assert b and len(b) == len(ln)
+    assert all("low-relevance message" in u.content and "ref-" not in u.content for u in b)
+    assert all(all(r in u.content for r in u.meta["refs"]) for u in ln)
+    with pytest.raises(ConfigError):
+        run("discard_low_rel", fixture_units(), tmp_path, {"placeholder_detail": "verbose"}, tag="c")
+
+
+def test_discard_low_rel_drops_the_least_relevant(tmp_path: Path) -> None:
+    units = fixture_units()
+    state = make_state(units, None, query="migration plan backfill column prices table")
+    after = get_strategy("discard_low_rel")(state, {"discard_percent": 0.3})
+    assert after is not None
+    kept = {u.id for u in after.units}
+    assert "ans" in kept  # the migration prose is the most relevant block
+
+
+def test_prioritize_recent_keeps_tail_and_relevant(tmp_path: Path) -> None:
+    units = fixture_units()
+    state = make_state(units, None, query="migration backfill column")
+    after = get_strategy("prioritize_recent")(state, {"recent_bias": 0.1, "rel_threshold": 0.5})
+    assert after is not None
+    kept = {u.id for u in after.units}
+    assert {"ans", "last", "sys", "req0", "note"} <= kept
+    assert "r0" not in kept
+    holders = [u for u in after.units if u.type == "placeholder"]
+    assert holders and all(u.meta["strategy"] == "prioritize_recent" for u in holders)
+    # nothing old is irrelevant when everything is kept by recency
+    assert get_strategy("prioritize_recent")(state, {"recent_bias": 1.0}) is None
+
+
+def test_summarize_old_builds_one_summary(tmp_path: Path) -> None:
+    before, after, _ = run("summarize_old", fixture_units(), tmp_path)
+    assert after is not None
+    summaries = [u for u in after.units if u.type == "summary"]
+    assert len(summaries) == 1
+    s = summaries[0]
+    assert s.role == "user" and s.meta["strategy"] == "summarize_old"
+    assert after.units[0].id == "sys" and after.units[1] is s
+    # protected units from the span stay, verbatim, right after the summary
+    assert [u.id for u in after.units[2:4]] == ["req0", "note"]
+    assert "src/app/models.py" in s.content and "ValueError: price must be positive" in s.content
+    assert TOK.count(s.content) < 300 * 1.3
+    # rolling forward: a second run folds the first summary in and carries its refs
+    again = get_strategy("summarize_old")(after, {})
+    if again is not None:
+        rolled = [u for u in again.units if u.type == "summary"]
+        assert len(rolled) == 1 and set(s.meta["refs"]) <= set(rolled[0].meta["refs"])
+        assert "Earlier summary" in rolled[0].content
+
+
+def test_summarize_old_uses_the_context_summarizer(tmp_path: Path) -> None:
+    seen: list[tuple[int, int, object]] = []
+
+    def fake(units: Sequence[Unit], target_tokens: int, previous_summary: str | None) -> str:
+        seen.append((len(units), target_tokens, previous_summary))
+        return "short summary"
+
+    base = make_state(fixture_units(), None)
+    ctx = Context(TOK, CountOptions(), None, "t1", base.ctx.query, summarizer=fake)
+    after = get_strategy("summarize_old")(State(base.units, 1, ctx), {"summary_length": 50})
+    assert after is not None and seen and seen[0][1] == 50
+    assert any(u.type == "summary" and u.content.endswith("short summary") for u in after.units)
+
+
+def test_strategies_cannot_help_on_a_tiny_transcript(tmp_path: Path) -> None:
+    units = [Unit("s", "system", content="sys"), Unit("u", "user", content="hi"), Unit("a", "assistant", content="hello")]
+    for name in STRATEGIES:
+        assert get_strategy(name)(make_state(units, None), {}) is None, name
+
+
+# ------------------------------------------------------------------------------------------
+# real transcripts
+
+REAL = [
+    "claude-code/conneroisu__templar__logs-chat-json@a46211b7__session-b9712494.jsonl",
+    "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl",
+    "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json",
+    "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json",
+    "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+]
+
+
+def read_real(rel: str) -> Transcript:
+    path = REALDATA / rel
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    from ctxkit.formats import read_path
+
+    return next(iter(read_path(str(path))))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel", REAL, ids=lambda r: r.split("/")[0])
+def test_strategies_on_real_transcripts(rel: str, tmp_path: Path) -> None:
+    transcript = read_real(rel)
+    helped = []
+    for name in sorted(STRATEGIES):
+        before, after, archive = run(name, transcript.units, tmp_path)
+        if after is None:
+            continue
+        helped.append(name)
+        assert_invariants(before, after, archive)
+        _, again, _ = run(name, transcript.units, tmp_path, tag="b")
+        assert again is not None and snapshot(again.units) == snapshot(after.units), name
+    # the token-heavy strategies always find something on a real agent session
+    assert {"summarize_old", "content_type_chunking", "discard_low_rel"} <= set(helped), helped
+
+
+# ------------------------------------------------------------------------------------------
+# property: invariants on random unit lists with tool calls
+
+WORDS = ["alpha", "build", "cache", "delta", "error", "fix", "models.py", "test", "value", "zeta"]
+
+
+@st.composite
+def unit_lists(draw: st.DrawFn) -> list[Unit]:
+    units = [Unit("sys", "system", content="system prompt")]
+    n_events = draw(st.integers(min_value=1, max_value=14))
+    call_no = 0
+
+    def text(lo: int, hi: int) -> str:
+        n = draw(st.integers(min_value=lo, max_value=hi))
+        picked = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=8))
+        return " ".join(picked[i % len(picked)] for i in range(n)) + "."
+
+    for e in range(n_events):
+        kind = draw(st.sampled_from(["user", "assistant", "calls", "calls", "calls"]))
+        p1 = 1 if draw(st.integers(min_value=0, max_value=9)) == 0 else None
+        if kind == "user":
+            units.append(Unit(f"u{e}", "user", content=text(3, 80), priority=p1))
+        elif kind == "assistant":
+            units.append(Unit(f"a{e}", "assistant", content=text(3, 300), priority=p1))
+        else:
+            k = draw(st.integers(min_value=1, max_value=3))
+            calls = [ToolCall(f"c{call_no + j}", "bash", json.dumps({"command": text(1, 5)})) for j in range(k)]
+            units.append(Unit(f"a{e}", "assistant", "tool_call", text(0, 10), tool_calls=calls, priority=p1))
+            for j in range(k):
+                body = "\n".join(text(2, 20) for _ in range(draw(st.integers(min_value=1, max_value=120))))
+                units.append(Unit(f"r{e}_{j}", "tool", draw(st.sampled_from(["tool_result", "log", "code"])), body, tool_call_id=f"c{call_no + j}", name="bash"))
+            call_no += k
+    if draw(st.booleans()):
+        units.append(Unit("end", "user", content=text(3, 20)))
+    return units
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(units=unit_lists(), name=st.sampled_from(sorted(STRATEGIES)))
+def test_invariants_hold_on_random_transcripts(units: list[Unit], name: str) -> None:
+    archive = Archive(":memory:")
+    state = make_state(units, archive)
+    params = dict(DEFAULT_PARAMS[name])
+    if name == "offload":
+        params["threshold_bytes"] = 512
+    after = get_strategy(name)(state, params)
+    if after is None:
+        return
+    assert_invariants(state, after, archive)
+    again = get_strategy(name)(make_state(units, Archive(":memory:")), params)
+    assert again is not None and snapshot(again.units) == snapshot(after.units)
