@@ -28,6 +28,7 @@ import json
 import os
 import re
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
@@ -70,8 +71,10 @@ CREATE TABLE IF NOT EXISTS transcripts (
     transcript_id TEXT PRIMARY KEY,
     transcript_json TEXT NOT NULL,
     units INTEGER NOT NULL,
+    last_request TEXT NOT NULL,
     created TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS transcripts_by_last_request ON transcripts (last_request);
 """
 
 SHORT_REF = re.compile(r"ref-[0-9a-f]{8}")
@@ -354,11 +357,11 @@ class Archive:
     def put_transcript(self, t: Transcript) -> None:
         """Store the original transcript whole (by its id; a later one with the same id replaces it)."""
         self._write(
-            "INSERT INTO transcripts (transcript_id, transcript_json, units, created) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
+            "INSERT INTO transcripts (transcript_id, transcript_json, units, last_request, created) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
             "transcript_json = excluded.transcript_json, units = excluded.units, "
-            "created = excluded.created",
-            (t.id, transcript_to_json(t), len(t.units), _now()),
+            "last_request = excluded.last_request, created = excluded.created",
+            (t.id, transcript_to_json(t), len(t.units), last_request_digest(t.units), _now()),
         )
 
     # -- reading ------------------------------------------------------------------------------
@@ -444,7 +447,9 @@ class Archive:
         if search is not None:
             text = _search(text, search, where.match, item.ref, first_line=lines[0] if lines else 1)
         if max_tokens is not None:
-            text = _cut(text, max_tokens, tokenizer)
+            # after a search the lines are no longer the unit's, so the note cannot name them
+            first = None if search is not None else (lines[0] if lines else 1)
+            text = _cut(text, max_tokens, tokenizer, first_line=first)
         return text
 
     def list(self, transcript_id: str | None = None) -> builtins.list[ArchivedUnit]:
@@ -511,12 +516,58 @@ class Archive:
                 f"the refs of transcript {compacted.id!r} point to transcript {tid!r}, whose "
                 f"original is not stored in {self.path}"
             )
+        matched = self._by_invariants(compacted)
+        if matched is not None:
+            return matched
         if any(_made_by_compaction(u) for u in compacted.units):
             raise ArchiveError(
                 f"transcript {compacted.id!r} was compacted but carries no ref into {self.path} "
                 "and its original is not stored there"
             )
         return compacted
+
+    def _by_invariants(self, compacted: Transcript) -> Transcript | None:
+        """The stored original that the compaction invariants point to, when only one does.
+
+        Compaction keeps the system units and the last user request verbatim, so a transcript
+        read back under another id (the output file's name) and without refs (a handover
+        that names none) still matches its original on those.
+        """
+        from ctxkit.structure import is_user_request
+
+        if not any(is_user_request(u) and u.content for u in compacted.units):
+            return None  # nothing distinctive to match on
+        rows = self._conn.execute(
+            "SELECT transcript_id FROM transcripts WHERE last_request = ? ORDER BY rowid",
+            (last_request_digest(compacted.units),),
+        ).fetchall()
+        system = [u.content for u in compacted.units if u.role == "system"]
+        matches = []
+        for (tid,) in rows:
+            candidate = self.original(tid)
+            if candidate is not None and [u.content for u in candidate.system_units] == system:
+                matches.append(candidate)
+        if len(matches) > 1:
+            same = [m for m in matches if _same_text(m, compacted)]
+            if len(same) == 1:
+                return same[0]
+            raise ArchiveError(
+                f"transcript {compacted.id!r} carries no ref and matches several originals in "
+                f"{self.path} ({', '.join(m.id for m in matches[:5])}); cannot tell which"
+            )
+        return matches[0] if matches else None
+
+
+def last_request_digest(units: Sequence[Unit]) -> str:
+    """16 hex of a SHA-256 over the last user request's text ("" when there is none)."""
+    from ctxkit.structure import is_user_request
+
+    last = next((u.content for u in reversed(units) if is_user_request(u)), "")
+    return hashlib.sha256(last.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _same_text(a: Transcript, b: Transcript) -> bool:
+    return [(u.role, u.content) for u in a.units] == [(u.role, u.content) for u in b.units]
 
 
 def _made_by_compaction(u: Unit) -> bool:
@@ -592,8 +643,12 @@ def _search(text: str, pattern: str, nth: int | None, ref: str, *, first_line: i
     return "\n--\n".join(groups)
 
 
-def _cut(text: str, max_tokens: int, tokenizer: Tokenizer | None) -> str:
-    """Cut text to at most `max_tokens`, note included, on a line boundary when one fits."""
+def _cut(text: str, max_tokens: int, tokenizer: Tokenizer | None, *, first_line: int | None) -> str:
+    """Cut text to at most `max_tokens`, note included, on a line boundary when one fits.
+
+    `first_line` is the unit's number of the text's first line (None when the lines are not the
+    unit's own, as after a search), so the note can say which `--lines` bring the rest.
+    """
     if tokenizer is None:
         from ctxkit.tokens import get_tokenizer
 
@@ -604,18 +659,21 @@ def _cut(text: str, max_tokens: int, tokenizer: Tokenizer | None) -> str:
     all_lines = text.split("\n")
 
     def note(shown_lines: int, shown_tokens: int) -> str:
+        head = f"\n[cut: {shown_tokens:,} of {total:,} tokens"
+        if first_line is None:
+            return f"{head}; narrow the pattern, pick one with :match-N, or raise --max-tokens]"
+        last = first_line + len(all_lines) - 1
         if shown_lines == 0:
-            shown = "part of line 1"
-        elif shown_lines == 1:
-            shown = "line 1"
+            shown = f"part of line {first_line}"
         else:
-            shown = f"lines 1-{shown_lines}"
+            end_line = first_line + shown_lines - 1
+            shown = f"line {first_line}" if shown_lines == 1 else f"lines {first_line}-{end_line}"
         rest = (
-            f"--lines {shown_lines + 1}-{len(all_lines)} for more"
+            f"--lines {first_line + shown_lines}-{last} for more"
             if 0 < shown_lines < len(all_lines)
             else "raise --max-tokens for more"
         )
-        return f"\n[cut: {shown_tokens:,} of {total:,} tokens, {shown} of {len(all_lines)}; {rest}]"
+        return f"{head}, {shown} of {first_line}-{last}; {rest}]"
 
     budget = max_tokens - tokenizer.count(note(len(all_lines), total))
     if budget <= 0:

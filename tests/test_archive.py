@@ -236,14 +236,24 @@ def test_recall_max_tokens_cuts_and_says_so(archive: Archive) -> None:
     body, note = out.rsplit("\n", 1)
     assert LOG.startswith(body) and body.count("\n") >= 3
     shown = body.count("\n") + 1
-    assert (
-        note.startswith("[cut: ")
-        and f"lines 1-{shown} of 60; --lines {shown + 1}-60 for more]" in note
-    )
+    assert note.startswith("[cut: ")
+    assert note.endswith(f"lines 1-{shown} of 1-60; --lines {shown + 1}-60 for more]")
+    # inside a line range the note speaks in the unit's line numbers
+    out = archive.recall(f"{ref}:L21-40", max_tokens=60)
+    body, note = out.rsplit("\n", 1)
+    assert body.startswith("line 21 ok\n") and tok.count(out) <= 60
+    last = 20 + body.count("\n") + 1
+    assert note.endswith(f"lines 21-{last} of 21-40; --lines {last + 1}-40 for more]")
+    # after a search the lines are not the unit's: the note says how to narrow instead
+    out = archive.recall(ref, search="ERROR", max_tokens=60)
+    assert out.endswith("narrow the pattern, pick one with :match-N, or raise --max-tokens]")
+    assert out.startswith("8-line 8 ok\n") and tok.count(out) <= 60
     # a single huge line is cut inside the line
     one = archive.put("t0", tool_result("big", "word " * 2000))
     out = archive.recall(one, max_tokens=50, tokenizer=tok)
-    assert tok.count(out) <= 50 and "part of line 1 of 1; raise --max-tokens for more]" in out
+    assert tok.count(out) <= 50 and out.endswith(
+        "part of line 1 of 1-1; raise --max-tokens for more]"
+    )
 
 
 # -- opening errors --------------------------------------------------------------------------
@@ -561,3 +571,28 @@ def test_has_does_not_count_and_memory_archive_writes_no_file(
         assert not a.has("ref-00000000") and not a.has("nonsense")
         assert a.list()[0].access_count == 0
     assert list(tmp_path.iterdir()) == []
+
+
+def test_restore_by_invariants_when_a_handover_names_no_ref(archive: Archive) -> None:
+    t = original()
+    archive.put_transcript(t)
+    other = original()
+    other.id = "sess-2"
+    other.units = [other.units[0], Unit(id="u", role="user", content="run the linter")]
+    archive.put_transcript(other)
+    # fresh_start keeps the system prompt and the last user request verbatim
+    handover = Unit(id="h", role="user", content="## Task\n- run the tests")
+    last = Unit(id="q", role="user", content="run the tests")
+    small = Transcript(units=[t.units[0], handover, last], id="small")
+    assert archive.restore(small) == t
+    # another system prompt: not this original
+    foreign = Transcript(units=[Unit(id="s", role="system", content="Be long."), last], id="small")
+    assert archive.restore(foreign) is foreign
+    # two originals that both fit: an error, unless one is the very same text
+    twin = original()
+    twin.id = "sess-3"
+    twin.units = [*twin.units[:4], Unit(id="z", role="assistant", content="3 failures")]
+    archive.put_transcript(twin)
+    with pytest.raises(ArchiveError, match="matches several originals .*sess-1, sess-3"):
+        archive.restore(small)
+    assert archive.restore(Transcript(units=list(twin.units), id="copy")) == twin

@@ -1,0 +1,255 @@
+"""`ctxkit recall` (read back what compaction archived) and `ctxkit expand` (restore a transcript)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+import click
+import orjson
+
+from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
+from ctxkit.errors import UsageError
+
+if TYPE_CHECKING:
+    from ctxkit.archive import Archive
+
+_LINES = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+_PREVIEW_CHARS = 48
+
+
+def _parse_lines(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = _LINES.fullmatch(text)
+    if m is None:
+        raise UsageError(
+            f"--lines {text!r}: expected A-B or A (line numbers from 1), e.g. --lines 50-100"
+        )
+    a = int(m.group(1))
+    b = int(m.group(2)) if m.group(2) else a
+    if a < 1 or b < a:
+        raise UsageError(f"--lines {text}: lines count from 1 and A must not exceed B")
+    return a, b
+
+
+def _open_for_reading(path: str) -> Archive:
+    """Open an existing archive; read-only when the file cannot be written (no access stats then)."""
+    from ctxkit.archive import Archive
+
+    readonly = os.path.exists(path) and not os.access(path, os.W_OK)
+    return Archive(path, readonly=readonly, create=False)
+
+
+@click.command("recall")
+@click.argument("ref", required=False)
+@click.option(
+    "--archive",
+    "archive_path",
+    default=None,
+    metavar="PATH",
+    help="The archive compact wrote (default ./ctxkit.ctx.db).",
+)
+@click.option("--lines", "lines", default=None, metavar="A-B", help="Only lines A to B (from 1).")
+@click.option(
+    "--search",
+    default=None,
+    metavar="PATTERN",
+    help="Only lines matching PATTERN (a regular expression), with 2 lines of context.",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Cut the text to N tokens (a note says where it was cut).",
+)
+@click.option(
+    "--tokenizer",
+    default=None,
+    metavar="NAME",
+    help="Tokenizer for --max-tokens (default cl100k_base, offline).",
+)
+@click.option("--list", "list_", is_flag=True, help="List the archived units instead.")
+@click.option("--transcript", default=None, metavar="ID", help="With --list: one transcript only.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "jsonl"]),
+    default="table",
+    help="With --list: a table for people or JSON lines.",
+)
+def recall(
+    ref: str | None,
+    archive_path: str | None,
+    lines: str | None,
+    search: str | None,
+    max_tokens: int | None,
+    tokenizer: str | None,
+    list_: bool,
+    transcript: str | None,
+    fmt: str,
+) -> None:
+    """Print an archived unit, a line range or the matches of a pattern.
+
+    REF is a short ref (ref-1a2b3c4d) or a long one (ctx://<transcript>/<unit>), as the
+    placeholders in a compacted transcript name them; it may end with :L50-100 or :match-3.
+
+    \b
+    Examples:
+      ctxkit recall ref-1a2b3c4d --archive small.json.ctx.db
+      ctxkit recall ref-1a2b3c4d --search 'Error|FAILED' --archive small.json.ctx.db
+      ctxkit recall ref-1a2b3c4d:L50-100 --max-tokens 500 --archive small.json.ctx.db
+      ctxkit recall --list --archive small.json.ctx.db
+    """
+    from ctxkit.archive import default_archive_path
+
+    path = archive_path or default_archive_path(None)
+    if list_:
+        if ref is not None or lines or search or max_tokens:
+            raise UsageError("--list takes no REF, --lines, --search or --max-tokens")
+    elif ref is None:
+        raise UsageError("give a REF to recall, or --list to see the refs")
+    elif transcript is not None:
+        raise UsageError("--transcript goes with --list")
+    line_range = _parse_lines(lines)
+
+    with _open_for_reading(path) as archive:
+        if list_:
+            _list(archive, transcript, fmt)
+            return
+        assert ref is not None
+        tok = None
+        if max_tokens is not None:
+            from ctxkit.tokens import get_tokenizer
+
+            tok = get_tokenizer(tokenizer)
+        text = archive.recall(
+            ref, lines=line_range, search=search, max_tokens=max_tokens, tokenizer=tok
+        )
+    if search is not None and not text:
+        echo_err(f"ctxkit: no line of {ref} matches {search!r}")
+        raise SystemExit(1)
+    click.echo(text)
+
+
+def _list(archive: Archive, transcript: str | None, fmt: str) -> None:
+    items = archive.list(transcript)
+    if fmt == "jsonl":
+        for it in items:
+            row = {
+                "ref": it.ref,
+                "long_ref": it.long_ref,
+                "transcript_id": it.transcript_id,
+                "unit_id": it.unit_id,
+                "type": it.type,
+                "tool_name": it.tool_name,
+                "summary": it.summary,
+                "tokens": it.tokens,
+                "chars": len(it.content),
+                "lines": it.content.count("\n") + 1 if it.content else 0,
+                "created": it.created,
+                "last_accessed": it.last_accessed,
+                "access_count": it.access_count,
+            }
+            click.echo(orjson.dumps(row).decode())
+        return
+    if not items:
+        where = f" for transcript {transcript!r}" if transcript else ""
+        echo_err(f"ctxkit: {archive.path} holds no archived units{where}")
+        return
+    header = ("REF", "TRANSCRIPT", "UNIT", "TYPE", "TOOL", "TOKENS", "LINES", "READ", "PREVIEW")
+    rows = [
+        (
+            it.ref,
+            _short(it.transcript_id, 24),
+            _short(it.unit_id, 14),
+            it.type,
+            it.tool_name or "",
+            f"{it.tokens:,}" if it.tokens is not None else "",
+            f"{it.content.count(chr(10)) + 1 if it.content else 0:,}",
+            str(it.access_count),
+            _preview(it.summary or it.content),
+        )
+        for it in items
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    right = {5, 6, 7}
+    for r in [header, *rows]:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ]
+        click.echo("  ".join(cells).rstrip())
+    transcripts = len({it.transcript_id for it in items})
+    echo_err(
+        f"{len(items):,} archived unit(s) from {transcripts:,} transcript(s) in {archive.path}"
+    )
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _preview(text: str) -> str:
+    return _short(" ".join(text.split()), _PREVIEW_CHARS)
+
+
+@click.command("expand")
+@click.argument("compacted", required=False, default="-")
+@click.option(
+    "--archive",
+    "archive_path",
+    default=None,
+    metavar="PATH",
+    help="The archive compact wrote (default <COMPACTED>.ctx.db, or ./ctxkit.ctx.db for stdin).",
+)
+@click.option("-o", "--output", default="-", help="Output file (atomic write); default stdout.")
+@click.option(
+    "--from",
+    "from_format",
+    type=click.Choice(FORMAT_NAMES),
+    default=None,
+    help="Format of COMPACTED (default: detected).",
+)
+@click.option(
+    "--to",
+    "to_format",
+    type=click.Choice(WRITE_FORMAT_NAMES),
+    default=None,
+    help="Output format (default: the original's, when it can be written).",
+)
+def expand(
+    compacted: str,
+    archive_path: str | None,
+    output: str,
+    from_format: str | None,
+    to_format: str | None,
+) -> None:
+    """Restore the original transcript of a compacted one, from its archive.
+
+    \b
+    Examples:
+      ctxkit expand small.json --archive small.json.ctx.db -o original.json
+      ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
+    """
+    from ctxkit.archive import Archive, default_archive_path
+    from ctxkit.formats import read_path, write_path
+
+    path = archive_path or default_archive_path(None if compacted == "-" else compacted)
+    if not os.path.exists(path):
+        # checked before reading stdin, so a wrong path fails fast
+        Archive(path, create=False)
+    with _open_for_reading(path) as archive:
+        originals = []
+        untouched = 0
+        for t in read_path(compacted, from_format):
+            restored = archive.restore(t)
+            untouched += restored is t
+            originals.append(restored)
+    if not originals:
+        raise UsageError(f"{compacted}: no transcript to expand")
+    write_path(originals, output, to_format)
+    n = len(originals)
+    note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
+    echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
