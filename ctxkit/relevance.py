@@ -72,6 +72,9 @@ def terms(text: str) -> list[str]:
 def chunk_text(text: str, words: int = CHUNK_WORDS) -> list[str]:
     """Split a text into pieces of at most `words` whitespace-separated words (none if blank)."""
     parts = text.split()
+    if len(parts) <= words:
+        # the text itself, not a re-spaced copy, so its cached embedding from scoring is reused
+        return [text] if parts else []
     return [" ".join(parts[i : i + words]) for i in range(0, len(parts), words)]
 
 
