@@ -111,6 +111,9 @@ def detect_format(obj: Any) -> str | None:
             isinstance(m, dict) and m.get("role") == "system" for m in msgs[:50]
         ):
             return "anthropic" if (not msgs or anthropic.detect(msgs) or openai.detect(msgs)) else None
+        tools = obj.get("tools")
+        if isinstance(tools, list) and tools and isinstance(tools[0], dict) and "input_schema" in tools[0]:
+            return "anthropic" if (not msgs or anthropic.detect(msgs) or openai.detect(msgs)) else None
         obj = msgs
     for name in _DETECT_ORDER:
         if FORMATS[name].detect(obj):
@@ -190,7 +193,7 @@ class _Reader:
             self.fail(None, "empty file: expected a JSON or JSONL transcript")
             return
         if b"\x00" in first[:_SNIFF_BYTES]:
-            self.fail(lineno, "binary data, not a JSON transcript", first)
+            self.fail(lineno, "binary data, not a JSON transcript")
             return
         head = first.lstrip()[:1]
         if head == b"{" and first.strip() != b"{":
@@ -243,7 +246,8 @@ class _Reader:
                 try:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
-                    self.fail(n, _diagnose(raw, exc, last=not raw.endswith(b"\n")), raw)
+                    problem = _diagnose(raw, exc, last=not raw.endswith(b"\n"))
+                    self.fail(n, problem, None if problem.startswith("binary") else raw)
                     continue
             yield n, obj
 
@@ -257,7 +261,7 @@ class _Reader:
         dataset = False
         for n, obj in parsed:
             self.stats.records += 1
-            if not records and not dataset and self.fmt not in ("claude-code", "codex", "units"):
+            if not records and not dataset and self.fmt not in ("claude-code", "codex"):
                 dataset = _is_conversation(obj)
             if dataset:
                 if not _is_conversation(obj):
@@ -272,7 +276,8 @@ class _Reader:
         if dataset:
             return
         if not records:
-            self.fail(None, "no readable record in the file")
+            # Only reachable when every line was skipped as invalid.
+            self.stats.warnings.append(f"{self.path}: no readable record in the file")
             return
         fmt = self.fmt or detect_format(records)
         if fmt is None:
@@ -330,12 +335,13 @@ class _Reader:
                 self.fail(line, "expected a ShareGPT object with a `conversations` list", obj)
                 return None
             envelope = {k: v for k, v in obj.items() if k != "conversations"}
-            return self._finish(sharegpt.read(obj["conversations"], self._source(layout, envelope, None, line, tid)), tid)
+            return self._finish(sharegpt.read(obj["conversations"], self._source(layout, envelope, None, line, tid)), tid, list(obj))
         if not isinstance(obj.get("messages"), list):
             self.fail(line, f"expected an object with a `messages` list for format {fmt}", obj)
             return None
         envelope = {k: v for k, v in obj.items() if k != "messages"}
-        return self.messages(fmt, obj["messages"], layout=layout, lines=None, envelope=envelope, line=line, tid=tid)
+        return self.messages(fmt, obj["messages"], layout=layout, lines=None, envelope=envelope, line=line, tid=tid,
+                             keys=list(obj))
 
     def messages(
         self,
@@ -347,13 +353,14 @@ class _Reader:
         envelope: dict[str, Any],
         line: int | None = None,
         tid: str | None = None,
+        keys: list[str] | None = None,
     ) -> Transcript:
         """Hand a list of records to the format's reader."""
         if fmt not in FORMATS:
             raise unknown_name("format", fmt, FORMATS)
         tid = tid or self.stem
         src = self._source(layout, envelope, lines, line, tid)
-        return self._finish(FORMATS[fmt].read(records, src), tid)
+        return self._finish(FORMATS[fmt].read(records, src), tid, keys)
 
     def _source(
         self, layout: str, envelope: dict[str, Any], lines: Sequence[int] | None, line: int | None, tid: str
@@ -370,17 +377,23 @@ class _Reader:
             stats=self.stats,
         )
 
-    def _finish(self, t: Transcript, tid: str) -> Transcript:
+    def _finish(self, t: Transcript, tid: str, keys: list[str] | None = None) -> Transcript:
         t.path = self.path
+        if keys and keys != ["messages"]:
+            t.metadata["key_order"] = keys
         if t.id == "t0" or not t.id:
             t.id = tid
         return t
 
 
 def _unknown_shape(obj: Any) -> str:
-    keys = ", ".join(sorted(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
+    if isinstance(obj, dict):
+        what = "an object with keys " + ", ".join(sorted(obj)[:8])
+    else:
+        what = {"int": "a number", "float": "a number", "str": "a string", "list": "a list", "bool": "a boolean",
+                "NoneType": "null"}.get(type(obj).__name__, type(obj).__name__)
     return (
-        f"JSON of no known transcript shape (keys: {keys}); expected chat messages "
+        f"JSON of no known transcript shape (found {what}); expected chat messages "
         "({role, content}), Claude Code or Codex records, ctxkit units, or ShareGPT "
         "conversations; use --from to force a format"
     )
@@ -448,11 +461,16 @@ def _dump(obj: Any, *, indent: bool = False) -> str:
     return orjson.dumps(obj, option=opts).decode("utf-8")
 
 
-def _conversation(t: Transcript, fmt: str) -> dict[str, Any]:
-    records, extras = FORMATS[fmt].write(t)
-    obj = dict(t.envelope) if t.source_format == fmt or fmt != "units" else {}
-    obj["messages"] = records
-    obj.update(extras)
+def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str, Any]) -> dict[str, Any]:
+    """A conversation object: envelope, messages and extras, in the source's key order."""
+    fields = dict(t.envelope)
+    fields["messages"] = records
+    fields.update(extras)
+    order = t.metadata.get("key_order") if t.source_format == fmt else None
+    if not order:
+        return fields
+    obj = {k: fields.pop(k) for k in order if k in fields}
+    obj.update(fields)
     return obj
 
 
@@ -474,9 +492,7 @@ def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
             out.write(_dump(rec))
             out.write("\n")
     else:
-        obj = dict(t.envelope)
-        obj["messages"] = records
-        obj.update(extras)
+        obj = _conversation(t, fmt, records, extras)
         if layout == "dataset":
             out.write(_dump(obj))
         else:
@@ -499,7 +515,7 @@ def write_transcripts(transcripts: Iterable[Transcript], out: IO[str], fmt: str 
         if f == "units":
             out.write(_dump(FORMATS["units"].transcript_record(t)))
         else:
-            out.write(_dump(_conversation(t, f)))
+            out.write(_dump(_conversation(t, f, *FORMATS[f].write(t))))
         out.write("\n")
 
 

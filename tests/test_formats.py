@@ -1,0 +1,699 @@
+"""Formats: detection, reading every real format, round trips, layouts, and bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxkit.errors import InputError, UsageError
+from ctxkit.formats import (
+    FORMATS,
+    WRITABLE,
+    ReadStats,
+    detect_format,
+    expand_paths,
+    output_format_for,
+    read_path,
+    read_text,
+    write_path,
+    write_transcripts,
+)
+from ctxkit.model import Transcript, Unit
+
+# ---------------------------------------------------------------- helpers
+
+
+def written(ts: list[Transcript] | Transcript, fmt: str | None = None) -> str:
+    buf = io.StringIO()
+    write_transcripts([ts] if isinstance(ts, Transcript) else ts, buf, fmt)
+    return buf.getvalue()
+
+
+def parsed_records(text: str) -> Any:
+    """The records of a written file: one JSON document, or a list of JSONL lines."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return [orjson.loads(line) for line in text.split("\n") if line.strip()]
+
+
+def fields(t: Transcript) -> list[tuple[Any, ...]]:
+    return [
+        (u.role, u.content, [c.to_dict() for c in u.tool_calls], u.tool_call_id, u.reasoning)
+        for u in t.units
+    ]
+
+
+def assert_paired(t: Transcript) -> None:
+    """Every tool result answers a call made before it."""
+    seen: set[str] = set()
+    for u in t.units:
+        for c in u.tool_calls:
+            seen.add(c.id)
+        if u.role == "tool":
+            assert u.tool_call_id in seen, f"{t.id}: result {u.tool_call_id} without its call"
+
+
+def one(path: Path | str, **kw: Any) -> Transcript:
+    ts = list(read_path(str(path), **kw))
+    assert len(ts) == 1
+    return ts[0]
+
+
+def files(realdata: Path, folder: str) -> list[Path]:
+    found = sorted((realdata / folder).glob("*.json*"))
+    assert found, folder
+    return found
+
+
+# ---------------------------------------------------------------- registry
+
+
+def test_registry_names_and_writers() -> None:
+    assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt"])
+    for name, module in FORMATS.items():
+        assert callable(module.detect) and callable(module.read)
+        assert hasattr(module, "write") == (name in WRITABLE)
+
+
+def test_unknown_format_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="known: anthropic, claude-code"):
+        read_text("[]", "gemini")
+    with pytest.raises(UsageError, match="output format"):
+        output_format_for(Transcript(units=[]), "codex")
+
+
+def test_output_format_defaults() -> None:
+    assert output_format_for(Transcript(units=[], source_format="anthropic"), None) == "anthropic"
+    assert output_format_for(Transcript(units=[], source_format="claude-code"), None) == "units"
+    assert output_format_for(Transcript(units=[], source_format="claude-code"), "openai") == "openai"
+
+
+# ---------------------------------------------------------------- real data, per folder
+
+
+def test_openai_chat_realdata(realdata: Path) -> None:
+    for path in files(realdata, "openai-chat"):
+        t = one(path)
+        assert (t.source_format, t.layout) == ("openai", "array")
+        records = json.loads(path.read_text())
+        assert len(t.units) == len(records)
+        assert t.units[0].role == "system" and t.units[0].content.startswith("# Airline Agent Policy")
+        assert t.id == path.name[: -len(".json")]
+        assert_paired(t)
+        calls = [u for u in t.units if u.tool_calls]
+        results = [u for u in t.units if u.role == "tool"]
+        assert calls and len(results) == sum(len(u.tool_calls) for u in calls)
+        assert all(r.name for r in results)
+        assert all(u.raw is records_i or u.raw == records_i for u, records_i in zip(t.units, records, strict=True))
+
+
+def test_anthropic_realdata(realdata: Path) -> None:
+    for path in files(realdata, "anthropic-messages"):
+        t = one(path)
+        assert (t.source_format, t.layout) == ("anthropic", "object")
+        assert t.envelope["model"].startswith("claude-")
+        doc = json.loads(path.read_text())
+        n_results = sum(
+            1 for m in doc["messages"] if isinstance(m["content"], list)
+            for b in m["content"] if b.get("type") == "tool_result"
+        )
+        assert sum(1 for u in t.units if u.role == "tool") == n_results
+        assert_paired(t)
+        # Results that shared one user message share its group and raw record.
+        multi = [u for u in t.units if u.meta.get("group_size", 1) > 1]
+        for u in multi:
+            assert u.raw is doc["messages"][u.group] or u.raw == doc["messages"][u.group]
+
+
+def test_mini_swe_agent_realdata(realdata: Path) -> None:
+    for path in files(realdata, "mini-swe-agent"):
+        t = one(path)
+        doc = json.loads(path.read_text())
+        assert (t.source_format, t.layout) == ("openai", "object")
+        assert t.id == doc["instance_id"]
+        assert set(t.envelope) == {"info", "trajectory_format", "instance_id"}
+        last = t.units[-1]
+        assert last.meta["source_role"] == "exit" and last.role == "assistant"
+        assert_paired(t)
+        assert {u.type for u in t.units if u.role == "tool"} >= {"code", "log"}
+        usage = t.metadata["provider_usage"]
+        assert usage["source"] == "mini-swe-agent"
+        assert len(usage["calls"]) == doc["info"]["model_stats"]["api_calls"]
+        for call in usage["calls"]:
+            assert t.units[call["after_unit"] + 1].role == "assistant"
+
+
+def test_claude_code_realdata(realdata: Path) -> None:
+    summaries = 0
+    for path in files(realdata, "claude-code"):
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        stats = ReadStats()
+        t = one(path, stats=stats)
+        assert (t.source_format, t.layout) == ("claude-code", "lines")
+        assert t.id == records[0].get("sessionId") or t.id == next(r["sessionId"] for r in records if "sessionId" in r)
+        kinds: dict[str, int] = {}
+        for r in records:
+            if r["type"] not in ("user", "assistant"):
+                kinds[r["type"]] = kinds.get(r["type"], 0) + 1
+        assert stats.skipped_non_message == kinds
+        side = sum(1 for r in records if r["type"] in ("user", "assistant") and r.get("isSidechain"))
+        assert stats.skipped_sidechain == side
+        assert not any(u.meta.get("sidechain") for u in t.units)
+        main_assistant = [r for r in records if r["type"] == "assistant" and not r.get("isSidechain")]
+        ids = {r["message"]["id"] for r in main_assistant}
+        assert sum(1 for u in t.units if u.role == "assistant") == len(ids)  # split records merged
+        assert_paired(t)
+        usage = t.metadata["provider_usage"]
+        assert usage["source"] == "claude-code"
+        assert len(usage["calls"]) <= len(ids)
+        for call in usage["calls"]:
+            assert t.units[call["after_unit"] + 1].role == "assistant"
+            assert call["input_tokens"] > 0
+        compact = [r for r in records if r.get("isCompactSummary")]
+        typed = [u for u in t.units if u.type == "summary"]
+        assert len(typed) == len(compact)
+        summaries += len(typed)
+        assert all(isinstance(u.timestamp, float) for u in t.units)
+    assert summaries >= 1  # one real log has a compaction summary
+
+
+def test_claude_code_sidechains_included(realdata: Path) -> None:
+    path = next(p for p in files(realdata, "claude-code") if "666ba1ad" in p.name)
+    main = one(path)
+    stats = ReadStats()
+    full = one(path, include_sidechains=True, stats=stats)
+    assert stats.skipped_sidechain == 0
+    side = [u for u in full.units if u.meta.get("sidechain")]
+    assert side and len(full.units) == len(main.units) + len(side)
+    assert_paired(full)
+
+
+def test_claude_code_usage_collected_once_per_message(realdata: Path) -> None:
+    path = next(p for p in files(realdata, "claude-code") if "1af7fc5e" in p.name)
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    t = one(path)
+    by_id: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r["type"] == "assistant":
+            by_id[r["message"]["id"]] = r["message"]["usage"]
+    calls = t.metadata["provider_usage"]["calls"]
+    assert len(calls) == len(by_id)
+    first = next(iter(by_id.values()))
+    assert calls[0]["input_tokens"] == (
+        first["input_tokens"] + first["cache_read_input_tokens"] + first["cache_creation_input_tokens"]
+    )
+    assert calls[0]["after_unit"] == 1  # the two user messages before the first response
+
+
+def test_codex_realdata(realdata: Path) -> None:
+    path = files(realdata, "codex")[0]
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    stats = ReadStats()
+    t = one(path, stats=stats)
+    assert (t.source_format, t.layout) == ("codex", "lines")
+    assert t.id == records[0]["payload"]["id"]
+    items = [r["payload"] for r in records if r["type"] == "response_item"]
+    calls = [p for p in items if p["type"] == "function_call"]
+    outputs = [p for p in items if p["type"] == "function_call_output"]
+    assert sum(len(u.tool_calls) for u in t.units) == len(calls)
+    assert sum(1 for u in t.units if u.role == "tool") == len(outputs)
+    assert_paired(t)
+    assert {u.name for u in t.units if u.role == "tool"} == {"shell", "update_plan"}
+    reasoning = [u for u in t.units if u.type == "reasoning"]
+    assert reasoning and all(u.reasoning and not u.content for u in reasoning)
+    assert stats.skipped_non_message["turn_context"] == sum(1 for r in records if r["type"] == "turn_context")
+    assert stats.skipped_non_message["session_meta"] == 1
+    assert stats.skipped_non_message["response_item:ghost_snapshot"] == 1
+    n_events = sum(1 for r in records if r["type"] == "event_msg")
+    assert sum(v for k, v in stats.skipped_non_message.items() if k.startswith("event_msg")) == n_events
+    usage = t.metadata["provider_usage"]["calls"]
+    totals = {
+        json.dumps(r["payload"]["info"]["total_token_usage"])
+        for r in records
+        if r["type"] == "event_msg" and r["payload"]["type"] == "token_count" and r["payload"]["info"]
+    }
+    assert len(usage) == len(totals)  # repeated counts collapsed
+    assert usage[0]["input_tokens"] == 10128
+    for call in usage:
+        assert t.units[call["after_unit"] + 1].role == "assistant"
+
+
+def test_sharegpt_realdata(realdata: Path) -> None:
+    path = files(realdata, "sharegpt")[0]
+    doc = json.loads(path.read_text())
+    ts = list(read_path(str(path)))
+    assert len(ts) == len(doc) == 300
+    for i, (t, conv) in enumerate(zip(ts, doc, strict=True)):
+        assert (t.source_format, t.layout, t.line) == ("sharegpt", "dataset", i + 1)
+        assert t.id == f"{path.name[:-5]}#{i + 1}"
+        assert len(t.units) == len(conv["conversations"])
+        assert t.tools == json.loads(conv["tools"]) if conv["tools"] else t.tools == []
+        assert_paired(t)
+    first = ts[0]
+    call = next(u for u in first.units if u.tool_calls).tool_calls[0]
+    assert (call.id, call.name) == ("call_0", "search_recipes")
+    assert json.loads(call.arguments) == {"ingredients": ["chicken", "bell peppers", "rice"]}
+    result = next(u for u in first.units if u.role == "tool")
+    assert (result.tool_call_id, result.name) == ("call_0", "search_recipes")
+
+
+@pytest.mark.parametrize("folder", ["openai-chat", "anthropic-messages", "mini-swe-agent"])
+def test_realdata_round_trip(realdata: Path, folder: str) -> None:
+    for path in files(realdata, folder):
+        ts = list(read_path(str(path)))
+        out = written(ts)
+        assert orjson.loads(out) == orjson.loads(path.read_bytes())
+        again = read_text(out, path=str(path))
+        assert [fields(t) for t in again] == [fields(t) for t in ts]
+        assert written(again) == out
+
+
+@pytest.mark.parametrize("folder", ["claude-code", "codex", "sharegpt"])
+def test_read_only_formats_convert(realdata: Path, folder: str) -> None:
+    path = files(realdata, folder)[0]
+    ts = list(read_path(str(path)))
+    for fmt in WRITABLE:
+        back = read_text(written(ts, fmt), fmt)  # plain text chats are ambiguous: force it
+        assert [b.source_format for b in back] == [fmt] * len(ts)
+        assert [fields(b) for b in back] == [fields(t) for t in ts]
+
+
+def test_sample_transcripts_read(repo_root: Path) -> None:
+    folder = repo_root / "sample_transcripts"
+    assert (folder / "tau-bench-airline.json").is_file()
+    expected = {
+        "tau-bench-airline.json": "openai",
+        "claude-code-session.jsonl": "claude-code",
+        "codex-rollout.jsonl": "codex",
+        "mini-swe-agent-django-11039.traj.json": "openai",
+        "anthropic-messages.json": "anthropic",
+        "sharegpt-glaive-toolcall.json": "sharegpt",
+    }
+    for name, fmt in expected.items():
+        ts = list(read_path(str(folder / name)))
+        assert ts and all(t.source_format == fmt and t.units for t in ts), name
+    assert "MIT" in (folder / "SOURCES.md").read_text()
+
+
+# ---------------------------------------------------------------- detection and forcing
+
+
+@pytest.mark.parametrize(
+    ("obj", "fmt"),
+    [
+        ([{"role": "user", "content": "hi"}], "openai"),
+        ([{"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]}], "anthropic"),
+        ({"system": "be brief", "messages": [{"role": "user", "content": "hi"}]}, "anthropic"),
+        ({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]}, "openai"),
+        ([{"id": "u0", "type": "message", "content": "x", "priorityTag": "P1"}], "units"),
+        ([{"type": "user", "sessionId": "s", "message": {"role": "user", "content": "x"}}], "claude-code"),
+        ([{"type": "response_item", "payload": {"type": "message"}}], "codex"),
+        ({"conversations": [{"from": "human", "value": "x"}]}, "sharegpt"),
+        ([{"foo": 1}], None),
+        (42, None),
+    ],
+)
+def test_detect_format(obj: Any, fmt: str | None) -> None:
+    assert detect_format(obj) == fmt
+
+
+def test_forced_format_overrides_detection() -> None:
+    text = '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]'
+    assert read_text(text)[0].source_format == "openai"
+    assert read_text(text, "anthropic")[0].source_format == "anthropic"
+
+
+def test_forced_format_that_does_not_fit_names_the_record() -> None:
+    text = '{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n'
+    with pytest.raises(InputError) as err:
+        read_text(text, "codex", path="chat.jsonl")
+    assert err.value.line == 1 and "Codex rollout record" in err.value.problem
+
+
+# ---------------------------------------------------------------- layouts
+
+
+def test_jsonl_messages_round_trip_byte_for_byte() -> None:
+    records = [
+        {"role": "system", "content": "You help."},
+        {"role": "user", "content": "Überprüfe bitte 🙂", "name": "ana"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\":\".\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py"},
+        {"role": "assistant", "content": "Two files.", "extra": {"cost": 0.5}},
+    ]
+    text = "".join(orjson.dumps(r).decode() + "\n" for r in records)
+    (t,) = read_text(text, path="chat.jsonl")
+    assert (t.layout, t.id) == ("lines", "chat")
+    assert t.units[3].name == "ls"
+    assert written(t) == text
+
+
+def test_dataset_layout_one_conversation_per_line() -> None:
+    lines = [
+        {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "split": "train"},
+        {"messages": [{"role": "user", "content": "c"}], "tools": [{"type": "function", "function": {"name": "f"}}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "d"}]},
+                      {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm"}, {"type": "text", "text": "e"}]}]},
+    ]
+    text = "".join(orjson.dumps(r).decode() + "\n" for r in lines)
+    ts = read_text(text, path="/data/train.jsonl")
+    assert [t.id for t in ts] == ["train#1", "train#2", "train#3"]
+    assert [t.line for t in ts] == [1, 2, 3]
+    assert [t.layout for t in ts] == ["dataset"] * 3
+    assert [t.source_format for t in ts] == ["openai", "openai", "anthropic"]  # per line
+    assert ts[0].envelope == {"split": "train"}
+    assert ts[1].tools == lines[1]["tools"]
+    assert ts[2].units[1].reasoning == "hm"
+    assert written(ts) == text
+
+
+def test_single_dataset_line_stays_a_line() -> None:
+    text = orjson.dumps({"messages": [{"role": "user", "content": "a"}]}).decode() + "\n"
+    ts = read_text(text + text)
+    assert written(ts[:1]) == text
+
+
+def test_anthropic_top_level_system_lifted_back() -> None:
+    doc = {
+        "model": "claude-x",
+        "system": [{"type": "text", "text": "Be terse."}],
+        "tools": [{"name": "ls", "description": "list", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"},
+                                              {"type": "tool_use", "id": "t1", "name": "ls", "input": {"p": 1}},
+                                              {"type": "tool_use", "id": "t2", "name": "ls", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "x"},
+                {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "y"}], "is_error": True},
+                {"type": "text", "text": "and now?"}]},
+        ],
+    }
+    (t,) = read_text(json.dumps(doc))
+    system = t.units[0]
+    assert (system.role, system.content, system.meta["top_level_system"]) == ("system", "Be terse.", True)
+    assert t.tools == doc["tools"] and "tools" not in t.envelope and "system" not in t.envelope
+    roles = [(u.role, u.group) for u in t.units[1:]]
+    assert roles == [("user", 0), ("assistant", 1), ("tool", 2), ("tool", 2), ("user", 2)]
+    assert t.units[4].meta["is_error"] and t.units[3].name == "ls"
+    assert orjson.loads(written(t)) == doc
+    # As openai: the system prompt becomes the first message, results one message each.
+    oa = orjson.loads(written(t, "openai"))
+    assert oa["messages"][0] == {"role": "system", "content": "Be terse."}
+    assert [m["role"] for m in oa["messages"]] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert oa["tools"] == [{"type": "function", "function": {"name": "ls", "description": "list",
+                                                               "parameters": {"type": "object"}}}]
+    # And back to anthropic from those built records: results regroup into one user message.
+    (back,) = read_text(written(t, "openai"))
+    rebuilt = orjson.loads(written(back, "anthropic"))
+    assert rebuilt["system"] == "Be terse."
+    assert [m["role"] for m in rebuilt["messages"]] == ["user", "assistant", "user", "user"]
+    assert [b["type"] for b in rebuilt["messages"][2]["content"]] == ["tool_result", "tool_result"]
+
+
+def test_touched_group_is_rebuilt_not_replayed() -> None:
+    doc = [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"},
+                                     {"type": "text", "text": "keep going"}]},
+    ]
+    (t,) = read_text(json.dumps(doc))
+    # Drop the user text that shared a record with the tool result: raw must not bring it back.
+    t.units = t.units[:2]
+    out = orjson.loads(written(t))
+    assert out[1] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}
+    # Change one unit of the group: the changed text is written, the other unit rebuilt.
+    (t,) = read_text(json.dumps(doc))
+    t.units[2] = t.units[2].replace(content="stop")
+    out = orjson.loads(written(t))
+    assert out[1]["content"][-1] == {"type": "text", "text": "stop"}
+
+
+def test_legacy_function_role_pairs_with_function_call() -> None:
+    doc = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "function_call": {"name": "wx", "arguments": "{}"}},
+        {"role": "function", "name": "wx", "content": "sunny"},
+    ]
+    (t,) = read_text(json.dumps(doc))
+    call = t.units[1].tool_calls[0]
+    assert (t.units[2].role, t.units[2].tool_call_id, t.units[2].meta["source_role"]) == ("tool", call.id, "function")
+    assert orjson.loads(written(t)) == doc
+
+
+def test_units_format_keeps_stated_types_and_writes_back() -> None:
+    recs = [
+        Unit(id="a", role="user", content="hi", priority=1).to_dict(),
+        Unit(id="b", role="tool", type="log", content="x", tool_call_id="c", tokens=3).to_dict(),
+    ]
+    text = "".join(orjson.dumps(r).decode() + "\n" for r in recs)
+    (t,) = read_text(text)
+    assert t.source_format == "units" and [u.type for u in t.units] == ["message", "log"]
+    assert t.units[0].is_p1 and t.units[1].tokens == 3
+    assert written(t) == text
+
+
+def test_several_transcripts_in_units_format_keep_their_boundaries() -> None:
+    ts = read_text('{"messages":[{"role":"user","content":"a"}]}\n{"messages":[{"role":"user","content":"b"}]}\n')
+    out = written(ts, "units")
+    back = read_text(out)
+    assert [b.id for b in back] == [t.id for t in ts]
+    assert [fields(b) for b in back] == [fields(t) for t in ts]
+
+
+def test_read_path_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = b'[{"role": "user", "content": "from stdin"}]'
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    (t,) = read_path("-")
+    assert t.units[0].content == "from stdin" and t.path == "<stdin>"
+
+
+def test_bom_is_ignored() -> None:
+    (t,) = read_text("\ufeff" + '[{"role": "user", "content": "x"}]')
+    assert t.units[0].content == "x"
+
+
+# ---------------------------------------------------------------- paths and atomic writes
+
+
+def test_expand_paths(tmp_path: Path) -> None:
+    for name in ("b.jsonl", "a.json", "c.txt"):
+        (tmp_path / name).write_text("[]")
+    assert expand_paths([]) == ["-"]
+    assert expand_paths([str(tmp_path)]) == [str(tmp_path / "a.json"), str(tmp_path / "b.jsonl")]
+    assert expand_paths([str(tmp_path / "*.j*")]) == [str(tmp_path / "a.json"), str(tmp_path / "b.jsonl")]
+    with pytest.raises(InputError, match="no such file"):
+        expand_paths([str(tmp_path / "missing.json")])
+    with pytest.raises(InputError, match="no file matches"):
+        expand_paths([str(tmp_path / "*.yaml")])
+
+
+def test_write_path_is_atomic(tmp_path: Path) -> None:
+    (t,) = read_text('[{"role": "user", "content": "x"}]')
+    target = tmp_path / "out.json"
+    write_path([t], str(target))
+    before = target.read_bytes()
+
+    def broken() -> Any:
+        yield t
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_path(broken(), str(target))
+    assert target.read_bytes() == before
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+BAD = [
+    ("notjson.jsonl", b"hello world\n", 1, "not valid JSON"),
+    ("unknown.json", b'{"foo": 1}\n', 1, "no known transcript shape"),
+    ("numbers.json", b"[1, 2, 3]", 1, "no known transcript shape (found a number)"),
+    ("trunc.jsonl", b'{"role":"user","content":"hi"}\n{"role":"assistant","content":"yo', 2, "truncated record"),
+    ("truncdoc.json", b'[{"role": "user", "content": "hi"},\n{"role": "assi', 2, "truncated JSON document"),
+    ("empty.json", b"", None, "empty file"),
+    ("blank.jsonl", b"\n \n", None, "empty file"),
+    ("binary.dat", b"\x7fELF\x02\x01\x01\x00\x00\x00" * 20, 1, "binary data"),
+    ("latin1.jsonl", b'{"role":"user","content":"caf\xe9"}\n', 1, "invalid UTF-8"),
+    ("midbad.jsonl", b'{"role":"user","content":"a"}\n{"role":"assistant","content":"b"}\ngarbage\n', 3, "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "line", "problem"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_one_clear_error(tmp_path: Path, name: str, data: bytes, line: int | None, problem: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputError) as err:
+        list(read_path(str(path)))
+    assert err.value.path == str(path)
+    assert err.value.line == line
+    assert problem in err.value.problem
+    assert str(err.value).startswith(f"{path}:{line}: " if line else f"{path}: ")
+
+
+@pytest.mark.parametrize(("name", "data", "line", "problem"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_skipped_and_counted(tmp_path: Path, name: str, data: bytes, line: int | None, problem: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(data)
+    stats = ReadStats()
+    ts = list(read_path(str(path), skip_invalid=True, stats=stats))
+    assert stats.skipped_invalid == 1
+    assert stats.warnings and problem in stats.warnings[0]
+    if name in ("trunc.jsonl", "midbad.jsonl"):
+        assert len(ts) == 1 and len(ts[0].units) == (1 if name == "trunc.jsonl" else 2)
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read"):
+        list(read_path(str(tmp_path / "nope.json")))
+    with pytest.raises(InputError, match="is a directory"):
+        list(read_path(str(tmp_path)))
+
+
+def test_bad_record_inside_a_document() -> None:
+    text = '[{"role": "user", "content": "a"}, "oops", {"role": "assistant", "content": "b"}]'
+    with pytest.raises(InputError, match="record 2: expected a chat message"):
+        read_text(text, "openai")
+    stats = ReadStats()
+    (t,) = read_text(text, "openai", skip_invalid=True, stats=stats)
+    assert len(t.units) == 2 and stats.skipped_invalid == 1
+
+
+def test_huge_line_reads(tmp_path: Path) -> None:
+    big = "x = 1\n" * (50 * 1024 * 1024 // 6)
+    path = tmp_path / "big.jsonl"
+    with open(path, "wb") as f:
+        f.write(orjson.dumps({"role": "user", "content": "go"}) + b"\n")
+        f.write(orjson.dumps({"role": "tool", "tool_call_id": "c", "content": big}) + b"\n")
+    (t,) = read_path(str(path))
+    assert len(t.units[1].content) == len(big)
+    del big
+
+
+# ---------------------------------------------------------------- property tests
+
+text_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+ids_st = st.text(alphabet="abcdef0123456789", min_size=1, max_size=8)
+
+
+@st.composite
+def openai_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        msgs.append({"role": "system", "content": draw(text_st)})
+    for _ in range(draw(st.integers(1, 6))):
+        msgs.append({"role": "user", "content": draw(text_st)})
+        if draw(st.booleans()):
+            n = draw(st.integers(1, 3))
+            cids = [f"c{len(msgs)}_{k}" for k in range(n)]
+            msgs.append({"role": "assistant", "content": draw(st.none() | text_st), "tool_calls": [
+                {"id": c, "type": "function", "function": {"name": draw(ids_st), "arguments": "{}"}} for c in cids]})
+            for c in cids:
+                msgs.append({"role": "tool", "tool_call_id": c, "content": draw(text_st)})
+        msgs.append({"role": "assistant", "content": draw(text_st)})
+    return msgs
+
+
+@st.composite
+def anthropic_messages(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 5))):
+        msgs.append({"role": "user", "content": draw(text_st | st.just([{"type": "text", "text": "hi"}]))})
+        n = draw(st.integers(0, 3))
+        ids = [f"t{len(msgs)}_{k}" for k in range(n)]
+        blocks: list[dict[str, Any]] = []
+        if draw(st.booleans()):
+            blocks.append({"type": "thinking", "thinking": draw(text_st), "signature": "s"})
+        blocks.append({"type": "text", "text": draw(text_st)})
+        blocks += [{"type": "tool_use", "id": i, "name": draw(ids_st), "input": {"q": draw(text_st)}} for i in ids]
+        msgs.append({"role": "assistant", "content": blocks})
+        if ids:
+            results: list[dict[str, Any]] = [
+                {"type": "tool_result", "tool_use_id": i, "content": draw(text_st)} for i in ids]
+            if draw(st.booleans()):
+                results.append({"type": "text", "text": draw(text_st)})
+            msgs.append({"role": "user", "content": results})
+            msgs.append({"role": "assistant", "content": [{"type": "text", "text": draw(text_st)}]})
+    return msgs
+
+
+@st.composite
+def unit_records(draw: st.DrawFn) -> list[dict[str, Any]]:
+    n = draw(st.integers(1, 8))
+    return [
+        Unit(
+            id=f"u{i}",
+            role=draw(st.sampled_from(["system", "user", "assistant", "tool"])),
+            type=draw(st.sampled_from(["message", "code", "log", "summary", "plan_ref"])),
+            content=draw(text_st),
+            timestamp=draw(st.none() | st.floats(0, 2e9, allow_nan=False)),
+            priority=draw(st.none() | st.integers(1, 3)),
+        ).to_dict()
+        for i in range(n)
+    ]
+
+
+PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(openai_messages(), st.sampled_from(["array", "lines", "object"]))
+def test_openai_round_trip_property(msgs: list[dict[str, Any]], layout: str) -> None:
+    text = _layout_text(msgs, layout)
+    ts = read_text(text)
+    assert ts[0].source_format == "openai"
+    first = written(ts)
+    assert parsed_records(first) == parsed_records(text)
+    assert written(read_text(first)) == first
+    _assert_rebuilt_equal(ts[0])
+
+
+@PROPS
+@given(anthropic_messages(), st.sampled_from(["array", "lines", "object"]))
+def test_anthropic_round_trip_property(msgs: list[dict[str, Any]], layout: str) -> None:
+    text = _layout_text(msgs, layout)
+    ts = read_text(text, "anthropic")
+    first = written(ts)
+    assert parsed_records(first) == parsed_records(text)
+    assert written(read_text(first, "anthropic")) == first
+    _assert_rebuilt_equal(ts[0])
+    assert_paired(ts[0])
+
+
+@PROPS
+@given(unit_records())
+def test_units_round_trip_property(recs: list[dict[str, Any]]) -> None:
+    text = "".join(orjson.dumps(r).decode() + "\n" for r in recs)
+    (t,) = read_text(text, "units")
+    assert written(t) == text
+    rebuilt = t.replace(units=[u.replace() for u in t.units])
+    assert written(rebuilt) == text
+
+
+def _layout_text(msgs: list[dict[str, Any]], layout: str) -> str:
+    if layout == "array":
+        return json.dumps(msgs, indent=1, ensure_ascii=False)
+    if layout == "lines":
+        return "".join(orjson.dumps(m).decode() + "\n" for m in msgs)
+    return json.dumps({"model": "m", "messages": msgs})
+
+
+def _assert_rebuilt_equal(t: Transcript) -> None:
+    """Units rebuilt from their fields (raw dropped) read back to the same fields, in every format."""
+    rebuilt = t.replace(units=[u.replace() for u in t.units])
+    for fmt in WRITABLE:
+        (back,) = read_text(written(rebuilt, fmt), fmt)
+        assert fields(back) == fields(t), fmt
