@@ -374,8 +374,9 @@ class CountOptions:
 class UnitCount:
     """Tokens of one unit, by part.
 
-    `overhead` is the message framing: tokens_per_message, the role, and when set the name
-    (tokens_per_name + its text) and the id of the call a tool result answers.
+    `overhead` is the message framing: tokens_per_message, the role, a speaker name when set
+    (tokens_per_name + its text; not on tool results, whose name only labels the tool) and the
+    id of the call a tool result answers.
     """
 
     content: int = 0
@@ -415,6 +416,13 @@ class TranscriptCount:
 _CONTENT, _CALLS, _REASONING, _OVERHEAD = 0, 1, 2, 3
 
 
+def speaker_name(unit: Unit) -> str | None:
+    """The name a message sends (OpenAI's `name`); a tool result's name is ctxkit's label only."""
+    if unit.role == "tool" or unit.type == "tool_result":
+        return None
+    return unit.name or None
+
+
 def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]:
     """Every text `count_units` encodes, with the (unit index, part) each belongs to."""
     texts: list[str] = []
@@ -434,7 +442,7 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
                 slots.append((i, _CALLS))
         texts.append(u.role)
         slots.append((i, _OVERHEAD))
-        if u.name:
+        if speaker_name(u):
             texts.append(u.name)
             slots.append((i, _OVERHEAD))
         if u.tool_call_id:
@@ -454,7 +462,7 @@ def _count_parts(
     result: list[UnitCount] = []
     for u, (content, calls, reasoning, overhead) in zip(units, parts, strict=True):
         overhead += opts.tokens_per_message
-        if u.name:
+        if speaker_name(u):
             overhead += opts.tokens_per_name
         result.append(
             UnitCount(
