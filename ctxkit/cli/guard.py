@@ -380,6 +380,9 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
         lines.append(f"verdict: fits {verdict.chosen.target.name} ({verdict.status}), exit {code}")
     else:
         lines.append(f"verdict: final, no target fits, exit {code}")
+    errors = verdict.structural_errors() if verdict.checked else []
+    if errors:
+        lines[-1] += f" ({len(errors)} structural errors)"
     for r in verdict.results:
         for note in r.notes:
             lines.append(f"note {r.target.name}: {note}")

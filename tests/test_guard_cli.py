@@ -1,0 +1,294 @@
+"""`ctxkit guard` end to end: golden files, exit codes, bad flags, debug trace, lazy imports.
+
+Golden cases live in tests/data/guard/cases.json (input, flags, expected exit code); each has
+`<case>.out.json` (the --format json line, pretty-printed) and `<case>.out.txt` (the table).
+Regenerate them on purpose only: `CTXKIT_REGEN_GOLDEN=1 pytest tests/test_guard_cli.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+
+DATA = Path(__file__).parent / "data" / "guard"
+CASES = json.loads((DATA / "cases.json").read_text())
+REGEN = os.environ.get("CTXKIT_REGEN_GOLDEN") == "1"
+
+
+def run(args: list[str], cwd: Path = DATA, env: dict[str, str] | None = None) -> object:
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner(env=env).invoke(cli, args, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str) -> None:
+    spec = CASES[case]
+    args = ["guard", spec["input"], *spec["args"]]
+    as_json = run([*args, "--format", "json"])
+    as_table = run(args)
+    assert as_json.exit_code == spec["exit"], as_json.stderr
+    assert as_table.exit_code == spec["exit"], as_table.stderr
+    got = json.loads(as_json.stdout)
+    assert got["exit_code"] == spec["exit"]
+    json_path, table_path = DATA / f"{case}.out.json", DATA / f"{case}.out.txt"
+    if REGEN:
+        json_path.write_text(json.dumps(got, indent=1) + "\n")
+        table_path.write_text(as_table.stdout)
+    assert got == json.loads(json_path.read_text())
+    assert as_table.stdout == table_path.read_text()
+
+
+def test_golden_cases_cover_every_status_and_feature() -> None:
+    statuses = set()
+    for case in CASES:
+        statuses.add(json.loads((DATA / f"{case}.out.json").read_text())["targets"][0]["status"])
+    assert statuses == {"ok", "warn", "compact", "block", "overflow"}
+    both = {
+        json.loads((DATA / f"{c}.out.json").read_text())["targets"][0]["bound_by"] for c in CASES
+    }
+    assert both == {"model", "policy"}
+
+
+def test_worked_example_limit() -> None:
+    got = json.loads((DATA / "worked_example.out.json").read_text())
+    assert got["targets"][0]["limit"] == 103424
+
+
+def test_several_targets_choose_first_that_fits() -> None:
+    got = json.loads((DATA / "several_targets.out.json").read_text())
+    assert [t["decision"] for t in got["targets"]] == ["does not fit", "chosen", "skipped"]
+    assert got["chosen"] == "claude-3-5-haiku" and got["verdict"] == "fits"
+    assert "proxy" in got["targets"][1]["tokenizer"]
+    assert "cl100k_base is a proxy" in (DATA / "several_targets.out.txt").read_text()
+
+
+def test_none_fits_is_final() -> None:
+    got = json.loads((DATA / "none_fits.out.json").read_text())
+    assert got["verdict"] == "final" and got["chosen"] is None and got["exit_code"] == 5
+
+
+def test_floor_and_p1_rules_are_named() -> None:
+    floor = json.loads((DATA / "policy_floor.out.json").read_text())["targets"][0]
+    assert (
+        floor["limit"] == 3500 and floor["rule"] == "policy: agent tiny 2000, raised to min_limit"
+    )
+    p1 = json.loads((DATA / "policy_p1_agent.out.json").read_text())["targets"][0]
+    assert p1["limit"] == 4800 and p1["rule"] == "policy: agent lead (P1 +20%)"
+
+
+def test_schemas_only_case_is_treated_as_fitting() -> None:
+    got = json.loads((DATA / "schemas_only.out.json").read_text())["targets"][0]
+    assert got["used"] > got["limit"]
+    assert got["schemas_only_overflow"] is True and got["status"] == "compact"
+    assert got["used"] - got["regions"]["tools"] <= got["limit"]
+
+
+def test_pending_plan_offloads_the_big_log() -> None:
+    got = json.loads((DATA / "pending_overflow.out.json").read_text())["targets"][0]["pending"]
+    assert got["fits_as_is"] is False and got["fits_after_plan"] is True
+    assert [i["action"] for i in got["items"]] == ["keep", "offload", "keep"]
+
+
+def test_replay_reports_first_crossings_and_trigger() -> None:
+    got = json.loads((DATA / "replay.out.json").read_text())["targets"][0]["replay"]
+    first = got["first"]
+    assert first["warn"]["message"] <= first["compact"]["message"] <= first["overflow"]["message"]
+    assert got["over_hits"] >= 3 and got["trigger"] is not None
+    assert got["trigger"]["over_hits_in_hour"] == 3
+
+
+def test_check_reports_unit_ids() -> None:
+    got = json.loads((DATA / "check.out.json").read_text())
+    kinds = {(p["kind"], p["unit_id"]) for p in got["problems"]}
+    assert ("orphan_result", "m3") in kinds and ("missing_result", "m2") in kinds
+    assert ("duplicate_id", "m4") in kinds and ("empty_message", "m4") in kinds
+
+
+# --- bad flags and bad config: one clear line each ------------------------------------------
+
+
+BAD = [
+    (["--model", "gpt-9"], 2, "unknown model 'gpt-9'; known: claude-3-5-haiku,"),
+    (
+        ["--agent", "nobody"],
+        2,
+        "unknown agent 'nobody'; known: coding, verification (add it under context_config.agents)",
+    ),
+    (
+        ["--warn-threshold", "1.5"],
+        2,
+        "--warn-threshold: 1.5 is out of range; allowed: a number above 0 and up to 1",
+    ),
+    (
+        ["--warn-threshold", "0.99"],
+        2,
+        "--warn-threshold: 0.99 is above --compact-threshold 0.95; allowed:",
+    ),
+    (
+        ["--window", "8192", "--buffer", "8192", "--max-output", "8192"],
+        2,
+        "custom: effective limit 8192 - 8192 (buffer) - 8192 (max output) = -8192, no room for input;",
+    ),
+    (["--config", "missing.yaml"], 2, "missing.yaml: no such config file"),
+    (["--tools", "session.in.jsonl"], 1, "session.in.jsonl:2: not valid JSON"),
+    (["--tools", "floor.yaml"], 1, "floor.yaml:1: not valid JSON"),
+    (["--pending", "tools.json"], 1, "pending output #1: expected a string or"),
+    (["--pending", "nope.json"], 1, "nope.json: no such file"),
+]
+
+
+@pytest.mark.parametrize(("flags", "code", "message"), BAD)
+def test_bad_flags_one_clear_line(flags: list[str], code: int, message: str) -> None:
+    result = run(["guard", "session.in.jsonl", *flags])
+    assert result.exit_code == code
+    assert result.stdout == ""
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ")
+    assert message in last
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_config_file_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        "context_config:\n  breaking_strategy:\n    summarize_old:\n      old_threshold: 1.5\n"
+    )
+    (tmp_path / "t.jsonl").write_text((DATA / "session.in.jsonl").read_text())
+    result = run(["guard", "t.jsonl", "--config", "bad.yaml"], cwd=tmp_path)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: bad.yaml: context_config.breaking_strategy.summarize_old.old_threshold: "
+        "1.5 is out of range; allowed: a number from 0 to 1"
+    )
+
+
+def test_unknown_fail_on_is_a_usage_error() -> None:
+    result = run(["guard", "session.in.jsonl", "--fail-on", "panic"])
+    assert result.exit_code == 2
+    assert "'panic' is not one of 'warn', 'compact', 'block', 'overflow'" in result.stderr
+
+
+def test_explicit_tokenizer_that_cannot_load_is_an_error() -> None:
+    from ctxkit.tokens import get_tokenizer
+
+    try:
+        get_tokenizer("o200k_base")
+    except Exception:
+        pass
+    else:
+        pytest.skip("o200k_base loads here (network or cache)")
+    result = run(["guard", "session.in.jsonl", "--tokenizer", "o200k_base"])
+    assert result.exit_code == 2
+    assert "cannot load tiktoken encoding 'o200k_base'" in result.stderr
+
+
+def test_model_tokenizer_unavailable_is_announced() -> None:
+    from ctxkit.tokens import get_tokenizer
+
+    result = run(["guard", "session.in.jsonl", "--model", "gpt-4o", "--format", "json"])
+    target = json.loads(result.stdout)["targets"][0]
+    try:
+        get_tokenizer("o200k_base")
+    except Exception:
+        assert target["tokenizer"] == "cl100k_base (proxy: o200k_base unavailable offline)"
+        assert result.stderr.count("warning: tokenizer o200k_base is not bundled") == 1
+        assert "counting with cl100k_base as a proxy" in result.stderr
+    else:
+        assert target["tokenizer"] == "o200k_base"
+
+
+# --- debug ------------------------------------------------------------------------------------
+
+
+def test_debug_traces_the_arithmetic() -> None:
+    result = run(["guard", "session.in.jsonl", "--model", "gpt-4-turbo", "--debug"])
+    lines = [ln for ln in result.stderr.splitlines() if ln.startswith("debug: ")]
+    assert (
+        "debug: target gpt-4-turbo: effective 128000 - 8192 (buffer) - 4096 (max output) = 115712 "
+        "[context_window from models.toml, max_output_tokens from models.toml, "
+        "buffer_tokens from default, tokenizer from models.toml]"
+    ) in lines
+    regions = json.loads(run(["guard", "session.in.jsonl", "--format", "json"]).stdout)["targets"][
+        0
+    ]["regions"]
+    used = sum(regions.values())
+    assert (
+        f"debug: target gpt-4-turbo: used {used} = {regions['system']} (system) + 0 (tools) + "
+        f"0 (summary) + {regions['history']} (history) -> ok"
+    ) in lines
+    assert lines[-1] == "debug: decision: fits -> gpt-4-turbo (ok), exit 0 (fail-on compact)"
+    assert "debug:" not in result.stdout
+
+
+def test_debug_from_environment() -> None:
+    result = run(["guard", "session.in.jsonl"], env={"CTXKIT_DEBUG": "1"})
+    assert "debug: decision: fits -> default (ok)" in result.stderr
+
+
+def test_stdin_and_several_files_combine_exit_codes(tmp_path: Path) -> None:
+    text = (DATA / "session.in.jsonl").read_text()
+    result = CliRunner().invoke(
+        cli, ["guard", "-", "--window", "4050", "--max-output", "0", "--buffer", "0"], input=text
+    )
+    assert result.exit_code == 4
+    small = DATA / "check.in.jsonl"
+    both = run(
+        [
+            "guard",
+            str(small),
+            "session.in.jsonl",
+            "--window",
+            "4050",
+            "--max-output",
+            "0",
+            "--buffer",
+            "0",
+            "--format",
+            "json",
+        ]
+    )
+    rows = [json.loads(line) for line in both.stdout.splitlines()]
+    assert [r["status"] for r in rows] == ["ok", "block"]
+    assert both.exit_code == 4
+
+
+def test_help_documents_exit_codes() -> None:
+    result = CliRunner().invoke(cli, ["guard", "--help"])
+    for text in ("0  fits (ok or warn)", "3  compaction needed", "4  blocked", "5  overflow"):
+        assert text in result.stdout
+
+
+# --- lazy imports -----------------------------------------------------------------------------
+
+
+def test_guard_does_not_import_heavy_modules(tmp_path: Path) -> None:
+    path = tmp_path / "long.jsonl"
+    with path.open("w") as fh:
+        for i in range(200):
+            role = "user" if i % 2 == 0 else "assistant"
+            fh.write(
+                json.dumps({"id": f"u{i}", "role": role, "content": f"message {i} " * 20}) + "\n"
+            )
+    code = (
+        "import sys\n"
+        "from ctxkit.cli import cli\n"
+        "try:\n"
+        f"    cli(['guard', {str(path)!r}, '--model', 'gpt-4', '--model', 'gpt-4-turbo', '--replay', '--check'])\n"
+        "except SystemExit as exc:\n"
+        "    heavy = [m for m in ('torch', 'sentence_transformers', 'polars') if m in sys.modules]\n"
+        "    print('HEAVY', heavy, 'EXIT', exc.code, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "verdict: fits gpt-4-turbo (ok), exit 0" in proc.stdout
+    assert "HEAVY [] EXIT 0" in proc.stderr
