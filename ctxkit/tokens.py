@@ -442,8 +442,9 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
                 slots.append((i, _CALLS))
         texts.append(u.role)
         slots.append((i, _OVERHEAD))
-        if speaker_name(u):
-            texts.append(u.name)
+        name = speaker_name(u)
+        if name:
+            texts.append(name)
             slots.append((i, _OVERHEAD))
         if u.tool_call_id:
             texts.append(u.tool_call_id)
