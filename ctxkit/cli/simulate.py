@@ -1,0 +1,134 @@
+"""`ctxkit simulate`: generate overflow scenarios with ground truth (see `ctxkit.simulate`)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ctxkit.cli.options import echo_err
+from ctxkit.simulate import (
+    OUTPUT_FORMATS,
+    SCENARIOS,
+    for_output,
+    generate_many,
+    save,
+    write_truth,
+)
+
+
+def _scenario_names(values: tuple[str, ...]) -> list[str]:
+    names: list[str] = []
+    for v in values:
+        for name in sorted(SCENARIOS) if v == "all" else [v]:
+            if name not in names:
+                names.append(name)
+    return names
+
+
+@click.command("simulate")
+@click.option(
+    "--scenario",
+    "-s",
+    "scenarios",
+    multiple=True,
+    type=click.Choice([*SCENARIOS, "all"]),
+    metavar="NAME",
+    help="Scenario to generate (repeatable; `all` for every one). See --list.",
+)
+@click.option("--list", "list_", is_flag=True, help="List the scenarios and exit.")
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the first transcript."
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="Size of each transcript in cl100k_base tokens (default: the scenario's; the limit "
+    "scales with it).",
+)
+@click.option(
+    "--p1-ratio",
+    type=click.FloatRange(0.0, 1.0),
+    default=None,
+    help="Fraction of units marked P1 (a tool call always with its results).",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Transcripts per scenario, with seeds seed, seed+1, ...",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(OUTPUT_FORMATS),
+    default="units",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    default=None,
+    metavar="FILE|DIR/",
+    help="A file for all transcripts, or a directory (existing, or ending in /) for one file "
+    "each; the sidecar goes to <stem>.truth.jsonl or DIR/truth.jsonl. Default: stdout.",
+)
+@click.option(
+    "--truth",
+    "truth",
+    default=None,
+    metavar="FILE",
+    help="Write the ground-truth sidecar here (needed to keep it with stdout output).",
+)
+def simulate(
+    scenarios: tuple[str, ...],
+    list_: bool,
+    seed: int,
+    tokens: int | None,
+    p1_ratio: float | None,
+    count: int,
+    fmt: str,
+    output: str | None,
+    truth: str | None,
+) -> None:
+    """Generate agent transcripts that overflow a context limit, with ground truth.
+
+    Every transcript carries needles (facts planted early that the final request depends on),
+    its P1 ids and its limit; they go to a sidecar JSONL file so any tool can score against it.
+
+    \b
+    Examples:
+      ctxkit simulate --list
+      ctxkit simulate -s long_chat --seed 7 > long_chat.jsonl
+      ctxkit simulate -s all --count 3 --format openai -o sims/
+    """
+    if list_:
+        for s in SCENARIOS.values():
+            click.echo(f"{s.name:20s} {s.default_tokens:>7,} {s.limit:>7,}  {s.description}")
+        return
+    names = _scenario_names(scenarios)
+    if not names:
+        raise click.UsageError("name a scenario with --scenario (see --list), or --scenario all")
+    transcripts = list(
+        generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
+    )
+    if output is None or output == "-":
+        from ctxkit.formats import write_transcripts
+
+        write_transcripts([for_output(t, fmt) for t in transcripts], sys.stdout, fmt)
+        if truth:
+            write_truth(transcripts, truth)
+        where = "stdout"
+    else:
+        paths = save(transcripts, output, fmt, truth)
+        where = f"{output} (ground truth: {paths[-1]})"
+    sizes = ", ".join(
+        f"{t.id} {t.metadata['ground_truth']['tokens']:,}/{t.metadata['ground_truth']['limit']:,}"
+        for t in transcripts[:6]
+    )
+    more = f", ... ({len(transcripts)} in all)" if len(transcripts) > 6 else ""
+    echo_err(f"simulate: {sizes}{more} tokens/limit -> {where}")
