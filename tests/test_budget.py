@@ -1,0 +1,292 @@
+"""Budget: the models table, window arithmetic, resolution order, policy limits, statuses."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxkit.budget import (
+    STATUSES,
+    Thresholds,
+    compaction_target,
+    effective_limit,
+    find_model,
+    load_models,
+    resolve_model_budget,
+    resolve_policy,
+    resolve_target,
+    status_for,
+    status_rank,
+)
+from ctxkit.config import AgentPolicy, Config, ModelOverride, PerLLM
+from ctxkit.errors import UsageError
+
+
+def test_spec_worked_example() -> None:
+    assert effective_limit(128000, 8192, 16384) == 103424
+    t = resolve_target(context_window=128000, buffer_tokens=8192, max_output_tokens=16384)
+    assert (t.limit, t.bound_by) == (103424, "model")
+    assert resolve_target("gpt-4o").limit == 103424
+
+
+def test_defaults() -> None:
+    t = resolve_target()
+    assert (t.context_window, t.buffer_tokens, t.max_output_tokens) == (131072, 8192, 32768)
+    assert t.limit == 131072 - 8192 - 32768
+    assert t.name == "default" and t.tokenizer == "cl100k_base"
+    assert resolve_target(context_window=100000).max_output_tokens == 25000
+
+
+# (name, window, max output or None, tokenizer, proxy) from the issue
+MODELS = [
+    ("gpt-4o", 128000, 16384, "o200k_base", False),
+    ("gpt-4o-mini", 128000, 16384, "o200k_base", False),
+    ("gpt-4.1", 1047576, 32768, "o200k_base", False),
+    ("gpt-5", 400000, 128000, "o200k_base", False),
+    ("o3", 200000, 100000, "o200k_base", False),
+    ("gpt-4-turbo", 128000, 4096, "cl100k_base", False),
+    ("gpt-4", 8192, 8192, "cl100k_base", False),
+    ("gpt-3.5-turbo", 16385, 4096, "cl100k_base", False),
+    ("claude-sonnet-4", 200000, 64000, "cl100k_base", True),
+    ("claude-opus-4", 200000, 32000, "cl100k_base", True),
+    ("claude-3-7-sonnet", 200000, 64000, "cl100k_base", True),
+    ("claude-3-5-sonnet", 200000, 8192, "cl100k_base", True),
+    ("claude-3-5-haiku", 200000, 8192, "cl100k_base", True),
+    ("gemini-2.5-pro", 1048576, 65536, "cl100k_base", True),
+    ("gemini-2.5-flash", 1048576, 65536, "cl100k_base", True),
+    ("qwen3-14b", 32768, None, "cl100k_base", True),
+    ("phi-4", 16384, None, "cl100k_base", True),
+    ("llama-3.1-8b-instruct", 131072, None, "cl100k_base", True),
+    ("grok-3", 131072, None, "cl100k_base", True),
+]
+
+
+@pytest.mark.parametrize(("name", "window", "output", "tokenizer", "proxy"), MODELS)
+def test_models_table(
+    name: str, window: int, output: int | None, tokenizer: str, proxy: bool
+) -> None:
+    info = load_models()[name]
+    assert (info.context_window, info.max_output_tokens, info.tokenizer) == (
+        window,
+        output,
+        tokenizer,
+    )
+    assert info.tokenizer_proxy is proxy
+    assert bool(info.tokenizer_note) is proxy
+    target = resolve_target(name)
+    assert ("proxy" in target.tokenizer_note) is proxy
+
+
+def test_qwen_yarn_window() -> None:
+    assert load_models()["qwen3-14b"].extended_context_window == 131072
+    assert load_models()["qwen3-14b-yarn"].context_window == 131072
+
+
+@pytest.mark.parametrize(
+    ("given", "matched"),
+    [
+        ("gpt-4o-2024-08-06", "gpt-4o"),
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+        ("gpt-4.1-mini", "gpt-4.1"),
+        ("claude-sonnet-4-20250514", "claude-sonnet-4"),
+        ("anthropic/claude-opus-4", "claude-opus-4"),
+        ("GPT-4", "gpt-4"),
+        ("gpt-4-turbo-preview", "gpt-4-turbo"),
+    ],
+)
+def test_find_model_by_prefix(given: str, matched: str) -> None:
+    info, name = find_model(given)
+    assert info is not None and name == matched
+
+
+def test_unknown_model_lists_known() -> None:
+    with pytest.raises(UsageError) as exc:
+        resolve_target("gpt-9")
+    assert str(exc.value).startswith(
+        "unknown model 'gpt-9'; known: claude-3-5-haiku, claude-3-5-sonnet"
+    )
+    assert str(exc.value).endswith(
+        "Give --window (and --max-output), or add it under context_config.models"
+    )
+    # a window makes any name usable
+    assert resolve_target("gpt-9", context_window=10000).context_window == 10000
+
+
+def test_small_window_reserves_at_most_half_for_output() -> None:
+    t = resolve_target("gpt-4")
+    assert (t.context_window, t.max_output_tokens, t.buffer_tokens, t.limit) == (
+        8192,
+        4096,
+        1024,
+        3072,
+    )
+    assert "max output 8192 reserved as 4096 (half the 8192-token window)" in t.notes
+    # a flag is taken exactly
+    assert resolve_target("gpt-4", max_output_tokens=1000).max_output_tokens == 1000
+
+
+def test_no_room_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as exc:
+        resolve_target(context_window=8192, buffer_tokens=8192, max_output_tokens=8192)
+    assert str(exc.value) == (
+        "custom: effective limit 8192 - 8192 (buffer) - 8192 (max output) = -8192, no room for "
+        "input; lower --buffer or --max-output, or raise --window"
+    )
+
+
+def test_resolution_order() -> None:
+    cfg = Config(
+        models={"gpt-4o": ModelOverride(context_window=64000, buffer_tokens=1000)},
+        providers={
+            "openai": ModelOverride(context_window=32000, max_output_tokens=2000, buffer_tokens=500)
+        },
+    )
+    mb = resolve_model_budget("gpt-4o", config=cfg)
+    assert (mb.context_window, mb.max_output_tokens, mb.buffer_tokens) == (64000, 2000, 1000)
+    assert mb.sources == {
+        "context_window": "config models.gpt-4o",
+        "max_output_tokens": "config providers.openai",
+        "buffer_tokens": "config models.gpt-4o",
+        "tokenizer": "models.toml",
+    }
+    flags = resolve_model_budget("gpt-4o", config=cfg, context_window=50000, max_output_tokens=100)
+    assert (flags.context_window, flags.max_output_tokens) == (50000, 100)
+    assert flags.sources["context_window"] == "flag"
+    # a model only in the config
+    own = resolve_model_budget(
+        "my-model", config=Config(models={"my-model": ModelOverride(context_window=20000)})
+    )
+    assert (own.context_window, own.max_output_tokens, own.buffer_tokens) == (20000, 5000, 2500)
+
+
+# --- statuses ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("used", "status"),
+    [
+        (0, "ok"),
+        (799, "ok"),
+        (800, "warn"),
+        (949, "warn"),
+        (950, "compact"),
+        (979, "compact"),
+        (980, "block"),
+        (1000, "block"),
+        (1001, "overflow"),
+    ],
+)
+def test_status_boundaries(used: int, status: str) -> None:
+    assert status_for(used, 1000) == status
+
+
+def test_status_with_other_thresholds() -> None:
+    th = Thresholds(warn=0.5, compact=0.6, block=0.9)
+    assert [status_for(n, 100, th) for n in (49, 50, 60, 90, 101)] == [
+        "ok",
+        "warn",
+        "compact",
+        "block",
+        "overflow",
+    ]
+    assert status_for(0, 0) == "overflow"
+
+
+def test_compaction_target() -> None:
+    assert compaction_target(5000) == 4000
+    assert compaction_target(103424, Thresholds(warn=0.7)) == 72396
+
+
+@given(
+    a=st.integers(0, 10**6),
+    extra=st.integers(0, 10**6),
+    limit=st.integers(1, 10**6),
+    fractions=st.lists(st.floats(0.01, 1.0), min_size=3, max_size=3),
+)
+def test_more_tokens_never_improve_the_status(
+    a: int, extra: int, limit: int, fractions: list[float]
+) -> None:
+    warn, compact, block = sorted(fractions)
+    th = Thresholds(warn, compact, block)
+    assert status_rank(status_for(a + extra, limit, th)) >= status_rank(status_for(a, limit, th))
+
+
+def test_statuses_order() -> None:
+    assert [status_rank(s) for s in STATUSES] == [0, 1, 2, 3, 4]
+
+
+# --- policy -----------------------------------------------------------------------------------
+
+
+def test_no_policy_without_config_or_flags() -> None:
+    assert resolve_policy(Config()) is None
+    t = resolve_target("gpt-4o")
+    assert t.policy_limit is None and t.bound_by == "model"
+
+
+def test_config_file_brings_default_limit() -> None:
+    cfg = Config(source="ctxkit.yaml")
+    p = resolve_policy(cfg)
+    assert p is not None and (p.limit, p.rule) == (5000, "default_limit")
+    t = resolve_target("gpt-4o", config=cfg)
+    assert (t.limit, t.bound_by, t.rule) == (5000, "policy", "policy: default_limit")
+
+
+def test_limit_flag_is_exact_even_below_floor() -> None:
+    p = resolve_policy(Config(), limit=1000)
+    assert p is not None and (p.limit, p.rule, p.floored) == (1000, "--limit", False)
+
+
+def test_agents() -> None:
+    cfg = Config()
+    assert resolve_target("gpt-4o", agent="verification").limit == 4000
+    assert resolve_target("gpt-4o", agent="coding").limit == 5000
+    p1 = Config(agents={"lead": AgentPolicy(limit=5000, priority=1)})
+    p = resolve_policy(p1, agent="lead")
+    assert p is not None and (p.limit, p.rule) == (6000, "agent lead (P1 +20%)")
+    with pytest.raises(UsageError) as exc:
+        resolve_policy(cfg, agent="x")
+    assert (
+        str(exc.value)
+        == "unknown agent 'x'; known: coding, verification (add it under context_config.agents)"
+    )
+
+
+def test_floor_raises_configured_limits() -> None:
+    cfg = Config(min_limit=3500, agents={"tiny": AgentPolicy(limit=2000)})
+    p = resolve_policy(cfg, agent="tiny")
+    assert p is not None and (p.limit, p.rule, p.floored) == (
+        3500,
+        "agent tiny 2000, raised to min_limit",
+        True,
+    )
+    raised = Config(min_limit=4500)
+    p = resolve_policy(raised, agent="verification")
+    assert p is not None and p.limit == 4500
+    low_default = Config(min_limit=3500, default_limit=1000, source="x.yaml")
+    p = resolve_policy(low_default)
+    assert p is not None and p.limit == 3500
+
+
+def test_per_llm() -> None:
+    cfg = Config(
+        default_limit=7000,
+        per_llm=(PerLLM(type="gpt-4", limit=6000), PerLLM(type="claude", follow_default=True)),
+    )
+    assert resolve_policy(cfg, llm="gpt-4").limit == 6000  # type: ignore[union-attr]
+    claude = resolve_policy(cfg, llm="Claude")
+    assert claude is not None and (claude.limit, claude.rule) == (
+        7000,
+        "per_llm claude (follows default_limit)",
+    )
+    other = resolve_policy(cfg, llm="mistral")
+    assert other is not None and other.rule == "default_limit (no per_llm entry for mistral)"
+    both = resolve_policy(cfg, llm="gpt-4", agent="verification")
+    assert both is not None and (both.limit, both.rule) == (4000, "agent verification")
+
+
+def test_model_binds_when_smaller_than_policy() -> None:
+    t = resolve_target("gpt-4", limit=5000)
+    assert (t.limit, t.bound_by, t.policy_limit) == (3072, "model", 5000)
+    assert t.rule == "model: window - buffer - max output"
