@@ -10,6 +10,7 @@ deterministic and returns the best it can when the target is out of reach.
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import json
 import math
@@ -65,8 +66,11 @@ def detect_kind(text: str) -> str:
         return "code"
     n = len(lines)
     codeish = sum(1 for ln in lines if _CODE_LINE.search(ln))
-    logish = sum(1 for ln in lines if _LOG_LINE.search(ln) or _IMPORTANT.search(ln))
+    logish = sum(1 for ln in lines if _LOG_LINE.search(ln) or _LOCATED.search(ln))
+    prose = sum(1 for ln in lines if len(ln) > 60 and re.search(r"[.!?:]\s*$", ln) and " " in ln)
     repeated = n - len({_normalize(ln) for ln in lines})
+    if prose / n >= 0.5:
+        return "text"
     if n >= 3 and codeish / n >= 0.3:
         return "code"
     if n >= 3 and (logish / n >= 0.3 or repeated / n >= 0.3):
@@ -84,6 +88,7 @@ _LOG_LINE = re.compile(
     r"^\s*(\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?\d\d:\d\d:\d\d|(DEBUG|INFO|WARN|WARNING|ERROR|TRACE)\b|"
     r"PASSED|FAILED|ok\b|\$ )"
 )
+_LOCATED = re.compile(r"^\S+\.\w+:\d+(?::\d+)?:|^\s*File \"[^\"]+\", line \d+|Traceback \(most recent")
 _IMPORTANT = re.compile(
     r"(error|warn|traceback|exception|fail|fatal|panic|assert|denied|not found|"
     r"no such file|segmentation fault|killed|timed? ?out)",
@@ -150,6 +155,7 @@ def compress_code(text: str, target_tokens: int, tok: TokenCounter, language: st
         steps += [
             lambda: _py_strip(bodies),
             lambda: _py_strip_docstrings(bodies),
+            lambda: _py_collapse(bodies, target_tokens, tok),
             lambda: _py_outline(bodies),
         ]
     else:
@@ -169,7 +175,8 @@ def compress_code(text: str, target_tokens: int, tok: TokenCounter, language: st
         if n <= target_tokens * (1 + TOLERANCE):
             return candidate
     # still too big: keep the head of the smallest form, cut where a new top-level statement starts
-    cut = _fit_head(last, target_tokens, tok, render, python)
+    must_parse = python and _py_tree(bodies) is not None
+    cut = _fit_head(last, target_tokens, tok, render, must_parse)
     if cut is not None and tok.count(cut) < best_tokens:
         return cut
     return best
@@ -254,6 +261,57 @@ def _py_strip_docstrings(bodies: Sequence[str]) -> list[Line]:
         if idx in drop:
             continue
         out.append((idx, replace.get(idx, line)))
+    return out
+
+
+def _py_collapse(bodies: Sequence[str], target: int, tok: TokenCounter) -> list[Line]:
+    """Docstrings cut, then function bodies replaced by `...`, largest first, until the code
+    fits: small functions stay whole for as long as the budget allows."""
+    tree = _py_tree(bodies)
+    if tree is None:
+        return []
+    base = _py_strip_docstrings(bodies)
+    idxs = [idx if idx is not None else -1 for idx, _ in base]
+    counts = _count_lines(tok, [line for _, line in base])
+    prefix = [0]
+    for n in counts:
+        prefix.append(prefix[-1] + n)
+
+    def weight(lo: int, hi: int) -> int:
+        return prefix[bisect.bisect_right(idxs, hi)] - prefix[bisect.bisect_left(idxs, lo)]
+
+    ranges: list[tuple[int, int, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0]
+            lo = first.lineno - 1
+            if bodies[lo][: first.col_offset].strip():
+                continue  # body on the signature line
+            ranges.append((lo, (node.end_lineno or node.lineno) - 1, first.col_offset))
+    ranges.sort(key=lambda r: (-weight(r[0], r[1]), r[0]))
+    total = prefix[-1]
+    marker = 2
+    collapsed: list[tuple[int, int, int]] = []
+    for lo, hi, indent in ranges:
+        if total <= target:
+            break
+        if any(c_lo <= lo and hi <= c_hi for c_lo, c_hi, _ in collapsed):
+            continue
+        inner = [c for c in collapsed if lo <= c[0] and c[1] <= hi]
+        total -= weight(lo, hi) - sum(weight(c[0], c[1]) - marker for c in inner) - marker
+        collapsed = [c for c in collapsed if c not in inner] + [(lo, hi, indent)]
+    if not collapsed:
+        return base
+    out: list[Line] = []
+    emitted: set[int] = set()
+    for idx, line in base:
+        assert idx is not None
+        holder = next((c for c in collapsed if c[0] <= idx <= c[1]), None)
+        if holder is None:
+            out.append((idx, line))
+        elif holder[0] not in emitted:
+            emitted.add(holder[0])
+            out.append((None, " " * holder[2] + "..."))
     return out
 
 
@@ -363,27 +421,34 @@ def _fit_head(
     target: int,
     tok: TokenCounter,
     render: Callable[[list[Line]], str],
-    python: bool,
+    must_parse: bool,
 ) -> str | None:
-    """The longest head of `kept` under the target, cut before a top-level line (Python)."""
+    """The longest head of `kept` under the target; for Python, cut only where the head still
+    parses (before an unindented line, checked with `ast`)."""
     if len(kept) < 2:
         return None
-    counts = _count_lines(tok, [line for _, line in kept])
+    # count the lines as rendered: line-number prefixes cost tokens too
+    counts = _count_lines(tok, [render([line]) for line in kept])
     budget = target - 12  # room for the marker line
     total = 0
-    cut = 0
+    cuts: list[int] = []
     for i, n in enumerate(counts):
         if total + n > budget:
             break
         total += n
         nxt = kept[i + 1][1] if i + 1 < len(kept) else ""
-        if not python or (nxt[:1] not in (" ", "\t") and nxt.strip()):
-            cut = i + 1
-    if cut == 0:
-        return None
-    rest = len(kept) - cut
-    marker = (None, f"# ... {rest} more lines" if python else f"... {rest} more lines")
-    return render(kept[:cut] + [marker])
+        if not must_parse or (nxt[:1] not in (" ", "\t") and nxt.strip()):
+            cuts.append(i + 1)
+    for cut in reversed(cuts[-50:] if must_parse else cuts[-1:]):
+        if must_parse:
+            try:
+                ast.parse("\n".join(line for _, line in kept[:cut]))
+            except SyntaxError:
+                continue
+        rest = len(kept) - cut
+        marker = (None, f"# ... {rest} more lines" if must_parse else f"... {rest} more lines")
+        return render(kept[:cut] + [marker])
+    return None
 
 
 def _count_lines(tok: TokenCounter, lines: Sequence[str]) -> list[int]:
@@ -604,9 +669,12 @@ def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
     budget = target_tokens - 4
     keep: set[int] = set()
     used = 0
+    seen: set[str] = set()
     for i in order:
-        if used + counts[i] > budget:
-            continue
+        key = " ".join(sentences[i].split()).lower()
+        if key in seen or used + counts[i] > budget:
+            continue  # a repeated sentence says nothing new
+        seen.add(key)
         keep.add(i)
         used += counts[i]
     if not keep:

@@ -1,0 +1,196 @@
+"""Type-aware compressors on real code (site-packages), logs, JSON, prose and real tool output."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from ctxkit import compress as cmod
+from ctxkit.compress import (
+    collapse_repeats,
+    compress,
+    compress_code,
+    compress_json,
+    compress_log,
+    compress_text,
+    detect_kind,
+    split_sentences,
+)
+from ctxkit.tokens import get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
+TOL = 1 + cmod.TOLERANCE
+
+# real Python files: click's own sources and the stdlib json decoder
+CODE_FILES = [
+    Path(click.__file__).parent / "core.py",
+    Path(click.__file__).parent / "_compat.py",
+    Path(click.__file__).parent / "termui.py",
+    Path(json.__file__).parent / "decoder.py",
+]
+
+
+@pytest.mark.parametrize("path", CODE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("ratio", [0.8, 0.5, 0.2, 0.05])
+def test_python_code_still_parses_and_shrinks(path: Path, ratio: float) -> None:
+    source = path.read_text()
+    ast.parse(source)
+    out = compress(source, "code", ratio, TOK)
+    ast.parse(out)  # never breaks indentation or a statement
+    before, after = TOK.count(source), TOK.count(out)
+    assert after < before
+    if ratio >= 0.2:
+        assert after <= before * ratio * TOL
+
+
+def test_code_steps_keep_signatures_and_drop_comments() -> None:
+    source = (Path(json.__file__).parent / "decoder.py").read_text()
+    stripped = compress_code(source, int(TOK.count(source) * 0.9), TOK)
+    assert not any(line.lstrip().startswith("#") for line in stripped.splitlines())
+    assert "" not in stripped.splitlines()
+    outline = compress_code(source, 500, TOK)
+    assert "def decode(self, s, _w=WHITESPACE.match):" in outline or "def decode(" in outline
+    assert "class JSONDecoder(object):" in outline
+    ast.parse(outline)
+
+
+def test_small_functions_stay_whole_while_big_ones_collapse() -> None:
+    source = (Path(click.__file__).parent / "_compat.py").read_text()
+    out = compress_code(source, int(TOK.count(source) * 0.5), TOK)
+    tree = ast.parse(out)
+    bodies = [n.body for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    collapsed = sum(
+        1
+        for b in bodies
+        if len(b) == 1
+        and isinstance(b[0], ast.Expr)
+        and isinstance(b[0].value, ast.Constant)
+        and b[0].value.value is Ellipsis
+    )
+    assert 0 < collapsed < len(bodies)
+
+
+@pytest.mark.parametrize("sep", ["\t", "→"])
+def test_numbered_lines_keep_their_numbers(sep: str) -> None:
+    lines = (Path(json.__file__).parent / "decoder.py").read_text().split("\n")
+    numbered = "\n".join(f"{i + 1:6}{sep}{line}" for i, line in enumerate(lines))
+    out = compress(numbered, "code", 0.4, TOK)
+    assert TOK.count(out) <= TOK.count(numbered) * 0.4 * TOL
+    bodies = []
+    for line in out.split("\n"):
+        m = re.match(rf"^\s*(\d*){re.escape(sep)}(.*)$", line)
+        assert m, f"line lost its prefix: {line!r}"
+        number, body = m.groups()
+        if number:
+            assert lines[int(number) - 1].startswith(body), (number, body)
+        else:
+            assert body.strip() in ("...", "") or body.lstrip().startswith("#")
+        bodies.append(body)
+    ast.parse("\n".join(bodies))
+
+
+def test_generic_code_drops_comments() -> None:
+    js = "\n".join(
+        ["// header comment", "/* block", " * more", " */", "function add(a, b) {", "  // why", "  return a + b;", "}", ""] * 20
+    )
+    out = compress(js, "code", 0.6, TOK)
+    assert "//" not in out and "/*" not in out and "function add(a, b) {" in out
+
+
+def test_log_collapses_repeats_and_keeps_errors_head_tail() -> None:
+    lines = ["starting build"] + [f"compiling module {i}" for i in range(200)]
+    lines += ["warning: unused variable x", "Traceback (most recent call last):", '  File "a.py", line 3, in f', "KeyError: 'b'"]
+    lines += [f"step {i} done" for i in range(300)] + ["ERROR: build failed", "finished in 12s"]
+    text = "\n".join(lines)
+    collapsed = "\n".join(collapse_repeats(lines))
+    assert "[x200] compiling module 0" in collapsed and "[x300] step 0 done" in collapsed
+    noisy = "\n".join(f"{i}: {w}" for i, w in enumerate(("request ok", "cache miss for key", "user logged in") * 150))
+    noisy += "\nwarning: disk 91% full\nTraceback (most recent call last):\n  File \"a.py\", line 3\nKeyError: 'b'\nfinished"
+    out = compress_log(noisy, int(TOK.count(noisy) * 0.2), TOK)
+    assert TOK.count(out) <= TOK.count(noisy) * 0.2 * TOL
+    for needed in ("0: request ok", "warning: disk 91% full", "Traceback (most recent call last):", "KeyError: 'b'", "finished"):
+        assert needed in out
+    assert re.search(r"\[\.\.\. \d+ lines omitted\]", out)
+    assert compress(text, "log", 0.4, TOK).startswith("starting build")
+
+
+def test_json_keeps_keys_and_elides() -> None:
+    data = {
+        "rows": [{"id": i, "name": f"item {i}", "notes": "x" * 500} for i in range(120)],
+        "meta": {"total": 120, "query": "select *"},
+    }
+    text = json.dumps(data, indent=2)
+    out = compress_json(text, int(TOK.count(text) * 0.1), TOK)
+    assert TOK.count(out) <= TOK.count(text) * 0.1 * TOL
+    back = json.loads(out)
+    assert set(back) == {"rows", "meta"} and back["meta"] == {"total": 120, "query": "select *"}
+    assert set(back["rows"][0]) == {"id", "name", "notes"}
+    assert any(isinstance(r, str) and re.fullmatch(r"\.\.\. \d+ more items", r) for r in back["rows"])
+    assert "more chars)" in back["rows"][0]["notes"]
+    assert detect_kind(text) == "json"
+
+
+def test_text_keeps_informative_sentences_in_order() -> None:
+    text = (
+        "The deploy failed on the payments service. "
+        + "It was a normal day otherwise. " * 3
+        + "The root cause was an expired TLS certificate on payments-db. "
+        + "Lunch was fine. " * 3
+        + "We rotated the certificate and added an alert for expiry."
+    )
+    out = compress_text(text, int(TOK.count(text) * 0.6), TOK)
+    assert TOK.count(out) <= TOK.count(text) * 0.6 * TOL
+    assert out.startswith("The deploy failed on the payments service.")
+    assert "expired TLS certificate" in out
+    kept = [s.strip() for s in split_sentences(out.replace("[...]", "")) if s.strip()]
+    positions = [text.index(s) for s in kept]
+    assert positions == sorted(positions)
+
+
+def test_split_sentences_round_trips() -> None:
+    text = "One. Two!  Three?\nFour\n\nFive. "
+    assert "".join(split_sentences(text)) == text
+
+
+def test_compress_dispatch_rules() -> None:
+    text = "alpha beta. " * 100
+    assert compress(text, "plan_ref", 0.1, TOK) == text
+    assert compress(text, "text", 1.0, TOK) == text
+    assert compress("", "code", 0.1, TOK) == ""
+    assert detect_kind("2024-01-01 10:00:00 INFO start\n2024-01-01 10:00:01 ERROR x\n2024-01-01 10:00:02 INFO y") == "log"
+    assert detect_kind("def f(x):\n    return x\n\nclass A:\n    pass") == "code"
+    assert detect_kind("This is prose. It has sentences that are long enough to read as such, clearly.") == "text"
+
+
+def _tool_outputs() -> list[str]:
+    if not REALDATA.exists():
+        pytest.skip("realdata absent")
+    from ctxkit.formats import read_path
+
+    out = []
+    for rel in (
+        "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json",
+        "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl",
+    ):
+        for t in read_path(str(REALDATA / rel)):
+            out += [u.content for u in t.units if u.tool_call_id is not None and len(u.content) > 400]
+    return out
+
+
+def test_real_tool_outputs_shrink_and_mostly_hit_the_target() -> None:
+    outputs = _tool_outputs()
+    assert len(outputs) >= 20
+    hits = 0
+    for text in outputs:
+        before = TOK.count(text)
+        out = compress(text, detect_kind(text), 0.4, TOK)
+        after = TOK.count(out)
+        assert after <= before
+        hits += after <= before * 0.4 * TOL
+    assert hits / len(outputs) >= 0.8
