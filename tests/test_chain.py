@@ -1,0 +1,279 @@
+"""The compaction chain: fits, invariants, recovery, determinism and lossless expand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxkit import structure
+from ctxkit.archive import Archive
+from ctxkit.chain import DEFAULT_CHAIN, ChainOptions, compact, expand_chain
+from ctxkit.errors import BreakerFailed, UsageError
+from ctxkit.formats import read_path
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.strategies import STRATEGIES
+from ctxkit.tokens import count_transcript, get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+
+REAL = {
+    "claude-code": "claude-code/d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+    "mini-swe-agent": "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json",
+    "tau-bench": "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx003_task3_trial0_reward0.json",
+    "codex": "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+    "anthropic": "anthropic-messages/DERIVED__pattern-stack__task-patterns__logs-chat-json@df54b22d__session-263940d8.messages.json",
+}
+
+
+def _load(realdata: Path, key: str) -> Transcript:
+    return next(read_path(str(realdata / REAL[key])))
+
+
+def _session(n_turns: int = 12, p1: bool = True) -> Transcript:
+    """A made-up agent session: requests, parallel tool calls, big outputs, a P1 plan."""
+    units: list[Unit] = [Unit(id="sys", role="system", content="You are a careful coding agent.")]
+    units.append(Unit(id="u0", role="user", content="Fix the failing login test in auth/login.py."))
+    if p1:
+        units.append(
+            Unit(
+                id="plan",
+                role="assistant",
+                type="plan_ref",
+                priority=1,
+                content="To Do List:\n- [ ] reproduce\n- [ ] fix",
+            )
+        )
+    for i in range(n_turns):
+        calls = [
+            ToolCall(f"c{i}a", "Read", '{"path": "auth/login.py"}'),
+            ToolCall(f"c{i}b", "Bash", '{"cmd": "pytest"}'),
+        ]
+        units.append(
+            Unit(
+                id=f"a{i}",
+                role="assistant",
+                type="tool_call",
+                content=f"Step {i}: reading.",
+                tool_calls=calls,
+            )
+        )
+        code = "\n".join(
+            f"def handler_{i}_{k}(request):\n    return check(request, {k})\n" for k in range(30)
+        )
+        log = "\n".join(
+            ["collecting ... collected 40 items"]
+            + [f"tests/test_login.py::test_{k} PASSED" for k in range(60)]
+        )
+        log += "\nE   AssertionError: expected 200, got 401"
+        units.append(
+            Unit(
+                id=f"r{i}a",
+                role="tool",
+                type="code",
+                content=code,
+                tool_call_id=f"c{i}a",
+                name="Read",
+            )
+        )
+        units.append(
+            Unit(
+                id=f"r{i}b",
+                role="tool",
+                type="log",
+                content=log,
+                tool_call_id=f"c{i}b",
+                name="Bash",
+            )
+        )
+        units.append(
+            Unit(
+                id=f"m{i}",
+                role="assistant",
+                content=f"The handler {i} rejects the token; trying the next fix.",
+            )
+        )
+        units.append(
+            Unit(
+                id=f"q{i}",
+                role="user",
+                content=f"Keep going with step {i + 1}, and keep the API stable.",
+            )
+        )
+    return Transcript(units=units, id="session-1")
+
+
+def _assert_lossless(original: Transcript, result, archive: Archive) -> None:
+    assert result.invariants == {"ok": True, "violations": []}
+    assert not structure.pairs_intact(original.units, result.transcript.units)
+    restored = archive.restore(result.transcript)
+    assert [u.to_dict() for u in restored.units] == [u.to_dict() for u in original.units]
+
+
+def test_default_chain_fits_and_restores(tmp_path: Path) -> None:
+    t = _session()
+    total = count_transcript(t, TOK).total
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, limit=total // 3, archive=archive, tokenizer=TOK)
+        assert result.changed and result.fits
+        assert result.tokens_after <= result.target == total // 3
+        assert result.p1_kept == result.p1_total == 1
+        _assert_lossless(t, result, archive)
+    # system prompt, first and last requests verbatim
+    by_id = {u.id: u for u in result.transcript.units}
+    for uid in ("sys", "u0", f"q{11}", "plan"):
+        assert by_id[uid].content == next(u.content for u in t.units if u.id == uid)
+
+
+def test_fitting_transcript_is_unchanged() -> None:
+    t = _session(2)
+    result = compact(t, limit=100_000, archive=Archive(":memory:"), tokenizer=TOK)
+    assert not result.changed and result.transcript is t and result.steps == []
+    assert "unchanged" in result.summary_line()
+
+
+def test_same_input_same_output(tmp_path: Path) -> None:
+    t = _session()
+    outs = []
+    for name in ("a.db", "b.db"):
+        with Archive(str(tmp_path / name)) as archive:
+            r = compact(t, limit=3000, archive=archive, tokenizer=TOK)
+            outs.append([u.to_dict() for u in r.transcript.units])
+    assert outs[0] == outs[1]
+
+
+def test_recovery_error_raises_breaker_failed() -> None:
+    t = _session()
+    opts = ChainOptions(chain=("offload",), recovery_mode="error")
+    with pytest.raises(BreakerFailed, match="BREAKER_FAILED"):
+        compact(t, limit=600, options=opts, archive=Archive(":memory:"), tokenizer=TOK)
+
+
+@pytest.mark.parametrize("mode", ["fresh_start", "truncate"])
+def test_recovery_modes_fit_and_keep_last_request(mode: str, tmp_path: Path) -> None:
+    t = _session()
+    opts = ChainOptions(chain=("offload",), recovery_mode=mode)
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, limit=400, options=opts, archive=archive, tokenizer=TOK)
+        assert result.recovery == mode and result.fits
+        units = result.transcript.units
+        assert units[0].id == "sys"
+        assert units[-1].content == t.units[-1].content
+        restored = archive.restore(result.transcript)
+        assert [u.to_dict() for u in restored.units] == [u.to_dict() for u in t.units]
+    if mode == "fresh_start":
+        handover = next(u for u in units if u.type == "summary")
+        assert "plan" in handover.content  # the P1 unit is named in the handover
+
+
+def test_limit_below_system_prompt_is_a_clear_error() -> None:
+    t = _session()
+    t.units[0] = t.units[0].replace(content="rule " * 400)
+    with pytest.raises(UsageError, match="system prompt and tool schemas alone take"):
+        compact(t, limit=100, archive=Archive(":memory:"), tokenizer=TOK)
+
+
+def test_unknown_strategy_lists_known_ones() -> None:
+    with pytest.raises(UsageError, match="unknown strategy 'squash'; known: .*summarize_old"):
+        expand_chain(["squash"])
+    assert expand_chain(["hybrid"]) == DEFAULT_CHAIN
+
+
+@pytest.mark.parametrize("key", sorted(REAL))
+def test_real_transcripts_default_chain(realdata: Path, key: str, tmp_path: Path) -> None:
+    t = _load(realdata, key)
+    total = count_transcript(t, TOK).total
+    limit = max(total // 3, 2500)
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, limit=limit, archive=archive, tokenizer=TOK)
+        assert result.fits and result.tokens_after <= result.target
+        _assert_lossless(t, result, archive)
+        assert result.p1_kept == result.p1_total
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_each_strategy_alone_on_real_transcripts(realdata: Path, name: str, tmp_path: Path) -> None:
+    """Each strategy as the whole chain (truncate as the safety net): invariants and expand hold."""
+    for key in ("claude-code", "mini-swe-agent", "tau-bench", "codex"):
+        t = _load(realdata, key)
+        total = count_transcript(t, TOK).total
+        opts = ChainOptions(chain=(name,), recovery_mode="truncate")
+        with Archive(str(tmp_path / f"{name}-{key}.db")) as archive:
+            result = compact(
+                t, limit=max(total // 2, 2500), options=opts, archive=archive, tokenizer=TOK
+            )
+            assert result.fits
+            _assert_lossless(t, result, archive)
+
+
+# --- property: expand(compact(x)) == x for every strategy ------------------------------------
+
+words = st.sampled_from(
+    "alpha beta gamma delta error path/to/file.py def class return fixed test".split()
+)
+text = st.lists(words, min_size=1, max_size=60).map(" ".join)
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> Transcript:
+    units = [Unit(id="sys", role="system", content="system prompt")]
+    n = draw(st.integers(min_value=1, max_value=8))
+    for i in range(n):
+        units.append(
+            Unit(
+                id=f"u{i}",
+                role="user",
+                content=draw(text),
+                priority=draw(st.sampled_from([None, None, 1])),
+            )
+        )
+        k = draw(st.integers(min_value=0, max_value=3))
+        calls = [ToolCall(f"c{i}_{j}", "Bash", "{}") for j in range(k)]
+        units.append(
+            Unit(
+                id=f"a{i}",
+                role="assistant",
+                content=draw(text),
+                tool_calls=calls,
+                type="tool_call" if k else "message",
+            )
+        )
+        for j in range(k):
+            body = draw(st.lists(text, min_size=1, max_size=40).map("\n".join))
+            units.append(
+                Unit(
+                    id=f"r{i}_{j}",
+                    role="tool",
+                    type="tool_result",
+                    content=body,
+                    tool_call_id=f"c{i}_{j}",
+                    name="Bash",
+                )
+            )
+    units.append(Unit(id="last", role="user", content=draw(text)))
+    return Transcript(units=units, id="prop")
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(t=sessions(), fraction=st.floats(min_value=0.2, max_value=0.9))
+def test_expand_of_compact_is_identity(name: str, t: Transcript, fraction: float) -> None:
+    total = count_transcript(t, TOK).total
+    floor = count_transcript(t.replace(units=[t.units[0]]), TOK).total
+    limit = max(int(total * fraction), floor + 200)
+    archive = Archive(":memory:")
+    result = compact(
+        t,
+        limit=limit,
+        options=ChainOptions(chain=(name,), recovery_mode="truncate"),
+        archive=archive,
+        tokenizer=TOK,
+    )
+    assert result.invariants["ok"], result.invariants
+    assert not structure.pairs_intact(t.units, result.transcript.units)
+    restored = archive.restore(result.transcript) if result.changed else t
+    assert [u.to_dict() for u in restored.units] == [u.to_dict() for u in t.units]

@@ -1,0 +1,272 @@
+"""`ctxkit compact` end to end: golden files, reports, errors, nothing written on failure."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+
+DATA = Path(__file__).parent / "data" / "compact"
+CASES = sorted(p.name.split(".")[0] for p in DATA.glob("*.args"))
+
+
+def _run(args: list[str], stdin: bytes | None = None):
+    return CliRunner().invoke(cli, args, input=stdin, catch_exceptions=False)
+
+
+def _input(case: str) -> Path:
+    return next(DATA.glob(f"{case}.in.*"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case: str, tmp_path: Path) -> None:
+    src = _input(case)
+    expected = DATA / (case + ".out" + src.suffix)
+    args = shlex.split((DATA / f"{case}.args").read_text())
+    out = tmp_path / ("out" + src.suffix)
+    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), *args])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.startswith("Context reduced ")
+    if os.environ.get("CTXKIT_REGEN"):
+        expected.write_bytes(out.read_bytes())
+    assert out.read_bytes() == expected.read_bytes()
+    # and the archive brings the original back
+    restored = tmp_path / ("restored" + src.suffix)
+    r = _run(["expand", str(out), "--archive", str(tmp_path / "a.db"), "-o", str(restored)])
+    assert r.exit_code == 0, r.stderr
+    assert _records(restored) == _records(src)
+
+
+def _records(path: Path) -> list[object]:
+    if path.suffix == ".json":
+        return [orjson.loads(path.read_bytes())]
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def test_fitting_input_is_copied_byte_for_byte(tmp_path: Path) -> None:
+    src = _input("tau-bench")
+    result = _run(["compact", str(src), "--limit", "20000", "--archive", str(tmp_path / "a.db")])
+    assert result.exit_code == 0
+    assert result.stdout_bytes == src.read_bytes()
+    assert "Context fits: 8,130 / 20,000 tokens (unchanged)" in result.stderr
+
+
+def test_stdin_to_stdout_and_report(tmp_path: Path) -> None:
+    src = _input("units-build")
+    report = tmp_path / "r.json"
+    result = _run(
+        [
+            "compact",
+            "-",
+            "--limit",
+            "700",
+            "--archive",
+            str(tmp_path / "a.db"),
+            "--report",
+            str(report),
+        ],
+        stdin=src.read_bytes(),
+    )
+    assert result.exit_code == 0, result.stderr
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert (
+        lines[0]["id"] == "s" and lines[-1]["content"] == "Add -lz to the release target and rerun."
+    )
+    assert any(u["id"] == "p1" and u["priorityTag"] == "P1" for u in lines)
+    data = orjson.loads(report.read_bytes())
+    assert data["tokens"]["before"] > data["tokens"]["after"] and data["fits"]
+    assert data["p1"] == {"total": 1, "kept": 1}
+    assert data["invariants"] == {"ok": True, "violations": []}
+    assert data["refs"] and all(r.startswith("ref-") for r in data["refs"])
+    assert set(data["tokens"]["regions_before"]) == {"system", "tools", "summary", "history"}
+    assert {"strategy", "tokens_saved", "time_ms"} <= set(data["steps"][0])
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    out, db = tmp_path / "out.json", tmp_path / "a.db"
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "4000",
+            "-o",
+            str(out),
+            "--archive",
+            str(db),
+            "--dry-run",
+        ]
+    )
+    assert result.exit_code == 0
+    assert not out.exists() and not db.exists()
+    assert "Dry run: nothing written." in result.stderr
+
+
+def test_explain_says_what_each_step_did(tmp_path: Path) -> None:
+    result = _run(
+        [
+            "compact",
+            str(_input("units-build")),
+            "--limit",
+            "700",
+            "--archive",
+            str(tmp_path / "a.db"),
+            "--explain",
+        ]
+    )
+    assert result.exit_code == 0
+    assert "saved" in result.stderr and "pass 1" in result.stderr
+
+
+def test_dataset_compacted_line_by_line(tmp_path: Path) -> None:
+    src = _input("tau-bench")
+    messages = orjson.loads(src.read_bytes())
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_bytes(
+        b"".join(orjson.dumps({"messages": m}) + b"\n" for m in (messages, messages[:6], messages))
+    )
+    out = tmp_path / "out.jsonl"
+    result = _run(
+        [
+            "compact",
+            str(dataset),
+            "--limit",
+            "4000",
+            "-o",
+            str(out),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert result.exit_code == 0, result.stderr
+    rows = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert len(rows) == 3
+    assert rows[1] == {"messages": messages[:6]}  # the one that fit is untouched
+    assert len(rows[0]["messages"]) < len(messages)
+    assert result.stderr.count("Context reduced") == 2
+
+
+def test_impossible_limit_is_one_clear_line(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "500",
+            "-o",
+            str(out),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert result.exit_code == 2
+    assert "system prompt and tool schemas alone take 1,259 tokens" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "cont')
+    out = tmp_path / "out.jsonl"
+    result = _run(["compact", str(bad), "--limit", "500", "-o", str(out)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {bad}:2:")
+    assert not out.exists()
+
+
+def test_archive_in_missing_directory_fails_before_writing(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    db = tmp_path / "nope" / "a.db"
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "4000",
+            "-o",
+            str(out),
+            "--archive",
+            str(db),
+        ]
+    )
+    assert result.exit_code == 1
+    assert str(db) in result.stderr
+    assert not out.exists()
+
+
+def test_archive_path_that_is_a_directory_fails(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "4000",
+            "-o",
+            str(out),
+            "--archive",
+            str(tmp_path),
+        ]
+    )
+    assert result.exit_code == 1
+    assert not out.exists()
+
+
+def test_recovery_error_exits_1_with_breaker_failed(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "2000",
+            "--chain",
+            "offload",
+            "--recovery",
+            "error",
+            "-o",
+            str(out),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert result.exit_code == 1
+    assert "BREAKER_FAILED" in result.stderr
+    assert not out.exists()
+
+
+def test_unknown_strategy_is_a_usage_error() -> None:
+    result = _run(["compact", str(_input("tau-bench")), "--limit", "4000", "--chain", "squash"])
+    assert result.exit_code == 2
+    assert "unknown strategy 'squash'; known:" in result.stderr
+
+
+def test_model_budget_matches_guard(tmp_path: Path) -> None:
+    """What `compact --model gpt-4` produces, `guard --model gpt-4` passes."""
+    out = tmp_path / "out.json"
+    big = tmp_path / "big.json"
+    messages = orjson.loads(_input("tau-bench").read_bytes())
+    big.write_bytes(orjson.dumps(messages + messages[1:] + messages[1:]))
+    r = _run(
+        [
+            "compact",
+            str(big),
+            "--model",
+            "gpt-4",
+            "-o",
+            str(out),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert r.exit_code == 0, r.stderr
+    g = _run(["guard", str(out), "--model", "gpt-4", "--format", "json"])
+    assert g.exit_code == 0, g.stdout + g.stderr
