@@ -202,7 +202,7 @@ def raw_groups(units: Sequence[Unit]) -> list[tuple[Any, list[Unit]]]:
         run = list(units[i:j])
         raw = u.raw
         size = u.meta.get("group_size", 1) if u.meta else 1
-        if raw is not None and len(run) == size and all(v.raw is raw for v in run):
+        if raw is not None and len(run) == size and all(v.raw is raw or v.raw == raw for v in run):
             runs.append((raw, run))
         else:
             runs.append((None, run))
