@@ -306,7 +306,9 @@ class MiniLMEmbedder:
             self.model.get_sentence_embedding_dimension
         )
         self.dim = int(dim_of() or 0)
+        # texts embedded: computed by the model, or served from memory / SQLite (repeats count as cached)
         self.stats = {"computed": 0, "cached": 0}
+        self.show_progress = False  # a tqdm bar on stderr for long passes; the CLI turns it on
         self._memo: dict[str, np.ndarray] = {}
         self.cache: EmbeddingCache | None = None
         self.cache_error: str | None = None
@@ -339,7 +341,7 @@ class MiniLMEmbedder:
                 batch_size=BATCH_SIZE,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
-                show_progress_bar=False,
+                show_progress_bar=self.show_progress and len(todo) > BATCH_SIZE,
             ).astype(np.float32, copy=False)
             self.stats["computed"] += len(todo)
             fresh = list(zip(missing, vectors, strict=True))
@@ -374,9 +376,23 @@ def get_embedder(
     model: str | None = None,
     cache: bool = True,
     warn: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> Embedder:
     """The embedder called `name`; "auto" is minilm when it loads, else lexical (said once via warn)."""
-    say = warn or _stderr
+    emb = _build_embedder(name, model=model, cache=cache, warn=warn or _stderr)
+    if progress and hasattr(emb, "show_progress"):
+        emb.show_progress = True
+    cache_error = getattr(emb, "cache_error", None)
+    if cache_error and ("cache", cache_error) not in _WARNED:
+        _WARNED.add(("cache", cache_error))
+        (warn or _stderr)(cache_error)
+    return emb
+
+
+def _build_embedder(
+    name: str, *, model: str | None, cache: bool, warn: Callable[[str], None]
+) -> Embedder:
+    say = warn
     if name == "auto":
         factory = EMBEDDERS["minilm"]
         try:

@@ -152,6 +152,7 @@ def test_chunk_text() -> None:
     assert [len(c.split()) for c in chunks] == [200, 200, 50]
     assert " ".join(chunks) == text
     assert chunk_text("   \n ") == []
+    assert chunk_text("short  text\n kept as is") == ["short  text\n kept as is"]
 
 
 def test_similarity_covers_long_texts_in_chunks(topics: TopicEmbedder) -> None:
@@ -407,3 +408,27 @@ def test_minilm_from_an_explicit_path(minilm_loaded: None, cache_home: str) -> N
     assert emb.model_id == str(relevance.Path(path).resolve())  # type: ignore[attr-defined]
     scores = relevance_scores([TRACEBACK, RECIPE], QUERY, emb)
     assert scores[0] > scores[1]
+
+
+@pytest.mark.slow
+def test_unusable_cache_warns_once_and_still_embeds(
+    minilm_loaded: None, monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+) -> None:
+    blocker = tmp_path / "not-a-dir"  # type: ignore[operator]
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("CTXKIT_CACHE_DIR", str(blocker))
+    warnings: list[str] = []
+    first = _minilm_warned(warnings)
+    second = _minilm_warned(warnings)
+    assert first.cache is None and second.cache is None
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"embedding cache {blocker}/embeddings.sqlite unavailable")
+    assert first.embed(["still works"]).shape == (1, 384)
+    assert first.stats == {"computed": 1, "cached": 0}
+
+
+def _minilm_warned(warnings: list[str]) -> relevance.MiniLMEmbedder:
+    emb = get_embedder("minilm", warn=warnings.append, progress=True)
+    assert isinstance(emb, relevance.MiniLMEmbedder)
+    assert emb.show_progress is True
+    return emb
