@@ -1,0 +1,311 @@
+"""Configuration: the spec's defaults, loading, exact error texts, overrides, `ctxkit config`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+from ctxkit.config import (
+    STRATEGY_NAMES,
+    AgentPolicy,
+    Config,
+    RetryPolicy,
+    default_config_text,
+    dump_config,
+    load_config,
+)
+from ctxkit.errors import ConfigError
+
+
+def test_spec_defaults() -> None:
+    c = Config()
+    assert (c.min_limit, c.default_limit) == (3500, 5000)
+    assert (c.warning_threshold, c.compact_threshold, c.block_threshold) == (0.80, 0.95, 0.98)
+    assert c.agents == {"verification": AgentPolicy(4000), "coding": AgentPolicy(5000)}
+    bs = c.breaking_strategy
+    assert bs.chain_order == STRATEGY_NAMES
+    assert bs.params("summarize_old") == {
+        "old_threshold": 0.6,
+        "summary_length": 300,
+        "min_coherence": 0.7,
+    }
+    assert bs.params("prioritize_recent") == {
+        "recent_bias": 0.2,
+        "rel_threshold": 0.5,
+        "priority_boost": 1.5,
+    }
+    assert bs.params("content_type_chunking") == {
+        "compress_ratios": {"code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}
+    }
+    assert bs.content_type_chunking.compress_ratios.ratio_for("tool_result") == 0.6
+    assert bs.params("discard_low_rel") == {
+        "discard_percent": 0.3,
+        "placeholder_detail": "brief",
+        "min_coherence": 0.6,
+    }
+    assert bs.params("offload") == {"threshold_bytes": 4096, "preview_chars": 200}
+    assert bs.params("mask_observations") == {"keep_last_turns": 3}
+    assert bs.hybrid.max_iterations == 3
+    assert (c.recovery_mode, c.handover_tokens) == ("fresh_start", 500)
+    assert c.retry_policies.default == RetryPolicy(3, 1.0, 30.0, 30.0)
+    assert (c.summarizer.name, c.embedder.name) == ("extractive", "auto")
+
+
+def test_init_text_loads_to_the_defaults() -> None:
+    assert Config.from_dict(yaml.safe_load(default_config_text())) == Config()
+
+
+def test_show_round_trips() -> None:
+    c = Config.from_dict(
+        {"context_config": {"min_limit": 4000, "agents": {"a": {"limit": 4100, "priority": "P1"}}}}
+    )
+    assert Config.from_dict(yaml.safe_load(dump_config(c))) == c
+    assert Config.from_dict(json.loads(dump_config(c, "json"))) == c
+
+
+def test_partial_sections_merge_over_defaults() -> None:
+    c = Config.from_dict(
+        {
+            "context_config": {
+                "breaking_strategy": {
+                    "summarize_old": {"summary_length": 200},
+                    "content_type_chunking": {"compress_ratios": {"log": 0.2}},
+                }
+            }
+        }
+    )
+    assert c.breaking_strategy.summarize_old.old_threshold == 0.6
+    assert c.breaking_strategy.summarize_old.summary_length == 200
+    ratios = c.breaking_strategy.content_type_chunking.compress_ratios
+    assert (ratios.log, ratios.code) == (0.2, 0.7)
+
+
+def test_agents_shorthand_and_priority() -> None:
+    c = Config.from_dict(
+        {
+            "context_config": {
+                "agents": {"research": 6000, "lead": {"limit": 4000, "priority": "P1"}}
+            }
+        }
+    )
+    assert c.agents == {"research": AgentPolicy(6000), "lead": AgentPolicy(4000, 1)}
+
+
+def test_retry_policies_per_tool_merge_over_default() -> None:
+    c = Config.from_dict(
+        {
+            "context_config": {
+                "retry_policies": {"default": {"max_attempts": 4}, "web_search": {"timeout_s": 5}}
+            }
+        }
+    )
+    assert c.retry_policies.default.max_attempts == 4
+    assert c.retry_policies.for_tool("web_search") == RetryPolicy(4, 1.0, 30.0, 5.0)
+    assert c.retry_policies.for_tool("other") == c.retry_policies.default
+
+
+BAD = [
+    (
+        {"context_config": {"min_limt": 1}},
+        "f.yaml: context_config.min_limt: unknown key; allowed: min_limit, default_limit, warning_threshold, "
+        "compact_threshold, block_threshold, per_llm, agents, models, providers, breaking_strategy, "
+        "recovery_mode, handover_tokens, retry_policies, summarizer, embedder, priority_areas",
+    ),
+    ({"context": {}}, "f.yaml: context: unknown key; allowed: context_config"),
+    (
+        {"context_config": {"min_limit": "lots"}},
+        "f.yaml: context_config.min_limit: 'lots' is not an integer; allowed: an integer >= 1",
+    ),
+    (
+        {"context_config": {"min_limit": 0}},
+        "f.yaml: context_config.min_limit: 0 is out of range; allowed: an integer >= 1",
+    ),
+    (
+        {"context_config": {"breaking_strategy": {"summarize_old": {"old_threshold": 1.5}}}},
+        "f.yaml: context_config.breaking_strategy.summarize_old.old_threshold: 1.5 is out of range; "
+        "allowed: a number from 0 to 1",
+    ),
+    (
+        {"context_config": {"breaking_strategy": {"summarise_old": {}}}},
+        "f.yaml: context_config.breaking_strategy.summarise_old: unknown key; allowed: chain_order, "
+        "summarize_old, prioritize_recent, content_type_chunking, discard_low_rel, offload, "
+        "mask_observations, hybrid",
+    ),
+    (
+        {"context_config": {"breaking_strategy": {"chain_order": ["offload", "magic"]}}},
+        "f.yaml: context_config.breaking_strategy.chain_order[1]: 'magic' is not a strategy; allowed: "
+        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel",
+    ),
+    (
+        {"context_config": {"breaking_strategy": {"chain_order": "offload"}}},
+        "f.yaml: context_config.breaking_strategy.chain_order: 'offload' is not a list; allowed: a list of "
+        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel",
+    ),
+    (
+        {
+            "context_config": {
+                "breaking_strategy": {"discard_low_rel": {"placeholder_detail": "full"}}
+            }
+        },
+        "f.yaml: context_config.breaking_strategy.discard_low_rel.placeholder_detail: 'full' is not a known "
+        "choice; allowed: brief, linked",
+    ),
+    (
+        {"context_config": {"recovery_mode": "panic"}},
+        "f.yaml: context_config.recovery_mode: 'panic' is not a known choice; allowed: fresh_start, truncate, error",
+    ),
+    (
+        {"context_config": {"warning_threshold": 0}},
+        "f.yaml: context_config.warning_threshold: 0 is out of range; allowed: a number above 0 and up to 1",
+    ),
+    (
+        {"context_config": {"block_threshold": 0.9}},
+        "f.yaml: context_config.block_threshold: 0.9 is below compact_threshold 0.95; allowed: "
+        "warning_threshold <= compact_threshold <= block_threshold <= 1",
+    ),
+    (
+        {"context_config": {"per_llm": [{"type": "gpt-4"}]}},
+        "f.yaml: context_config.per_llm[0]: neither limit nor follow_default; allowed: limit: <integer> "
+        "or follow_default: true",
+    ),
+    (
+        {"context_config": {"per_llm": {"gpt-4": 5000}}},
+        "f.yaml: context_config.per_llm: a mapping is not a list; allowed: a list of {type, limit} or "
+        "{type, follow_default: true}",
+    ),
+    (
+        {"context_config": {"agents": {"coding": {"priority": 1}}}},
+        "f.yaml: context_config.agents.coding: missing key limit; allowed: an integer limit, or a mapping "
+        "with limit and priority",
+    ),
+    (
+        {"context_config": {"agents": {"coding": {"limit": 5000, "priority": "high"}}}},
+        "f.yaml: context_config.agents.coding.priority: 'high' is not a priority; allowed: 1, 2, 3, P1, P2, P3 or null",
+    ),
+    (
+        {"context_config": {"retry_policies": {"default": {"max_attempts": 0}}}},
+        "f.yaml: context_config.retry_policies.default.max_attempts: 0 is out of range; allowed: an integer from 1 to 100",
+    ),
+    (
+        {"context_config": {"embedder": {"cache": "yes"}}},
+        "f.yaml: context_config.embedder.cache: 'yes' is not a boolean; allowed: true or false",
+    ),
+    (
+        ["not", "a", "mapping"],
+        "f.yaml: <top level>: a list is not a mapping; allowed: a mapping of keys to values",
+    ),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD)
+def test_bad_values_name_key_value_and_allowed(data: object, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        Config.from_dict(data, source="f.yaml")
+    assert str(exc.value) == message
+    assert exc.value.exit_code == 2
+
+
+def test_load_config_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert load_config(None) == Config() and load_config(None).source is None
+    (tmp_path / "ctxkit.yaml").write_text("context_config:\n  default_limit: 6000\n")
+    c = load_config(None)
+    assert (c.default_limit, c.source) == (6000, "ctxkit.yaml")
+    (tmp_path / "empty.yaml").write_text("")
+    assert load_config("empty.yaml").source == "empty.yaml"
+    with pytest.raises(ConfigError, match=r"^nope.yaml: no such config file$"):
+        load_config("nope.yaml")
+    (tmp_path / "broken.yaml").write_text("context_config:\n  min_limit: [1,\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config("broken.yaml")
+    assert str(exc.value).startswith("broken.yaml:3: not valid YAML: ")
+
+
+def test_with_overrides() -> None:
+    c = Config(source="team.yaml").with_overrides(
+        min_limit=4000,
+        chain_order=["offload", "summarize_old"],
+        recovery_mode=None,
+        **{"breaking_strategy.offload.threshold_bytes": 8192},
+    )
+    assert c.min_limit == 4000 and c.source == "team.yaml"
+    assert c.breaking_strategy.chain_order == ("offload", "summarize_old")
+    assert c.breaking_strategy.offload.threshold_bytes == 8192
+    assert c.recovery_mode == "fresh_start"
+    with pytest.raises(ConfigError) as exc:
+        Config().with_overrides(recovery_mode="panic")
+    assert str(exc.value) == (
+        "context_config.recovery_mode: 'panic' is not a known choice; allowed: fresh_start, truncate, error"
+    )
+    with pytest.raises(ConfigError, match=r"^context_config.nothing: unknown key"):
+        Config().with_overrides(nothing=1)
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Config().min_limit = 1  # type: ignore[misc]
+
+
+# --- `ctxkit config` --------------------------------------------------------------------------
+
+
+def invoke(args: list[str], cwd: Path) -> object:
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        return CliRunner().invoke(cli, args, catch_exceptions=False)
+    finally:
+        os.chdir(old)
+
+
+def test_config_show_defaults(tmp_path: Path) -> None:
+    r = invoke(["config", "--show"], tmp_path)
+    assert r.exit_code == 0
+    assert Config.from_dict(yaml.safe_load(r.stdout)) == Config()
+    assert r.stderr == "# configuration from built-in defaults\n"
+    r = invoke(["config", "--format", "json"], tmp_path)
+    assert json.loads(r.stdout)["context_config"]["default_limit"] == 5000
+
+
+def test_config_init_and_refuse_overwrite(tmp_path: Path) -> None:
+    r = invoke(["config", "--init"], tmp_path)
+    assert r.exit_code == 0 and r.stderr == "wrote ctxkit.yaml\n"
+    text = (tmp_path / "ctxkit.yaml").read_text()
+    assert text == default_config_text() and text.count("#") > 20
+    again = invoke(["config", "--init"], tmp_path)
+    assert again.exit_code == 2
+    assert (
+        again.stderr.strip().splitlines()[-1]
+        == "Error: ctxkit.yaml exists; use --force to overwrite it"
+    )
+    (tmp_path / "ctxkit.yaml").write_text("context_config:\n  min_limit: 4000\n")
+    shown = invoke(["config", "--show"], tmp_path)
+    assert (
+        "min_limit: 4000" in shown.stdout and shown.stderr == "# configuration from ctxkit.yaml\n"
+    )
+    forced = invoke(["config", "--init", "ctxkit.yaml", "--force"], tmp_path)
+    assert forced.exit_code == 0 and (tmp_path / "ctxkit.yaml").read_text() == default_config_text()
+    other = invoke(["config", "--init", "ci.yaml"], tmp_path)
+    assert other.exit_code == 0 and (tmp_path / "ci.yaml").exists()
+
+
+def test_config_show_bad_file_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("context_config:\n  agents:\n    coding: -5\n")
+    r = invoke(["config", "--show", "--config", "bad.yaml"], tmp_path)
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    assert (
+        r.stderr
+        == "Error: bad.yaml: context_config.agents.coding: -5 is out of range; allowed: an integer >= 1\n"
+    )
+
+
+def test_config_flags_conflict(tmp_path: Path) -> None:
+    r = invoke(["config", "--show", "--init"], tmp_path)
+    assert r.exit_code == 2 and "give --show or --init, not both" in r.stderr
