@@ -729,22 +729,36 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
 def estimate_calls(
     t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()
 ) -> list[int]:
-    """ctxkit's estimate of the input of each provider call: units seen so far, schemas, priming.
+    """ctxkit's estimate of the input of each provider call: the context the model had then.
 
-    Does not touch `unit.tokens`.
+    That is the units up to the call, starting again at the latest summary unit (a compaction
+    summary, e.g. Claude Code's, replaces what came before it; system units stay), plus the tool
+    schemas and the reply priming. Does not touch `unit.tokens`.
     """
     calls = provider_calls(t)
     if not calls:
         return []
     parts = _count_parts(t.units, tok, opts)
-    prefix = [0]
-    for uc in parts:
+    prefix = [0]  # prefix[i] = tokens of units[:i]
+    system_prefix = [0]  # the same, for system units only
+    last_summary: list[int] = []  # last_summary[i] = index of the latest summary unit <= i, or -1
+    latest = -1
+    for i, (u, uc) in enumerate(zip(t.units, parts, strict=True)):
         prefix.append(prefix[-1] + uc.total)
+        system_prefix.append(system_prefix[-1] + (uc.total if u.role == "system" else 0))
+        if u.type == "summary":
+            latest = i
+        last_summary.append(latest)
     fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
     out = []
     for c in calls:
         after = min(max(int(c.get("after_unit", len(parts) - 1)), -1), len(parts) - 1)
-        out.append(prefix[after + 1] + fixed)
+        start = last_summary[after] if after >= 0 else -1
+        if start > 0:
+            seen = system_prefix[start] + prefix[after + 1] - prefix[start]
+        else:
+            seen = prefix[after + 1]
+        out.append(seen + fixed)
     return out
 
 
@@ -771,6 +785,7 @@ class Calibration:
     calls: list[dict[str, Any]] = field(default_factory=list)
     unavailable: dict[str, str] = field(default_factory=dict)
     _errors: dict[str, list[tuple[int, float, int]]] = field(default_factory=dict)
+    _labels: list[str] = field(default_factory=list)
 
     def add(
         self,
@@ -785,7 +800,8 @@ class Calibration:
             return 0
         estimates = {name: estimate_calls(t, tok, opts) for name, tok in toks.items()}
         source = str((t.metadata.get("provider_usage") or {}).get("source", ""))
-        tindex = len({r["transcript"] for r in self.calls})
+        tindex = len(self._labels)
+        self._labels.append(label)
         for k, c in enumerate(calls):
             provider = int(c["input_tokens"])
             row: dict[str, Any] = {
@@ -822,6 +838,24 @@ class Calibration:
             offsets = self._offsets(name)
             for row, (tindex, err, provider) in zip(rows, errs, strict=True):
                 row[f"adj_err_pct:{name}"] = _pct(err - offsets[tindex], provider)
+        return rows
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """One row per transcript: calls, and per tokenizer its offset and adjusted |error| %."""
+        rows: list[dict[str, Any]] = []
+        for tindex, label in enumerate(self._labels):
+            row: dict[str, Any] = {"transcript": label}
+            for name in self.tokenizers:
+                errs = [e for e in self._errors.get(name, []) if e[0] == tindex]
+                if not errs:
+                    continue
+                row["calls"] = len(errs)
+                offset = _median([e[1] for e in errs])
+                row[f"offset:{name}"] = round(-offset)
+                row[f"adj_abs_err_pct:{name}"] = round(
+                    sum(abs(_pct(err - offset, prov)) for _, err, prov in errs) / len(errs), 1
+                )
+            rows.append(row)
         return rows
 
     def summary(self) -> list[dict[str, Any]]:

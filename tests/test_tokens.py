@@ -351,3 +351,38 @@ def test_realdata_counts_equal_tiktoken(path):
         assert counted.total == sum(counted.regions.values())
         seen += len(t.units)
     assert seen > 0, json.dumps(str(path))
+
+
+def test_estimate_calls_restarts_at_a_compaction_summary():
+    from ctxkit.tokens import Calibration, estimate_calls
+
+    units = [
+        Unit(id="s", role="system", content="Be brief."),
+        Unit(id="u1", role="user", content="first request " * 50),
+        Unit(id="a1", role="assistant", content="long answer " * 100),
+        Unit(id="sum", role="user", type="summary", content="Summary of the work so far."),
+        Unit(id="u2", role="user", content="next request"),
+        Unit(id="a2", role="assistant", content="ok"),
+    ]
+    tok = get_tokenizer()
+    per = [c.total for c in count_units(units, tok)]
+    calls = [
+        {"after_unit": 1, "input_tokens": 5000, "output_tokens": 1},
+        {"after_unit": 4, "input_tokens": 5100, "output_tokens": 1},
+    ]
+    t = Transcript(units=units, metadata={"provider_usage": {"source": "test", "calls": calls}})
+    assert estimate_calls(t, tok) == [
+        per[0] + per[1] + 3,
+        # after the summary the model sees the system prompt, the summary and what follows
+        per[0] + per[3] + per[4] + 3,
+    ]
+    cal = Calibration(tokenizers=["cl100k_base"])
+    assert cal.add(t, {"cl100k_base": tok}, "t") == 2
+    assert cal.add(Transcript(units=units), {"cl100k_base": tok}, "no usage") == 0
+    (row,) = cal.summary()
+    est = estimate_calls(t, tok)
+    errors = [est[0] - 5000, est[1] - 5100]
+    assert row["mean_abs_err"] == round(sum(abs(e) for e in errors) / 2)
+    assert row["median_offset"] == round(-sum(errors) / 2)
+    (session,) = cal.sessions()
+    assert session["transcript"] == "t" and session["calls"] == 2

@@ -315,7 +315,11 @@ def _write_calibration(cal: Calibration, fmt: str) -> None:
     calls = cal.call_rows()
     summary = cal.summary()
     if fmt != "table":
-        rows = [{"kind": "call", **r} for r in calls] + [{"kind": "summary", **r} for r in summary]
+        rows = (
+            [{"kind": "call", **r} for r in calls]
+            + [{"kind": "session", **r} for r in cal.sessions()]
+            + [{"kind": "summary", **r} for r in summary]
+        )
         write_rows(rows, fmt, out)
         return
     available = [n for n in cal.tokenizers if n not in cal.unavailable]
@@ -352,6 +356,17 @@ def _write_calibration(cal: Calibration, fmt: str) -> None:
         for s in summary
         if "note" not in s
     ]
+    if many:
+        session_rows = []
+        for r in cal.sessions():
+            row = {"session": _short_labels({"transcript": r["transcript"]}, 40)["transcript"]}
+            row["calls"] = r.get("calls")
+            for n in available:
+                row[f"{_short_name(n)} offset"] = r.get(f"offset:{n}")
+                row[f"{_short_name(n)} adj |err|%"] = r.get(f"adj_abs_err_pct:{n}")
+            session_rows.append(row)
+        out.write("Per session\n")
+        out.write(render_table(session_rows) + "\n\n")
     out.write("Summary per tokenizer\n")
     out.write(render_table(summary_rows) + "\n")
     for s in summary:
