@@ -126,12 +126,16 @@ def parse_ref(ref: str) -> tuple[str, Location]:
     return bare, Location(lines=(a, b))
 
 
-def unit_to_json(unit: Unit) -> str:
-    """The unit whole: its `units` record plus the source record and group, as JSON text."""
+def _unit_record(unit: Unit) -> dict[str, Any]:
     d = unit.to_dict()
     d["raw"] = unit.raw
     d["group"] = unit.group
-    return json.dumps(d, ensure_ascii=False)
+    return d
+
+
+def unit_to_json(unit: Unit) -> str:
+    """The unit whole: its `units` record plus the source record and group, as JSON text."""
+    return json.dumps(_unit_record(unit), ensure_ascii=False)
 
 
 def unit_from_json(text: str) -> Unit:
@@ -144,9 +148,19 @@ def unit_from_json(text: str) -> Unit:
 
 
 def transcript_to_json(t: Transcript) -> str:
-    """The transcript whole, every unit with its source record, so it can be written back exactly."""
+    """The transcript whole, every unit with its source record, so it can be written back exactly.
+
+    The token cache is left out unless the source is ctxkit's `units` format, whose records
+    carry `tokenCount`: elsewhere it is a count made on the way, not part of the original.
+    """
+    units = []
+    for u in t.units:
+        d = _unit_record(u)
+        if t.source_format != "units":
+            d["tokenCount"] = None
+        units.append(d)
     d = t.to_dict()
-    d["units"] = [json.loads(unit_to_json(u)) for u in t.units]
+    d["units"] = units
     d["path"] = t.path
     d["line"] = t.line
     return json.dumps(d, ensure_ascii=False)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 import click
@@ -238,18 +241,63 @@ def expand(
 
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
     if not os.path.exists(path):
-        # checked before reading stdin, so a wrong path fails fast
-        Archive(path, create=False)
-    with _open_for_reading(path) as archive:
+        Archive(path, create=False)  # raises the clear error before stdin is read
+    with _spooled(compacted) as source, _open_for_reading(path) as archive:
         originals = []
         untouched = 0
-        for t in read_path(compacted, from_format):
+        for t in read_path(source, from_format):
             restored = archive.restore(t)
             untouched += restored is t
             originals.append(restored)
-    if not originals:
-        raise UsageError(f"{compacted}: no transcript to expand")
-    write_path(originals, output, to_format)
+        if not originals:
+            raise UsageError(f"{compacted}: no transcript to expand")
+        if untouched == len(originals) and to_format is None:
+            # nothing was compacted: the input is the original, byte for byte
+            _copy_bytes(source, output)
+        else:
+            write_path(originals, output, to_format)
     n = len(originals)
     note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
+
+
+class _spooled:
+    """Stdin is spooled to a temp file, so an untouched transcript can be copied byte for byte."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.tmp: str | None = None
+
+    def __enter__(self) -> str:
+        if self.source != "-":
+            return self.source
+        fd, self.tmp = tempfile.mkstemp(prefix="ctxkit-stdin-")
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f)
+        return self.tmp
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tmp:
+            os.unlink(self.tmp)
+
+
+def _copy_bytes(path: str, output: str) -> None:
+    with open(path, "rb") as f:
+        data = f.read()
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(output))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".tmp")
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a restored file gets normal permissions
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, output)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
