@@ -132,7 +132,10 @@ def count(
     items = _with_progress(transcripts(), len(files), want_progress(progress))
     if calibrate:
         cal = _calibrate(items, tokenizer, opts)
-        _report_reading(tok, stats, debug)
+        _report_reading(None, stats, debug)
+        loaded = [n for n in cal.tokenizers if n not in cal.unavailable]
+        missing = f" ({', '.join(cal.unavailable)} unavailable)" if cal.unavailable else ""
+        echo_err(f"tokenizers: {', '.join(loaded)}{missing}")
         echo_err(CALIBRATION_NOTE)
         _write_calibration(cal, fmt)
         return
@@ -250,9 +253,9 @@ def _with_progress(
     bar.close()
 
 
-def _report_reading(tok: Tokenizer, stats: Any, debug: bool) -> None:
-    kind = "exact" if tok.exact else "estimate"
-    echo_err(f"tokenizer: {tok.name} ({kind})")
+def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
+    if tok is not None:
+        echo_err(f"tokenizer: {tok.name} ({'exact' if tok.exact else 'estimate'})")
     parts = [f"read {stats.files:,} file{'s' if stats.files != 1 else ''}, {stats.records:,} records"]
     skipped = []
     non_message = sum(stats.skipped_non_message.values())
