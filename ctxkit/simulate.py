@@ -1745,21 +1745,38 @@ def generate_many(
             yield generate(name, seed=seed + i, tokens=tokens, p1_ratio=p1_ratio)
 
 
-def truth_record(t: Transcript) -> dict[str, Any]:
-    """One line of the sidecar file: the transcript id and its ground truth."""
-    return {"id": t.id, "ground_truth": t.metadata["ground_truth"]}
+def truth_record(t: Transcript, file: str | None = None, line: int | None = None) -> dict[str, Any]:
+    """One line of the sidecar file: the transcript id, where it was written, its ground truth.
+
+    `file` is the transcript's file name (directory output), `line` its line in a file of
+    several transcripts; formats without transcript ids (openai, anthropic) are matched by them.
+    """
+    return {"id": t.id, "file": file, "line": line, "ground_truth": t.metadata["ground_truth"]}
 
 
-def write_truth(transcripts: Iterable[Transcript], path: str | os.PathLike[str]) -> int:
-    """Write the ground-truth sidecar (one JSON line per transcript) atomically; returns lines."""
+def write_truth(
+    transcripts: Iterable[Transcript],
+    path: str | os.PathLike[str],
+    files: Sequence[str | None] | None = None,
+) -> int:
+    """Write the ground-truth sidecar (one JSON line per transcript) atomically; returns lines.
+
+    With `files` (one name per transcript) each record names its file; without, records
+    number the transcripts' lines in the one file they share (when there are several).
+    """
+    items = list(transcripts)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     n = 0
     try:
         with os.fdopen(fd, "wb") as fh:
-            for t in transcripts:
-                fh.write(orjson.dumps(truth_record(t)) + b"\n")
+            for i, t in enumerate(items):
+                if files is not None:
+                    rec = truth_record(t, file=files[i])
+                else:
+                    rec = truth_record(t, line=i + 1 if len(items) > 1 else None)
+                fh.write(orjson.dumps(rec) + b"\n")
                 n += 1
         os.replace(tmp, target)
     except BaseException:
@@ -1887,6 +1904,7 @@ def save(
     if fmt not in OUTPUT_FORMATS:
         raise unknown_name("output format", fmt, OUTPUT_FORMATS)
     written: list[Path] = []
+    files: list[str | None] | None = None
     if is_dir_target(out):
         directory = Path(out)
         directory.mkdir(parents=True, exist_ok=True)
@@ -1894,11 +1912,12 @@ def save(
             path = directory / f"{t.id}{_EXTENSIONS[fmt]}"
             write_path([for_output(t, fmt)], str(path), fmt)
             written.append(path)
+        files = [p.name for p in written]
     else:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_path([for_output(t, fmt) for t in transcripts], out, fmt)
         written.append(Path(out))
     sidecar = Path(truth) if truth else truth_path_for(out)
-    write_truth(transcripts, sidecar)
+    write_truth(transcripts, sidecar, files)
     written.append(sidecar)
     return written
