@@ -1,0 +1,463 @@
+"""Replay: feed a transcript to the engine message by message, as an agent loop would.
+
+The agent appends each unit of the original transcript to its running context. Before every
+model call (the first assistant unit of each run of assistant units, and a last call when the
+transcript ends on a request the model still has to answer) it asks the guard for the status of
+the context; at `compact` or worse it runs the chain, and the compacted context is what the
+model sees and what later units are appended to.
+
+Checking before each call, not after each unit, keeps parallel tool results together: the
+model only answers once every result of its calls has arrived, so that is the moment a real
+loop checks its budget.
+
+The report says how often the chain ran, the tokens sent over the whole session (the sum of the
+context at each call: the cost), what the model saw at the end, and for each needle of a
+generated scenario whether its fact was in the context (or recallable from the archive) at the
+call that answered the request needing it.
+
+Example:
+    >>> from ctxkit.simulate import generate
+    >>> r = replay(generate("growing_session", seed=1), limit=16_000)
+    >>> r.compactions, r.tokens_sent, r.retention["retention"]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.archive import Archive
+from ctxkit.budget import Thresholds, compaction_target, status_for, status_rank
+from ctxkit.chain import RECOVERY_MODES, ChainOptions, compact, expand_chain
+from ctxkit.errors import BreakerFailed, CtxkitError, unknown_name
+from ctxkit.model import Transcript, Unit
+from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_transcript, count_units
+
+DEFAULT_THRESHOLDS = Thresholds()
+
+
+@dataclass
+class Compaction:
+    """One run of the chain during a replay."""
+
+    call: int  # index of the model call it ran before (0-based)
+    unit_index: int  # index in the original transcript of the last unit appended
+    unit_id: str
+    status: str  # what the guard said
+    tokens_before: int
+    tokens_after: int
+    strategies: list[str]
+    recovery: str | None
+    fits: bool
+    invariants_ok: bool
+    time_ms: float
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "call": self.call,
+            "unit_index": self.unit_index,
+            "unit_id": self.unit_id,
+            "status": self.status,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "strategies": self.strategies,
+            "recovery": self.recovery,
+            "fits": self.fits,
+            "invariants_ok": self.invariants_ok,
+            "time_ms": round(self.time_ms, 2),
+            "error": self.error,
+        }
+
+
+@dataclass
+class NeedleCheck:
+    """Whether one needle was in front of the model when the request needing it was answered."""
+
+    id: str
+    needed_by_unit_id: str
+    call: int | None  # the model call that answered it; None when the request never came
+    present: bool
+    recallable: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "needed_by_unit_id": self.needed_by_unit_id,
+            "call": self.call,
+            "present": self.present,
+            "recallable": self.recallable,
+        }
+
+
+@dataclass
+class ReplayResult:
+    """Everything a replay measured; `transcript` is the context the model saw last."""
+
+    transcript_id: str
+    transcript: Transcript
+    limit: int
+    target: int
+    thresholds: Thresholds
+    units: int
+    model_calls: int
+    call_tokens: list[int]
+    baseline_call_tokens: list[int]  # the same calls without any compaction
+    compaction_log: list[Compaction]
+    needles: list[NeedleCheck]
+    original_tokens: int
+    final_tokens: int
+    p1_total: int
+    p1_kept: int
+    time_ms: float
+
+    @property
+    def compactions(self) -> int:
+        """How many times the chain ran (failed runs included)."""
+        return len(self.compaction_log)
+
+    @property
+    def tokens_sent(self) -> int:
+        """Sum of the context size over every model call: what the session costs."""
+        return sum(self.call_tokens)
+
+    @property
+    def tokens_sent_baseline(self) -> int:
+        """What the same calls would have sent with no compaction (may exceed the limit)."""
+        return sum(self.baseline_call_tokens)
+
+    @property
+    def peak_tokens(self) -> int:
+        """The largest context sent to the model."""
+        return max(self.call_tokens, default=0)
+
+    @property
+    def over_limit_calls(self) -> int:
+        """Model calls whose context was above the limit (the model would have rejected them)."""
+        return sum(1 for n in self.call_tokens if n > self.limit)
+
+    @property
+    def used_recovery(self) -> bool:
+        """True when any compaction fell back to its recovery mode."""
+        return any(c.recovery for c in self.compaction_log)
+
+    @property
+    def invariants_ok(self) -> bool:
+        """True when no compaction reported a violated invariant."""
+        return all(c.invariants_ok for c in self.compaction_log)
+
+    @property
+    def errors(self) -> list[str]:
+        """Messages of compactions that failed (the context went on uncompacted)."""
+        return [c.error for c in self.compaction_log if c.error]
+
+    @property
+    def fits(self) -> bool:
+        """Every call was under the limit and every compaction succeeded."""
+        return self.over_limit_calls == 0 and not self.errors
+
+    @property
+    def compaction_time_ms(self) -> float:
+        """Time spent in the chain, over all compactions."""
+        return sum(c.time_ms for c in self.compaction_log)
+
+    @property
+    def retention(self) -> dict[str, Any]:
+        """Needle totals: present, recallable (not present but in the archive), lost, ratios."""
+        total = len(self.needles)
+        present = sum(1 for n in self.needles if n.present)
+        recallable = sum(1 for n in self.needles if n.recallable)
+        return {
+            "total": total,
+            "present": present,
+            "recallable": recallable,
+            "lost": total - present - recallable,
+            "retention": present / total if total else 1.0,
+            "retention_with_recall": (present + recallable) / total if total else 1.0,
+        }
+
+    def summary_line(self) -> str:
+        """One line for people."""
+        line = (
+            f"{self.transcript_id}: {self.model_calls} calls, {self.compactions} compactions, "
+            f"{self.tokens_sent:,} tokens sent ({self.tokens_sent_baseline:,} without "
+            f"compaction), peak {self.peak_tokens:,} / {self.limit:,}, final {self.final_tokens:,}"
+        )
+        if self.needles:
+            r = self.retention
+            line += f", needles {r['present']}/{r['total']} present, {r['recallable']} recallable"
+        if self.errors:
+            line += f", {len(self.errors)} failed compactions"
+        return line
+
+    def to_dict(self, *, include_transcript: bool = False) -> dict[str, Any]:
+        """The JSON report; `include_transcript` adds the final context's units."""
+        d: dict[str, Any] = {
+            "transcript": self.transcript_id,
+            "limit": self.limit,
+            "target": self.target,
+            "thresholds": {
+                "warn": self.thresholds.warn,
+                "compact": self.thresholds.compact,
+                "block": self.thresholds.block,
+            },
+            "units": self.units,
+            "model_calls": self.model_calls,
+            "compactions": self.compactions,
+            "tokens_sent": self.tokens_sent,
+            "tokens_sent_baseline": self.tokens_sent_baseline,
+            "peak_tokens": self.peak_tokens,
+            "over_limit_calls": self.over_limit_calls,
+            "original_tokens": self.original_tokens,
+            "final_tokens": self.final_tokens,
+            "final_units": len(self.transcript.units),
+            "fits": self.fits,
+            "used_recovery": self.used_recovery,
+            "invariants_ok": self.invariants_ok,
+            "p1": {"total": self.p1_total, "kept": self.p1_kept},
+            "compaction_time_ms": round(self.compaction_time_ms, 2),
+            "time_ms": round(self.time_ms, 2),
+            "compaction_log": [c.to_dict() for c in self.compaction_log],
+            "needles": [n.to_dict() for n in self.needles],
+            "retention": self.retention if self.needles else None,
+        }
+        if include_transcript:
+            d["final_transcript"] = [u.to_dict() for u in self.transcript.units]
+        return d
+
+
+def call_points(units: Sequence[Unit]) -> list[int]:
+    """Indices where the model is called: before each first assistant unit of a run, and at the
+    end (len(units)) when the transcript ends on something other than an assistant unit."""
+    points = [
+        i
+        for i, u in enumerate(units)
+        if u.role == "assistant" and (i == 0 or units[i - 1].role != "assistant")
+    ]
+    if units and units[-1].role != "assistant":
+        points.append(len(units))
+    return points
+
+
+def replay(
+    t: Transcript,
+    *,
+    limit: int,
+    options: ChainOptions | None = None,
+    tokenizer: Tokenizer | None = None,
+    count_opts: CountOptions | None = None,
+    archive: Archive | None = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    truth: Mapping[str, Any] | None = None,
+    target: int | None = None,
+    embedder: Any = None,
+    summarizer: Callable[..., str] | None = None,
+) -> ReplayResult:
+    """Replay `t` through an agent loop under `limit`; compact when the guard says so.
+
+    `target` is the chain's goal (default: the warn threshold of the limit, as `compact` uses);
+    `truth` is the ground truth (default: `t.metadata["ground_truth"]` when present). Without an
+    archive an in-memory SQLite archive holds what compaction removes, so recall still counts.
+    """
+    from ctxkit.tokens import get_tokenizer
+
+    started = time.perf_counter()
+    options = options or ChainOptions()
+    expand_chain(options.chain)  # bad names fail here, not inside the loop where errors are kept
+    if options.recovery_mode not in RECOVERY_MODES:
+        raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
+    tok = tokenizer or get_tokenizer()
+    copts = count_opts or CountOptions()
+    goal = target if target is not None else compaction_target(limit, thresholds)
+    goal = min(goal, limit)
+    if truth is None:
+        truth = t.metadata.get("ground_truth")
+    own_archive = archive is None
+    store = Archive(":memory:") if archive is None else archive
+    try:
+        return _run(
+            t,
+            limit,
+            goal,
+            options,
+            tok,
+            copts,
+            store,
+            thresholds,
+            truth,
+            embedder,
+            summarizer,
+            started,
+        )
+    finally:
+        if own_archive:
+            store.close()
+
+
+def _run(
+    t: Transcript,
+    limit: int,
+    goal: int,
+    options: ChainOptions,
+    tok: Tokenizer,
+    copts: CountOptions,
+    archive: Archive,
+    thresholds: Thresholds,
+    truth: Mapping[str, Any] | None,
+    embedder: Any,
+    summarizer: Callable[..., str] | None,
+    started: float,
+) -> ReplayResult:
+    from ctxkit.simulate import needle_retention
+
+    units = list(t.units)
+    per_unit = [c.total for c in count_units(units, tok, copts)]
+    fixed = count_tool_schemas(t.tools, tok, copts) + copts.reply_priming
+
+    needles = list((truth or {}).get("needles", []))
+    wanted: dict[str, list[dict[str, Any]]] = {}
+    for n in needles:
+        wanted.setdefault(str(n["needed_by_unit_id"]), []).append(n)
+    due: list[dict[str, Any]] = []  # needles whose request arrived, checked at the next call
+    checks: list[NeedleCheck] = []
+
+    context: list[Unit] = []
+    context_tokens = fixed  # the running total; re-counted whole after each compaction
+    baseline = fixed
+    call_tokens: list[int] = []
+    baseline_tokens: list[int] = []
+    log: list[Compaction] = []
+    points = set(call_points(units))
+
+    def model_call(index: int) -> None:
+        nonlocal context, context_tokens
+        status = status_for(context_tokens, limit, thresholds)
+        if status_rank(status) >= status_rank("compact"):
+            current = t.replace(units=list(context))
+            t0 = time.perf_counter()
+            last = max(0, index - 1)
+            try:
+                result = compact(
+                    current,
+                    limit=limit,
+                    target=goal,
+                    options=options,
+                    tokenizer=tok,
+                    count_opts=copts,
+                    archive=archive,
+                    embedder=embedder,
+                    summarizer=summarizer,
+                )
+            except (BreakerFailed, CtxkitError) as exc:
+                log.append(
+                    Compaction(
+                        call=len(call_tokens),
+                        unit_index=last,
+                        unit_id=units[last].id,
+                        status=status,
+                        tokens_before=context_tokens,
+                        tokens_after=context_tokens,
+                        strategies=[],
+                        recovery=None,
+                        fits=False,
+                        invariants_ok=True,
+                        time_ms=(time.perf_counter() - t0) * 1000,
+                        error=str(exc),
+                    )
+                )
+            else:
+                context = list(result.transcript.units)
+                context_tokens = result.tokens_after
+                log.append(
+                    Compaction(
+                        call=len(call_tokens),
+                        unit_index=last,
+                        unit_id=units[last].id,
+                        status=status,
+                        tokens_before=result.tokens_before,
+                        tokens_after=result.tokens_after,
+                        strategies=result.strategies_applied,
+                        recovery=result.recovery,
+                        fits=result.fits,
+                        invariants_ok=bool(result.invariants["ok"]),
+                        time_ms=result.time_ms,
+                    )
+                )
+        call = len(call_tokens)
+        call_tokens.append(context_tokens)
+        baseline_tokens.append(baseline)
+        if due:
+            seen = t.replace(units=list(context))
+            found = needle_retention(seen, {"needles": due}, archive)
+            for n, row in zip(due, found["needles"], strict=True):
+                checks.append(
+                    NeedleCheck(
+                        id=str(n["id"]),
+                        needed_by_unit_id=str(n["needed_by_unit_id"]),
+                        call=call,
+                        present=bool(row["present"]),
+                        recallable=bool(row["recallable"]),
+                    )
+                )
+            due.clear()
+
+    for i, u in enumerate(units):
+        if i in points:
+            model_call(i)
+        context.append(u)
+        context_tokens += per_unit[i]
+        baseline += per_unit[i]
+        due.extend(wanted.pop(u.id, ()))
+    if len(units) in points:
+        model_call(len(units))
+
+    final = t.replace(units=list(context))
+    final_tokens = count_transcript(final, tok, copts).total
+    # A request that never got a call (the transcript ends on an assistant unit) is checked
+    # against the final context: that is still what the model had in front of it.
+    if due:
+        found = needle_retention(final, {"needles": due}, archive)
+        for n, row in zip(due, found["needles"], strict=True):
+            checks.append(
+                NeedleCheck(
+                    str(n["id"]),
+                    str(n["needed_by_unit_id"]),
+                    None,
+                    row["present"],
+                    row["recallable"],
+                )
+            )
+    for pending in wanted.values():  # requests that do not occur in the transcript
+        for n in pending:
+            checks.append(
+                NeedleCheck(str(n["id"]), str(n["needed_by_unit_id"]), None, False, False)
+            )
+    order = {str(n["id"]): k for k, n in enumerate(needles)}
+    checks.sort(key=lambda c: order.get(c.id, len(order)))
+
+    by_id = {u.id: u for u in context}
+    p1 = [u for u in units if u.is_p1]
+    p1_kept = sum(1 for u in p1 if u.id in by_id and by_id[u.id].content == u.content)
+    return ReplayResult(
+        transcript_id=t.id,
+        transcript=final,
+        limit=limit,
+        target=goal,
+        thresholds=thresholds,
+        units=len(units),
+        model_calls=len(call_tokens),
+        call_tokens=call_tokens,
+        baseline_call_tokens=baseline_tokens,
+        compaction_log=log,
+        needles=checks,
+        original_tokens=baseline if units else 0,
+        final_tokens=final_tokens,
+        p1_total=len(p1),
+        p1_kept=p1_kept,
+        time_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+__all__ = ["Compaction", "NeedleCheck", "ReplayResult", "call_points", "replay"]
