@@ -382,7 +382,7 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
         lines.append(f"verdict: final, no target fits, exit {code}")
     errors = verdict.structural_errors() if verdict.checked else []
     if errors:
-        lines[-1] += f" ({len(errors)} structural errors)"
+        lines[-1] += f"; --check found {len(errors)} structural errors"
     for r in verdict.results:
         for note in r.notes:
             lines.append(f"note {r.target.name}: {note}")
