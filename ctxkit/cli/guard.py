@@ -441,7 +441,9 @@ def _render_replay(r: Any, fail_on: str) -> list[str]:
             parts.append(
                 f"{status} at message {f['message']} ({f['unit_id']}, {f['tokens']:,} tokens)"
             )
-    lines = [f"replay {r.target.name}: {rp.checks} checks; first " + ", ".join(parts)]
+    crossed = any(rp.first[s] is not None for s in ("warn", "compact", "block", "overflow"))
+    summary = "first " + ", ".join(parts) if crossed else "no threshold crossed"
+    lines = [f"replay {r.target.name}: {rp.checks} checks; {summary}"]
     lines.append(
         f"replay {r.target.name}: the guard would fire {rp.fires} times (fail-on {fail_on}); "
         f"{rp.over_hits} over-hits"
