@@ -8,6 +8,7 @@ the same as a short one.
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from ctxkit.model import Unit
 
@@ -24,14 +25,15 @@ _SHELL_TOOLS = frozenset(
     {"bash", "shell", "execute_bash", "run_command", "terminal", "exec", "local_shell", "run_shell_command"}
 )
 
-_NUMBERED_LINE = re.compile(r"^ *\d+(?:\t|→|: |:\t| \| |-)", re.M)
+# One pass over line starts finds both numbered lines (cat -n, Read) and source lines. A
+# leading "\n" instead of ^ with re.M lets the regex engine jump between newlines.
 _CODE_LINE = re.compile(
-    r"^[ \t]*(?:def |class |import |from [\w.]+ import |function |const |let |var |package |"
-    r"#include|public |private |fn |func |impl |struct |interface |export |@\w+|return\b|"
-    r"if \(|for \(|\}|\)|#!/)",
-    re.M,
+    r"\n(?:(?P<num> *\d+(?:\t|→|: |:\t| \| |-))|[ \t]*(?:def |class |import |from [\w.]+ import |"
+    r"function |const |let |var |package |#include|public |private |fn |func |impl |struct |"
+    r"interface |export |@\w+|return\b|if \(|for \(|\}|\)|#!/))"
 )
-_CHECKBOX = re.compile(r"^[ \t]*(?:[-*]|\d+\.) ?\[[ xX]\]", re.M)
+LINE_HEAD_CHARS = 2048
+_CHECKBOX = re.compile(r"\n[ \t]*(?:[-*]|\d+\.) ?\[[ xX]\]")
 _LOG_MARKERS = (
     "Traceback (most recent call last)",
     "=====",
@@ -57,19 +59,32 @@ _LOG_MARKERS = (
 )
 
 
+def _matches(pattern: re.Pattern[str], text: str, limit: int) -> int:
+    """How many times `pattern` matches, counting no further than `limit`."""
+    return sum(1 for _ in islice(pattern.finditer(text), limit))
+
+
 def _looks_like_plan(head: str) -> bool:
     if "To Do List" in head or "TODO list" in head or "Todos have been modified" in head:
         return True
-    return len(_CHECKBOX.findall(head)) >= 3
+    if "[ ]" not in head and "[x]" not in head and "[X]" not in head:
+        return False
+    return _matches(_CHECKBOX, "\n" + head, 3) >= 3
 
 
 def _code_score(head: str) -> int:
-    numbered = len(_NUMBERED_LINE.findall(head))
+    numbered = hits = 0
+    for m in islice(_CODE_LINE.finditer("\n" + head[:LINE_HEAD_CHARS]), 8):
+        if m.group("num") is not None:
+            numbered += 1
+        else:
+            hits += 1
     if numbered >= 3:
         return 3
-    hits = len(_CODE_LINE.findall(head))
+    if not hits:
+        return 0
     braces = head.count("{") + head.count("}") + head.count(";\n")
-    return hits + (1 if braces >= 6 and hits else 0)
+    return hits + (1 if braces >= 6 else 0)
 
 
 def _log_score(head: str, length: int) -> int:
@@ -89,7 +104,7 @@ def _unescaped(head: str) -> str:
 def classify(unit: Unit) -> str:
     """The content type of a unit: message, tool_call, tool_result, code, log, plan_ref,
     reasoning or summary (see DESIGN.md, canonical records)."""
-    if unit.type == "summary" or unit.meta.get("summary"):
+    if unit.type == "summary":
         return "summary"
     role = unit.role
     content = unit.content

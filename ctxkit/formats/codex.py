@@ -79,8 +79,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         if kind == "compacted":
             text = payload.get("message")
             if isinstance(text, str):
-                add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=rec, group=i,
-                         meta={"summary": True}))
+                add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=rec, group=i))
             else:
                 stats.skip("compacted")
             continue
