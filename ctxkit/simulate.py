@@ -41,11 +41,20 @@ import orjson
 
 from ctxkit.errors import UsageError, unknown_name
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.tokens import Tokenizer, count_transcript, count_units, get_tokenizer
+from ctxkit.tokens import (
+    CountOptions,
+    Tokenizer,
+    count_transcript,
+    get_tokenizer,
+    speaker_name,
+    unit_texts,
+)
 
 # Token cost of one message besides its text (role, separators), as `ctxkit.tokens` charges it.
 MESSAGE_OVERHEAD = 4
-REPLY_PRIMING = 3
+_COUNT_OPTIONS = CountOptions()
+REPLY_PRIMING = _COUNT_OPTIONS.reply_priming
+
 # Smallest size worth a turn of its own; below it the session ends and the rest is padding.
 MIN_TURN_TOKENS = 60
 MIN_TOKENS = 1000
@@ -238,8 +247,17 @@ class Builder:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
     def unit_cost(self, u: Unit) -> int:
-        """Tokens one unit adds, exactly as `ctxkit.tokens.count_transcript` counts it."""
-        return count_units([u], self.tokenizer)[0].total
+        """Tokens one unit adds, as `ctxkit.tokens.count_units` counts it.
+
+        Text by text, because one batch per unit would start tiktoken's thread pool for every
+        message; `generate` reports `count_transcript`'s own total in the ground truth.
+        """
+        opts = _COUNT_OPTIONS
+        texts, _ = unit_texts([u])
+        n = sum(self.count(text) for text in texts) + opts.tokens_per_message
+        if speaker_name(u):
+            n += opts.tokens_per_name
+        return n + u.images * opts.image_tokens
 
     def add(
         self,
