@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 Summarizer = Callable[..., str]
 
-REQUEST_CHARS = 400  # a request longer than this is quoted head and tail
+REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
 
 _PATH = re.compile(
@@ -32,13 +32,14 @@ _PATH = re.compile(
     r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|swift|"
     r"md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|lock)\b"
 )
-_NOT_PATH = re.compile(r"^(?:\d+(?:\.\d+)+|[\w.]+\.(?:com|org|net|io)(?:/.*)?)$")
+_NOT_PATH = re.compile(r"^(?:\d+(?:\.\d+)+|[\w.]+\.(?:com|org|net|io)(?:/.*)?|[A-Z]\w*\.js)$")
 _ERROR = re.compile(
     r"(?:\b(?:error|exception|traceback|failed|failure|fatal|panic)\b|\w+Error\b|\w+Exception\b|"
     r"exit (?:code|status) [1-9]|command not found|no such file|permission denied)",
     re.IGNORECASE,
 )
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
+_CODE_LISTING = re.compile(r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b")
 _DECISION = re.compile(
     r"\b(?:I'll|I will|I'm going to|let me|let's|we'll|we should|decided|decision|instead|"
     r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
@@ -89,16 +90,23 @@ def user_requests(units: Sequence[Unit]) -> list[Unit]:
 
 
 def files_touched(units: Sequence[Unit]) -> list[str]:
-    """File paths named in tool calls, results and messages, in order of first mention."""
-    seen: dict[str, None] = {}
+    """File paths, most touched first: named in tool-call arguments (read, edited, run) before
+    those only mentioned in output; more mentions first, then first mention."""
+    first: dict[str, int] = {}
+    score: Counter[str] = Counter()
+    order = 0
     for u in units:
-        texts = [c.arguments for c in u.tool_calls] + [u.content]
-        for text in texts:
+        texts = [(c.arguments, 10) for c in u.tool_calls] + [(u.content, 1)]
+        for text, weight in texts:
             for m in _PATH.finditer(text.replace("\\/", "/")):
                 path = m.group(0).rstrip(".")
-                if len(path) > 3 and not _NOT_PATH.match(path):
-                    seen.setdefault(path, None)
-    return list(seen)
+                if len(path) <= 3 or _NOT_PATH.match(path):
+                    continue
+                if path not in first:
+                    first[path] = order
+                    order += 1
+                score[path] += weight + ("/" in path)
+    return sorted(first, key=lambda p: (-score[p], first[p]))
 
 
 def _short_args(arguments: str) -> str:
@@ -141,6 +149,8 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
     out: list[str] = []
     for i, u in enumerate(units):
         for c in u.tool_calls:
+            if "todo" in c.name.lower():
+                continue  # the todo list is reported under open items
             out.append(f"{c.name}({_short_args(c.arguments)}) -> {_outcome(results.get(c.id))}")
         if u.role == "assistant" and not u.tool_calls:
             for block in _BASH_BLOCK.findall(u.content):
@@ -151,12 +161,19 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
 
 
 def errors_seen(units: Sequence[Unit]) -> list[str]:
-    """Distinct error lines from tool output and messages, in order."""
+    """Distinct error lines from tool output and messages, in order (not from code listings)."""
+    from ctxkit.compress import detect_kind
+
     seen: dict[str, None] = {}
     for u in units:
-        if u.role == "system":
+        # tool output and what the user pasted; an assistant's prose about errors is not one
+        if not (u.tool_call_id is not None or u.role == "tool" or _is_request(u)):
+            continue
+        if u.type == "code" or detect_kind(u.content) == "code":
             continue
         for line in u.content.splitlines():
+            if _CODE_LISTING.match(line):
+                continue
             if _ERROR.search(line) and len(line.strip()) > 3:
                 seen.setdefault(_one_line(line), None)
     return list(seen)
@@ -174,11 +191,31 @@ def decisions(units: Sequence[Unit]) -> list[str]:
     return list(out)
 
 
+def _todo_items(units: Sequence[Unit]) -> list[str]:
+    """Unfinished entries of the last todo-list tool call (Claude Code's TodoWrite and kin)."""
+    for u in reversed(units):
+        for c in reversed(u.tool_calls):
+            if "todo" not in c.name.lower():
+                continue
+            try:
+                todos = json.loads(c.arguments).get("todos")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(todos, list):
+                return [
+                    f"[{t.get('status', 'pending')}] {_one_line(str(t.get('content', '')))}"
+                    for t in todos
+                    if isinstance(t, dict) and t.get("status") != "completed"
+                ]
+    return []
+
+
 def open_items(units: Sequence[Unit]) -> list[str]:
-    """TODO/FIXME lines, unchecked checkboxes, and the last request if nothing answered it."""
-    items: dict[str, None] = {}
+    """Unfinished todos, TODO/FIXME lines and unchecked checkboxes in messages, and the last
+    request if nothing answered it."""
+    items: dict[str, None] = dict.fromkeys(_todo_items(units))
     for u in units:
-        if u.role == "system":
+        if u.role not in ("user", "assistant") or u.tool_call_id is not None:
             continue
         for line in u.content.splitlines():
             if _OPEN.search(line):
@@ -230,24 +267,34 @@ def _fit(
     target_tokens: int,
     tok: Tokenizer,
     fixed_tail: str = "",
+    first_take: dict[str, int] | None = None,
 ) -> str:
-    """Take items round-robin across sections (earlier sections first) until the budget is
-    spent, then central sentences; render in section order."""
+    """Take the `first_take` leading items of the named sections, then items round-robin across
+    sections (earlier sections first) until the budget is spent, then central sentences;
+    render in section order."""
     budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
     headers = sum(tok.count(f"## {title}\n") for title, items in sections if items)
     used = headers
     chosen: list[list[str]] = [[] for _ in sections]
     counts = [tok.count_many([f"- {it}\n" for it in items]) if items else [] for _, items in sections]
+    start = [0] * len(sections)
+    for k, (title, items) in enumerate(sections):
+        for j in range(min(len(items), (first_take or {}).get(title, 0))):
+            start[k] = j + 1
+            if used + counts[k][j] <= budget:
+                chosen[k].append(items[j])
+                used += counts[k][j]
     depth = 0
     progress = True
     while progress:
         progress = False
         for k, (_title, items) in enumerate(sections):
-            if depth < len(items):
+            at = start[k] + depth
+            if at < len(items):
                 progress = True
-                if used + counts[k][depth] <= budget:
-                    chosen[k].append(items[depth])
-                    used += counts[k][depth]
+                if used + counts[k][at] <= budget:
+                    chosen[k].append(items[at])
+                    used += counts[k][at]
         depth += 1
     extra: list[str] = []
     for sentence in filler:
@@ -294,7 +341,8 @@ def summarize_extractive(
         ("Decisions", decisions(units)),
         ("Open items", open_items(units)),
     ]
-    return _fit(sections, central_sentences(units), target_tokens, tok)
+    # the first and the last request come before everything else
+    return _fit(sections, central_sentences(units), target_tokens, tok, first_take={"Goal and user requests": 2})
 
 
 def handover(

@@ -1,0 +1,196 @@
+"""The extractive summarizer and the fresh-start handover, on fixtures and real transcripts.
+
+The real-data test measures what survives a 300-token summary (file paths, error lines, user
+requests, found by regexes independent of the summarizer's own) against the "first N
+sentences" baseline, and asserts ours keeps more.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from ctxkit.compress import split_sentences
+from ctxkit.errors import UsageError
+from ctxkit.model import ToolCall, Unit
+from ctxkit.structure import is_user_request
+from ctxkit.summarize import (
+    SUMMARIZERS,
+    commands_run,
+    files_touched,
+    get_summarizer,
+    handover,
+    open_items,
+    summarize_extractive,
+)
+from ctxkit.tokens import get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
+
+
+def session() -> list[Unit]:
+    todos = {"todos": [
+        {"content": "reproduce the bug", "status": "completed"},
+        {"content": "write a regression test", "status": "in_progress"},
+        {"content": "update the changelog", "status": "pending"},
+    ]}
+    return [
+        Unit("u1", "user", content="The CSV export in app/export/csv_writer.py drops the last row. Please fix it."),
+        Unit("a1", "assistant", content="I'll reproduce it first.", tool_calls=[ToolCall("c1", "bash", json.dumps({"command": "python -m pytest tests/test_export.py"}))]),
+        Unit("r1", "tool", content="<returncode>1</returncode>\n<output>\nFAILED tests/test_export.py::test_last_row\nAssertionError: 2 != 3\n</output>", tool_call_id="c1"),
+        Unit("a2", "assistant", content="The root cause is an off-by-one in the loop bound. I will change range(n - 1) to range(n).",
+             tool_calls=[ToolCall("c2", "Edit", json.dumps({"file_path": "app/export/csv_writer.py", "old": "n - 1", "new": "n"}))]),
+        Unit("r2", "tool", content="File edited.", tool_call_id="c2"),
+        Unit("a3", "assistant", content="", tool_calls=[ToolCall("c3", "TodoWrite", json.dumps(todos))]),
+        Unit("r3", "tool", content="Todos updated.", tool_call_id="c3"),
+        Unit("p1", "user", content="Never change the public column order.", priority=1),
+        Unit("u2", "user", content="Also add a test for an empty export, then stop."),
+    ]
+
+
+def test_registry() -> None:
+    assert SUMMARIZERS["extractive"] is summarize_extractive
+    assert get_summarizer("extractive") is summarize_extractive
+    with pytest.raises(UsageError):
+        get_summarizer("abstractive")
+
+
+def test_sections_on_a_session() -> None:
+    text = summarize_extractive(session(), 400, tok=TOK)
+    assert TOK.count(text) <= 400
+    for title in ("## Goal and user requests", "## Errors seen", "## Files touched", "## Commands run", "## Decisions", "## Open items"):
+        assert title in text
+    assert '"The CSV export in app/export/csv_writer.py drops the last row. Please fix it."' in text
+    assert "AssertionError: 2 != 3" in text
+    assert "bash(python -m pytest tests/test_export.py) -> exit 1" in text
+    assert "Edit(app/export/csv_writer.py) -> ok" in text
+    assert "off-by-one" in text
+    assert "[in_progress] write a regression test" in text and "reproduce the bug" not in text
+    assert summarize_extractive(session(), 400, tok=TOK) == text  # deterministic
+
+
+def test_extractors() -> None:
+    units = session()
+    assert files_touched(units)[0] == "app/export/csv_writer.py"
+    assert "tests/test_export.py" in files_touched(units)
+    assert [c.split(" -> ")[1] for c in commands_run(units)] == ["exit 1", "ok"]  # TodoWrite is an open item
+    items = open_items(units)
+    assert items[:2] == ["[in_progress] write a regression test", "[pending] update the changelog"]
+    assert items[-1].startswith("unanswered: Also add a test for an empty export")
+
+
+def test_tight_budget_keeps_first_and_last_request() -> None:
+    text = summarize_extractive(session(), 80, tok=TOK)
+    assert TOK.count(text) <= 80
+    assert "CSV export" in text and "empty export" in text
+
+
+def test_previous_summary_is_rolled_forward() -> None:
+    previous = "## Goal and user requests\n- \"Migrate the billing tables to Postgres.\""
+    text = summarize_extractive(session(), 400, previous_summary=previous, tok=TOK)
+    assert text.startswith("## Earlier summary") and "billing tables to Postgres" in text
+
+
+def test_handover_names_p1_and_ends_with_the_last_request() -> None:
+    units = session()
+    text = handover(units, 200, tok=TOK)
+    assert text.endswith("## Last request (verbatim)\nAlso add a test for an empty export, then stop.")
+    assert "p1: Never change the public column order." in text
+    assert "## Task" in text and "CSV export" in text
+    body = text.split("## Last request (verbatim)")[0]
+    assert TOK.count(body) <= 200
+    named = handover(units, 200, p1_units=[units[0]], tok=TOK)
+    assert "u1: The CSV export" in named and "p1: Never change" not in named
+
+
+# ------------------------------------------------------------------------------------------
+# measured on real transcripts against "first N sentences"
+
+PATH = re.compile(r"[\w./-]+/[\w.-]+\.(?:py|ts|tsx|js|go|json|md|toml|yaml|yml|rs|sh|txt)\b")
+ERROR = re.compile(r"\b\w*(?:Error|Exception)\b|\berror:|Traceback|FAILED")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def facts(units: Sequence[Unit]) -> list[list[str]]:
+    """Paths, error lines (first 40 chars) and user requests (first 40 chars) in the units."""
+    paths: dict[str, None] = {}
+    errors: dict[str, None] = {}
+    requests: dict[str, None] = {}
+    for u in units:
+        for text in [u.content, *(c.arguments for c in u.tool_calls)]:
+            for m in PATH.finditer(text):
+                paths.setdefault(m.group(0), None)
+        for line in u.content.splitlines():
+            if ERROR.search(line) and len(line.strip()) > 10:
+                errors.setdefault(_norm(line)[:40], None)
+        if is_user_request(u) and u.content.strip():
+            requests.setdefault(_norm(u.content)[:40], None)
+    return [list(paths), list(errors), list(requests)]
+
+
+def first_sentences(units: Sequence[Unit], target: int) -> str:
+    """The baseline: sentences from the start until the budget is spent."""
+    out = ""
+    for s in (s for u in units for s in split_sentences(u.content)):
+        if TOK.count(out + s) > target:
+            break
+        out += s
+    return out
+
+
+def kept(text: str, groups: list[list[str]]) -> int:
+    flat = _norm(text)
+    return sum(1 for group in groups for fact in group if fact in flat)
+
+
+REAL = [
+    "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl",
+    "claude-code/conneroisu__templar__logs-chat-json@a46211b7__session-b9712494.jsonl",
+    "claude-code/pattern-stack__task-patterns__logs-chat-json@df54b22d__session-263940d8.jsonl",
+    "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json",
+    "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__sqlfluff__sqlfluff-1763.traj.json",
+    "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx003_task3_trial0_reward0.json",
+    "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+]
+
+
+@pytest.mark.slow
+def test_extractive_keeps_more_than_first_sentences() -> None:
+    if not REALDATA.exists():
+        pytest.skip("realdata absent")
+    from ctxkit.formats import read_path
+
+    ours_total = base_total = 0
+    for rel in REAL:
+        transcript = next(iter(read_path(str(REALDATA / rel))))
+        units = [u for u in transcript.units if u.role != "system"]
+        groups = facts(units)
+        summary = summarize_extractive(units, 300, tok=TOK)
+        assert TOK.count(summary) <= 300 * 1.02
+        ours, base = kept(summary, groups), kept(first_sentences(units, 300), groups)
+        assert ours >= base, (rel, ours, base)
+        ours_total += ours
+        base_total += base
+    assert ours_total >= 1.5 * base_total, (ours_total, base_total)
+
+
+@pytest.mark.slow
+def test_handover_on_real_transcripts() -> None:
+    if not REALDATA.exists():
+        pytest.skip("realdata absent")
+    from ctxkit.formats import read_path
+
+    for rel in REAL:
+        units = next(iter(read_path(str(REALDATA / rel)))).units
+        last = [u for u in units if is_user_request(u) and u.content.strip()][-1]
+        text = handover(units, 500, tok=TOK)
+        assert text.endswith(last.content)
+        assert TOK.count(text.split("## Last request (verbatim)")[0]) <= 500
