@@ -261,6 +261,18 @@ def test_stdin_and_several_files_combine_exit_codes(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in both.stdout.splitlines()]
     assert [r["status"] for r in rows] == ["ok", "block"]
     assert both.exit_code == 4
+    table = run(
+        [
+            *(["guard", str(small), "session.in.jsonl"]),
+            "--window",
+            "4050",
+            "--max-output",
+            "0",
+            "--buffer",
+            "0",
+        ]
+    )
+    assert table.stdout.endswith("\n2 transcripts: ok 1, block 1; exit 4\n")
 
 
 def test_help_documents_exit_codes() -> None:

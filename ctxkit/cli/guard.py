@@ -181,6 +181,7 @@ def run_guard(**kw: Any) -> int:
     tokenizers = TokenizerCache()
     warned: set[str] = set()
     codes: list[int] = []
+    tally: dict[str, int] = {}
     stats = ReadStats()
     first = True
     for path in expand_paths(kw["paths"]):
@@ -210,6 +211,8 @@ def run_guard(**kw: Any) -> int:
                     warned.add(w)
                     echo_err(w)
             codes.append(verdict.exit_code(fail_on))
+            key = verdict.status if verdict.chosen is not None else "final"
+            tally[key] = tally.get(key, 0) + 1
             if fmt == "json":
                 import orjson
 
@@ -219,6 +222,13 @@ def run_guard(**kw: Any) -> int:
                     click.echo("")
                 click.echo(render_verdict(verdict, fail_on), nl=False)
             first = False
+    if fmt == "table" and len(codes) > 1:
+        counts = ", ".join(
+            f"{name} {tally[name]}"
+            for name in ("ok", "warn", "compact", "block", "overflow", "final")
+            if name in tally
+        )
+        click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_codes(codes)}")
     skipped = getattr(stats, "skipped", 0)
     if skipped:
         echo_err(f"skipped {skipped} invalid lines")
