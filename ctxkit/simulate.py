@@ -1584,9 +1584,19 @@ def _growing(b: Builder) -> None:
 )
 def _misclassified(b: Builder) -> None:
     _opening(b, needles=2)
-    b.session(MIX, turn_tokens=_typical(b, 0.06, 0.15))
+
+    def paste() -> None:
+        # A user pastes a module without a word around it: code, typed as a plain message.
+        _, code = _python_file(b, min(400, max(80, b.target // 30)))
+        u = b.add("user", "message", code, meta={"language": "python"})
+        b.misclassified.append({"unit_id": u.id, "labelled": "message", "actual": "code"})
+        b.assistant(b.reply_text(40))
+
+    b.session(MIX, turn_tokens=_typical(b, 0.06, 0.15), hooks={0.5: paste})
     wrong = {"code": "message", "log": "tool_result"}
     for i, u in enumerate(b.units):
+        if u.role != "tool":
+            continue
         labelled = wrong.get(u.type)
         if labelled is None and u.type == "tool_result" and u.content.startswith("{"):
             labelled = "log"

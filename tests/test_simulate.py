@@ -252,6 +252,8 @@ def test_misclassified_records_the_true_type(generated: dict[str, Transcript]) -
     wrong = t.metadata["ground_truth"]["misclassified"]
     units = {u.id: u for u in t.units}
     assert {w["actual"] for w in wrong} >= {"code", "log"}
+    pasted = [units[w["unit_id"]] for w in wrong if units[w["unit_id"]].role == "user"]
+    assert len(pasted) == 1 and pasted[0].type == "message"
     for w in wrong:
         assert units[w["unit_id"]].type == w["labelled"] != w["actual"]
         if w["actual"] == "code" and units[w["unit_id"]].meta.get("language") == "python":
