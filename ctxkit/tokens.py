@@ -65,6 +65,8 @@ CACHE_MAX_ENTRIES = 200_000
 # Texts longer than this are cached by digest, so the cache never pins large strings.
 _KEY_BY_TEXT_MAX_CHARS = 256
 _LOAD_TIMEOUT_S = 10.0
+# Below this many characters a batch is encoded in the calling thread (see _count_batch).
+_SERIAL_MAX_CHARS = 32_768
 
 
 @runtime_checkable
@@ -152,8 +154,11 @@ class TiktokenTokenizer(_CachedCounter):
         self._threads = os.cpu_count() or 1
 
     def _count_batch(self, texts: list[str]) -> list[int]:
-        if len(texts) == 1:
-            return [len(self.encoding.encode_ordinary(texts[0]))]
+        # encode_ordinary_batch starts a thread pool per call, which costs more than it saves
+        # on small batches (most single conversations); those are encoded in this thread.
+        if self._threads == 1 or len(texts) == 1 or sum(map(len, texts)) < _SERIAL_MAX_CHARS:
+            encode = self.encoding.encode_ordinary
+            return [len(encode(t)) for t in texts]
         batch = self.encoding.encode_ordinary_batch(texts, num_threads=self._threads)
         return [len(tokens) for tokens in batch]
 
