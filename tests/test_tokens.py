@@ -57,6 +57,13 @@ def test_cl100k_counts_equal_tiktoken_encode_ordinary():
     assert count_text("hello world") == 2
 
 
+def test_large_batches_take_the_threaded_path_and_agree():
+    tok = tokens.TiktokenTokenizer("cl100k_base", ENC)
+    texts = [f"line {i}: " + "the quick brown fox jumps over the lazy dog " * 40 for i in range(40)]
+    assert sum(map(len, texts)) > tokens._SERIAL_MAX_CHARS
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_count_many_matches_tiktoken_for_any_text(texts):
