@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -572,15 +573,27 @@ def test_bad_record_inside_a_document() -> None:
     assert len(t.units) == 2 and stats.skipped_invalid == 1
 
 
-def test_huge_line_reads(tmp_path: Path) -> None:
+def test_huge_line_reads_in_bounded_memory(tmp_path: Path) -> None:
+    """A 50 MB line is parsed; peak memory stays a small multiple of the line (no copies per unit)."""
     big = "x = 1\n" * (50 * 1024 * 1024 // 6)
     path = tmp_path / "big.jsonl"
     with open(path, "wb") as f:
         f.write(orjson.dumps({"role": "user", "content": "go"}) + b"\n")
         f.write(orjson.dumps({"role": "tool", "tool_call_id": "c", "content": big}) + b"\n")
-    (t,) = read_path(str(path))
-    assert len(t.units[1].content) == len(big)
+    line_mb = path.stat().st_size / 2**20
     del big
+    script = (
+        "import resource, sys\n"
+        "from ctxkit.formats import read_path\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "(t,) = read_path(sys.argv[1])\n"
+        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(len(t.units[1].content), (peak - base) / 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True)
+    chars, grown_mb = out.stdout.split()
+    assert int(chars) == 50 * 1024 * 1024 // 6 * 6
+    assert float(grown_mb) < 4 * line_mb, (grown_mb, line_mb)
 
 
 # ---------------------------------------------------------------- property tests

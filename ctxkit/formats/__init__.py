@@ -218,7 +218,9 @@ class _Reader:
             yield from self.jsonl(chain([(lineno, first, None)], self._numbered(stream, lineno)))
             return
         if head in (b"{", b"["):
-            data = first + stream.read()
+            rest = stream.read()
+            data = first + rest if rest else first
+            del rest
             try:
                 doc = orjson.loads(data)
             except orjson.JSONDecodeError as exc:
@@ -482,6 +484,8 @@ def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
         return
     records, extras = FORMATS[fmt].write(t)
     layout = t.layout
+    if layout == "lines" and t.source_format not in WRITABLE:
+        layout = "object"  # an app log's records were not messages: write a request-shaped object
     if layout in ("array", "lines") and (extras or t.envelope):
         layout = "object"  # a top-level system prompt or tool list needs an object around messages
     if layout == "array":
