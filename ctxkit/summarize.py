@@ -41,7 +41,7 @@ _ERROR = re.compile(
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
 _CODE_LISTING = re.compile(r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b")
 _DECISION = re.compile(
-    r"\b(?:I'll|I will|I'm going to|let me|let's|we'll|we should|decided|decision|instead|"
+    r"\b(?:I will|I'm going to|we'll|we should|decided|decision|instead|"
     r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
     re.IGNORECASE,
 )
@@ -132,7 +132,13 @@ def _outcome(result: Unit | None) -> str:
             return f"exit {code}"
     if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
         return "error"
-    lines = [ln for ln in result.content.splitlines() if _ERROR.search(ln)]
+    from ctxkit.compress import detect_kind
+
+    if detect_kind(result.content) == "code":
+        return "ok"  # a file listing mentions errors without being one
+    lines = [
+        ln for ln in result.content.splitlines() if _ERROR.search(ln) and not _CODE_LISTING.match(ln)
+    ]
     if lines:
         # the exception line says more than "Traceback (most recent call last):"
         specific = [ln for ln in lines if _EXCEPTION_LINE.search(ln)]
