@@ -1291,17 +1291,22 @@ def _json_response(b: Builder, budget: int, fake: Any = None) -> Output:
     close = '\n  ],\n  "pagination": {"page": 1, "per_page": 100, "total": 1000}\n}'
     used = b.count(open_) + b.count(close)
     kept: list[str] = []
+    smallest: tuple[int, str] | None = None
     missed = 0
-    while missed < 2:
+    while missed < 3:
         item = textwrap.indent(
             orjson.dumps(_json_item(b, fake, kind), option=orjson.OPT_INDENT_2).decode(), "    "
         )
         n = b.count(item) + 1  # the comma and newline between items
-        if kept and used + n > budget:
+        if used + n > budget:
             missed += 1
+            if smallest is None or n < smallest[0]:
+                smallest = (n, item)
             continue
         kept.append(item)
         used += n
+    if not kept and smallest is not None:
+        kept.append(smallest[1])
     total = len(kept) + b.rng.randint(0, 5000)
     text = (
         open_
