@@ -30,8 +30,9 @@ from ctxkit.model import Unit
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
 SECTIONS = ("Goal", "Decisions", "Files", "Errors", "Open items", "Next step")
-UNIT_CHARS = 2000  # tool output and long messages are shown head + tail; user requests never cut
+UNIT_CHARS = 2000  # tool output and long messages are shown head + tail
 MAX_PROMPT_CHARS = 60_000  # keeps the request inside a small summarizer model's window
+REQUEST_CHARS = 20_000  # a user request is quoted whole up to here; beyond, it is a pasted dump
 RETRY_STATUSES = frozenset({408, 409, 425, 429}) | frozenset(range(500, 600))
 
 SYSTEM_PROMPT = """You write handover notes for an AI coding agent whose conversation is being \
@@ -112,7 +113,7 @@ def _render(unit: Unit, limit: int) -> str:
     if unit.name:
         label += f" {unit.name}"
     is_request = unit.role == "user" and unit.type not in ("tool_result", "summary", "placeholder")
-    body = unit.content if is_request else _shorten(unit.content, limit)
+    body = _shorten(unit.content, REQUEST_CHARS if is_request else limit)
     lines = [f"[{label}]", body] if body else [f"[{label}]"]
     for call in unit.tool_calls:
         lines.append(f"-> call {call.name}({_shorten(call.arguments, limit // 4)})")

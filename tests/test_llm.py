@@ -360,3 +360,12 @@ def test_handover_prompt_quotes_requests_whole_and_shortens_tool_output() -> Non
     assert log not in user["content"]
     assert "characters left out" in user["content"]
     assert len(user["content"]) < len(request) + 3000
+
+
+def test_handover_prompt_shortens_a_pasted_dump_in_a_request() -> None:
+    dump = "Here is the log:\n" + "0123456789" * 10_000
+    _, user = handover_prompt([Unit(id="u1", role="user", content=dump)], None, 300)
+    assert dump[:1000] in user["content"]
+    assert dump[-1000:] in user["content"]
+    assert "characters left out" in user["content"]
+    assert len(user["content"]) < 21_000
