@@ -544,40 +544,53 @@ class Archive:
         """The stored original that the compaction invariants point to, when only one does.
 
         Compaction keeps the system units and the last user request verbatim, so a transcript
-        read back under another id (the output file's name) and without refs (a handover
-        that names none) still matches its original on those.
+        read back under another id (the output file's name) and without refs (a placeholder
+        whose ref lived in metadata the output format dropped) still matches its original.
+        Read back from a chat format, a placeholder may itself look like a user request, so
+        every request is tried, the latest first.
         """
         from ctxkit.structure import is_user_request
 
-        if not any(is_user_request(u) and u.content for u in compacted.units):
-            return None  # nothing distinctive to match on
-        rows = self._conn.execute(
-            "SELECT transcript_id FROM transcripts WHERE last_request = ? ORDER BY rowid",
-            (last_request_digest(compacted.units),),
-        ).fetchall()
         system = [u.content for u in compacted.units if u.role == "system"]
-        matches = []
-        for (tid,) in rows:
-            candidate = self.original(tid)
-            if candidate is not None and [u.content for u in candidate.system_units] == system:
-                matches.append(candidate)
-        if len(matches) > 1:
-            same = [m for m in matches if _same_text(m, compacted)]
-            if len(same) == 1:
-                return same[0]
-            raise ArchiveError(
-                f"transcript {compacted.id!r} carries no ref and matches several originals in "
-                f"{self.path} ({', '.join(m.id for m in matches[:5])}); cannot tell which"
-            )
-        return matches[0] if matches else None
+        tried: set[str] = set()
+        for u in reversed(compacted.units):
+            if not (is_user_request(u) and u.content):
+                continue
+            digest = _digest(u.content)
+            if digest in tried:
+                continue
+            tried.add(digest)
+            rows = self._conn.execute(
+                "SELECT transcript_id FROM transcripts WHERE last_request = ? ORDER BY rowid",
+                (digest,),
+            ).fetchall()
+            matches = []
+            for (tid,) in rows:
+                candidate = self.original(tid)
+                if candidate is not None and [c.content for c in candidate.system_units] == system:
+                    matches.append(candidate)
+            if len(matches) == 1:
+                return matches[0]
+            if len(matches) > 1:
+                same = [m for m in matches if _same_text(m, compacted)]
+                if len(same) == 1:
+                    return same[0]
+                raise ArchiveError(
+                    f"transcript {compacted.id!r} carries no ref and matches several originals "
+                    f"in {self.path} ({', '.join(m.id for m in matches[:5])}); cannot tell which"
+                )
+        return None
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def last_request_digest(units: Sequence[Unit]) -> str:
     """16 hex of a SHA-256 over the last user request's text ("" when there is none)."""
     from ctxkit.structure import is_user_request
 
-    last = next((u.content for u in reversed(units) if is_user_request(u)), "")
-    return hashlib.sha256(last.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return _digest(next((u.content for u in reversed(units) if is_user_request(u)), ""))
 
 
 def _same_text(a: Transcript, b: Transcript) -> bool:
