@@ -164,6 +164,9 @@ def count(
     rows = breakdown.rows() if breakdown is not None else region_rows
     if breakdown is None and len(rows) > 1:
         rows = rows + [_total_row(rows)]
+    if not rows:
+        what = "tool calls or results" if by == "tool" else "messages"
+        echo_err(f"nothing to show by {by}: no {what} in the input")
     if fmt == "table":
         rows = [_short_labels(r) for r in rows]
     write_rows(rows, fmt, sys.stdout)
