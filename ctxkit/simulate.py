@@ -1836,18 +1836,24 @@ def _unit_text(u: Unit) -> str:
 
 
 def needle_retention(
-    t: Transcript, truth: Mapping[str, Any] | None = None, archive: Any = None
+    t: Transcript,
+    truth: Mapping[str, Any] | None = None,
+    archive: Any = None,
+    *,
+    transcript_id: str | None = None,
 ) -> dict[str, Any]:
     """Which needles are still in `t` (or recallable from `archive`), by their patterns.
 
     `truth` defaults to `t.metadata["ground_truth"]`; `archive` is anything with
-    `.list(transcript_id)` returning items that have `.content`.
+    `.list(transcript_id)` returning items that have `.content`, asked for `transcript_id`
+    (default `t.id`; pass the original id when `t` was read back from a renamed file).
     """
     truth = truth if truth is not None else t.metadata.get("ground_truth", {})
     text = "\n".join(_unit_text(u) for u in t.units)
     archived: str | None = None
     if archive is not None:
-        archived = "\n".join(str(getattr(item, "content", "")) for item in archive.list(t.id))
+        items = archive.list(transcript_id or t.id)
+        archived = "\n".join(str(getattr(item, "content", "")) for item in items)
     rows = []
     for n in truth.get("needles", []):
         rx = re.compile(n["pattern"])

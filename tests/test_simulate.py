@@ -381,3 +381,25 @@ def test_sidecar_lines_are_compact_json(tmp_path: Path) -> None:
         "line": None,
         "ground_truth": t.metadata["ground_truth"],
     }
+
+
+def test_compacted_scenario_loses_no_needle_for_good(tmp_path: Path) -> None:
+    """Through the real compact command and archive: every needle is kept or recallable."""
+    code, _, _ = run("-s", "needle_early", "--tokens", "8000", "-o", f"{tmp_path}/")
+    assert code == 0
+    truth = read_truth(tmp_path / "truth.jsonl")["needle_early-0"]
+    out, db = tmp_path / "small.jsonl", tmp_path / "small.ctx.db"
+    result = CliRunner().invoke(
+        cli,
+        ["compact", str(tmp_path / "needle_early-0.jsonl"), "--limit", str(truth["limit"]),
+         "-o", str(out), "--archive", str(db)],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    (small,) = read_path(str(out))
+    assert count_transcript(small).total <= truth["limit"]
+    without = needle_retention(small, truth)
+    with Archive(str(db), readonly=True) as archive:
+        report = needle_retention(small, truth, archive, transcript_id="needle_early-0")
+    assert report["present"] == without["present"]
+    assert report["lost"] == 0 and report["retention_with_recall"] == 1.0
