@@ -304,3 +304,43 @@ def test_guard_does_not_import_heavy_modules(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "verdict: fits gpt-4-turbo (ok), exit 0" in proc.stdout
     assert "HEAVY [] EXIT 0" in proc.stderr
+
+
+REAL = [
+    "claude-code/conneroisu__templar__logs-chat-json@a46211b7__session-b9712494.jsonl",
+    "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+    "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__sqlfluff__sqlfluff-1763.traj.json",
+    "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx003_task3_trial0_reward0.json",
+]
+
+
+@pytest.mark.parametrize("name", REAL)
+def test_real_transcripts(realdata: Path, name: str) -> None:
+    path = realdata / name
+    if not path.exists():
+        pytest.skip(f"{name} not in realdata")
+    result = run(
+        [
+            "guard",
+            str(path),
+            "--model",
+            "claude-sonnet-4",
+            "--model",
+            "gemini-2.5-pro",
+            "--replay",
+            "--check",
+            "--format",
+            "json",
+        ]
+    )
+    got = json.loads(result.stdout)
+    assert got["verdict"] == "fits"
+    for target in got["targets"]:
+        assert target["used"] == sum(target["regions"].values())
+        assert target["used"] > 1000
+        assert target["replay"]["checks"] == got["units"]
+        # the replay ends where the whole transcript is
+        last = target["replay"]["first"]
+        assert all(v is None or v["tokens"] <= target["used"] for v in last.values())
+    first = got["targets"][0]
+    assert first["decision"] == ("chosen" if first["status"] != "overflow" else "does not fit")
