@@ -231,6 +231,17 @@ class EmbeddingCache:
 
 _MODELS: dict[str, Any] = {}  # loaded SentenceTransformer models, by resolved model spec
 _LOAD_FAILURES: dict[str, str] = {}  # a model that failed to load is not retried in this process
+# one connection per file and process: embedders come and go per transcript, file handles must not
+_CACHES: dict[tuple[str, int], EmbeddingCache] = {}
+MEMO_MAX = 50_000  # vectors kept in memory per embedder (~75 MB at 384 dims)
+
+
+def open_cache(path: Path) -> EmbeddingCache:
+    """The shared EmbeddingCache for `path` in this process (a forked worker opens its own)."""
+    key = (str(path), os.getpid())
+    if key not in _CACHES:
+        _CACHES[key] = EmbeddingCache(path)
+    return _CACHES[key]
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -315,7 +326,7 @@ class MiniLMEmbedder:
         if cache:
             path = cache_dir() / "embeddings.sqlite"
             try:
-                self.cache = EmbeddingCache(path)
+                self.cache = open_cache(path)
             except (sqlite3.Error, OSError) as e:
                 # a broken cache costs time, never the run
                 self.cache_error = f"embedding cache {path} unavailable ({e}); running without it"
@@ -325,6 +336,9 @@ class MiniLMEmbedder:
         cut = [t[: self.max_chars] for t in texts]
         digests = [_sha256(t) for t in cut]
         missing = [d for d in dict.fromkeys(digests) if d not in self._memo]
+        if len(self._memo) + len(missing) > MEMO_MAX:
+            self._memo.clear()  # a long dataset run: forget old vectors rather than grow without end
+            missing = list(dict.fromkeys(digests))
         if missing and self.cache is not None:
             try:
                 stored = self.cache.get_many(self.model_id, missing)

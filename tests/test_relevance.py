@@ -432,3 +432,23 @@ def _minilm_warned(warnings: list[str]) -> relevance.MiniLMEmbedder:
     assert isinstance(emb, relevance.MiniLMEmbedder)
     assert emb.show_progress is True
     return emb
+
+
+@pytest.mark.slow
+def test_embedders_share_one_cache_connection(minilm_loaded: None, cache_home: str) -> None:
+    a, b = _minilm(), _minilm()
+    assert a.cache is not None and a.cache is b.cache
+
+
+@pytest.mark.slow
+def test_memo_is_bounded(
+    minilm_loaded: None, cache_home: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(relevance, "MEMO_MAX", 3)
+    emb = _minilm(cache=False)
+    first = emb.embed(["alpha", "beta"])
+    emb.embed(["gamma", "delta"])
+    assert len(emb._memo) == 2  # cleared before the second batch
+    again = emb.embed(["alpha", "beta"])
+    assert np.allclose(first, again, atol=1e-5)
+    assert emb.stats == {"computed": 6, "cached": 0}
