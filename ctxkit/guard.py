@@ -511,6 +511,10 @@ def evaluate(
             plan = plan_pending(pending, used, target.limit, tok, opts, config)
             regions["pending"] = plan.tokens
             used += plan.tokens
+            say(
+                f"target {target.name}: pending {plan.tokens} tokens, room {plan.room}; plan: "
+                + ", ".join(f"{i.name} {i.action} {i.tokens}->{i.tokens_after}" for i in plan.items)
+            )
         result = _judge(target, used, regions, label, config)
         result.pending = plan
         if do_replay:
@@ -524,6 +528,12 @@ def evaluate(
                 fail_on,
             )
         _trace_target(say, result)
+        if result.replay is not None:
+            rp = result.replay
+            say(
+                f"target {target.name}: replay {rp.checks} checks, fires {rp.fires}, "
+                f"over-hits {rp.over_hits}, most in one hour {rp.max_over_hits_per_hour}"
+            )
         results.append(result)
 
     chosen = next((i for i, r in enumerate(results) if r.fits), None)
