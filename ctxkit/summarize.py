@@ -246,10 +246,10 @@ def central_sentences(units: Sequence[Unit]) -> list[str]:
         return []
     scores = sentence_scores(sentences)
     # centrality: how much a sentence shares the vocabulary of all the others
-    vocab = Counter(w for s in sentences for w in set(words(s)))
+    vocab = Counter(w for s in sentences for w in dict.fromkeys(words(s)))
     central = []
     for s, base in zip(sentences, scores, strict=True):
-        bag = set(words(s))
+        bag = list(dict.fromkeys(words(s)))  # ordered: float sums must not depend on hash seeds
         shared = sum(math.log(1 + vocab[w]) for w in bag if vocab[w] > 1)
         central.append(base + shared / math.sqrt(len(bag) + 1))
     order = sorted(range(len(sentences)), key=lambda i: (-central[i], i))

@@ -427,3 +427,26 @@ def test_invariants_hold_on_random_transcripts(units: list[Unit], name: str) -> 
     assert_invariants(state, after, archive)
     again = get_strategy(name)(make_state(units, Archive(":memory:")), params)
     assert again is not None and snapshot(again.units) == snapshot(after.units)
+
+
+@pytest.mark.slow
+def test_output_does_not_depend_on_the_hash_seed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys; sys.path.insert(0, 'tests');"
+        "from test_strategies import fixture_units, make_state, snapshot;"
+        "from ctxkit.strategies import STRATEGIES;"
+        "out = {n: (lambda s: s and snapshot(s.units))(f(make_state(fixture_units(), None), {}))"
+        " for n, f in sorted(STRATEGIES.items())};"
+        "print(json.dumps(out, sort_keys=True))"
+    )
+    root = Path(__file__).parents[1]
+    outputs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=True)
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
