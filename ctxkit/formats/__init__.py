@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -56,6 +57,7 @@ WRITABLE = ("units", "openai", "anthropic")
 # API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
 _DETECT_ORDER = ("units", "claude-code", "codex", "anthropic", "openai")
 _SNIFF_BYTES = 8192
+_LEADING_SPACE = re.compile(rb"\s*")
 
 
 # ---------------------------------------------------------------- paths
@@ -186,7 +188,7 @@ class _Reader:
             lineno += 1
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
-            if raw.strip():
+            if not raw.isspace():
                 first = raw
                 break
         if not first:
@@ -195,27 +197,29 @@ class _Reader:
         if b"\x00" in first[:_SNIFF_BYTES]:
             self.fail(lineno, "binary data, not a JSON transcript")
             return
-        head = first.lstrip()[:1]
-        if head == b"{" and first.strip() != b"{":
+        # Never strip a line that may be 50 MB: look at its first non-blank byte in place.
+        start = _LEADING_SPACE.match(first).end()  # type: ignore[union-attr]
+        head = first[start : start + 1]
+        bare = len(first) < 64 and first.strip() in (b"{", b"[")
+        if head == b"{" and not bare:
             try:
                 obj = orjson.loads(first)
             except orjson.JSONDecodeError:
                 obj = None
-            if obj is not None:
-                nxt, nxt_line = b"", lineno
-                for raw in iter(stream.readline, b""):
-                    nxt_line += 1
-                    if raw.strip():
-                        nxt = raw
-                        break
-                if not nxt:
-                    yield from self.document(obj, one_line=True)
-                    return
-                lines = chain([(lineno, first, obj), (nxt_line, nxt, None)], self._numbered(stream, nxt_line))
-                yield from self.jsonl(lines)
+            if obj is None:
+                # A broken first line of a JSONL file (a pretty document starts with a bare "{").
+                yield from self.jsonl([(lineno, first, None)], stream, lineno)
                 return
-            # A broken first line of a JSONL file (a pretty document starts with a bare "{").
-            yield from self.jsonl(chain([(lineno, first, None)], self._numbered(stream, lineno)))
+            nxt, nxt_line = b"", lineno
+            for raw in iter(stream.readline, b""):
+                nxt_line += 1
+                if not raw.isspace():
+                    nxt = raw
+                    break
+            if not nxt:
+                yield from self.document(obj, one_line=True)
+                return
+            yield from self.jsonl([(lineno, first, obj), (nxt_line, nxt, None)], stream, nxt_line)
             return
         if head in (b"{", b"["):
             rest = stream.read()
@@ -232,32 +236,43 @@ class _Reader:
                 return
             yield from self.document(doc, one_line=False)
             return
-        yield from self.jsonl(chain([(lineno, first, None)], self._numbered(stream, lineno)))
+        yield from self.jsonl([(lineno, first, None)], stream, lineno)
 
-    @staticmethod
-    def _numbered(stream: BinaryIO, start: int) -> Iterator[tuple[int, bytes, Any]]:
-        n = start
-        for raw in stream:
-            n += 1
-            if raw.strip():
-                yield n, raw, None
-
-    def _parsed(self, lines: Iterable[tuple[int, bytes, Any]]) -> Iterator[tuple[int, Any]]:
-        for n, raw, obj in lines:
+    def _parsed(self, first: list[tuple[int, bytes, Any]], stream: BinaryIO, start: int) -> Iterator[tuple[int, Any]]:
+        """(line number, parsed record) for the lines already read, then the rest of the stream."""
+        for n, raw, obj in first:
             if obj is None:
-                try:
-                    obj = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    problem = _diagnose(raw, exc, last=not raw.endswith(b"\n"))
-                    self.fail(n, problem, None if problem.startswith("binary") else raw)
+                obj = self._parse_line(n, raw)
+                if obj is None:
                     continue
             yield n, obj
+        n = start
+        loads = orjson.loads
+        for raw in stream:
+            n += 1
+            try:
+                yield n, loads(raw)
+            except orjson.JSONDecodeError:
+                if raw.isspace():
+                    continue
+                obj = self._parse_line(n, raw)
+                if obj is not None:
+                    yield n, obj
+
+    def _parse_line(self, n: int, raw: bytes) -> Any:
+        """A line's record, or None after reporting (or counting) why it is not one."""
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            problem = _diagnose(raw, exc, last=not raw.endswith(b"\n"))
+            self.fail(n, problem, None if problem.startswith("binary") else raw)
+            return None
 
     # -- layouts
 
-    def jsonl(self, lines: Iterable[tuple[int, bytes, Any]]) -> Iterator[Transcript]:
+    def jsonl(self, first: list[tuple[int, bytes, Any]], stream: BinaryIO, start: int) -> Iterator[Transcript]:
         """One record per line: either a dataset (a conversation per line) or one transcript."""
-        parsed = self._parsed(lines)
+        parsed = self._parsed(first, stream, start)
         records: list[Any] = []
         numbers: list[int] = []
         dataset = False

@@ -146,9 +146,6 @@ def blocks_text(content: Any, text_types: Iterable[str] = ("text",)) -> tuple[st
     return "\n".join(parts), images
 
 
-_ISO_CACHE: dict[str, float] = {}
-
-
 def timestamp_of(value: Any) -> float | None:
     """Seconds since the epoch from an ISO-8601 string or a number; None when absent or odd."""
     if value is None or isinstance(value, bool):
