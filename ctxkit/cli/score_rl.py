@@ -1,0 +1,322 @@
+"""`ctxkit score-rl`: run compaction actions on transcripts, score them, export datasets."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ctxkit.cli.options import (
+    echo_err,
+    input_options,
+    progress_option,
+    tokenizer_options,
+    want_progress,
+)
+from ctxkit.errors import UsageError
+from ctxkit.model import Transcript
+from ctxkit.simulate import SCENARIOS
+
+
+def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]:
+    wanted = list(values)
+    if scenarios:
+        wanted += [s.strip() for s in scenarios.split(",") if s.strip()]
+    names: list[str] = []
+    for v in wanted:
+        if v != "all" and v not in SCENARIOS:
+            known = ", ".join(sorted(SCENARIOS))
+            raise UsageError(f"unknown scenario {v!r}; known: {known}, all")
+        for name in sorted(SCENARIOS) if v == "all" else [v]:
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _sidecar_for(path: str) -> Path | None:
+    """The ground-truth file `ctxkit simulate` wrote beside a transcript, if any."""
+    p = Path(path)
+    for cand in (p.with_name(p.name.split(".")[0] + ".truth.jsonl"), p.parent / "truth.jsonl"):
+        if cand.is_file() and cand != p:
+            return cand
+    return None
+
+
+@click.command("score-rl")
+@input_options
+@click.option(
+    "--scenario",
+    "-s",
+    "scenario",
+    multiple=True,
+    metavar="NAME",
+    help="Generate this scenario on the fly (repeatable; `all` for every one).",
+)
+@click.option(
+    "--scenarios", default=None, metavar="LIST", help="Comma-separated scenarios, or `all`."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first scenario.")
+@click.option(
+    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds per scenario."
+)
+@click.option(
+    "--tokens",
+    type=click.IntRange(min=1000),
+    default=None,
+    help="Size of each generated transcript (default: the scenario's).",
+)
+@click.option(
+    "--p1-ratio", type=click.FloatRange(0.0, 1.0), default=None, help="P1 share of generated units."
+)
+@click.option(
+    "--truth",
+    "truth_path",
+    default=None,
+    help="Ground-truth sidecar for input files (default: the one `ctxkit simulate` wrote beside them).",
+)
+@click.option(
+    "--actions",
+    "actions_path",
+    default=None,
+    help="YAML/JSON list of {name, chain, params, recovery_mode} (default: the built-in set).",
+)
+@click.option(
+    "--action",
+    "action_names",
+    multiple=True,
+    metavar="NAME",
+    help="Run only these actions (repeatable); see --list-actions.",
+)
+@click.option("--list-actions", is_flag=True, help="List the actions and exit.")
+@click.option(
+    "--mode",
+    type=click.Choice(["oneshot", "replay"]),
+    default="oneshot",
+    show_default=True,
+    help="Compact each transcript once, or replay it through an agent loop.",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token limit (default: a scenario's own, else the configured budget).",
+)
+@click.option("--model", default=None, help="Use this model's budget as the limit.")
+@click.option(
+    "--target",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Compaction goal (default: the warn threshold of each limit).",
+)
+@click.option(
+    "--config", "config_path", default=None, help="YAML configuration (default ./ctxkit.yaml)."
+)
+@click.option(
+    "--embedder",
+    type=click.Choice(["auto", "minilm", "lexical"]),
+    default="lexical",
+    show_default=True,
+    help="Coherence and relevance embedder (auto: minilm when it loads).",
+)
+@click.option(
+    "--export",
+    "export",
+    type=click.Choice(["rl", "dpo", "sft"]),
+    default="rl",
+    show_default=True,
+    help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst pairs; "
+    "sft: OpenAI fine-tuning lines.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "parquet"]),
+    default="jsonl",
+    show_default=True,
+    help="Dataset file format (parquet needs -o).",
+)
+@click.option("-o", "--output", "output", default="-", help="Output file (atomic); default stdout.")
+@progress_option
+@tokenizer_options
+def score_rl(
+    paths: tuple[str, ...],
+    from_format: str | None,
+    include_sidechains: bool,
+    skip_invalid: bool,
+    scenario: tuple[str, ...],
+    scenarios: str | None,
+    seed: int,
+    count: int,
+    tokens: int | None,
+    p1_ratio: float | None,
+    truth_path: str | None,
+    actions_path: str | None,
+    action_names: tuple[str, ...],
+    list_actions: bool,
+    mode: str,
+    limit: int | None,
+    model: str | None,
+    target: int | None,
+    config_path: str | None,
+    embedder: str,
+    export: str,
+    fmt: str,
+    output: str,
+    progress: bool | None,
+    tokenizer: str | None,
+    image_tokens: int | None,
+    tool_schema_scale: float | None,
+) -> None:
+    """Score compaction actions as RL rewards; write the RL log or DPO/SFT datasets.
+
+    \b
+    Examples:
+      ctxkit score-rl --scenarios all --count 3 -o rl.jsonl
+      ctxkit score-rl --scenario long_chat --mode replay --export dpo -o pairs.jsonl
+      ctxkit score-rl sessions/*.jsonl --limit 16000 --format parquet -o rl.parquet
+    """
+    from ctxkit import rl
+
+    actions = rl.load_actions(actions_path) if actions_path else rl.builtin_actions()
+    if action_names:
+        by_name = {a.name: a for a in actions}
+        missing = [n for n in action_names if n not in by_name]
+        if missing:
+            raise UsageError(f"unknown action {missing[0]!r}; known: {', '.join(sorted(by_name))}")
+        actions = [by_name[n] for n in dict.fromkeys(action_names)]
+    if list_actions:
+        for a in actions:
+            d = a.to_dict()
+            click.echo(f"{a.name}\t{','.join(a.chain)}\t{a.recovery_mode}\t{d['params']}")
+        return
+
+    names = _scenario_names(scenario, scenarios)
+    if not names and not paths:
+        raise UsageError("give transcript files, or --scenario NAME / --scenarios all")
+    if fmt == "parquet" and output == "-":
+        raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
+
+    from ctxkit.budget import compaction_target
+    from ctxkit.relevance import get_embedder
+    from ctxkit.settings import compact_settings
+
+    settings = compact_settings(
+        limit=limit,
+        model=model,
+        target=target,
+        config_path=config_path,
+        tokenizer=tokenizer,
+        image_tokens=image_tokens,
+        tool_schema_scale=tool_schema_scale,
+        seed=seed,
+        warn=echo_err,
+    )
+    fixed_limit = settings.limit if (limit is not None or model is not None) else None
+    thresholds = settings.budget.thresholds
+    emb = get_embedder(embedder, warn=echo_err)
+
+    def limit_for(t: Transcript) -> int:
+        if fixed_limit is not None:
+            return fixed_limit
+        truth = t.metadata.get("ground_truth")
+        if truth and truth.get("limit"):
+            return int(truth["limit"])
+        return settings.limit
+
+    def target_for(lim: int) -> int:
+        return min(target, lim) if target is not None else compaction_target(lim, thresholds)
+
+    transcripts = _transcripts(
+        paths,
+        names,
+        from_format,
+        include_sidechains,
+        skip_invalid,
+        truth_path,
+        seed=seed,
+        count=count,
+        tokens=tokens,
+        p1_ratio=p1_ratio,
+    )
+    total = len(names) * count if names and not paths else None
+    bar = _bar(total, want_progress(progress))
+    summary = rl.Summary()
+    with rl.DatasetWriter(output, fmt, export) as writer:
+        for t in transcripts:
+            lim = limit_for(t)
+            trials = [
+                rl.run_action(
+                    t,
+                    a,
+                    limit=lim,
+                    mode=mode,
+                    target=target_for(lim),
+                    tokenizer=settings.tokenizer,
+                    count_opts=settings.count_opts,
+                    embedder=emb,
+                    thresholds=thresholds,
+                    seed=seed,
+                )
+                for a in actions
+            ]
+            for tr in trials:
+                summary.add(tr)
+            writer.write(rl.export_rows(trials, export))
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    echo_err(summary.table())
+    kind = {"rl": "rows", "dpo": "preference pairs", "sft": "fine-tuning lines"}[export]
+    where = "stdout" if output == "-" else output
+    echo_err(f"{writer.rows:,} {kind} written to {where} ({mode}, {len(actions)} actions)")
+
+
+def _transcripts(
+    paths: tuple[str, ...],
+    names: list[str],
+    from_format: str | None,
+    include_sidechains: bool,
+    skip_invalid: bool,
+    truth_path: str | None,
+    *,
+    seed: int,
+    count: int,
+    tokens: int | None,
+    p1_ratio: float | None,
+) -> Iterator[Transcript]:
+    """Input files first (read lazily, ground truth attached by id), then generated scenarios."""
+    from ctxkit.formats import ReadStats, expand_paths, read_path
+    from ctxkit.simulate import generate_many, read_truth
+
+    explicit = read_truth(truth_path) if truth_path else None
+    if paths:
+        stats = ReadStats()
+        for path in expand_paths(list(paths)):
+            sidecar = explicit
+            if sidecar is None and path != "-":
+                found = _sidecar_for(path)
+                sidecar = read_truth(found) if found else None
+            for t in read_path(
+                path,
+                from_format,
+                include_sidechains=include_sidechains,
+                skip_invalid=skip_invalid,
+                stats=stats,
+            ):
+                if sidecar and t.id in sidecar and "ground_truth" not in t.metadata:
+                    t.metadata["ground_truth"] = sidecar[t.id]
+                yield t
+    if names:
+        yield from generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
+
+
+def _bar(total: int | None, show: bool) -> Any:
+    if not show:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="transcript", file=sys.stderr, leave=False)
