@@ -19,6 +19,7 @@ With `check=True`, structural errors exit 6 when the fit alone would exit 0.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -186,11 +187,12 @@ def plan_pending(
     for item in sorted(items, key=lambda it: (-it.tokens, it.index)):
         if excess <= 0:
             break
-        stub = min(stubs[item.index], item.tokens)
-        if item.bytes > off.threshold_bytes or item.tokens - excess < stub:
+        stub = stubs[item.index]
+        if stub < item.tokens and (item.bytes > off.threshold_bytes or item.tokens - excess < stub):
             item.action, item.tokens_after = "offload", stub
         else:
-            item.action, item.tokens_after = "cut", item.tokens - excess
+            # a small output (or one shorter than its stub) is cut, down to nothing if need be
+            item.action, item.tokens_after = "cut", max(0, item.tokens - excess)
         excess -= item.tokens - item.tokens_after
     after = sum(i.tokens_after for i in items)
     thresholds = Thresholds.from_config(config)
@@ -269,9 +271,11 @@ def replay(
         if status == "overflow":
             over_hits += 1
             if u.timestamp is not None:
-                over_times.append(float(u.timestamp))
-                start = over_times[-1] - OVER_HITS_WINDOW_S
-                in_hour = sum(1 for t in over_times if t >= start)
+                now = float(u.timestamp)
+                bisect.insort(over_times, now)
+                in_hour = bisect.bisect_right(over_times, now) - bisect.bisect_left(
+                    over_times, now - OVER_HITS_WINDOW_S
+                )
                 max_per_hour = max(max_per_hour, in_hour)
                 if trigger is None and in_hour > OVER_HITS_TRIGGER:
                     trigger = {

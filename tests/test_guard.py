@@ -292,3 +292,18 @@ def test_tool_calls_count() -> None:
         evaluate(with_call, [window(10000)]).results[0].used
         > evaluate(t, [window(10000)]).results[0].used
     )
+
+
+def test_pending_output_smaller_than_its_stub_is_cut() -> None:
+    tok = get_tokenizer("cl100k_base")
+    plan = plan_pending([PendingOutput("ls", "a.py")], 0, 3, tok, CountOptions(), Config())
+    item = plan.items[0]
+    assert item.action == "cut" and item.tokens_after == 3 and plan.fits_after
+
+
+def test_replay_over_hits_with_unordered_timestamps() -> None:
+    stamps = [0.0, 5000.0, 100.0, 200.0, 9000.0]
+    units = [Unit(id=f"u{i}", role="user", content="x", timestamp=s) for i, s in enumerate(stamps)]
+    rp = replay(units, [100] * 5, 0, 50, resolve_target().thresholds)
+    assert rp.max_over_hits_per_hour == 3
+    assert rp.trigger is not None and rp.trigger["unit_id"] == "u3"
