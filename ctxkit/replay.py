@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ctxkit.archive import Archive
@@ -226,6 +227,32 @@ class ReplayResult:
         if include_transcript:
             d["final_transcript"] = [u.to_dict() for u in self.transcript.units]
         return d
+
+
+def sidecar_for(path: str) -> Path | None:
+    """The ground-truth file `ctxkit simulate` writes beside a transcript, when there is one."""
+    if path == "-":
+        return None
+    p = Path(path)
+    for cand in (p.with_name(p.name.split(".")[0] + ".truth.jsonl"), p.parent / "truth.jsonl"):
+        if cand.is_file() and cand != p:
+            return cand
+    return None
+
+
+def attach_truth(transcripts: Sequence[Transcript], truth: Mapping[str, Any]) -> None:
+    """Put each transcript's ground truth (sidecar records by id) into its metadata.
+
+    A file renamed after `simulate` wrote it has another id; a lone transcript with a lone
+    record still gets it.
+    """
+    for t in transcripts:
+        if "ground_truth" in t.metadata:
+            continue
+        if t.id in truth:
+            t.metadata["ground_truth"] = dict(truth[t.id])
+        elif len(transcripts) == 1 and len(truth) == 1:
+            t.metadata["ground_truth"] = dict(next(iter(truth.values())))
 
 
 def call_points(units: Sequence[Unit]) -> list[int]:
@@ -460,4 +487,12 @@ def _run(
     )
 
 
-__all__ = ["Compaction", "NeedleCheck", "ReplayResult", "call_points", "replay"]
+__all__ = [
+    "Compaction",
+    "NeedleCheck",
+    "ReplayResult",
+    "attach_truth",
+    "call_points",
+    "replay",
+    "sidecar_for",
+]

@@ -47,6 +47,12 @@ from ctxkit.errors import UsageError
 @click.option("--explain", is_flag=True, help="Say what each step did, on stderr.")
 @click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive.")
 @click.option(
+    "--replay",
+    is_flag=True,
+    help="Replay the transcript through an agent loop (compact whenever the guard says so) and "
+    "print the replay report as JSON instead of writing a compacted transcript.",
+)
+@click.option(
     "--to",
     "to_format",
     type=click.Choice(["units", "openai", "anthropic"]),
@@ -70,6 +76,7 @@ def compact(
     report_path: str | None,
     explain: bool,
     dry_run: bool,
+    replay: bool,
     to_format: str | None,
     tokenizer: str | None,
     image_tokens: int | None,
@@ -82,6 +89,7 @@ def compact(
       ctxkit compact session.jsonl --limit 5000 -o small.jsonl
       ctxkit compact session.jsonl --model gpt-4o --chain offload,summarize_old --explain
       cat chat.json | ctxkit compact --limit 3000 > small.json
+      ctxkit compact --replay session.jsonl --limit 16000 > replay.json
     """
     from ctxkit.archive import Archive, default_archive_path
     from ctxkit.chain import ChainOptions
@@ -105,6 +113,9 @@ def compact(
         warn=echo_err,
     )
     options: ChainOptions = budget.options
+    if replay:
+        _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
+        return
 
     with _materialize(source) as path:
         stats = ReadStats()
@@ -232,3 +243,65 @@ def _explain_steps(result: Any) -> None:
             what = s.note
         refs = f", {len(s.refs)} refs" if s.refs else ""
         echo_err(f"  pass {s.iteration} {s.strategy}: {what}{refs}, {s.time_ms:.1f} ms")
+
+
+def _replay(
+    source: str,
+    from_format: str | None,
+    include_sidechains: bool,
+    skip_invalid: bool,
+    budget: Any,
+    output: str,
+    archive_path: str | None,
+) -> None:
+    """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
+    from ctxkit.archive import Archive
+    from ctxkit.formats import ReadStats, read_path
+    from ctxkit.replay import attach_truth, replay, sidecar_for
+    from ctxkit.simulate import read_truth
+
+    with _materialize(source) as path:
+        transcripts = list(
+            read_path(
+                path,
+                from_format,
+                include_sidechains=include_sidechains,
+                skip_invalid=skip_invalid,
+                stats=ReadStats(),
+            )
+        )
+    if not transcripts:
+        raise UsageError(f"{source}: no transcript to replay")
+    sidecar = sidecar_for(source)
+    if sidecar is not None:
+        attach_truth(transcripts, read_truth(sidecar))
+    # The archive is scratch unless asked for: a replay writes no compacted transcript to recall into.
+    with Archive(archive_path or ":memory:") as archive:
+        results = [
+            replay(
+                t,
+                limit=budget.limit,
+                target=budget.target,
+                options=budget.options,
+                tokenizer=budget.tokenizer,
+                count_opts=budget.count_opts,
+                archive=archive,
+                thresholds=budget.budget.thresholds,
+            )
+            for t in transcripts
+        ]
+    reports = [r.to_dict(include_transcript=True) for r in results]
+    doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
+    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
+    if output == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        _write_atomic(output, data)
+    for r in results:
+        echo_err(r.summary_line())
+        for c in r.compaction_log:
+            what = c.error or (
+                f"{c.tokens_before:,} -> {c.tokens_after:,} ({', '.join(c.strategies) or 'none'})"
+            )
+            echo_err(f"  before call {c.call} (after unit {c.unit_id}): {what}, {c.time_ms:.0f} ms")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
@@ -34,15 +33,6 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
             if name not in names:
                 names.append(name)
     return names
-
-
-def _sidecar_for(path: str) -> Path | None:
-    """The ground-truth file `ctxkit simulate` wrote beside a transcript, if any."""
-    p = Path(path)
-    for cand in (p.with_name(p.name.split(".")[0] + ".truth.jsonl"), p.parent / "truth.jsonl"):
-        if cand.is_file() and cand != p:
-            return cand
-    return None
 
 
 @click.command("score-rl")
@@ -290,6 +280,7 @@ def _transcripts(
 ) -> Iterator[Transcript]:
     """Input files first (read lazily, ground truth attached by id), then generated scenarios."""
     from ctxkit.formats import ReadStats, expand_paths, read_path
+    from ctxkit.replay import sidecar_for
     from ctxkit.simulate import generate_many, read_truth
 
     explicit = read_truth(truth_path) if truth_path else None
@@ -297,8 +288,8 @@ def _transcripts(
         stats = ReadStats()
         for path in expand_paths(list(paths)):
             sidecar = explicit
-            if sidecar is None and path != "-":
-                found = _sidecar_for(path)
+            if sidecar is None:
+                found = sidecar_for(path)
                 sidecar = read_truth(found) if found else None
             for t in read_path(
                 path,
@@ -308,7 +299,7 @@ def _transcripts(
                 stats=stats,
             ):
                 if sidecar and t.id in sidecar and "ground_truth" not in t.metadata:
-                    t.metadata["ground_truth"] = sidecar[t.id]
+                    t.metadata["ground_truth"] = dict(sidecar[t.id])
                 yield t
     if names:
         yield from generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
