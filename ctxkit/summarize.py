@@ -147,22 +147,37 @@ def _outcome(result: Unit | None) -> str:
 
 
 def commands_run(units: Sequence[Unit]) -> list[str]:
-    """`name(args) -> outcome` for each tool call, and the shell blocks agents write as text."""
+    """`name(args) -> outcome` for each tool call, and the shell blocks agents write as text;
+    consecutive calls of one tool with one outcome share a line: `name x3(a; b; c) -> ok`."""
     results: dict[str, Unit] = {}
     for u in units:
         if u.tool_call_id is not None:
             results.setdefault(u.tool_call_id, u)
-    out: list[str] = []
+    calls: list[tuple[str, str, str]] = []  # (name, short args, outcome)
     for i, u in enumerate(units):
         for c in u.tool_calls:
             if "todo" in c.name.lower():
                 continue  # the todo list is reported under open items
-            out.append(f"{c.name}({_short_args(c.arguments)}) -> {_outcome(results.get(c.id))}")
+            calls.append((c.name, _short_args(c.arguments), _outcome(results.get(c.id))))
         if u.role == "assistant" and not u.tool_calls:
             for block in _BASH_BLOCK.findall(u.content):
-                command = _one_line(block, 100)
                 nxt = units[i + 1] if i + 1 < len(units) else None
-                out.append(f"$ {command} -> {_outcome(nxt)}")
+                calls.append(("$", _one_line(block, 100), _outcome(nxt)))
+    out: list[str] = []
+    k = 0
+    while k < len(calls):
+        name, args, outcome = calls[k]
+        j = k + 1
+        while j < len(calls) and calls[j][0] == name and calls[j][2] == outcome:
+            j += 1
+        if name == "$" and j == k + 1:
+            out.append(f"$ {args} -> {outcome}")
+        elif j == k + 1:
+            out.append(f"{name}({args}) -> {outcome}")
+        else:
+            joined = _one_line("; ".join(c[1] for c in calls[k:j]), 200)
+            out.append(f"{name} x{j - k}({joined}) -> {outcome}")
+        k = j
     return out
 
 
