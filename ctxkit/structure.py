@@ -18,8 +18,12 @@ block boundaries, which is what `safe_cut_points` returns.
 - `pending_call` (info): a call without a result at the very end, where only tool results and
   other tool-calling assistant units follow it: the harness still has to run the tool. This is
   how a live agent's context looks between the model's call and the tool's answer.
-- `duplicate_id` (error): two units with the same id, or two calls with the same call id.
-- `duplicate_result` (error): two results answering the same call.
+- `duplicate_id` (error): two units with the same id, or a call id used again while its first
+  call still waits for its result (which call a result answers is then ambiguous).
+- `reused_call_id` (warning): a call id used again after its earlier call was answered, as
+  tau-bench's gpt-4o logs do. Results pair with calls in order, as the APIs read them, but
+  Anthropic's API rejects repeated `tool_use` ids.
+- `duplicate_result` (error): a second result for a call that was already answered.
 - `empty_message` (warning): a unit with no content, no tool calls, no reasoning and no images.
   A tool result with empty output is not empty: "the command printed nothing" is an answer.
 - `bad_ending` (warning): a model answers after a user request or a tool result. A transcript
@@ -31,7 +35,7 @@ block boundaries, which is what `safe_cut_points` returns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ctxkit.model import Transcript, Unit
 
@@ -40,7 +44,8 @@ KINDS: dict[str, tuple[str, str]] = {
     "orphan_result": ("error", "a tool result without its call before it"),
     "missing_result": ("error", "a tool call without its result"),
     "pending_call": ("info", "a tool call at the end still waiting for its result"),
-    "duplicate_id": ("error", "two units, or two tool calls, share an id"),
+    "duplicate_id": ("error", "two units share an id, or a call id is reused while still open"),
+    "reused_call_id": ("warning", "a call id used again after its earlier call was answered"),
     "duplicate_result": ("error", "two results answer the same tool call"),
     "empty_message": ("warning", "a unit with no content, tool calls, reasoning or images"),
     "bad_ending": ("warning", "the conversation does not end where a model can answer"),
@@ -107,34 +112,82 @@ def turns(units: Sequence[Unit]) -> list[Turn]:
     return out
 
 
-def pairs(units: Sequence[Unit]) -> dict[str, tuple[int, int | None]]:
-    """Call id -> (index of the unit making the call, index of its first result or None)."""
-    calls: dict[str, int] = {}
+@dataclass
+class _Scan:
+    """Calls and results matched in order, as an API pairs them."""
+
+    links: list[tuple[int, int]] = field(default_factory=list)  # (call index, result index)
+    first: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # id -> first pairing
+    reused: list[tuple[int, str]] = field(default_factory=list)  # call reusing an answered id
+    clashes: list[tuple[int, str, int]] = field(default_factory=list)  # id reused while open
+    orphans: list[tuple[int, str, int | None]] = field(
+        default_factory=list
+    )  # result, id, later call
+    extra_results: list[tuple[int, str, int]] = field(default_factory=list)  # result, id, first
+    unanswered: list[tuple[int, str]] = field(default_factory=list)  # call index, id
+
+
+def _scan(units: Sequence[Unit]) -> _Scan:
+    """Pair each result with the latest call of its id before it.
+
+    Ids are not always unique: tau-bench's gpt-4o logs reuse a call id in a later turn once the
+    first call was answered. Matching in order pairs each use with its own result, so one reuse
+    does not glue two distant turns into one block.
+    """
+    scan = _Scan()
+    calls_by_id: dict[str, list[int]] = {}
     for i, u in enumerate(units):
         for c in u.tool_calls:
-            calls.setdefault(c.id, i)
-    results: dict[str, int] = {}
+            calls_by_id.setdefault(c.id, []).append(i)
+    open_calls: dict[str, int] = {}  # id -> index of the call still waiting
+    last_call: dict[str, int] = {}  # id -> index of the latest call so far
+    answered_by: dict[str, int] = {}  # id -> result index of its latest call
     for i, u in enumerate(units):
-        if u.tool_call_id is not None and u.tool_call_id in calls:
-            results.setdefault(u.tool_call_id, i)
-    return {cid: (ci, results.get(cid)) for cid, ci in calls.items()}
+        cid = u.tool_call_id
+        if cid is not None:
+            if cid in open_calls:
+                ci = open_calls.pop(cid)
+                scan.links.append((ci, i))
+                answered_by[cid] = i
+                if scan.first.get(cid) == (ci, None):
+                    scan.first[cid] = (ci, i)
+            elif cid in last_call:
+                # a second result for an answered call: it stays with that call
+                scan.links.append((last_call[cid], i))
+                scan.extra_results.append((i, cid, answered_by[cid]))
+            else:
+                later = next((ci for ci in calls_by_id.get(cid, []) if ci > i), None)
+                if later is not None:
+                    scan.links.append((i, later))  # out of order, but the two belong together
+                scan.orphans.append((i, cid, later))
+        for c in u.tool_calls:
+            if c.id in open_calls:
+                scan.clashes.append((i, c.id, open_calls[c.id]))
+                scan.unanswered.append((open_calls[c.id], c.id))
+            elif c.id in last_call:
+                scan.reused.append((i, c.id))
+            open_calls[c.id] = i
+            last_call[c.id] = i
+            scan.first.setdefault(c.id, (i, None))
+    scan.unanswered.extend((ci, cid) for cid, ci in open_calls.items())
+    # a call whose only result came before it is reported once, as that orphan result
+    answered_early = {later for _, _, later in scan.orphans if later is not None}
+    scan.unanswered = sorted(x for x in scan.unanswered if x[0] not in answered_early)
+    return scan
+
+
+def pairs(units: Sequence[Unit]) -> dict[str, tuple[int, int | None]]:
+    """Call id -> (index of the unit making the call, index of its result or None).
+
+    For an id used by more than one call (it happens in real logs), the first call's pairing;
+    `blocks` and `check` pair every use in order.
+    """
+    return dict(_scan(units).first)
 
 
 def _spans(units: Sequence[Unit]) -> list[tuple[int, int]]:
-    """Inclusive [lo, hi] index ranges that must stay together: each call with all its results."""
-    calls: dict[str, int] = {}
-    for i, u in enumerate(units):
-        for c in u.tool_calls:
-            calls.setdefault(c.id, i)
-    lo_hi: dict[str, list[int]] = {cid: [i, i] for cid, i in calls.items()}
-    for i, u in enumerate(units):
-        cid = u.tool_call_id
-        if cid is not None and cid in lo_hi:
-            # Every result of a call (duplicates too) is tied to it, wherever it sits.
-            span = lo_hi[cid]
-            span[0] = min(span[0], i)
-            span[1] = max(span[1], i)
-    return [(lo, hi) for lo, hi in lo_hi.values() if hi > lo]
+    """Inclusive [lo, hi] index ranges that must stay together: each call with its results."""
+    return [(min(a, b), max(a, b)) for a, b in _scan(units).links]
 
 
 def blocks(units: Sequence[Unit]) -> list[tuple[int, int]]:
@@ -204,56 +257,41 @@ def check(t: Transcript | Sequence[Unit]) -> list[Problem]:
             )
         seen_units.add(u.id)
 
-    call_at: dict[str, int] = {}
-    for i, u in enumerate(units):
-        for c in u.tool_calls:
-            if c.id in call_at:
-                problems.append(
-                    Problem(
-                        "duplicate_id",
-                        u.id,
-                        f"tool call id {c.id!r} is used again (first by unit {units[call_at[c.id]].id!r})",
-                    )
-                )
-            else:
-                call_at[c.id] = i
-
-    answered: dict[str, int] = {}
-    for i, u in enumerate(units):
-        cid = u.tool_call_id
-        if cid is None:
-            continue
-        if cid not in call_at:
-            problems.append(
-                Problem(
-                    "orphan_result",
-                    u.id,
-                    f"result for tool call {cid!r}, which is not in the transcript",
-                )
+    scan = _scan(units)
+    for i, cid, first in scan.clashes:
+        problems.append(
+            Problem(
+                "duplicate_id",
+                units[i].id,
+                f"tool call id {cid!r} is used again while its first call "
+                f"(unit {units[first].id!r}) still waits for a result",
             )
-        elif call_at[cid] > i:
-            problems.append(
-                Problem(
-                    "orphan_result",
-                    u.id,
-                    f"result for tool call {cid!r} comes before its call (unit {units[call_at[cid]].id!r})",
-                )
+        )
+    for i, cid in scan.reused:
+        problems.append(
+            Problem(
+                "reused_call_id",
+                units[i].id,
+                f"tool call id {cid!r} is used again after its earlier call was answered; "
+                "results pair with calls in order",
             )
-        elif cid in answered:
-            problems.append(
-                Problem(
-                    "duplicate_result",
-                    u.id,
-                    f"second result for tool call {cid!r} (first is unit {units[answered[cid]].id!r})",
-                )
-            )
+        )
+    for i, cid, later in scan.orphans:
+        if later is None:
+            text = f"result for tool call {cid!r}, which is not in the transcript"
         else:
-            answered[cid] = i
-
+            text = f"result for tool call {cid!r} comes before its call (unit {units[later].id!r})"
+        problems.append(Problem("orphan_result", units[i].id, text))
+    for i, cid, first in scan.extra_results:
+        problems.append(
+            Problem(
+                "duplicate_result",
+                units[i].id,
+                f"second result for tool call {cid!r} (first is unit {units[first].id!r})",
+            )
+        )
     pending_from = _pending_from(units)
-    for cid, i in call_at.items():
-        if cid in answered:
-            continue
+    for i, cid in scan.unanswered:
         u = units[i]
         name = next((c.name for c in u.tool_calls if c.id == cid), "")
         if i >= pending_from:
@@ -312,33 +350,25 @@ def _ending_problem(units: Sequence[Unit]) -> Problem | None:
 def pairs_intact(before: Sequence[Unit], after: Sequence[Unit]) -> list[Problem]:
     """Pairing problems in `after` (a compacted `before`): results need calls, calls need results.
 
-    A call that was pending in `before` (no result there either) may stay pending in `after`.
-    Placeholders that replace a result must keep its `tool_call_id`, so they count as results.
+    A call that was pending in `before` (no result there either) may stay pending in `after`,
+    and a result that was an orphan in `before` may stay one. Placeholders that replace a result must keep its `tool_call_id`, so they count as results.
     """
-    answered_before = {u.tool_call_id for u in before if u.tool_call_id is not None}
+    answered_before = {
+        (before[ci].id, before[ri].tool_call_id) for ci, ri in _scan(before).links if ci < ri
+    }
+    # a result that was already an orphan in `before` is not the compaction's doing
+    orphans_before = {(before[i].id, cid) for i, cid, _ in _scan(before).orphans}
+    scan = _scan(after)
     problems: list[Problem] = []
-    call_at: dict[str, int] = {}
-    for i, u in enumerate(after):
-        for c in u.tool_calls:
-            call_at.setdefault(c.id, i)
-    answered: set[str] = set()
-    for i, u in enumerate(after):
-        cid = u.tool_call_id
-        if cid is None:
+    for i, cid, later in scan.orphans:
+        if (after[i].id, cid) in orphans_before:
             continue
-        if cid not in call_at:
-            problems.append(
-                Problem("orphan_result", u.id, f"result for tool call {cid!r} lost its call")
-            )
-        elif call_at[cid] > i:
-            problems.append(
-                Problem(
-                    "orphan_result", u.id, f"result for tool call {cid!r} now comes before its call"
-                )
-            )
-        answered.add(cid)
-    for cid, i in call_at.items():
-        if cid not in answered and cid in answered_before:
+        text = "lost its call" if later is None else "now comes before its call"
+        problems.append(
+            Problem("orphan_result", after[i].id, f"result for tool call {cid!r} {text}")
+        )
+    for i, cid in scan.unanswered:
+        if (after[i].id, cid) in answered_before:
             problems.append(
                 Problem("missing_result", after[i].id, f"tool call {cid!r} lost its result")
             )
