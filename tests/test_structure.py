@@ -363,16 +363,44 @@ def _real_files() -> list[Path]:
 
 @pytest.mark.parametrize("path", _real_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_transcripts_have_no_orphan_results(path: Path) -> None:
-    formats = pytest.importorskip("ctxkit.formats")
-    if not hasattr(formats, "read_path"):
-        pytest.skip("ctxkit.formats.read_path not available yet")
+    from ctxkit.formats import read_path
+
     if path.parent.name in {"openhands", "swe-agent", "aider"}:
         pytest.skip("format not read yet")
-    for t in formats.read_path(str(path)):
-        found = Counter(kinds(check(t)))
-        assert found["orphan_result"] == 0, (path.name, [str(p) for p in check(t)][:5])
+    for t in read_path(str(path)):
+        problems = check(t)
+        found = Counter(kinds(problems))
+        assert found["orphan_result"] == 0, (path.name, [str(p) for p in problems][:5])
+        if path.parent.name in {"claude-code", "codex", "openai-chat", "anthropic-messages"}:
+            # well-formed agent logs: warnings at most (an assistant ending, a reused call id)
+            assert [str(p) for p in problems if p.severity == "error"] == []
         spans = blocks(t.units)
         assert sum(e - s for s, e in spans) == len(t.units)
+        assert turns(t.units)[-1].end == len(t.units)
+
+
+def test_real_mini_swe_agent_ends_with_an_unanswered_submit(realdata: Path) -> None:
+    """mini-swe-agent's last call (the submit command) gets no result: the run ends with `exit`."""
+    from ctxkit.formats import read_path
+
+    path = next((realdata / "mini-swe-agent").glob("*django*"))
+    t = next(read_path(str(path)))
+    problems = [p for p in check(t) if p.severity == "error"]
+    assert kinds(problems) == ["missing_result"]
+    assert problems[0].unit_id == t.units[-2].id
+
+
+def test_real_tau_bench_reused_call_ids_pair_in_order(realdata: Path) -> None:
+    from ctxkit.formats import read_path
+
+    path = next((realdata / "openai-chat").glob("*idx003*"))
+    t = next(read_path(str(path)))
+    assert Counter(kinds(check(t)))["reused_call_id"] == 2
+    # every result sits in the block of the nearest call before it with its id
+    spans = blocks(t.units)
+    where = {i: k for k, (s, e) in enumerate(spans) for i in range(s, e)}
+    for ci, ri in _pair_indices(t.units):
+        assert where[ci] == where[ri] and ri - ci <= 4
 
 
 def test_realdata_absent_is_skipped_not_failed() -> None:
