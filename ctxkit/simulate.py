@@ -913,25 +913,26 @@ def _python_file(b: Builder, budget: int) -> tuple[str, str]:
     return path, b.fill(budget, lambda: _py_block(b, const), head=[head])
 
 
-def _ts_statement(b: Builder, ind: str) -> str:
+def _ts_statement(b: Builder, ind: str, in_class: bool = True) -> str:
     v, noun, verb = _lower_camel(b.pick(VARS)), b.pick(NOUNS), b.pick(VERBS)
     attr = _lower_camel(b.pick(ATTRS))
+    me = "this." if in_class else ""  # a plain function has no `this`
     k = b.rng.randrange(6)
     if k == 0:
-        lines = [f"const {v} = await this.client.get<{_camel(noun)}[]>(`/api/{noun}s/${{id}}`);"]
+        lines = [f"const {v} = await {me}client.get<{_camel(noun)}[]>(`/api/{noun}s/${{id}}`);"]
     elif k == 1:
         lines = [f"if (!{v}?.length) {{", f'  throw new Error("no {noun}s for " + id);', "}"]
     elif k == 2:
         lines = [
             f"for (const row of {v}) {{",
             f"  if (row.{attr} == null) continue;",
-            "  this.cache.set(row.id, row);",
+            f"  {me}cache.set(row.id, row);",
             "}",
         ]
     elif k == 3:
         lines = [
             "try {",
-            f"  await this.client.post(`/api/{noun}s/{verb}`, {{ id, limit: opts.limit ?? 50 }});",
+            f"  await {me}client.post(`/api/{noun}s/{verb}`, {{ id, limit: opts.limit ?? 50 }});",
             "} catch (err) {",
             f'  console.warn("{verb} failed", err);',
             "  throw err;",
@@ -943,7 +944,7 @@ def _ts_statement(b: Builder, ind: str) -> str:
         ]
     else:
         lines = [
-            f"this.logger.debug(`{verb} ${{{v}.length}} {noun}s in ${{Date.now() - started}}ms`);"
+            f"{me}logger.debug(`{verb} ${{{v}.length}} {noun}s in ${{Date.now() - started}}ms`);"
         ]
     return "".join(f"{ind}{line}\n" for line in lines)
 
@@ -960,9 +961,15 @@ def _ts_block(b: Builder) -> str:
         return f"\nexport interface {_camel(noun)}Record {{\n  id: string;\n{body}}}\n"
     if k == 1:
         verb = b.pick(VERBS)
-        fn = f"\nexport function {verb}{_camel(noun)}s(rows: {_camel(noun)}Record[], limit = {b.rng.randint(10, 500)}): number {{\n  const started = Date.now();\n"
+        fn = (
+            f"\nexport async function {verb}{_camel(noun)}s(\n"
+            f"  client: HttpClient,\n  logger: Logger,\n  cache: Map<string, {_camel(noun)}Record>,\n"
+            f"  id: string,\n  rows: {_camel(noun)}Record[],\n"
+            f"  opts: {{ limit?: number }} = {{ limit: {b.rng.randint(10, 500)} }},\n"
+            "): Promise<number> {\n  const started = Date.now();\n"
+        )
         for _ in range(b.rng.randint(2, 4)):
-            fn += _ts_statement(b, "  ")
+            fn += _ts_statement(b, "  ", in_class=False)
         return fn + "  return rows.length;\n}\n"
     cls = _camel(noun) + b.pick(("Service", "Store", "Controller"))
     out = [

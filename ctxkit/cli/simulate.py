@@ -8,6 +8,7 @@ import click
 
 from ctxkit.cli.options import echo_err
 from ctxkit.simulate import (
+    MIN_TOKENS,
     OUTPUT_FORMATS,
     SCENARIOS,
     for_output,
@@ -42,7 +43,7 @@ def _scenario_names(values: tuple[str, ...]) -> list[str]:
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=1000),
+    type=click.IntRange(min=MIN_TOKENS),
     default=None,
     help="Size of each transcript in cl100k_base tokens (default: the scenario's; the limit "
     "scales with it).",
