@@ -10,7 +10,8 @@ schemas, summary, history, plus `pending` tool outputs about to be appended), an
 against the limit in force (see `budget`). Targets are in order of preference: the first that
 fits (any status but overflow) is chosen, later ones are skipped; when none fits the verdict is
 `final` (the spec's turn preflight). When only the tool schemas push a target over the limit, it
-is treated as fitting with a note (the spec's special case), its status taken without schemas.
+is treated as fitting with a note (the spec's special case): it can be chosen, and its status is
+block, as for a context at the limit itself, so adding tokens never improves a status.
 
 Exit codes (`Verdict.exit_code`): 0 fits (ok, warn), 3 compaction needed, 4 blocked, 5 overflow
 or none fits; `fail_on` moves the bar (statuses below it exit 0; warn at the bar exits 3).
@@ -572,11 +573,13 @@ def _judge(
     schemas_only = False
     schema_tokens = regions.get("tools", 0)
     if status == "overflow" and schema_tokens and used - schema_tokens <= target.limit:
+        # Fitting, but never better than a context at the limit itself (block): a status that
+        # improved when tokens were added would mislead a loop that checks after each message.
         schemas_only = True
-        status = status_for(used - schema_tokens, target.limit, thresholds)
+        status = "block"
         notes.append(
             f"only the tool schemas ({schema_tokens:,} tokens) push it over the limit; "
-            "treated as fitting (send fewer tools to be safe)"
+            "treated as fitting, with status block (send fewer tools)"
         )
     return TargetResult(
         target, status, used, regions, label, notes=notes, schemas_only=schemas_only

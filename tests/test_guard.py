@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxkit.budget import STATUSES, Target, resolve_target, status_rank
@@ -244,7 +244,8 @@ def test_debug_trace() -> None:
     assert lines[-1].startswith("decision: fits -> gpt-4-turbo (")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
+@example(texts=["", ""], extra="0", tools=1, limit=27)  # at the limit, then over by schemas only
 @given(
     texts=st.lists(st.text(min_size=0, max_size=60), min_size=1, max_size=8),
     extra=st.text(min_size=1, max_size=200),

@@ -91,7 +91,8 @@ def test_floor_and_p1_rules_are_named() -> None:
 def test_schemas_only_case_is_treated_as_fitting() -> None:
     got = json.loads((DATA / "schemas_only.out.json").read_text())["targets"][0]
     assert got["used"] > got["limit"]
-    assert got["schemas_only_overflow"] is True and got["status"] == "compact"
+    assert got["schemas_only_overflow"] is True and got["status"] == "block"
+    assert got["decision"] == "chosen"
     assert got["used"] - got["regions"]["tools"] <= got["limit"]
 
 
