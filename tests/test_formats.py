@@ -480,6 +480,12 @@ def test_read_path_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     assert t.units[0].content == "from stdin" and t.path == "<stdin>"
 
 
+def test_empty_conversation_reads_as_no_units() -> None:
+    (t,) = read_text('{"messages": [], "id": "x"}')
+    assert (t.units, t.id, t.source_format) == ([], "x", "openai")
+    assert orjson.loads(written(t)) == {"messages": [], "id": "x"}
+
+
 def test_bom_is_ignored() -> None:
     (t,) = read_text("\ufeff" + '[{"role": "user", "content": "x"}]')
     assert t.units[0].content == "x"
@@ -675,9 +681,12 @@ def test_openai_round_trip_property(msgs: list[dict[str, Any]], layout: str) -> 
 
 
 @PROPS
-@given(anthropic_messages(), st.sampled_from(["array", "lines", "object"]))
+@given(anthropic_messages(), st.sampled_from(["array", "lines", "object", "system"]))
 def test_anthropic_round_trip_property(msgs: list[dict[str, Any]], layout: str) -> None:
-    text = _layout_text(msgs, layout)
+    if layout == "system":
+        text = json.dumps({"system": "Be brief.", "model": "m", "messages": msgs})
+    else:
+        text = _layout_text(msgs, layout)
     ts = read_text(text, "anthropic")
     first = written(ts)
     assert parsed_records(first) == parsed_records(text)

@@ -113,6 +113,8 @@ def detect_format(obj: Any) -> str | None:
             isinstance(m, dict) and m.get("role") == "system" for m in msgs[:50]
         ):
             return "anthropic" if (not msgs or anthropic.detect(msgs) or openai.detect(msgs)) else None
+        if not msgs:
+            return "openai"  # an empty conversation: any chat format reads it
         tools = obj.get("tools")
         if isinstance(tools, list) and tools and isinstance(tools[0], dict) and "input_schema" in tools[0]:
             return "anthropic" if (not msgs or anthropic.detect(msgs) or openai.detect(msgs)) else None
