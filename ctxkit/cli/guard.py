@@ -124,6 +124,10 @@ Exit codes:
 def guard(ctx: click.Context, **kw: Any) -> None:
     """Check that each transcript fits the target model(s), with room for the answer.
 
+    The limit is the model's effective limit (window - buffer - max output) or, when a config
+    file is loaded or --limit/--agent/--llm is given, the smaller of that and the policy limit.
+    Several --model targets: the first that fits is chosen; none fits = verdict final.
+
     \b
     Examples:
       ctxkit guard session.jsonl --model gpt-4o
