@@ -444,15 +444,32 @@ def _last_request_index(units: Sequence[Unit]) -> int | None:
 
 
 def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
-    """The last request verbatim, or, when it alone cannot fit, offloaded with a stub."""
+    """The last request verbatim, or, when it alone cannot fit, offloaded: the archive keeps it
+    whole and the context keeps as much of its head and tail as fits, with the ref."""
     tok = state.ctx.tokenizer
     if tok.count(request.content) <= room:
         return request
     ref = archive_unit(state, request)
-    head = request.content[:400]
+    text = request.content
+
+    def shortened(keep_chars: int) -> str:
+        head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
+        note = (
+            f"[ctxkit: this request is larger than the context allows; {len(text) - keep_chars:,} "
+            f"of its {len(text):,} characters are in the archive: ctxkit recall {ref}]"
+        )
+        return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
+
+    low, high = 0, len(text)
+    while low < high:  # the longest head + tail that fits the room
+        mid = (low + high + 1) // 2
+        if tok.count(shortened(mid)) <= room:
+            low = mid
+        else:
+            high = mid - 1
     return request.replace(
-        content=f"{head}\n[ctxkit: request cut at 400 characters; full text: ctxkit recall {ref}]",
-        meta={**request.meta, "ref": ref, "strategy": "recovery"},
+        content=shortened(low),
+        meta={**request.meta, "ref": ref, "strategy": "recovery", "offloaded_request": True},
     )
 
 
@@ -470,7 +487,8 @@ def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) 
     room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
     request = None
     if last_i is not None:
-        request = _fit_last_request(state, original[last_i], room // 2 if room > 0 else 0)
+        # The request keeps priority over the handover, which needs only a little room.
+        request = _fit_last_request(state, original[last_i], max(0, room - min(options.handover_tokens, 160)))
         room -= tok.count(request.content)
     # The handover gets what the system prompt and the last request leave, up to its own size;
     # the summarizer's length is approximate, so shrink it until the whole fits.
