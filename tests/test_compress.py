@@ -24,7 +24,6 @@ from ctxkit.compress import (
 from ctxkit.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
-REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
 TOL = 1 + cmod.TOLERANCE
 
 # real Python files: click's own sources and the stdlib json decoder
@@ -168,9 +167,7 @@ def test_compress_dispatch_rules() -> None:
     assert detect_kind("This is prose. It has sentences that are long enough to read as such, clearly.") == "text"
 
 
-def _tool_outputs() -> list[str]:
-    if not REALDATA.exists():
-        pytest.skip("realdata absent")
+def _tool_outputs(realdata: Path) -> list[str]:
     from ctxkit.formats import read_path
 
     out = []
@@ -178,13 +175,13 @@ def _tool_outputs() -> list[str]:
         "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json",
         "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl",
     ):
-        for t in read_path(str(REALDATA / rel)):
+        for t in read_path(str(realdata / rel)):
             out += [u.content for u in t.units if u.tool_call_id is not None and len(u.content) > 400]
     return out
 
 
-def test_real_tool_outputs_shrink_and_mostly_hit_the_target() -> None:
-    outputs = _tool_outputs()
+def test_real_tool_outputs_shrink_and_mostly_hit_the_target(realdata: Path) -> None:
+    outputs = _tool_outputs(realdata)
     assert len(outputs) >= 20
     hits = 0
     for text in outputs:

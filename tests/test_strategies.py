@@ -24,7 +24,6 @@ from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, get_strategy
 from ctxkit.strategies.base import Context, State, placeholder, protected
 from ctxkit.tokens import CountOptions, get_tokenizer
 
-REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
 TOK = get_tokenizer("cl100k_base")
 
 LOG = "\n".join(f"collected item {j} ... PASSED" for j in range(120)) + (
@@ -349,8 +348,8 @@ REAL = [
 ]
 
 
-def read_real(rel: str) -> Transcript:
-    path = REALDATA / rel
+def read_real(realdata: Path, rel: str) -> Transcript:
+    path = realdata / rel
     if not path.exists():
         pytest.skip(f"{path} not present")
     from ctxkit.formats import read_path
@@ -360,8 +359,8 @@ def read_real(rel: str) -> Transcript:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rel", REAL, ids=lambda r: r.split("/")[0])
-def test_strategies_on_real_transcripts(rel: str, tmp_path: Path) -> None:
-    transcript = read_real(rel)
+def test_strategies_on_real_transcripts(rel: str, tmp_path: Path, realdata: Path) -> None:
+    transcript = read_real(realdata, rel)
     helped = []
     for name in sorted(STRATEGIES):
         before, after, archive = run(name, transcript.units, tmp_path)

@@ -30,7 +30,6 @@ from ctxkit.summarize import (
 from ctxkit.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
-REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
 
 
 def session() -> list[Unit]:
@@ -163,14 +162,12 @@ REAL = [
 
 
 @pytest.mark.slow
-def test_extractive_keeps_more_than_first_sentences() -> None:
-    if not REALDATA.exists():
-        pytest.skip("realdata absent")
+def test_extractive_keeps_more_than_first_sentences(realdata: Path) -> None:
     from ctxkit.formats import read_path
 
     ours_total = base_total = 0
     for rel in REAL:
-        transcript = next(iter(read_path(str(REALDATA / rel))))
+        transcript = next(iter(read_path(str(realdata / rel))))
         units = [u for u in transcript.units if u.role != "system"]
         groups = facts(units)
         summary = summarize_extractive(units, 300, tok=TOK)
@@ -183,13 +180,11 @@ def test_extractive_keeps_more_than_first_sentences() -> None:
 
 
 @pytest.mark.slow
-def test_handover_on_real_transcripts() -> None:
-    if not REALDATA.exists():
-        pytest.skip("realdata absent")
+def test_handover_on_real_transcripts(realdata: Path) -> None:
     from ctxkit.formats import read_path
 
     for rel in REAL:
-        units = next(iter(read_path(str(REALDATA / rel)))).units
+        units = next(iter(read_path(str(realdata / rel)))).units
         last = [u for u in units if is_user_request(u) and u.content.strip()][-1]
         text = handover(units, 500, tok=TOK)
         assert text.endswith(last.content)
