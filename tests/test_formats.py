@@ -306,6 +306,161 @@ def test_sample_transcripts_read(repo_root: Path) -> None:
     assert "MIT" in (folder / "SOURCES.md").read_text()
 
 
+# ---------------------------------------------------------------- synthetic app logs (no realdata needed)
+
+
+def _cc(kind: str, uuid: str, message: Any = None, **extra: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"parentUuid": None, "isSidechain": False, "sessionId": "sess-1", "type": kind,
+                           "uuid": uuid, "timestamp": "2025-01-01T00:00:00.500Z"}
+    if message is not None:
+        rec["message"] = message
+    rec.update(extra)
+    return rec
+
+
+def _usage(inp: int, out: int) -> dict[str, int]:
+    return {"input_tokens": inp, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 10,
+            "output_tokens": out}
+
+
+CLAUDE_LOG = [
+    {"type": "summary", "summary": "Earlier work", "leafUuid": "x"},
+    _cc("user", "u1", {"role": "user", "content": "List the files"}),
+    _cc("assistant", "a1", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 1),
+                            "content": [{"type": "thinking", "thinking": "use ls"}]}),
+    _cc("assistant", "a2", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 9),
+                            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}),
+    _cc("assistant", "a3", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 12),
+                            "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "a.py"}}]}),
+    _cc("user", "r1", {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "a.py\nb.py"},
+        {"type": "tool_result", "tool_use_id": "t2", "is_error": True,
+         "content": [{"type": "text", "text": "no such file"}, {"type": "image", "source": {}}]}]},
+        toolUseResult={"stdout": "a.py"}),
+    _cc("system", "s1", None, content="hook ran", level="info"),
+    {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}},
+    _cc("assistant", "side1", {"id": "msg_side", "role": "assistant", "usage": _usage(50, 5),
+                               "content": [{"type": "text", "text": "subagent says hi"}]}, isSidechain=True),
+    _cc("user", "c1", {"role": "user", "content": "This session is being continued..."}, isCompactSummary=True),
+    _cc("assistant", "a4", {"id": "msg_2", "role": "assistant", "usage": _usage(7, 3),
+                            "content": [{"type": "text", "text": "Two files."}]}),
+]
+
+
+def test_claude_code_synthetic_log() -> None:
+    text = "".join(json.dumps(r) + "\n" for r in CLAUDE_LOG)
+    stats = ReadStats()
+    (t,) = read_text(text, path="session.jsonl", stats=stats)
+    assert (t.source_format, t.id) == ("claude-code", "sess-1")
+    assert [(u.role, u.type) for u in t.units] == [
+        ("user", "message"), ("assistant", "tool_call"), ("tool", "tool_result"), ("tool", "code"),
+        ("user", "summary"), ("assistant", "message"),
+    ]
+    merged = t.units[1]
+    assert [c.name for c in merged.tool_calls] == ["Bash", "Read"] and merged.reasoning == "use ls"
+    assert merged.id == "a1" and merged.meta["records"] == 3
+    bash, read = t.units[2], t.units[3]
+    assert (bash.tool_call_id, bash.name, bash.content) == ("t1", "Bash", "a.py\nb.py")
+    assert (read.name, read.content, read.images, read.meta["is_error"]) == ("Read", "no such file", 1, True)
+    assert bash.group == read.group == 5 and bash.id == "r1" and read.id == "r1#1"
+    assert t.units[0].timestamp == 1735689600.5
+    assert stats.skipped_non_message == {"summary": 1, "system": 1, "file-history-snapshot": 1}
+    assert stats.skipped_sidechain == 1
+    # usage once per response, from its last record; the model had seen unit 0 before msg_1
+    assert t.metadata["provider_usage"] == {"source": "claude-code", "calls": [
+        {"after_unit": 0, "input_tokens": 115, "output_tokens": 12},
+        {"after_unit": 4, "input_tokens": 117, "output_tokens": 3},
+    ]}
+    (side,) = read_text(text, include_sidechains=True)
+    assert [u.content for u in side.units if u.meta.get("sidechain")] == ["subagent says hi"]
+    # written as anthropic: one assistant message, both results in one user message
+    doc = orjson.loads(written(t, "anthropic"))
+    assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "user", "user", "assistant"]
+    assert [b["type"] for b in doc["messages"][2]["content"]] == ["tool_result", "tool_result"]
+
+
+CODEX_LOG = [
+    {"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "rollout-1", "cwd": "/x"}},
+    {"timestamp": "2025-01-01T00:00:01Z", "type": "response_item",
+     "payload": {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]}},
+    {"timestamp": "2025-01-01T00:00:01Z", "type": "response_item",
+     "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}},
+    {"timestamp": "2025-01-01T00:00:01Z", "type": "event_msg", "payload": {"type": "user_message", "message": "fix it"}},
+    {"timestamp": "2025-01-01T00:00:02Z", "type": "turn_context", "payload": {"model": "gpt-5-codex"}},
+    {"timestamp": "2025-01-01T00:00:02Z", "type": "event_msg", "payload": {"type": "token_count", "info": None}},
+    {"timestamp": "2025-01-01T00:00:02Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 900, "output_tokens": 20},
+        "last_token_usage": {"input_tokens": 900, "cached_input_tokens": 800, "output_tokens": 20}}}},
+    {"timestamp": "2025-01-01T00:00:03Z", "type": "response_item", "payload": {
+        "type": "reasoning", "summary": [{"type": "summary_text", "text": "**Looking**"}], "encrypted_content": "gAAA"}},
+    {"timestamp": "2025-01-01T00:00:03Z", "type": "response_item", "payload": {
+        "type": "reasoning", "summary": [], "encrypted_content": "gAAA"}},
+    {"timestamp": "2025-01-01T00:00:03Z", "type": "response_item", "payload": {
+        "type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"}},
+    {"timestamp": "2025-01-01T00:00:04Z", "type": "response_item", "payload": {
+        "type": "function_call_output", "call_id": "call_1", "output": "{\"output\":\"a.py\\n\"}"}},
+    {"timestamp": "2025-01-01T00:00:04Z", "type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 900, "output_tokens": 20},
+        "last_token_usage": {"input_tokens": 900, "cached_input_tokens": 800, "output_tokens": 20}}}},
+    {"timestamp": "2025-01-01T00:00:05Z", "type": "response_item", "payload": {
+        "type": "custom_tool_call", "name": "apply_patch", "input": "*** Begin Patch", "call_id": "call_2"}},
+    {"timestamp": "2025-01-01T00:00:05Z", "type": "response_item", "payload": {
+        "type": "custom_tool_call_output", "call_id": "call_2", "output": "Done"}},
+    {"timestamp": "2025-01-01T00:00:06Z", "type": "compacted", "payload": {"message": "Summary of the work"}},
+    {"timestamp": "2025-01-01T00:00:06Z", "type": "response_item", "payload": {"type": "ghost_snapshot"}},
+]
+
+
+def test_codex_synthetic_rollout() -> None:
+    text = "".join(json.dumps(r) + "\n" for r in CODEX_LOG)
+    stats = ReadStats()
+    (t,) = read_text(text, path="rollout.jsonl", stats=stats)
+    assert (t.source_format, t.id, t.metadata["model"]) == ("codex", "rollout-1", "gpt-5-codex")
+    assert [(u.role, u.type) for u in t.units] == [
+        ("system", "message"), ("user", "message"), ("assistant", "reasoning"), ("assistant", "tool_call"),
+        ("tool", "tool_result"), ("assistant", "tool_call"), ("tool", "tool_result"), ("user", "summary"),
+    ]
+    assert t.units[0].meta["source_role"] == "developer"
+    assert t.units[2].reasoning == "**Looking**" and t.units[2].content == ""
+    assert (t.units[4].name, t.units[6].name) == ("shell", "apply_patch")
+    assert t.units[5].tool_calls[0].arguments == "*** Begin Patch"
+    assert t.metadata["provider_usage"] == {"source": "codex", "calls": [
+        {"after_unit": 1, "input_tokens": 900, "output_tokens": 20}]}
+    assert stats.skipped_non_message == {
+        "session_meta": 1, "event_msg:user_message": 1, "turn_context": 1, "event_msg:token_count": 3,
+        "response_item:reasoning": 1, "response_item:ghost_snapshot": 1,
+    }
+
+
+def test_sharegpt_synthetic_with_system_and_tools() -> None:
+    conv = {
+        "system": "You can call tools.",
+        "tools": json.dumps([{"name": "wx", "description": "weather", "parameters": {"type": "object"}}]),
+        "conversations": [
+            {"from": "human", "value": "weather?"},
+            {"from": "function_call", "value": json.dumps({"name": "wx", "arguments": {"city": "Oslo"}})},
+            {"from": "observation", "value": "{\"t\": 3}"},
+            {"from": "gpt", "value": "3 degrees."},
+        ],
+    }
+    (t,) = read_text(json.dumps(conv))
+    assert (t.source_format, t.layout) == ("sharegpt", "object")
+    assert [(u.role, u.type) for u in t.units] == [
+        ("system", "message"), ("user", "message"), ("assistant", "tool_call"), ("tool", "tool_result"),
+        ("assistant", "message")]
+    assert t.units[0].meta["top_level_system"]
+    assert (t.units[3].tool_call_id, t.units[3].name) == ("call_0", "wx")
+    assert t.tools[0]["name"] == "wx"
+    # sharegpt is read only: by default it is written as units, one per line
+    lines = [orjson.loads(x) for x in written(t).splitlines()]
+    assert [x["role"] for x in lines] == ["system", "user", "assistant", "tool", "assistant"]
+    assert lines[3]["tool_call_id"] == "call_0" and lines[2]["type"] == "tool_call"
+    doc = orjson.loads(written(t, "openai"))
+    assert doc["tools"] == [{"type": "function", "function": {
+        "name": "wx", "description": "weather", "parameters": {"type": "object"}}}]
+    assert doc["messages"][2]["tool_calls"][0]["function"] == {"name": "wx", "arguments": "{\"city\":\"Oslo\"}"}
+
+
 # ---------------------------------------------------------------- detection and forcing
 
 
