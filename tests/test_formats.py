@@ -596,6 +596,17 @@ def test_touched_group_is_rebuilt_not_replayed() -> None:
     assert out[1]["content"][-1] == {"type": "text", "text": "stop"}
 
 
+def test_model_stats_token_totals() -> None:
+    doc = {"info": {"model_stats": {"instance_cost": 0.1, "api_calls": 2, "tokens_sent": 900, "tokens_received": 40}},
+           "trajectory_format": "mini-swe-agent-1", "messages": [{"role": "user", "content": "x"}]}
+    (t,) = read_text(json.dumps(doc))
+    assert t.metadata["provider_usage"] == {
+        "source": "mini-swe-agent", "calls": [], "total_input_tokens": 900, "total_output_tokens": 40}
+    doc["info"]["model_stats"] = {"instance_cost": 0.1, "api_calls": 2}
+    (t,) = read_text(json.dumps(doc))
+    assert "provider_usage" not in t.metadata
+
+
 def test_legacy_function_role_pairs_with_function_call() -> None:
     doc = [
         {"role": "user", "content": "weather?"},

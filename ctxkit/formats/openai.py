@@ -112,9 +112,10 @@ def read(records: list[Any], src: Source) -> Transcript:
         units.append(finish(unit))
     link_group_sizes(units)
     metadata: dict[str, Any] = {}
-    if usage_calls:
-        source = "mini-swe-agent" if "trajectory_format" in envelope else "openai"
-        metadata["provider_usage"] = {"source": source, "calls": usage_calls}
+    source = "mini-swe-agent" if "trajectory_format" in envelope else "openai"
+    totals = _model_stats_tokens(envelope)
+    if usage_calls or totals:
+        metadata["provider_usage"] = {"source": source, "calls": usage_calls, **totals}
     t = Transcript(
         units=units,
         id=_id_of(envelope, src.tid),
@@ -138,6 +139,23 @@ def _id_of(envelope: dict[str, Any], default: str) -> str:
     return default
 
 
+def _model_stats_tokens(envelope: dict[str, Any]) -> dict[str, int]:
+    """Run totals from mini-swe-agent's `info.model_stats`, when it counts tokens (most runs
+    only log cost and api_calls; then the per-call usage above is all there is)."""
+    info = envelope.get("info")
+    stats = info.get("model_stats") if isinstance(info, dict) else None
+    if not isinstance(stats, dict):
+        return {}
+    out: dict[str, int] = {}
+    for key, name in (("input_tokens", "total_input_tokens"), ("prompt_tokens", "total_input_tokens"),
+                      ("tokens_sent", "total_input_tokens"), ("output_tokens", "total_output_tokens"),
+                      ("completion_tokens", "total_output_tokens"), ("tokens_received", "total_output_tokens")):
+        value = stats.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and name not in out:
+            out[name] = value
+    return out
+
+
 def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     """Token usage the provider reported for the call that produced this message, when logged
     (mini-swe-agent keeps the whole response under `extra.response`)."""
@@ -153,7 +171,7 @@ def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     if not isinstance(prompt, int):
         return None
-    return {"input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
+    return {"after_unit": -1, "input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
 
 
 def build(u: Unit) -> dict[str, Any]:
