@@ -652,6 +652,12 @@ def test_empty_conversation_reads_as_no_units() -> None:
     assert orjson.loads(written(t)) == {"messages": [], "id": "x"}
 
 
+def test_document_whose_first_line_is_not_a_whole_object() -> None:
+    text = '{"model": "m",\n "messages": [{"role": "user", "content": "x"}]}\n'
+    (t,) = read_text(text)
+    assert (t.layout, t.envelope, t.units[0].content) == ("object", {"model": "m"}, "x")
+
+
 def test_bom_is_ignored() -> None:
     (t,) = read_text("\ufeff" + '[{"role": "user", "content": "x"}]')
     assert t.units[0].content == "x"

@@ -13,6 +13,7 @@ reproduces the file record for record.
 from __future__ import annotations
 
 import glob
+import io
 import os
 import re
 import sys
@@ -209,8 +210,15 @@ class _Reader:
             except orjson.JSONDecodeError:
                 obj = None
             if obj is None:
-                # A broken first line of a JSONL file (a pretty document starts with a bare "{").
-                yield from self.jsonl([(lineno, first, None)], stream, lineno)
+                # A JSON document whose first line is not a whole object, or a JSONL file with a
+                # broken first line: the document reading decides, else the lines do.
+                rest = stream.read()
+                try:
+                    doc = orjson.loads(first + rest)
+                except orjson.JSONDecodeError:
+                    yield from self.jsonl([(lineno, first, None)], io.BytesIO(rest), lineno)
+                    return
+                yield from self.document(doc, one_line=False)
                 return
             nxt, nxt_line = b"", lineno
             for raw in iter(stream.readline, b""):
@@ -451,8 +459,6 @@ def read_path(
 
 def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw: Any) -> list[Transcript]:
     """Transcripts in a string (tests, library use); same rules as `read_path`."""
-    import io
-
     if fmt is not None and fmt not in FORMATS:
         raise unknown_name("format", fmt, FORMATS)
     stats = kw.pop("stats", None) or ReadStats()
