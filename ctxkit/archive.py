@@ -15,7 +15,8 @@ Example:
     ...     archive.recall(ref, lines=(1, 20))
 
 The journal is SQLite's default rollback journal (not WAL), so an archive is one file that can
-be copied or moved; every write is one transaction. `created`, `last_accessed` and
+be copied or moved. Writes gather in one transaction that `commit()` or `close()` ends, so a
+compaction's units are stored together or not at all. `created`, `last_accessed` and
 `access_count` live only in the database: they never reach compacted output, which stays
 byte-identical for the same input.
 """
@@ -140,7 +141,10 @@ def unit_to_json(unit: Unit) -> str:
 
 def unit_from_json(text: str) -> Unit:
     """Inverse of `unit_to_json`."""
-    d = json.loads(text)
+    return _unit_from_record(json.loads(text))
+
+
+def _unit_from_record(d: dict[str, Any]) -> Unit:
     unit = Unit.from_dict(d)
     unit.raw = d.get("raw")
     unit.group = d.get("group")
@@ -209,7 +213,9 @@ class ArchivedUnit:
 
     def unit(self) -> Unit:
         """The archived unit, with its source record restored."""
-        return unit_from_json(self.unit_json)
+        d = json.loads(self.unit_json)
+        d.setdefault("content", self.content)  # stored once, in its own column
+        return _unit_from_record(d)
 
     def text(self) -> str:
         """The unit's content and tool calls, as recall shows them."""
@@ -305,8 +311,11 @@ class Archive:
     # -- context manager ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the database."""
-        self._conn.close()
+        """Commit the open transaction and close the database."""
+        try:
+            self.commit()
+        finally:
+            self._conn.close()
 
     def __enter__(self) -> Archive:
         return self
@@ -322,11 +331,21 @@ class Archive:
     # -- writing ------------------------------------------------------------------------------
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        # Writes join one open transaction, committed by `commit` or `close`: a compaction's
+        # units land together, with one sync to disk instead of one per unit.
         if self.readonly:
             raise ArchiveError(f"archive {self.path} was opened read-only")
         try:
-            with self._conn:
-                self._conn.execute(sql, params)
+            self._conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+
+    def commit(self) -> None:
+        """Make the writes so far durable (close does it too)."""
+        if self.readonly or not self._conn.in_transaction:
+            return
+        try:
+            self._conn.commit()
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
@@ -361,7 +380,10 @@ class Archive:
                 tool_name,
                 summary,
                 unit.content,
-                unit_to_json(unit),
+                json.dumps(
+                    {k: v for k, v in _unit_record(unit).items() if k != "content"},
+                    ensure_ascii=False,
+                ),
                 tokens if tokens is not None else unit.tokens,
                 _now(),
             ),

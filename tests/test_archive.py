@@ -604,3 +604,29 @@ def test_restore_by_invariants_when_a_handover_names_no_ref(archive: Archive) ->
     with pytest.raises(ArchiveError, match="matches several originals .*sess-1, sess-3"):
         archive.restore(small)
     assert archive.restore(Transcript(units=list(twin.units), id="copy")) == twin
+
+
+def test_writes_land_together_on_commit(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    a = Archive(str(path))
+    a.put("t0", tool_result("one"))
+    a.put("t0", tool_result("two"))
+    assert len(a.list()) == 2  # the writer sees its own writes
+    with Archive(str(path), readonly=True) as other:
+        assert other.list() == []  # nobody else sees half a compaction
+    a.commit()
+    with Archive(str(path), readonly=True) as other:
+        assert [i.unit_id for i in other.list()] == ["one", "two"]
+    a.put("t0", tool_result("three"))
+    a.close()
+    with Archive(str(path), readonly=True) as other:
+        assert len(other.list()) == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(units())
+def test_put_get_round_trip(unit: Unit) -> None:
+    with Archive(":memory:") as a:
+        ref = a.put("t", unit)
+        assert a.get(ref).unit() == unit
+        assert a.put("t", unit) == ref == make_ref("t", unit.id, unit.content)
