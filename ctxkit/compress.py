@@ -585,7 +585,8 @@ def _elide(value: object, max_items: int, max_chars: int) -> object:
         if len(value) > max_items:
             head.append(f"... {len(value) - max_items} more items")
         return head
-    if isinstance(value, str) and len(value) > max_chars:
+    # eliding fewer characters than the marker costs would only make it longer
+    if isinstance(value, str) and len(value) > max_chars + 24:
         return f"{value[:max_chars]}... ({len(value) - max_chars} more chars)"
     return value
 

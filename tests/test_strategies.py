@@ -449,3 +449,22 @@ def test_output_does_not_depend_on_the_hash_seed() -> None:
         done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True, check=True)
         outputs.add(done.stdout)
     assert len(outputs) == 1
+
+
+def test_content_type_chunking_shrinks_long_call_arguments(tmp_path: Path) -> None:
+    write = ToolCall("w1", "Write", json.dumps({"file_path": "src/app/store.py", "content": CODE}))
+    units = [
+        Unit("req", "user", content="Write the store module."),
+        Unit("aw", "assistant", "tool_call", "", tool_calls=[write]),
+        Unit("rw", "tool", "tool_result", "File created successfully.", tool_call_id="w1", name="Write"),
+        Unit("done", "assistant", content="Done."),
+        Unit("last", "user", content="Thanks, now add tests."),
+    ]
+    before, after, archive = run("content_type_chunking", units, tmp_path)
+    assert after is not None
+    assert_invariants(before, after, archive)
+    call = next(u for u in after.units if u.id == "aw").tool_calls[0]
+    args = json.loads(call.arguments)
+    assert (call.id, call.name, args["file_path"]) == ("w1", "Write", "src/app/store.py")
+    assert len(args["content"]) < len(CODE) and "def save(self, name, price):" in args["content"]
+    assert archive.get(next(u for u in after.units if u.id == "aw").meta["ref"]).unit().tool_calls == [write]

@@ -3,24 +3,30 @@
 Ratios per kind (`compress_ratios`): code 0.7, text 0.5, log 0.4, plan_ref 1.0 (verbatim),
 other 0.6. Units typed `message`/`reasoning` count as text; tool results and `other` are
 classified by their content (code, log, JSON -> other, prose -> text). The shortened unit keeps
-its id, role and pairing; its content ends with a note carrying the archive ref. P1 units are
+its id, role and pairing; its content ends with a note carrying the archive ref. Long string
+arguments of tool calls (a file written, an edit) are compressed the same way, as valid JSON. P1 units are
 protected and never shortened; in recovery P1 code keeps at least 90% of its tokens.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxkit.compress import compress, detect_kind
-from ctxkit.model import Unit
+from ctxkit.model import ToolCall, Unit
 from ctxkit.strategies._common import is_compacted
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
+
+if TYPE_CHECKING:
+    from ctxkit.tokens import Tokenizer
 
 NAME = "content_type_chunking"
 DEFAULT_RATIOS: dict[str, float] = {"code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}
 DEFAULTS: dict[str, Any] = {"compress_ratios": dict(DEFAULT_RATIOS)}
 MIN_TOKENS = 64  # below this the note would eat most of the saving
+MIN_ARGUMENT_CHARS = 400
 P1_CODE_RATIO = 0.9
 
 _BY_TYPE = {"code": "code", "log": "log", "plan_ref": "plan_ref", "message": "text", "reasoning": "text"}
@@ -48,8 +54,40 @@ def note(before: int, after: int, ref: str) -> str:
     return f"[ctxkit: compressed {fmt_int(before)} -> {fmt_int(after)} tokens; full text: ctxkit recall {ref}]"
 
 
+def shrink_arguments(call: ToolCall, ratios: Mapping[str, float], tok: Tokenizer) -> ToolCall:
+    """The call with its long string arguments (a file written, an edit) compressed by their
+    content type; the arguments stay valid JSON. The same call when nothing gets shorter."""
+    if len(call.arguments) < MIN_ARGUMENT_CHARS:
+        return call
+    try:
+        data = json.loads(call.arguments)
+    except ValueError:
+        return call
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and len(value) >= MIN_ARGUMENT_CHARS:
+            detected = detect_kind(value)
+            kind, key = _DETECTED[detected]
+            ratio = float(ratios.get(key, ratios["other"]))
+            if ratio < 1.0:
+                short = compress(value, kind, ratio, tok)
+                if len(short) < len(value):
+                    return short
+        return value
+
+    shrunk = walk(data)
+    if shrunk == data:
+        return call
+    return ToolCall(call.id, call.name, json.dumps(shrunk, ensure_ascii=False))
+
+
 def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | None:
-    """Shorten unprotected units by type; None when no unit gets smaller."""
+    """Shorten unprotected units (content and long call arguments) by type; None when no unit
+    gets smaller."""
     p = merged(DEFAULTS, params)
     ratios = {**DEFAULT_RATIOS, **dict(p["compress_ratios"] or {})}
     keep = protected(state)
@@ -60,22 +98,24 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
         if i in keep or is_compacted(unit) or "compressed_from" in unit.meta:
             continue
         content_tokens = tok.count(unit.content) if unit.content else 0
-        if content_tokens < MIN_TOKENS:
-            continue
-        kind, key = kind_of(unit)
-        ratio = float(ratios.get(key, ratios["other"]))
-        if unit.is_p1 and kind == "code":
-            ratio = max(ratio, P1_CODE_RATIO)
-        if ratio >= 1.0:
-            continue
-        short = compress(unit.content, kind, ratio, tok)
-        short_tokens = tok.count(short)
-        ref_probe = note(content_tokens, short_tokens, "ref-00000000")
-        if short_tokens + tok.count(ref_probe) + 1 >= content_tokens:
+        short = unit.content
+        if content_tokens >= MIN_TOKENS:
+            kind, key = kind_of(unit)
+            ratio = float(ratios.get(key, ratios["other"]))
+            if unit.is_p1 and kind == "code":
+                ratio = max(ratio, P1_CODE_RATIO)
+            if ratio < 1.0:
+                short = compress(unit.content, kind, ratio, tok)
+        calls = [shrink_arguments(c, ratios, tok) for c in unit.tool_calls]
+        before = content_tokens + sum(tok.count(c.arguments) for c in unit.tool_calls)
+        after = tok.count(short) + sum(tok.count(c.arguments) for c in calls)
+        probe = note(before, after, "ref-00000000")
+        if after + tok.count(probe) + 1 >= before:
             continue
         ref = archive_unit(state, unit)
-        content = f"{short}\n{note(content_tokens, short_tokens, ref)}"
-        meta = {**unit.meta, "ref": ref, "strategy": NAME, "compressed_from": content_tokens}
-        out[i] = unit.replace(content=content, meta=meta)
+        text = note(before, after, ref)
+        content = f"{short}\n{text}" if short else text
+        meta = {**unit.meta, "ref": ref, "strategy": NAME, "compressed_from": before}
+        out[i] = unit.replace(content=content, tool_calls=calls, meta=meta)
         changed = True
     return state.with_units(out) if changed else None
