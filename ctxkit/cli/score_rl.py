@@ -286,7 +286,11 @@ def _transcripts(
     explicit = read_truth(truth_path) if truth_path else None
     if paths:
         stats = ReadStats()
-        for path in expand_paths(list(paths)):
+        files = expand_paths(list(paths))
+        if len(files) > 1:
+            # a directory of `simulate` output holds its ground-truth sidecars too
+            files = [f for f in files if not f.endswith(("/truth.jsonl", ".truth.jsonl"))]
+        for path in files:
             sidecar = explicit
             if sidecar is None:
                 found = sidecar_for(path)

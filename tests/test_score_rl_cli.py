@@ -1,0 +1,157 @@
+"""`ctxkit score-rl`: actions on files or generated scenarios, rewards and dataset export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from ctxkit.cli import cli
+from ctxkit.simulate import generate, save
+
+SMALL = ["--tokens", "2000"]
+ACTIONS = ["--action", "default", "--action", "summarize_old", "--action", "offload"]
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, ["score-rl", *args], catch_exceptions=False)
+
+
+def lines(text: str) -> list[dict]:  # type: ignore[type-arg]
+    return [orjson.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_scenarios_to_stdout_with_summary_on_stderr() -> None:
+    r = run("--scenario", "long_chat", "--scenario", "all_p1", *SMALL, *ACTIONS)
+    assert r.exit_code == 0, r.stderr
+    rows = lines(r.stdout)
+    assert len(rows) == 2 * 3
+    assert [row["action"]["name"] for row in rows[:3]] == ["default", "summarize_old", "offload"]
+    for row in rows:
+        assert set(row) >= {"state_before", "action", "reward", "state_after"}
+        assert -2.0 <= row["reward"] <= 2.0
+        assert row["outcome"]["needles_total"] is not None
+        assert row["state_after"]["tokens"] <= row["state_before"]["limit"]
+    header = r.stderr.splitlines()[0].split()
+    assert header[:4] == ["action", "n", "reward", "fit"]
+    assert "6 rows written to stdout (oneshot, 3 actions)" in r.stderr
+
+
+def test_parquet_file_matches_the_jsonl_of_the_same_run(tmp_path: Path) -> None:
+    import polars as pl
+
+    common = ["--scenario", "fragmented", "--count", "2", *SMALL, *ACTIONS]
+    assert run(*common, "-o", str(tmp_path / "rl.jsonl")).exit_code == 0
+    r = run(*common, "--format", "parquet", "-o", str(tmp_path / "rl.parquet"))
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    jsonl = lines((tmp_path / "rl.jsonl").read_text())
+    frame = pl.read_parquet(tmp_path / "rl.parquet")
+    assert frame.height == len(jsonl) == 6
+    strip = {"time_ms"}  # the only field that differs between two runs
+
+    def clean(rows: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+        out = []
+        for row in rows:
+            row = dict(row)
+            row["outcome"] = {k: v for k, v in row["outcome"].items() if k not in strip}
+            row.pop("reward")  # carries the time term
+            out.append(row)
+        return out
+
+    assert clean(frame.to_dicts()) == clean(jsonl)
+
+
+def test_replay_mode_records_the_session_cost() -> None:
+    r = run("--scenario", "growing_session", "--tokens", "8000", "--mode", "replay", *ACTIONS)
+    assert r.exit_code == 0, r.stderr
+    for row in lines(r.stdout):
+        o = row["outcome"]
+        assert o["mode"] == "replay" and o["compactions"] >= 1
+        assert o["tokens_sent"] > o["original_tokens"]
+
+
+def test_export_dpo_and_sft(tmp_path: Path) -> None:
+    r = run("--scenario", "long_chat", "--scenario", "code_heavy", *SMALL, "--export", "dpo")
+    assert r.exit_code == 0, r.stderr
+    pairs = lines(r.stdout)
+    assert len(pairs) == 2
+    for p in pairs:
+        assert [m["role"] for m in p["prompt"]] == ["system", "user"]
+        assert p["chosen"][0]["role"] == p["rejected"][0]["role"] == "assistant"
+        assert p["chosen_reward"] > p["rejected_reward"]
+    assert "2 preference pairs written" in r.stderr
+    out = tmp_path / "sft.jsonl"
+    r = run("--scenario", "long_chat", *SMALL, "--export", "sft", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    (line,) = lines(out.read_text())
+    assert list(line) == ["messages"]
+    assert [m["role"] for m in line["messages"]] == ["system", "user", "assistant"]
+
+
+def test_files_with_their_simulate_sidecar(tmp_path: Path) -> None:
+    ts = [generate("log_heavy", seed=s, tokens=2000) for s in (1, 2)]
+    save(ts, str(tmp_path / "sims") + "/")
+    r = run(str(tmp_path / "sims"), "--limit", "1200", *ACTIONS)
+    assert r.exit_code == 0, r.stderr
+    rows = lines(r.stdout)
+    assert {row["transcript"] for row in rows} == {"log_heavy-1", "log_heavy-2"}
+    for row in rows:
+        assert row["state_before"]["limit"] == 1200
+        assert row["outcome"]["needles_total"] == 2
+
+
+def test_actions_file(tmp_path: Path) -> None:
+    f = tmp_path / "actions.yaml"
+    f.write_text("- name: mine\n  chain: [mask_observations, summarize_old]\n")
+    r = run("--scenario", "long_chat", *SMALL, "--actions", str(f))
+    assert r.exit_code == 0, r.stderr
+    (row,) = lines(r.stdout)
+    assert row["action"] == {
+        "name": "mine",
+        "chain": ["mask_observations", "summarize_old"],
+        "params": "{}",
+        "recovery_mode": "fresh_start",
+    }
+
+
+def test_list_actions() -> None:
+    r = run("--list-actions")
+    assert r.exit_code == 0
+    names = [line.split("\t")[0] for line in r.stdout.splitlines()]
+    assert "default" in names and "mask_observations" in names and len(names) >= 8
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([], 2, "give transcript files, or --scenario NAME / --scenarios all"),
+        (["--scenario", "nope"], 2, "unknown scenario 'nope'"),
+        (["--scenarios", "long_chat", "--format", "parquet"], 2, "--format parquet needs -o FILE"),
+        (["--scenarios", "long_chat", "--action", "nope"], 2, "unknown action 'nope'"),
+        (["/nonexistent/x.jsonl"], 1, "/nonexistent/x.jsonl: no such file or directory"),
+    ],
+)
+def test_usage_errors(args: list[str], code: int, message: str) -> None:
+    r = run(*args)
+    assert r.exit_code == code
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_actions_file_names_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "a.yaml"
+    f.write_text("- {chain: [nope]}\n")
+    r = run("--scenario", "long_chat", "--actions", str(f))
+    assert r.exit_code == 1
+    assert f"{f}: action 1: unknown strategy 'nope' in chain" in r.stderr
+
+
+def test_failed_run_leaves_no_output(tmp_path: Path) -> None:
+    out = tmp_path / "rl.jsonl"
+    f = tmp_path / "a.yaml"
+    f.write_text("- {chain: [nope]}\n")
+    run("--scenario", "long_chat", "--actions", str(f), "-o", str(out))
+    assert not out.exists() and list(tmp_path.iterdir()) == [f]
