@@ -19,11 +19,11 @@ class ReadStats:
     """Counts filled while reading, so a command can say how many records it used or skipped."""
 
     files: int = 0
-    records: int = 0
-    skipped_invalid: int = 0
-    skipped_non_message: dict[str, int] = field(default_factory=dict)
-    skipped_sidechain: int = 0
-    warnings: list[str] = field(default_factory=list)
+    records: int = 0  # JSONL lines parsed, or the items of a JSON document's top level
+    skipped_invalid: int = 0  # lines (or whole files) skipped by skip_invalid
+    skipped_non_message: dict[str, int] = field(default_factory=dict)  # record kind -> count
+    skipped_sidechain: int = 0  # Claude Code subagent records left out of the main thread
+    warnings: list[str] = field(default_factory=list)  # "path:line: what", for --debug
 
     def skip(self, kind: str, n: int = 1) -> None:
         """Count a record that is not a message (by its kind)."""
