@@ -468,3 +468,17 @@ def test_content_type_chunking_shrinks_long_call_arguments(tmp_path: Path) -> No
     assert (call.id, call.name, args["file_path"]) == ("w1", "Write", "src/app/store.py")
     assert len(args["content"]) < len(CODE) and "def save(self, name, price):" in args["content"]
     assert archive.get(next(u for u in after.units if u.id == "aw").meta["ref"]).unit().tool_calls == [write]
+
+
+def test_mask_observations_counts_agent_steps_in_one_long_run(tmp_path: Path) -> None:
+    units = [Unit("req", "user", content="Fix the failing test.")]
+    for k in range(15):
+        units.append(Unit(f"a{k}", "assistant", "tool_call", "", tool_calls=[ToolCall(f"c{k}", "bash", '{"command": "ls"}')]))
+        units.append(Unit(f"r{k}", "tool", "log", LOG, tool_call_id=f"c{k}", name="bash"))
+    before, after, archive = run("mask_observations", units, tmp_path)
+    assert after is not None
+    assert_invariants(before, after, archive)
+    masked = [u.id for u in after.units if u.type == "placeholder"]
+    assert masked == [f"r{k}" for k in range(5)]  # the last 10 steps keep their output
+    _, fewer, _ = run("mask_observations", units, tmp_path, {"keep_last_steps": 14}, tag="b")
+    assert fewer is not None and [u.id for u in fewer.units if u.type == "placeholder"] == ["r0"]

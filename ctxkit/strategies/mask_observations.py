@@ -15,6 +15,10 @@ from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeho
 
 NAME = "mask_observations"
 DEFAULTS: dict[str, Any] = {"keep_last_turns": 3}
+# With no more user turns than keep_last_turns (one long agent run), the window is the last
+# STEP_WINDOW agent steps (assistant calls), the M = 10 of "The Complexity Trap"; a
+# `keep_last_steps` parameter overrides it.
+STEP_WINDOW = 10
 
 
 def mask_text(tool: str, size_bytes: int, lines: int, ref: str) -> str:
@@ -31,13 +35,18 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
 
     p = merged(DEFAULTS, params)
     keep_last = max(0, int(p["keep_last_turns"]))
-    all_turns = turns(list(state.units))
+    all_turns = [t for t in turns(list(state.units)) if not t.is_preamble]
     if keep_last == 0:
         cutoff = len(state.units)
-    elif len(all_turns) <= keep_last:
-        return None
-    else:
+    elif len(all_turns) > keep_last:
         cutoff = all_turns[-keep_last].start
+    else:
+        # one long agent run (a single request, many steps): count agent steps instead
+        keep_steps = max(1, int(p.get("keep_last_steps") or STEP_WINDOW))
+        steps = [i for i, u in enumerate(state.units) if u.role == "assistant" and u.tool_calls]
+        if len(steps) <= keep_steps:
+            return None
+        cutoff = steps[-keep_steps]
     keep = protected(state)
     names = tool_names(state.units)
     tokens = state.units_tokens()
