@@ -292,6 +292,16 @@ def test_read_only_file(tmp_path: Path) -> None:
         path.chmod(0o644)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_unwritable_location_even_as_root() -> None:
+    # /proc takes no new files whoever asks, so this holds where chmod 0444 does not (root)
+    path = "/proc/ctxkit-test.ctx.db"
+    with pytest.raises(ArchiveError) as err:
+        Archive(path)
+    assert str(err.value).startswith(f"cannot open archive {path}: ")
+    assert not os.path.exists(path)
+
+
 def test_read_only_open_refuses_writes_and_does_not_count(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     with Archive(str(path)) as a:
