@@ -95,7 +95,12 @@ class NeedleCheck:
 
 @dataclass
 class ReplayResult:
-    """Everything a replay measured; `transcript` is the context the model saw last."""
+    """Everything a replay measured.
+
+    `transcript` is the context at the end of the session: what the model saw at its last call
+    plus anything appended after it (its own last answer), which is also what the next call
+    would start from.
+    """
 
     transcript_id: str
     transcript: Transcript
@@ -212,6 +217,7 @@ class ReplayResult:
             "peak_tokens": self.peak_tokens,
             "over_limit_calls": self.over_limit_calls,
             "original_tokens": self.original_tokens,
+            "last_call_tokens": self.call_tokens[-1] if self.call_tokens else 0,
             "final_tokens": self.final_tokens,
             "final_units": len(self.transcript.units),
             "fits": self.fits,
