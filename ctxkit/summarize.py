@@ -26,6 +26,7 @@ Summarizer = Callable[..., str]
 
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
+GROUP_ARGS_CHARS = 48
 
 _PATH = re.compile(
     r"(?<![\w/.~-])(?:~|\.{1,2})?(?:/?[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b"  # a/b/c.ext, /abs/x.py
@@ -148,7 +149,7 @@ def _outcome(result: Unit | None) -> str:
 
 def commands_run(units: Sequence[Unit]) -> list[str]:
     """`name(args) -> outcome` for each tool call, and the shell blocks agents write as text;
-    consecutive calls of one tool with one outcome share a line: `name x3(a; b; c) -> ok`."""
+    consecutive short calls of one tool with one outcome share a line: `name x3(a; b; c) -> ok`."""
     results: dict[str, Unit] = {}
     for u in units:
         if u.tool_call_id is not None:
@@ -168,7 +169,13 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
     while k < len(calls):
         name, args, outcome = calls[k]
         j = k + 1
-        while j < len(calls) and calls[j][0] == name and calls[j][2] == outcome:
+        # short lookups (ids, paths) group well; long commands each keep their own line
+        while (
+            j < len(calls)
+            and calls[j][0] == name
+            and calls[j][2] == outcome
+            and max(len(args), len(calls[j][1])) <= GROUP_ARGS_CHARS
+        ):
             j += 1
         if name == "$" and j == k + 1:
             out.append(f"$ {args} -> {outcome}")
