@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import tempfile
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import Any
 import orjson
 
 from ctxkit.errors import UsageError, unknown_name
+from ctxkit.fileio import atomic_writer
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.tokens import (
     CountOptions,
@@ -1807,21 +1807,15 @@ def write_truth(
     items = list(transcripts)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     n = 0
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for i, t in enumerate(items):
-                if files is not None:
-                    rec = truth_record(t, file=files[i])
-                else:
-                    rec = truth_record(t, line=i + 1 if len(items) > 1 else None)
-                fh.write(orjson.dumps(rec) + b"\n")
-                n += 1
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_writer(target, "wb") as fh:
+        for i, t in enumerate(items):
+            if files is not None:
+                rec = truth_record(t, file=files[i])
+            else:
+                rec = truth_record(t, line=i + 1 if len(items) > 1 else None)
+            fh.write(orjson.dumps(rec) + b"\n")
+            n += 1
     return n
 
 

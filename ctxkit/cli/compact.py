@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
-import tempfile
 from typing import Any
 
 import click
@@ -13,6 +10,7 @@ import orjson
 
 from ctxkit.cli.options import echo_err, input_options, tokenizer_options
 from ctxkit.errors import UsageError
+from ctxkit.fileio import spooled_stdin, write_bytes_atomic
 
 
 @click.command("compact")
@@ -117,7 +115,7 @@ def compact(
         _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
         return
 
-    with _materialize(source) as path:
+    with spooled_stdin(source) as path:
         stats = ReadStats()
         transcripts = list(
             read_path(
@@ -172,7 +170,7 @@ def compact(
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
-            _write_atomic(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+            write_bytes_atomic(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
     for r in results:
         line = r.summary_line()
@@ -185,26 +183,6 @@ def compact(
         echo_err("Dry run: nothing written.")
 
 
-class _materialize:
-    """Stdin is spooled to a temp file, so an unchanged transcript can be copied byte for byte."""
-
-    def __init__(self, source: str):
-        self.source = source
-        self.tmp: str | None = None
-
-    def __enter__(self) -> str:
-        if self.source != "-":
-            return self.source
-        fd, self.tmp = tempfile.mkstemp(prefix="ctxkit-stdin-")
-        with os.fdopen(fd, "wb") as f:
-            shutil.copyfileobj(sys.stdin.buffer, f)
-        return self.tmp
-
-    def __exit__(self, *exc: object) -> None:
-        if self.tmp:
-            os.unlink(self.tmp)
-
-
 def _copy_bytes(path: str, output: str) -> None:
     with open(path, "rb") as f:
         data = f.read()
@@ -212,20 +190,7 @@ def _copy_bytes(path: str, output: str) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        _write_atomic(output, data)
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        write_bytes_atomic(output, data)
 
 
 def _explainer() -> Any:
@@ -260,7 +225,7 @@ def _replay(
     from ctxkit.replay import attach_truth, replay, sidecar_for
     from ctxkit.simulate import read_truth
 
-    with _materialize(source) as path:
+    with spooled_stdin(source) as path:
         transcripts = list(
             read_path(
                 path,
@@ -297,7 +262,7 @@ def _replay(
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        _write_atomic(output, data)
+        write_bytes_atomic(output, data)
     for r in results:
         echo_err(r.summary_line())
         for c in r.compaction_log:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
 import click
 
 from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
+from ctxkit.fileio import write_bytes_atomic
 
 
 @click.command("config")
@@ -68,14 +68,5 @@ def config(
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temp file in the same directory and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ctxkit-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write `text` to `path` atomically."""
+    write_bytes_atomic(path, text.encode("utf-8"))

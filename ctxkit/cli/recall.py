@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 import click
@@ -14,6 +12,7 @@ import orjson
 
 from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
 from ctxkit.errors import UsageError
+from ctxkit.fileio import spooled_stdin, write_bytes_atomic
 
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
@@ -242,7 +241,7 @@ def expand(
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
     if not os.path.exists(path):
         Archive(path, create=False)  # raises the clear error before stdin is read
-    with _spooled(compacted) as source, _open_for_reading(path) as archive:
+    with spooled_stdin(compacted) as source, _open_for_reading(path) as archive:
         originals = []
         untouched = 0
         for t in read_path(source, from_format):
@@ -261,26 +260,6 @@ def expand(
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
 
 
-class _spooled:
-    """Stdin is spooled to a temp file, so an untouched transcript can be copied byte for byte."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.tmp: str | None = None
-
-    def __enter__(self) -> str:
-        if self.source != "-":
-            return self.source
-        fd, self.tmp = tempfile.mkstemp(prefix="ctxkit-stdin-")
-        with os.fdopen(fd, "wb") as f:
-            shutil.copyfileobj(sys.stdin.buffer, f)
-        return self.tmp
-
-    def __exit__(self, *exc: object) -> None:
-        if self.tmp:
-            os.unlink(self.tmp)
-
-
 def _copy_bytes(path: str, output: str) -> None:
     with open(path, "rb") as f:
         data = f.read()
@@ -288,16 +267,4 @@ def _copy_bytes(path: str, output: str) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
-    directory = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a restored file gets normal permissions
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, output)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_bytes_atomic(output, data)

@@ -17,7 +17,6 @@ import io
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import IO, Any, BinaryIO
 import orjson
 
 from ctxkit.errors import InputError, unknown_name
+from ctxkit.fileio import atomic_writer
 from ctxkit.formats import anthropic, claude_code, codex, openai, sharegpt, units
 from ctxkit.formats.common import ReadStats, Source, snippet_of
 from ctxkit.model import Transcript
@@ -552,18 +552,5 @@ def write_path(transcripts: Iterable[Transcript], path: str, fmt: str | None = N
         write_transcripts(transcripts, sys.stdout, fmt)
         sys.stdout.flush()
         return
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            write_transcripts(transcripts, out, fmt)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_writer(path) as out:
+        write_transcripts(transcripts, out, fmt)

@@ -1,0 +1,65 @@
+"""Atomic output files and spooled stdin: an interrupted run never leaves a half file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """Write to a temp file beside `path`, then rename it over `path`; on error, remove it.
+
+    The file gets the permissions a plain `open(path, "w")` would give (0666 less the umask),
+    not mkstemp's 0600.
+    """
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+        with os.fdopen(fd, mode, **kwargs) as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """The whole of `data` at `path`, or nothing."""
+    with atomic_writer(path, "wb") as out:
+        out.write(data)
+
+
+@contextmanager
+def spooled_stdin(source: str) -> Iterator[str]:
+    """A path for `source`; `-` (stdin) is spooled to a temp file first, so it can be read twice
+    (an unchanged transcript is then copied byte for byte)."""
+    if source != "-":
+        yield source
+        return
+    fd, tmp = tempfile.mkstemp(prefix="ctxkit-stdin-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(sys.stdin.buffer, f)
+        yield tmp
+    finally:
+        os.unlink(tmp)
