@@ -40,7 +40,7 @@ def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
     if not candidates or count <= 0:
         return None
     # P1 is protected outside recovery; in recovery it is boosted like prioritize_recent does
-    scores = block_scores(state, candidates, 1.5)
+    scores = block_scores(state, candidates, float(p.get("priority_boost", 1.5)))
     # least relevant first; among equals the oldest goes first
     order = sorted(range(len(candidates)), key=lambda k: (scores[k], candidates[k][0]))
     remove = {i for k in order[:count] for i in range(*candidates[k])}
