@@ -333,7 +333,8 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts in batches of 64, each cut to the model's max sequence length; rows L2-normalised."""
-        cut = [t[: self.max_chars] for t in texts]
+        # lone surrogates (legal in JSON, not in UTF-8) would stop the Rust tokenizer
+        cut = [t[: self.max_chars].encode("utf-8", "replace").decode("utf-8") for t in texts]
         digests = [_sha256(t) for t in cut]
         missing = [d for d in dict.fromkeys(digests) if d not in self._memo]
         if len(self._memo) + len(missing) > MEMO_MAX:
@@ -438,6 +439,8 @@ def relevance_scores(
     emb = embedder if embedder is not None else get_embedder("lexical")
     if not texts:
         return []
+    if not query.strip():
+        return [0.0] * len(texts)  # no task to be relevant to
     scorer = getattr(emb, "scores", None)
     if callable(scorer):
         return [float(s) for s in scorer(texts, query)]

@@ -354,6 +354,9 @@ def test_minilm_embed_shape_and_norm(minilm_loaded: None, cache_home: str) -> No
     assert m.shape == (3, 384) and m.dtype == np.float32
     assert np.linalg.norm(m, axis=1) == pytest.approx([1.0, 1.0, 1.0], abs=1e-4)
     assert emb.embed([]).shape == (0, 384)
+    odd = emb.embed(["broken \ud800 surrogate from a JSON file"])  # not valid UTF-8
+    assert odd.shape == (1, 384)
+    assert relevance_scores([TRACEBACK], "  ", emb) == [0.0]
 
 
 @pytest.mark.slow
@@ -452,3 +455,32 @@ def test_memo_is_bounded(
     again = emb.embed(["alpha", "beta"])
     assert np.allclose(first, again, atol=1e-5)
     assert emb.stats == {"computed": 6, "cached": 0}
+
+
+def _fill_cache(path: str, worker: int) -> None:
+    cache = EmbeddingCache(relevance.Path(path))
+    for start in range(0, 300, 50):  # many small transactions, interleaved with the other workers
+        cache.put_many(
+            "m",
+            [(f"w{worker}-{i}", np.full(4, i, dtype=np.float32)) for i in range(start, start + 50)],
+        )
+    cache.close()
+
+
+def test_cache_is_shared_by_parallel_processes(tmp_path: pytest.TempPathFactory) -> None:
+    import multiprocessing
+
+    path = str(tmp_path / "emb.sqlite")  # type: ignore[operator]
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_fill_cache, args=(path, w)) for w in range(3)]
+    for p in workers:
+        p.start()
+    for p in workers:
+        p.join(timeout=60)
+    assert [p.exitcode for p in workers] == [0, 0, 0]
+    cache = EmbeddingCache(relevance.Path(path))
+    keys = [f"w{w}-{i}" for w in range(3) for i in range(300)]
+    got = cache.get_many("m", keys)
+    assert len(got) == 900
+    assert np.array_equal(got["w2-299"], np.full(4, 299, dtype=np.float32))
+    cache.close()
