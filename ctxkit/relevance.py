@@ -435,7 +435,12 @@ def _build_embedder(
 def relevance_scores(
     texts: Sequence[str], query: str, embedder: Embedder | None = None
 ) -> list[float]:
-    """Relevance of each text to the query in [0, 1]: clipped cosine, or normalised BM25 for lexical."""
+    """Relevance of each text to the query in [0, 1]: clipped cosine, or normalised BM25 for lexical.
+
+    With an embedding model a long text is split into the same chunks `similarity` uses and
+    scores as its most relevant chunk: a test log whose tail names the failing file is relevant,
+    and the coherence check that follows finds every chunk already embedded.
+    """
     emb = embedder if embedder is not None else get_embedder("lexical")
     if not texts:
         return []
@@ -444,10 +449,19 @@ def relevance_scores(
     scorer = getattr(emb, "scores", None)
     if callable(scorer):
         return [float(s) for s in scorer(texts, query)]
-    matrix = np.asarray(emb.embed([*texts, query]), dtype=np.float32)
-    docs, q = matrix[:-1], matrix[-1]
-    cos = docs @ q
-    return [round(float(min(1.0, max(0.0, c))), 6) for c in cos]
+    chunks = [chunk_text(t) for t in texts]
+    flat = [c for cs in chunks for c in cs]
+    matrix = np.asarray(emb.embed([*flat, query]), dtype=np.float32)
+    cos = matrix[:-1] @ matrix[-1]
+    scores: list[float] = []
+    start = 0
+    for cs in chunks:
+        best = (
+            float(cos[start : start + len(cs)].max()) if cs else 0.0
+        )  # a blank text is about nothing
+        start += len(cs)
+        scores.append(round(min(1.0, max(0.0, best)), 6))
+    return scores
 
 
 def similarity(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> float:

@@ -180,6 +180,15 @@ def test_similarity_with_fake_embedder_edge_cases(topics: TopicEmbedder) -> None
     assert similarity(["login"], [], topics) == 0.0
 
 
+def test_long_text_scores_as_its_most_relevant_chunk(topics: TopicEmbedder) -> None:
+    log = " ".join(["cake"] * 400 + ["login"] * 100)  # the relevant part is in the last chunk
+    scores = relevance_scores([log, "cake", "   "], "login", topics)
+    assert scores[0] == pytest.approx(1.0, abs=1e-3)
+    assert scores[1] == pytest.approx(0.0, abs=1e-3)
+    assert scores[2] == 0.0
+    assert len(topics.seen) == 3 + 1 + 1  # three chunks of the log, "cake", the query
+
+
 def test_fake_embedder_relevance_is_clipped_cosine(topics: TopicEmbedder) -> None:
     scores = relevance_scores(["login page", "cake", "antilogin", "login cake"], "login", topics)
     assert scores[0] == pytest.approx(1.0, abs=1e-3)
