@@ -13,13 +13,13 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit import structure
 from ctxkit.archive import Archive, make_ref
-from ctxkit.errors import BreakerFailed, UsageError, unknown_name
+from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES
 from ctxkit.strategies.base import Context, State, archive_unit, protected
@@ -35,8 +35,45 @@ DEFAULT_CHAIN = (
 )
 RECOVERY_MODES = ("fresh_start", "truncate", "error")
 
-# Observer for progress: (phase, message, tokens, limit) -> None.
-Observer = Callable[[str, str, int, int], None]
+PHASES = (
+    "detection",
+    "offload",
+    "mask_observations",
+    "content_type_chunking",
+    "summarize_old",
+    "prioritize_recent",
+    "discard_low_rel",
+    "hybrid",
+    "recovery",
+    "handover",
+    "success",
+)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One phase of a run, as the spec's UI consumes it: `progress` is 0-100, -1 in recovery;
+    `priority` is info (normal work), warning (recovery, an undone step) or critical (failure)."""
+
+    phase: str
+    progress: int
+    message: str
+    tokens: int
+    limit: int
+    priority: str = "info"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "progress": self.progress,
+            "message": self.message,
+            "tokens": self.tokens,
+            "limit": self.limit,
+            "priority": self.priority,
+        }
+
+
+Observer = Callable[[Event], None]
 
 
 @dataclass(frozen=True)
@@ -44,7 +81,7 @@ class ChainOptions:
     """How to compact: the chain, each strategy's parameters, recovery."""
 
     chain: tuple[str, ...] = DEFAULT_CHAIN
-    params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _config_params())
     max_iterations: int = 3
     recovery_mode: str = "fresh_start"
     handover_tokens: int = 500
@@ -108,6 +145,7 @@ class CompactResult:
     p1_kept: int
     invariants: dict[str, Any]
     time_ms: float
+    coherence: float | None = None
 
     @property
     def strategies_applied(self) -> list[str]:
@@ -157,8 +195,17 @@ class CompactResult:
             "refs": self.refs,
             "p1": {"total": self.p1_total, "kept": self.p1_kept},
             "invariants": self.invariants,
+            "coherence": self.coherence,
             "time_ms": round(self.time_ms, 2),
         }
+
+
+def _config_params() -> dict[str, dict[str, Any]]:
+    """Every strategy's parameters as the default configuration sets them."""
+    from ctxkit.config import STRATEGY_NAMES, Config
+
+    bs = Config().breaking_strategy
+    return {name: bs.params(name) for name in STRATEGY_NAMES}
 
 
 def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
@@ -200,6 +247,31 @@ def check_invariants(
     return problems
 
 
+def unit_texts(units: Sequence[Unit]) -> list[str]:
+    """The text of each unit that an embedder sees: content plus tool-call names and arguments."""
+    out = []
+    for u in units:
+        parts = [u.content, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
+        text = "\n".join(p for p in parts if p)
+        if text:
+            out.append(text)
+    return out
+
+
+def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = None) -> float:
+    """The spec's coherence: similarity in [0, 1] of the result's text to the original's.
+
+    `embedder` None is the lexical one. The report, the chain's undo rule and `score-rl` all use
+    this one figure.
+    """
+    from ctxkit.relevance import get_embedder, similarity
+
+    if [u.content for u in original] == [u.content for u in result]:
+        return 1.0
+    emb = embedder if embedder is not None else get_embedder("lexical")
+    return float(similarity(unit_texts(original), unit_texts(result), emb))
+
+
 def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int]:
     by_id = {u.id: u for u in result}
     p1 = [u for u in original if u.is_p1]
@@ -230,7 +302,13 @@ def compact(
     if options.recovery_mode not in RECOVERY_MODES:
         raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
     chain = expand_chain(options.chain)
-    notify = observe or (lambda phase, message, tokens, limit_: None)
+    total_steps = max(1, len(chain) * max(1, options.max_iterations))
+
+    def notify(
+        phase: str, message: str, tokens: int, progress: int, priority: str = "info"
+    ) -> None:
+        if observe is not None:
+            observe(Event(phase, progress, message, tokens, limit, priority))
 
     before = count_transcript(transcript, tok, copts)
     original = list(transcript.units)
@@ -250,7 +328,13 @@ def compact(
         seed=options.seed,
     )
     state = State(units=tuple(original), target=goal, ctx=ctx)
-    notify("detection", f"Context at {before.total:,} / {limit:,} tokens", before.total, limit)
+    coherence_embedder = embedder
+    notify(
+        "detection",
+        f"Context at {before.total:,} / {limit:,} tokens (target {goal:,})",
+        before.total,
+        0,
+    )
 
     floor = _irreducible_floor(transcript, tok, copts)
     if floor > goal:
@@ -287,44 +371,50 @@ def compact(
     steps: list[Step] = []
     violations: list[str] = []
 
+    done = 0
     for iteration in range(1, max(1, options.max_iterations) + 1):
         progressed = False
-        for name in chain:
+        queue = list(chain)
+        while queue:
+            name = queue.pop(0)
+            done += 1
             if state.fits():
                 break
             tokens_before = state.tokens()
-            notify(name, _phase_message(name, tokens_before, goal), tokens_before, limit)
+            notify(
+                name,
+                _phase_message(name, tokens_before, goal),
+                tokens_before,
+                min(99, 100 * done // total_steps),
+            )
             t0 = time.perf_counter()
-            new = STRATEGIES[name](state, options.strategy_params(name))
+            params = options.strategy_params(name)
+            new = STRATEGIES[name](state, params)
             elapsed = (time.perf_counter() - t0) * 1000
-            if new is None:
+
+            note = _judge(
+                new, state, name, params, original, keep, archive, transcript.id, coherence_embedder
+            )
+            if note is not None:
                 steps.append(
-                    Step(
-                        name, iteration, tokens_before, tokens_before, elapsed, False, "cannot help"
-                    )
+                    Step(name, iteration, tokens_before, tokens_before, elapsed, False, note)
                 )
-                continue
-            problems = check_invariants(original, new, keep, archive, transcript.id)
-            if problems:
-                violations.extend(f"{name}: {p}" for p in problems)
-                steps.append(
-                    Step(
+                if note.startswith("rejected: "):
+                    violations.append(f"{name}: {note[len('rejected: ') :]}")
+                if note.startswith("undone: "):
+                    notify(
                         name,
-                        iteration,
+                        f"{name} {note}",
                         tokens_before,
-                        tokens_before,
-                        elapsed,
-                        False,
-                        "rejected: " + problems[0],
+                        min(99, 100 * done // total_steps),
+                        "warning",
                     )
-                )
+                    # The spec: a discard that hurts coherence too much gives way to a summary.
+                    if name == "discard_low_rel" and "summarize_old" not in queue:
+                        queue.insert(0, "summarize_old")
                 continue
+            assert new is not None
             tokens_after = new.tokens()
-            if tokens_after >= tokens_before:
-                steps.append(
-                    Step(name, iteration, tokens_before, tokens_before, elapsed, False, "no saving")
-                )
-                continue
             steps.append(
                 Step(
                     name,
@@ -348,7 +438,8 @@ def compact(
             "recovery",
             f"Chain left {state.tokens():,} / {goal:,} tokens; recovery: {recovery}",
             state.tokens(),
-            limit,
+            -1,
+            "warning",
         )
         if recovery == "error":
             raise BreakerFailed(
@@ -358,6 +449,14 @@ def compact(
         t0 = time.perf_counter()
         tokens_before = state.tokens()
         recover = _fresh_start if recovery == "fresh_start" else _truncate
+        if recovery == "fresh_start":
+            notify(
+                "handover",
+                f"Writing a handover of about {options.handover_tokens:,} tokens",
+                state.tokens(),
+                -1,
+                "warning",
+            )
         state = recover(state, original, options)
         problems = check_invariants(original, state, keep, archive, transcript.id)
         violations.extend(f"recovery: {p}" for p in problems)
@@ -381,7 +480,7 @@ def compact(
     result_t = transcript.replace(units=list(state.units))
     after = count_transcript(result_t, tok, copts)
     p1_total, p1_kept = _p1_kept(original, state.units)
-    notify("success", f"Context reduced to {after.total:,} / {limit:,} tokens", after.total, limit)
+    notify("success", f"Context reduced to {after.total:,} / {limit:,} tokens", after.total, 100)
     return CompactResult(
         transcript=result_t,
         changed=True,
@@ -400,7 +499,36 @@ def compact(
         p1_kept=p1_kept,
         invariants={"ok": not violations, "violations": violations},
         time_ms=(time.perf_counter() - started) * 1000,
+        coherence=coherence(original, state.units, coherence_embedder),
     )
+
+
+def _judge(
+    new: State | None,
+    state: State,
+    name: str,
+    params: Mapping[str, Any],
+    original: Sequence[Unit],
+    keep: set[str],
+    archive: Archive | None,
+    transcript_id: str,
+    embedder: Any,
+) -> str | None:
+    """Why a step's result is not taken (None: take it)."""
+    if new is None:
+        return "cannot help"
+    problems = check_invariants(original, new, keep, archive, transcript_id)
+    if problems:
+        return "rejected: " + "; ".join(problems)
+    if new.tokens() >= state.tokens():
+        return "no saving"
+    floor = params.get("min_coherence")
+    if floor is not None:
+        # The step's own damage: the state before it against the state after it.
+        step_coherence = coherence(state.units, new.units, embedder)
+        if step_coherence < float(floor):
+            return f"undone: coherence {step_coherence:.2f} < {float(floor):.2f}"
+    return None
 
 
 def _phase_message(name: str, tokens: int, goal: int) -> str:
@@ -488,7 +616,9 @@ def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) 
     request = None
     if last_i is not None:
         # The request keeps priority over the handover, which needs only a little room.
-        request = _fit_last_request(state, original[last_i], max(0, room - min(options.handover_tokens, 160)))
+        request = _fit_last_request(
+            state, original[last_i], max(0, room - min(options.handover_tokens, 160))
+        )
         room -= tok.count(request.content)
     # The handover gets what the system prompt and the last request leave, up to its own size;
     # the summarizer's length is approximate, so shrink it until the whole fits.
@@ -564,3 +694,66 @@ def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> 
         ctx=state.ctx,
         in_recovery=True,
     )
+
+
+# --- many transcripts (a dataset), optionally in parallel processes ------------------------------
+
+_WORK: dict[str, Any] = {}  # what forked workers inherit: the compact() keyword arguments
+
+
+def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcript | None]:
+    """Compact one transcript in a worker, into a private in-memory archive whose rows go back to
+    the parent (one process writes the SQLite file)."""
+    events: list[Event] = []
+    scratch = Archive(":memory:")
+    try:
+        result = compact(t, archive=scratch, observe=events.append, **_WORK)
+    except CtxkitError as exc:
+        return ("error", (type(exc).__name__, str(exc), exc.exit_code), events, [], None)
+    rows = scratch.list(t.id) if result.changed else []
+    original = scratch.original(t.id) if result.changed else None
+    scratch.close()
+    return ("ok", result, events, rows, original)
+
+
+def compact_many(
+    transcripts: Iterable[Transcript],
+    *,
+    jobs: int = 1,
+    archive: Archive | None = None,
+    observe: Observer | None = None,
+    **kwargs: Any,
+) -> Iterator[CompactResult]:
+    """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
+
+    Workers archive into memory and hand their rows back, so the archive file has one writer and
+    the same refs as a serial run (refs are content hashes).
+    """
+    if jobs <= 1:
+        for t in transcripts:
+            yield compact(t, archive=archive, observe=observe, **kwargs)
+        return
+    import multiprocessing
+
+    _WORK.clear()
+    _WORK.update(kwargs)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for status, payload, events, rows, original in pool.imap(_work_one, transcripts):
+                for event in events:
+                    if observe is not None:
+                        observe(event)
+                if status == "error":
+                    kind, message, code = payload
+                    error = CtxkitError(message)
+                    error.exit_code = code
+                    raise error
+                if archive is not None and original is not None:
+                    archive.put_transcript(original)
+                    for row in rows:
+                        archive.put(
+                            row.transcript_id, row.unit(), summary=row.summary, tokens=row.tokens
+                        )
+                yield payload
+    finally:
+        _WORK.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ctxkit.budget import Target, compaction_target, resolve_target
 from ctxkit.chain import ChainOptions, expand_chain
@@ -29,6 +30,8 @@ class CompactSettings:
     options: ChainOptions
     config: Config
     budget: Target
+    embedder: Any = None  # relevance and coherence; None = lexical
+    summarizer: Callable[..., str] | None = None  # None = extractive
 
 
 def chain_options(
@@ -62,6 +65,12 @@ def compact_settings(
     chain: str | None = None,
     recovery: str | None = None,
     seed: int = 0,
+    embedder: str | None = None,
+    embedder_model: str | None = None,
+    embedding_cache: bool | None = None,
+    summarizer: str | None = None,
+    llm_url: str | None = None,
+    llm_model: str | None = None,
     warn: Callable[[str], None] | None = None,
 ) -> CompactSettings:
     """Resolve the limit (--limit, else the model's budget, else the configured default) and the goal."""
@@ -85,6 +94,8 @@ def compact_settings(
         else tool_schema_scale,
     )
     return CompactSettings(
+        embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn),
+        summarizer=build_summarizer(cfg, summarizer, llm_url, llm_model, tok, warn),
         limit=budget.limit,
         target=goal,
         tokenizer=tok,
@@ -94,3 +105,69 @@ def compact_settings(
         config=cfg,
         budget=budget,
     )
+
+
+def build_embedder(
+    config: Config,
+    name: str | None = None,
+    model: str | None = None,
+    cache: bool | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Any:
+    """The embedder flags or config ask for (`auto`: MiniLM when it loads, else lexical, said once).
+
+    Loading is lazy inside the embedder, so building one costs nothing until a strategy scores.
+    """
+    from ctxkit.relevance import get_embedder
+
+    choice = config.embedder
+    return LazyEmbedder(
+        lambda: get_embedder(
+            name or choice.name,
+            model=model or choice.model,
+            cache=choice.cache if cache is None else cache,
+            warn=warn,
+        )
+    )
+
+
+class LazyEmbedder:
+    """Builds the real embedder on first use: a transcript that fits, or a chain that never
+    scores relevance, never imports torch."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self._build = build
+        self._real: Any = None
+
+    def __getattr__(self, attr: str) -> Any:
+        if self._real is None:
+            self._real = self._build()
+        return getattr(self._real, attr)
+
+
+def build_summarizer(
+    config: Config,
+    name: str | None = None,
+    url: str | None = None,
+    model: str | None = None,
+    tok: Tokenizer | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Callable[..., str]:
+    """The summarizer flags or config ask for; `llm` takes its retries from `retry_policies`."""
+    from ctxkit.summarize import make_summarizer
+
+    choice = name or config.summarizer.name
+    if choice != "llm":
+        return make_summarizer(choice, tok=tok)
+    from ctxkit.llm import settings_from_env
+
+    retry = config.retry_policies.for_tool("summarizer")
+    settings = settings_from_env(
+        url or config.summarizer.url,
+        model or config.summarizer.model,
+        timeout_s=retry.timeout_s,
+        max_attempts=retry.max_attempts,
+        backoff_base_s=retry.backoff_base_s,
+        max_delay_s=retry.max_delay_s,
+    )
+    return make_summarizer("llm", llm_settings=settings, tok=tok, warn=warn)

@@ -40,14 +40,22 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
-_CODE_LISTING = re.compile(r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b")
+_CODE_LISTING = re.compile(
+    r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b"
+)
 _DECISION = re.compile(
     r"\b(?:I will|I'm going to|we'll|we should|decided|decision|instead|"
     r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
     re.IGNORECASE,
 )
-_OPEN = re.compile(r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)", re.IGNORECASE | re.MULTILINE)
-_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)? (?:code|status)[:= ]+(-?\d+)", re.IGNORECASE)
+_OPEN = re.compile(
+    r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_RETURNCODE = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)? (?:code|status)[:= ]+(-?\d+)",
+    re.IGNORECASE,
+)
 _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)\s*\n(.*?)```", re.DOTALL)
 _ARG_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename", "name")
 
@@ -138,7 +146,9 @@ def _outcome(result: Unit | None) -> str:
     if detect_kind(result.content) == "code":
         return "ok"  # a file listing mentions errors without being one
     lines = [
-        ln for ln in result.content.splitlines() if _ERROR.search(ln) and not _CODE_LISTING.match(ln)
+        ln
+        for ln in result.content.splitlines()
+        if _ERROR.search(ln) and not _CODE_LISTING.match(ln)
     ]
     if lines:
         # the exception line says more than "Traceback (most recent call last):"
@@ -304,7 +314,9 @@ def _fit(
     headers = sum(tok.count(f"## {title}\n") for title, items in sections if items)
     used = headers
     chosen: list[list[str]] = [[] for _ in sections]
-    counts = [tok.count_many([f"- {it}\n" for it in items]) if items else [] for _, items in sections]
+    counts = [
+        tok.count_many([f"- {it}\n" for it in items]) if items else [] for _, items in sections
+    ]
     start = [0] * len(sections)
     for k, (title, items) in enumerate(sections):
         for j in range(min(len(items), (first_take or {}).get(title, 0))):
@@ -370,7 +382,13 @@ def summarize_extractive(
         ("Open items", open_items(units)),
     ]
     # the first and the last request come before everything else
-    return _fit(sections, central_sentences(units), target_tokens, tok, first_take={"Goal and user requests": 2})
+    return _fit(
+        sections,
+        central_sentences(units),
+        target_tokens,
+        tok,
+        first_take={"Goal and user requests": 2},
+    )
 
 
 def handover(
@@ -384,7 +402,9 @@ def handover(
     tok = _tok(tok)
     requests = user_requests(units)
     p1 = list(p1_units) if p1_units is not None else [u for u in units if u.is_p1]
-    named = [f"{u.id}: {_one_line(next(iter(u.content.strip().splitlines()), ''), 120)}" for u in p1]
+    named = [
+        f"{u.id}: {_one_line(next(iter(u.content.strip().splitlines()), ''), 120)}" for u in p1
+    ]
     done = commands_run(units)
     sections: list[tuple[str, list[str]]] = [
         ("Task", [f'"{_quote(requests[0].content)}"'] if requests else []),
@@ -412,3 +432,40 @@ def get_summarizer(name: str) -> Summarizer:
         return SUMMARIZERS[name]
     except KeyError:
         raise unknown_name("summarizer", name, SUMMARIZERS) from None
+
+
+def make_summarizer(
+    name: str,
+    *,
+    llm_settings: Any = None,
+    tok: Tokenizer | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> Summarizer:
+    """The summarizer the chain calls as `(units, target_tokens, previous_summary)`.
+
+    `llm` calls the OpenAI-compatible endpoint in `llm_settings` (retries are its own); when it
+    still fails, this run falls back to `extractive` and says so once through `warn` (the spec's
+    graceful degradation).
+    """
+    if name != "llm":
+        base = get_summarizer(name)
+        return lambda units, target, previous=None: base(units, target, previous, tok)
+
+    from ctxkit.errors import LLMError
+    from ctxkit.llm import summarize_llm
+
+    failed: list[str] = []
+
+    def summarize(units: Sequence[Unit], target: int, previous: str | None = None) -> str:
+        if not failed:
+            try:
+                return summarize_llm(
+                    units, llm_settings, previous_summary=previous, target_tokens=target
+                )
+            except LLMError as exc:
+                failed.append(str(exc))
+                if warn is not None:
+                    warn(f"warning: LLM summarizer failed ({exc}); using the extractive summarizer")
+        return summarize_extractive(units, target, previous, tok)
+
+    return summarize

@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
 
-from ctxkit.cli.options import echo_err, input_options, tokenizer_options
+from ctxkit.cli.options import (
+    echo_err,
+    input_options,
+    progress_option,
+    tokenizer_options,
+    want_progress,
+)
 from ctxkit.errors import UsageError
 from ctxkit.fileio import spooled_stdin, write_bytes_atomic
+
+if TYPE_CHECKING:
+    from ctxkit.chain import Event
 
 
 @click.command("compact")
@@ -57,6 +68,46 @@ from ctxkit.fileio import spooled_stdin, write_bytes_atomic
     default=None,
     help="Output format (default: the input's, when it can be written).",
 )
+@click.option(
+    "--embedder",
+    type=click.Choice(["auto", "minilm", "lexical"]),
+    default=None,
+    help="Relevance and coherence: auto (MiniLM when it loads, else BM25; the default), minilm, lexical.",
+)
+@click.option(
+    "--embedder-model",
+    default=None,
+    help="Another sentence-transformers model path or cached name.",
+)
+@click.option("--no-cache", is_flag=True, help="Do not use the persistent embedding cache.")
+@click.option(
+    "--summarizer",
+    type=click.Choice(["extractive", "llm"]),
+    default=None,
+    help="extractive (offline, the default) or llm (an OpenAI-compatible endpoint).",
+)
+@click.option("--llm-url", default=None, help="Chat-completions base URL (or CTXKIT_LLM_URL).")
+@click.option(
+    "--summarizer-model",
+    "--llm-model",
+    "summarizer_model",
+    default=None,
+    help="The (fast) model that writes summaries, apart from the agent's model.",
+)
+@click.option("-v", "--verbose", is_flag=True, help="Report each phase on stderr.")
+@click.option(
+    "--events",
+    "events_path",
+    default=None,
+    help="Write one JSON object per phase here (- = stderr).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=1,
+    help="Compact a dataset's conversations in N processes.",
+)
+@progress_option
 @tokenizer_options
 def compact(
     paths: tuple[str, ...],
@@ -79,6 +130,16 @@ def compact(
     tokenizer: str | None,
     image_tokens: int | None,
     tool_schema_scale: float | None,
+    embedder: str | None,
+    embedder_model: str | None,
+    no_cache: bool,
+    summarizer: str | None,
+    llm_url: str | None,
+    summarizer_model: str | None,
+    verbose: bool,
+    events_path: str | None,
+    jobs: int,
+    progress: bool | None,
 ) -> None:
     """Shrink an over-budget transcript; everything removed stays recallable.
 
@@ -90,8 +151,7 @@ def compact(
       ctxkit compact --replay session.jsonl --limit 16000 > replay.json
     """
     from ctxkit.archive import Archive, default_archive_path
-    from ctxkit.chain import ChainOptions
-    from ctxkit.chain import compact as run_chain
+    from ctxkit.chain import compact_many
     from ctxkit.formats import ReadStats, read_path, write_path
     from ctxkit.settings import compact_settings
 
@@ -108,22 +168,26 @@ def compact(
         tool_schema_scale=tool_schema_scale,
         chain=chain,
         recovery=recovery,
+        embedder=embedder,
+        embedder_model=embedder_model,
+        embedding_cache=False if no_cache else None,
+        summarizer=summarizer,
+        llm_url=llm_url,
+        llm_model=summarizer_model,
         warn=echo_err,
     )
-    options: ChainOptions = budget.options
     if replay:
         _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
         return
 
-    with spooled_stdin(source) as path:
-        stats = ReadStats()
+    with spooled_stdin(source) as path, _event_sink(events_path, verbose) as observe:
         transcripts = list(
             read_path(
                 path,
                 from_format,
                 include_sidechains=include_sidechains,
                 skip_invalid=skip_invalid,
-                stats=stats,
+                stats=ReadStats(),
             )
         )
         if not transcripts:
@@ -131,19 +195,25 @@ def compact(
         archive_file = archive_path or default_archive_path(None if output == "-" else output)
         archive = Archive(":memory:" if dry_run else archive_file)
         try:
+            runs = compact_many(
+                transcripts,
+                jobs=jobs,
+                archive=archive,
+                observe=observe,
+                limit=budget.limit,
+                target=budget.target,
+                options=budget.options,
+                tokenizer=budget.tokenizer,
+                count_opts=budget.count_opts,
+                embedder=budget.embedder,
+                summarizer=budget.summarizer,
+            )
+            if len(transcripts) > 1 and want_progress(progress):
+                from tqdm import tqdm
+
+                runs = tqdm(runs, total=len(transcripts), unit="conv", file=sys.stderr)
             results = []
-            for t in transcripts:
-                observer = _explainer() if explain else None
-                result = run_chain(
-                    t,
-                    limit=budget.limit,
-                    target=budget.target,
-                    options=options,
-                    tokenizer=budget.tokenizer,
-                    count_opts=budget.count_opts,
-                    archive=archive,
-                    observe=observer,
-                )
+            for result in runs:
                 results.append(result)
                 if explain:
                     _explain_steps(result)
@@ -151,11 +221,8 @@ def compact(
             archive.close()
 
         for r in results:
-            if not r.invariants["ok"]:
-                for v in r.invariants["violations"]:
-                    echo_err(
-                        f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)"
-                    )
+            for v in r.invariants["violations"]:
+                echo_err(f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)")
         changed = any(r.changed for r in results)
         if not dry_run:
             if not changed and to_format is None:
@@ -170,7 +237,9 @@ def compact(
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
-            write_bytes_atomic(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+            write_bytes_atomic(
+                report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+            )
 
     for r in results:
         line = r.summary_line()
@@ -183,6 +252,32 @@ def compact(
         echo_err("Dry run: nothing written.")
 
 
+@contextmanager
+def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
+    """The chain's observer: phase messages on stderr with -v, JSON events to a file or stderr."""
+    out = None
+    if path == "-":
+        out = sys.stderr
+    elif path:
+        out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    if out is None and not verbose:
+        yield None
+        return
+
+    def observe(event: Event) -> None:
+        if verbose:
+            echo_err(event.message)
+        if out is not None:
+            out.write(orjson.dumps(event.to_dict()).decode() + "\n")
+            out.flush()
+
+    try:
+        yield observe
+    finally:
+        if out is not None and out is not sys.stderr:
+            out.close()
+
+
 def _copy_bytes(path: str, output: str) -> None:
     with open(path, "rb") as f:
         data = f.read()
@@ -191,13 +286,6 @@ def _copy_bytes(path: str, output: str) -> None:
         sys.stdout.flush()
     else:
         write_bytes_atomic(output, data)
-
-
-def _explainer() -> Any:
-    def observe(phase: str, message: str, tokens: int, limit: int) -> None:
-        echo_err(f"[{phase}] {message}")
-
-    return observe
 
 
 def _explain_steps(result: Any) -> None:
