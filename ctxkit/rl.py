@@ -37,7 +37,7 @@ from ctxkit.budget import Thresholds, compaction_target, used_fraction
 from ctxkit.chain import DEFAULT_CHAIN, RECOVERY_MODES, ChainOptions, expand_chain
 from ctxkit.chain import compact as run_chain
 from ctxkit.errors import CtxkitError, InputError, UsageError
-from ctxkit.model import TYPES, Transcript, Unit
+from ctxkit.model import TYPES, Transcript
 from ctxkit.strategies import STRATEGIES
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
 
@@ -327,23 +327,10 @@ def state_features(
 
 
 def coherence(original: Transcript, result: Transcript, embedder: Any = None) -> float:
-    """Similarity in [0, 1] of the result's text to the original's (relevance.similarity)."""
-    from ctxkit.relevance import get_embedder, similarity
+    """The chain's coherence figure (`chain.coherence`), so reports and rewards agree."""
+    from ctxkit.chain import coherence as chain_coherence
 
-    emb = embedder if embedder is not None else get_embedder("lexical")
-    if [u.content for u in original.units] == [u.content for u in result.units]:
-        return 1.0
-    return float(similarity(_texts(original.units), _texts(result.units), emb))
-
-
-def _texts(units: Sequence[Unit]) -> list[str]:
-    out = []
-    for u in units:
-        parts = [u.content, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
-        text = "\n".join(p for p in parts if p)
-        if text:
-            out.append(text)
-    return out
+    return chain_coherence(original.units, result.units, embedder)
 
 
 @dataclass

@@ -5,14 +5,12 @@ from __future__ import annotations
 import email.utils
 import json
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from chatserver import SUMMARY, ChatServer, Reply, completion
 
 from ctxkit.errors import LLMError, UsageError
 from ctxkit.llm import (
@@ -25,100 +23,6 @@ from ctxkit.llm import (
     summarize_llm,
 )
 from ctxkit.model import ToolCall, Unit
-
-SUMMARY = '## Goal\n"Fix the login test."\n## Decisions\nnone'
-
-
-@dataclass
-class Reply:
-    status: int = 200
-    body: bytes | dict[str, Any] = field(default_factory=lambda: completion(SUMMARY))
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-def completion(text: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-    }
-
-
-class ChatServer:
-    """A chat-completions server whose n-th answer comes from `script(n)`; records every request."""
-
-    def __init__(self, script: Callable[[int], Reply]) -> None:
-        self.script = script
-        self.requests: list[dict[str, Any]] = []
-        self.release = threading.Event()  # set on stop, so slow handlers end at once
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length))
-                n = len(outer.requests)
-                outer.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "json": body}
-                )
-                reply = outer.script(n)
-                if reply.delay_s:
-                    outer.release.wait(reply.delay_s)
-                data = (
-                    reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-                )
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout test)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(
-            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> ChatServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[int], Reply]], ChatServer]]:
-    servers: list[ChatServer] = []
-
-    def start(script: Callable[[int], Reply]) -> ChatServer:
-        server = ChatServer(script).__enter__()
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.__exit__(None, None, None)
-
 
 UNITS = [
     Unit(id="u0", role="system", content="You are a coding agent."),
