@@ -296,7 +296,14 @@ def load_sentence_model(spec: str | None = None) -> tuple[Any, str]:
             pass
         model = SentenceTransformer(str(target), device="cpu")
     except Exception as e:  # the model stack raises many kinds (OSError, ValueError, HF errors)
-        message = f"cannot load embedding model {spec or BUNDLED_MODEL_ID}: {type(e).__name__}: {e}"
+        if isinstance(e, OSError) and spec is not None and not _looks_like_path(spec):
+            message = (
+                f"embedding model {spec!r} is not a local directory and not in the local "
+                "Hugging Face cache (models load offline; pass --embedder-model PATH)"
+            )
+        else:
+            lines = str(e).strip().splitlines() or [""]
+            message = f"cannot load embedding model {spec or BUNDLED_MODEL_ID}: {type(e).__name__}: {lines[0]}"
         _LOAD_FAILURES[target] = message
         raise EmbedderError(message) from e
     _MODELS[target] = model

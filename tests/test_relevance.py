@@ -493,3 +493,19 @@ def test_cache_is_shared_by_parallel_processes(tmp_path: pytest.TempPathFactory)
     assert len(got) == 900
     assert np.array_equal(got["w2-299"], np.full(4, 299, dtype=np.float32))
     cache.close()
+
+
+@pytest.mark.slow
+def test_a_hub_name_missing_from_the_local_cache(minilm_loaded: None, cache_home: str) -> None:
+    with pytest.raises(EmbedderError) as e:
+        get_embedder("minilm", model="no-such-org/no-such-model")
+    assert str(e.value) == (
+        "embedding model 'no-such-org/no-such-model' is not a local directory and not in the "
+        "local Hugging Face cache (models load offline; pass --embedder-model PATH)"
+    )
+    warnings: list[str] = []
+    assert (
+        get_embedder("auto", model="no-such-org/no-such-model", warn=warnings.append).name
+        == "lexical"
+    )
+    assert warnings == [f"{e.value}; using the lexical (BM25) embedder instead"]
