@@ -47,7 +47,12 @@ BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Anything with a name and `embed(texts) -> (n, d) float32` with L2-normalised rows."""
+    """Anything with a name and `embed(texts) -> (n, d) float32` with L2-normalised rows.
+
+    An embedder may also define `scores(texts, query) -> list[float]` and
+    `similarity(a, b) -> float`; `relevance_scores` and `similarity` then use those instead of
+    cosines of `embed` (the lexical embedder does, with BM25 and bag-of-words).
+    """
 
     name: str
 
@@ -56,7 +61,7 @@ class Embedder(Protocol):
 
 # --------------------------------------------------------------------------- text helpers
 
-_WORD = re.compile(r"[A-Za-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")  # letters and digits of any script; _ . / split identifiers
 _STOPWORDS = frozenset(
     "a an and are as at be but by do does for from has have i if in into is it its me my no not "
     "of on or our so than that the their then there these this to was we were what when which "

@@ -132,6 +132,19 @@ def test_lexical_similarity() -> None:
     assert similarity([TRACEBACK], [""], lex) == 0.0
 
 
+def test_terms_of_any_script() -> None:
+    assert relevance.terms("Überprüfe die Datei größe.py 修复登录 测试") == [
+        "überprüfe",
+        "die",
+        "datei",
+        "größe",
+        "py",
+        "修复登录",
+        "测试",
+    ]
+    assert LexicalEmbedder().scores(["修复登录 bug", "cake"], "修复登录") == [1.0, 0.0]
+
+
 def test_terms_split_identifiers_and_drop_stopwords() -> None:
     assert relevance.terms("Fix the auth/login.py test_login") == [
         "fix",
