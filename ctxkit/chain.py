@@ -19,20 +19,13 @@ from typing import Any
 
 from ctxkit import structure
 from ctxkit.archive import Archive, make_ref
+from ctxkit.config import DEFAULT_CHAIN_ORDER as DEFAULT_CHAIN
 from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES
 from ctxkit.strategies.base import Context, State, archive_unit, protected
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
 
-DEFAULT_CHAIN = (
-    "offload",
-    "mask_observations",
-    "content_type_chunking",
-    "summarize_old",
-    "prioritize_recent",
-    "discard_low_rel",
-)
 RECOVERY_MODES = ("fresh_start", "truncate", "error")
 
 PHASES = (
