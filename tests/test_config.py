@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from ctxkit.cli import cli
 from ctxkit.config import (
+    DEFAULT_CHAIN_ORDER,
     STRATEGY_NAMES,
     AgentPolicy,
     Config,
@@ -29,7 +30,8 @@ def test_spec_defaults() -> None:
     assert (c.warning_threshold, c.compact_threshold, c.block_threshold) == (0.80, 0.95, 0.98)
     assert c.agents == {"verification": AgentPolicy(4000), "coding": AgentPolicy(5000)}
     bs = c.breaking_strategy
-    assert bs.chain_order == STRATEGY_NAMES
+    assert bs.chain_order == DEFAULT_CHAIN_ORDER
+    assert sorted(bs.chain_order) == sorted(STRATEGY_NAMES)
     assert bs.params("summarize_old") == {
         "old_threshold": 0.6,
         "summary_length": 300,
@@ -140,12 +142,12 @@ BAD = [
     (
         {"context_config": {"breaking_strategy": {"chain_order": ["offload", "magic"]}}},
         "f.yaml: context_config.breaking_strategy.chain_order[1]: 'magic' is not a strategy; allowed: "
-        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel",
+        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel, hybrid",
     ),
     (
         {"context_config": {"breaking_strategy": {"chain_order": "offload"}}},
         "f.yaml: context_config.breaking_strategy.chain_order: 'offload' is not a list; allowed: a list of "
-        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel",
+        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, discard_low_rel, hybrid",
     ),
     (
         {
