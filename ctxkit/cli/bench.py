@@ -1,0 +1,84 @@
+"""`ctxkit bench`: speed and quality, measured against the spec's targets and against peers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+
+from ctxkit.cli.options import echo_err
+
+SUITE_CHOICES = ["count", "guard", "compact", "embed", "quality", "scale", "all"]
+
+
+@click.command("bench")
+@click.option(
+    "--suite",
+    "suites",
+    type=click.Choice(SUITE_CHOICES),
+    multiple=True,
+    default=("all",),
+    show_default=True,
+    help="Suite to run (repeat the flag for several).",
+)
+@click.option(
+    "--quick", is_flag=True, help="A short run (seconds to a minute): fewer inputs and repeats."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the report as JSON instead of a table."
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    default=None,
+    metavar="FILE.png|FILE.svg",
+    help="Chart the scale curve and the peer comparison (needs matplotlib).",
+)
+@click.option(
+    "-o", "--output", default="-", help="Write the table or JSON here (atomic); default stdout."
+)
+@click.option(
+    "--realdata",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder of real transcripts (default ../shared/realdata beside the checkout; skipped when absent).",
+)
+@click.option("--repeat", type=click.IntRange(min=1), default=None, help="Runs per timed figure.")
+def bench(
+    suites: tuple[str, ...],
+    quick: bool,
+    as_json: bool,
+    plot_path: str | None,
+    output: str,
+    realdata: Path | None,
+    repeat: int | None,
+) -> None:
+    """Measure speed and quality against the spec's targets, raw tiktoken and peers.
+
+    \b
+    Examples:
+      ctxkit bench --suite count --quick
+      ctxkit bench --suite quality --suite scale --plot bench.png
+      ctxkit bench --suite all --json -o bench.json
+    """
+    from ctxkit.bench import REALDATA, BenchOptions, plot, render_table, run
+    from ctxkit.errors import UsageError
+    from ctxkit.fileio import write_bytes_atomic
+
+    if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg"):
+        raise UsageError(f"--plot {plot_path}: give a .png or .svg file name")
+    options = BenchOptions(quick=quick, realdata=realdata or REALDATA, repeat=repeat)
+    report = run(suites, options, progress=echo_err)
+    if as_json:
+        data = orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+    else:
+        data = render_table(report).encode()
+    if output == "-":
+        click.echo(data.decode(), nl=False)
+    else:
+        write_bytes_atomic(output, data)
+        echo_err(f"bench: report written to {output}")
+    if plot_path is not None:
+        plot(report, plot_path)
+        echo_err(f"bench: chart written to {plot_path}")
