@@ -25,11 +25,20 @@ lint: install
 	$(BIN)/ruff check ctxkit tests scripts
 	$(BIN)/mypy ctxkit
 
+DEMO := build/demo
+SAMPLE := sample_transcripts/tau-bench-airline.json
+
+# The main job on a bundled real transcript: count it, guard it, compact it, check and undo.
 demo: install
-	$(BIN)/ctxkit count sample_transcripts/tau-bench-airline.json
-	$(BIN)/ctxkit guard sample_transcripts/tau-bench-airline.json --model gpt-4 ; true
-	$(BIN)/ctxkit compact sample_transcripts/tau-bench-airline.json --limit 3000 --archive /tmp/ctxkit-demo.ctx.db -o /tmp/ctxkit-demo.json --explain
-	$(BIN)/ctxkit recall --list --archive /tmp/ctxkit-demo.ctx.db
+	rm -rf $(DEMO) && mkdir -p $(DEMO)
+	$(BIN)/ctxkit count $(SAMPLE) --by role --format table
+	$(BIN)/ctxkit guard $(SAMPLE) --model gpt-4 --model gpt-4-turbo
+	-$(BIN)/ctxkit guard $(SAMPLE) --limit 4000
+	$(BIN)/ctxkit compact $(SAMPLE) --limit 4000 -o $(DEMO)/small.json --report $(DEMO)/report.json --explain
+	$(BIN)/ctxkit guard $(DEMO)/small.json --limit 4000
+	$(BIN)/ctxkit recall --list --archive $(DEMO)/small.json.ctx.db
+	$(BIN)/ctxkit expand $(DEMO)/small.json --archive $(DEMO)/small.json.ctx.db -o $(DEMO)/restored.json
+	$(BIN)/python -c "import json,sys; a=json.load(open('$(SAMPLE)')); b=json.load(open('$(DEMO)/restored.json')); sys.exit(a != b)" && echo "expand restored the original: identical records"
 
 bench: install
 	$(BIN)/ctxkit bench --suite all
