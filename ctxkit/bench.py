@@ -1669,13 +1669,14 @@ def _plot_quality(ax: Any, quality: SuiteResult) -> None:
         ax.bar(xs, vals, width, label=PEER_LABELS.get(line["peer"], line["peer"]))
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(metrics))])
     ax.set_xticklabels([m[1] for m in metrics], rotation=20, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.3)
+    ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     ax.set_ylabel("share (higher is better)")
     source = sim[0]["source"] if sim else ""
     ax.set_title(
         f"Peers on {source} transcripts ({sim[0]['transcripts'] if sim else 0})", fontsize=10
     )
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper center", ncol=2)
     ax.grid(True, axis="y", alpha=0.3)
 
 

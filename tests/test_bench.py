@@ -1,0 +1,227 @@
+"""`ctxkit bench`: report shape, measured figures, the peers' behaviour, slope and plot.
+
+Speeds are never asserted: a benchmark measures them, a test checks that it does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctxkit import bench
+from ctxkit.cli import cli
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.structure import pairs_intact
+from ctxkit.tokens import count_transcript, get_tokenizer
+
+NO_REALDATA = Path("/nonexistent/ctxkit-realdata")
+
+
+def assert_measured(report: dict[str, Any]) -> None:
+    """Every figure is a finite number; every timing is above zero."""
+    for name, suite in report["suites"].items():
+        assert suite["figures"], f"suite {name} measured nothing"
+        for f in suite["figures"]:
+            assert isinstance(f["value"], (int, float)) and not isinstance(f["value"], bool)
+            assert math.isfinite(f["value"]), f
+            if f["unit"] in ("ms", "ms/call", "ms/unit", "s", "tokens/s", "ratio", "x"):
+                assert f["value"] > 0, f
+            if f["target"] is not None:
+                assert f["passed"] in (True, False)
+            else:
+                assert f["passed"] is None
+
+
+def test_cli_quick_count_and_guard_json() -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--suite", "count", "--suite", "guard", "--quick", "--json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) == {"machine", "options", "suites"}
+    assert list(report["suites"]) == ["count", "guard"]
+    machine = report["machine"]
+    assert machine["cpu_count"] >= 1
+    assert machine["packages"]["tiktoken"]
+    assert machine["python"].count(".") == 2
+    assert_measured(report)
+    names = [f["name"] for f in report["suites"]["count"]["figures"]]
+    assert "count throughput / raw tiktoken" in names
+    ratio = next(
+        f
+        for f in report["suites"]["count"]["figures"]
+        if f["name"] == "count throughput / raw tiktoken"
+    )
+    # ctxkit's totals are the same tokens tiktoken counts, or the ratio would compare nothing
+    assert ratio["detail"]["tokens_identical"] is True
+    assert "bench: count" in result.stderr
+
+
+def test_cli_table_goes_to_stdout_and_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "bench.txt"
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--suite", "guard", "--quick", "--repeat", "1", "-o", str(out)],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == ""
+    text = out.read_text()
+    assert "== guard" in text and "guard decision" in text
+
+
+def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["bench", "--suite", "nope"])
+    assert result.exit_code == 2
+    result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.txt")])
+    assert result.exit_code == 2
+    assert ".png or .svg" in result.stderr
+
+
+def test_unknown_suite_lists_known() -> None:
+    with pytest.raises(Exception) as info:
+        bench.run(["fast"])
+    assert "count" in str(info.value) and "scale" in str(info.value)
+
+
+def test_loglog_slope() -> None:
+    xs = [1_000, 10_000, 100_000, 1_000_000]
+    assert bench.loglog_slope(xs, [x * 3e-6 for x in xs]) == pytest.approx(1.0)
+    assert bench.loglog_slope(xs, [x * x for x in xs]) == pytest.approx(2.0)
+    assert bench.loglog_slope([10], [1.0]) is None
+
+
+def _tool_transcript() -> Transcript:
+    big = "line of build output\n" * 300
+    units = [
+        Unit(id="s", role="system", content="You are a careful coding agent."),
+        Unit(id="u1", role="user", content="Fix the failing build in billing/api.py please."),
+        Unit(
+            id="a1",
+            role="assistant",
+            content="Running the build.",
+            tool_calls=[ToolCall(id="c1", name="bash", arguments='{"command": "make"}')],
+        ),
+        Unit(id="r1", role="tool", type="tool_result", content=big, tool_call_id="c1", name="bash"),
+        Unit(id="a2", role="assistant", content="The build fails in billing/api.py line 40."),
+        Unit(id="u2", role="user", content="Good, now fix it."),
+    ]
+    return Transcript(units=units, id="tools")
+
+
+def test_drop_oldest_breaks_pairs_and_fits() -> None:
+    t = _tool_transcript()
+    tok = get_tokenizer()
+    total = count_transcript(t, tok).total
+    goal = total - 20  # dropping u1 and a1 is enough: the result loses its call
+    out = bench.drop_oldest(t, goal, bench._encoding())
+    assert [u.id for u in out.units] == ["s", "r1", "a2", "u2"]
+    assert count_transcript(out, tok).total <= goal
+    assert [p.kind for p in pairs_intact(t.units, out.units)] == ["orphan_result"]
+
+
+def test_langchain_trim_keeps_pairs_and_budget() -> None:
+    pytest.importorskip("langchain_core")
+    t = _tool_transcript()
+    tok = get_tokenizer()
+    goal = count_transcript(t, tok).total - 20
+    out = bench.langchain_trim(t, goal, bench._encoding())
+    assert out.units[0].id == "s"
+    assert out.units[1].role == "user"  # start_on="human"
+    assert count_transcript(out, tok).total <= goal
+    assert pairs_intact(t.units, out.units) == []
+    # the counter handed to LangChain counts exactly as ctxkit does
+    enc = bench._encoding()
+    raw = sum(bench.raw_unit_tokens(u, enc, bench.CountOptions()) for u in t.units) + 3
+    assert raw == count_transcript(t, tok).total
+
+
+def test_quality_suite_on_one_scenario() -> None:
+    opts = bench.BenchOptions(quick=True, realdata=NO_REALDATA, scenarios=("agent_session",))
+    report = bench.run(["quality"], opts)
+    suite = report.suites["quality"]
+    peers = {r["peer"]: r for r in suite.rows}
+    assert set(peers) == set(bench.PEERS)
+    ours = peers["ctxkit"]
+    assert ours["fits"] is True and ours["broken_pairs"] == 0
+    assert ours["p1_kept"] == ours["p1_total"] > 0
+    assert ours["needles_present"] + ours["needles_recallable"] == ours["needles_total"] > 0
+    for r in suite.rows:
+        assert 0.0 <= r["coherence_lexical"] <= 1.0
+        assert r["time_ms"] > 0
+    assert "real transcripts: not found" in suite.skipped
+    assert_measured(report.to_dict())
+    text = bench.render_table(report)
+    assert "LangChain trim_messages" in text and "drop oldest (naive)" in text
+
+
+def test_scale_suite_small_sizes_in_subprocesses() -> None:
+    opts = bench.BenchOptions(sizes=(1_000, 4_000), scale_scenarios=("long_chat",))
+    report = bench.run(["scale"], opts)
+    suite = report.suites["scale"]
+    assert [r["tokens_asked"] for r in suite.rows] == [1_000, 4_000]
+    for r in suite.rows:
+        assert r["compact_s"] > 0 and r["tiktoken_pass_s"] > 0
+        assert r["compact_heap_peak_mb"] > 0
+        assert r["fits"] is True
+    assert suite.rows[1]["units"] > suite.rows[0]["units"]
+    measures = {x["measure"] for x in suite.summary}
+    assert "compaction time" in measures
+    assert_measured(report.to_dict())
+
+
+def test_plot_png_and_svg(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    opts = bench.BenchOptions(
+        quick=True,
+        realdata=NO_REALDATA,
+        scenarios=("long_chat",),
+        sizes=(1_000, 2_000),
+        scale_scenarios=("long_chat",),
+    )
+    report = bench.run(["scale", "quality"], opts)
+    png = tmp_path / "b.png"
+    bench.plot(report, str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = tmp_path / "b.svg"
+    bench.plot(report, str(svg))
+    assert "<svg" in svg.read_text()[:2000]
+
+
+def test_plot_needs_scale_or_quality(tmp_path: Path) -> None:
+    report = bench.BenchReport(machine={}, options={}, suites={})
+    with pytest.raises(Exception, match="scale and quality"):
+        bench.plot(report, str(tmp_path / "x.png"))
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys, ctxkit.bench\n"
+        "heavy = {'click', 'matplotlib', 'langchain_core', 'torch', 'sentence_transformers'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.slow
+def test_embed_suite_measures_minilm() -> None:
+    pytest.importorskip("sentence_transformers")
+    report = bench.run(["embed"], bench.BenchOptions(quick=True, repeat=1))
+    suite = report.suites["embed"]
+    if any(s.startswith("minilm") for s in suite.skipped):
+        pytest.skip(f"minilm unavailable: {suite.skipped}")
+    names = [f.name for f in suite.figures]
+    assert any(n.startswith("minilm load") for n in names)
+    assert any(n.startswith("minilm embedding per unit, batch") for n in names)
+    assert_measured(report.to_dict())
