@@ -558,19 +558,6 @@ def preview(unit: Unit, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def is_request(unit: Unit) -> bool:
-    """A user message that starts a turn (not a tool result or summary carried as user)."""
-    return unit.role == "user" and unit.type not in ("tool_result", "summary")
-
-
-def turn_starts(units: Sequence[Unit]) -> list[int]:
-    """Indexes where turns start: 0, then every user request (a turn runs to the next one)."""
-    starts = [i for i, u in enumerate(units) if is_request(u)]
-    if not starts or starts[0] != 0:
-        starts.insert(0, 0)
-    return starts if units else []
-
-
 def _aggregate(rows: dict[str, dict[str, Any]], key_name: str, key: str) -> dict[str, Any]:
     row = rows.get(key)
     if row is None:
@@ -641,24 +628,23 @@ class Breakdown:
         return row
 
     def _add_turns(self, t: Transcript, counted: TranscriptCount, label: str) -> None:
-        starts = turn_starts(t.units)
-        # Turn 0 is whatever comes before the first request (the system prompt, usually).
-        first_number = 1 if t.units and is_request(t.units[0]) else 0
+        from ctxkit.structure import is_user_request, turns
+
         cumulative = counted.regions.get("tools", 0)
-        for n, start in enumerate(starts):
-            end = starts[n + 1] if n + 1 < len(starts) else len(t.units)
-            tokens = sum(uc.total for uc in counted.units[start:end])
+        for turn in turns(t.units):
+            tokens = sum(uc.total for uc in counted.units[turn.start : turn.end])
             cumulative += tokens
-            first = t.units[start]
+            first = t.units[turn.start]
             self._rows.append(
                 {
                     "transcript": label,
-                    "turn": n + first_number,
-                    "start": start,
-                    "units": end - start,
+                    # Turn 0 is whatever comes before the first request (the system prompt).
+                    "turn": turn.index + 1,
+                    "start": turn.start,
+                    "units": turn.end - turn.start,
                     "tokens": tokens,
                     "cumulative": cumulative,
-                    "request": preview(first) if is_request(first) else f"({first.role})",
+                    "request": preview(first) if is_user_request(first) else f"({first.role})",
                 }
             )
 
