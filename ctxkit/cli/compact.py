@@ -11,6 +11,7 @@ import click
 import orjson
 
 from ctxkit.cli.options import (
+    budget_options,
     echo_err,
     input_options,
     progress_option,
@@ -29,14 +30,6 @@ if TYPE_CHECKING:
 @click.option(
     "-o", "--output", "output", default="-", help="Output file (atomic write); default stdout."
 )
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Token limit to fit under.")
-@click.option("--model", default=None, help="Fit this model's window (the guard's budget).")
-@click.option(
-    "--target",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Token goal (default: the warn threshold of the limit, so the guard does not re-fire).",
-)
 @click.option(
     "--chain", default=None, help="Comma-separated strategies, e.g. offload,summarize_old."
 )
@@ -45,9 +38,6 @@ if TYPE_CHECKING:
     type=click.Choice(["fresh_start", "truncate", "error"]),
     default=None,
     help="What to do when the chain cannot reach the target (default from config: fresh_start).",
-)
-@click.option(
-    "--config", "config_path", default=None, help="YAML configuration (default ./ctxkit.yaml)."
 )
 @click.option(
     "--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."
@@ -108,6 +98,7 @@ if TYPE_CHECKING:
     help="Compact a dataset's conversations in N processes.",
 )
 @progress_option
+@budget_options
 @tokenizer_options
 def compact(
     paths: tuple[str, ...],

@@ -73,6 +73,33 @@ def tokenizer_options(f: F) -> F:
     )(f)
 
 
+def budget_options(f: F) -> F:
+    """--limit, --model, --target, --config: the budget a compaction aims for, as the guard sees it."""
+    return _stack(
+        click.option(
+            "--limit",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Token limit to fit under (default: the model's, else the configured budget).",
+        ),
+        click.option(
+            "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."
+        ),
+        click.option(
+            "--target",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Token goal (default: the warn threshold of the limit, so the guard does not re-fire).",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            default=None,
+            help="YAML configuration (default ./ctxkit.yaml).",
+        ),
+    )(f)
+
+
 def progress_option(f: F) -> F:
     """--progress/--no-progress: a tqdm bar on stderr, default on only for a terminal."""
     return click.option(

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import (
+    budget_options,
     echo_err,
     input_options,
     progress_option,
@@ -89,22 +90,6 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
     help="Compact each transcript once, or replay it through an agent loop.",
 )
 @click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Token limit (default: a scenario's own, else the configured budget).",
-)
-@click.option("--model", default=None, help="Use this model's budget as the limit.")
-@click.option(
-    "--target",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Compaction goal (default: the warn threshold of each limit).",
-)
-@click.option(
-    "--config", "config_path", default=None, help="YAML configuration (default ./ctxkit.yaml)."
-)
-@click.option(
     "--embedder",
     type=click.Choice(["auto", "minilm", "lexical"]),
     default="lexical",
@@ -130,6 +115,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 )
 @click.option("-o", "--output", "output", default="-", help="Output file (atomic); default stdout.")
 @progress_option
+@budget_options
 @tokenizer_options
 def score_rl(
     paths: tuple[str, ...],
