@@ -594,7 +594,81 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
     )
 
 
+MIN_HANDOVER_TOKENS = 120  # below this a handover says too little to be worth the room
+
+
 def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """System units, a handover of everything dropped (every P1 unit named), then the most
+    recent work that still fits, from the last user request on at least.
+
+    When even the last request and a small handover do not fit, this is the spec's minimal form:
+    the handover and the last request (offloaded with a ref if it alone is too big).
+    """
+    tail = _recent_suffix(state, original)
+    if tail:
+        kept_ids = {u.id for u in tail}
+        dropped = [u for u in original if u.role != "system" and u.id not in kept_ids]
+        system = [u for u in original if u.role == "system"]
+        fitted = _with_handover(state, system, dropped, tail, options)
+        if fitted is not None:
+            return fitted
+    return _minimal_fresh_start(state, original, options)
+
+
+def _recent_suffix(state: State, original: Sequence[Unit]) -> list[Unit]:
+    """The longest run of the chain's latest units, cut at a block boundary and holding the last
+    user request, that leaves room for a handover; [] when there is none."""
+    last_i = _last_request_index(original)
+    if last_i is None:
+        return []
+    current = [u for u in state.units if u.role != "system"]
+    request_at = next((k for k, u in enumerate(current) if u.id == original[last_i].id), None)
+    if request_at is None:
+        return []
+    sizes = state.with_units(current).units_tokens()
+    system_tokens = state.with_units([u for u in state.units if u.role == "system"]).tokens()
+    budget = state.target - system_tokens - MIN_HANDOVER_TOKENS
+    for start, _end in structure.blocks(current):  # longest suffix first
+        if start <= request_at and sum(sizes[start:]) <= budget:
+            return current[start:]
+    return []
+
+
+def _with_handover(
+    state: State,
+    system: list[Unit],
+    dropped: list[Unit],
+    tail: list[Unit],
+    options: ChainOptions,
+) -> State | None:
+    """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
+    from ctxkit.summarize import handover
+
+    tok = state.ctx.tokenizer
+    refs = [archive_unit(state, u) for u in dropped]
+    p1 = [u for u in dropped if u.is_p1]
+    fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
+    size = min(options.handover_tokens, state.target - fixed)
+    while size >= 16:
+        text = handover(dropped, target_tokens=size, p1_units=p1, tok=tok)
+        summary = Unit(
+            id="ctxkit-handover",
+            role="user",
+            type="summary",
+            content=text,
+            meta={"refs": refs, "strategy": "fresh_start"},
+        )
+        candidate = State(
+            units=(*system, summary, *tail), target=state.target, ctx=state.ctx, in_recovery=True
+        )
+        over = candidate.tokens() - state.target
+        if over <= 0:
+            return candidate
+        size -= over + 8
+    return None
+
+
+def _minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
     """System units + a handover naming every P1 unit + the last user request verbatim."""
     from ctxkit.summarize import handover
 

@@ -282,3 +282,20 @@ def test_expand_of_compact_is_identity(name: str, t: Transcript, fraction: float
     assert not structure.pairs_intact(t.units, result.transcript.units)
     restored = archive.restore(result.transcript) if result.changed else t
     assert _records(restored.units) == _records(t.units)
+
+
+def test_fresh_start_keeps_the_recent_work_that_fits(tmp_path: Path) -> None:
+    """Handover of the dropped part, then the latest whole blocks: not just the last request."""
+    t = _session()
+    opts = ChainOptions(chain=("offload",), recovery_mode="fresh_start")
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, limit=2500, options=opts, archive=archive, tokenizer=TOK)
+        assert result.recovery == "fresh_start" and result.fits
+        units = result.transcript.units
+        assert [u.id for u in units[:2]] == ["sys", "ctxkit-handover"]
+        tail = units[2:]
+        assert len(tail) > 1 and tail[-1].id == t.units[-1].id
+        # the tail is the original's own suffix, verbatim and in order
+        assert _records(tail) == _records(t.units[len(t.units) - len(tail) :])
+        assert "plan" in units[1].content  # the dropped P1 unit is named in the handover
+        assert _records(archive.restore(result.transcript).units) == _records(t.units)
