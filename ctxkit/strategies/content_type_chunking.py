@@ -1,4 +1,5 @@
-"""`content_type_chunking`: compress each unprotected unit by its content type.
+"""`content_type_chunking`: compress unprotected units by their content type, oldest first,
+until the transcript fits its target.
 
 Ratios per kind (`compress_ratios`): code 0.7, text 0.5, log 0.4, plan_ref 1.0 (verbatim),
 other 0.6. Units typed `message`/`reasoning` count as text; tool results and `other` are
@@ -94,7 +95,11 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
     tok = state.ctx.tokenizer
     out = list(state.units)
     changed = False
+    # Oldest first, and only until the transcript fits: the recent context stays whole.
+    remaining = state.tokens()
     for i, unit in enumerate(state.units):
+        if remaining <= state.target:
+            break
         if i in keep or is_compacted(unit) or "compressed_from" in unit.meta:
             continue
         content_tokens = tok.count(unit.content) if unit.content else 0
@@ -117,5 +122,6 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
         content = f"{short}\n{text}" if short else text
         meta = {**unit.meta, "ref": ref, "strategy": NAME, "compressed_from": before}
         out[i] = unit.replace(content=content, tool_calls=calls, meta=meta)
+        remaining -= before - (after + tok.count(text) + 1)
         changed = True
     return state.with_units(out) if changed else None
