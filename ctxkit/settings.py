@@ -71,6 +71,7 @@ def compact_settings(
     summarizer: str | None = None,
     llm_url: str | None = None,
     llm_model: str | None = None,
+    progress: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> CompactSettings:
     """Resolve the limit (--limit, else the model's budget, else the configured default) and the goal."""
@@ -94,7 +95,7 @@ def compact_settings(
         else tool_schema_scale,
     )
     return CompactSettings(
-        embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn),
+        embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn, progress),
         summarizer=build_summarizer(cfg, summarizer, llm_url, llm_model, tok, warn),
         limit=budget.limit,
         target=goal,
@@ -113,6 +114,7 @@ def build_embedder(
     model: str | None = None,
     cache: bool | None = None,
     warn: Callable[[str], None] | None = None,
+    progress: bool = False,
 ) -> Any:
     """The embedder flags or config ask for (`auto`: MiniLM when it loads, else lexical, said once).
 
@@ -127,6 +129,7 @@ def build_embedder(
             model=model or choice.model,
             cache=choice.cache if cache is None else cache,
             warn=warn,
+            progress=progress,
         )
     )
 

@@ -165,6 +165,7 @@ def compact(
         summarizer=summarizer,
         llm_url=llm_url,
         llm_model=summarizer_model,
+        progress=want_progress(progress),
         warn=echo_err,
     )
     if replay:
