@@ -86,6 +86,10 @@ def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.txt")])
     assert result.exit_code == 2
     assert ".png or .svg" in result.stderr
+    result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.png")])
+    assert result.exit_code == 2
+    assert "scale and quality" in result.stderr
+    assert not (tmp_path / "x.png").exists()
 
 
 def test_unknown_suite_lists_known() -> None:

@@ -68,6 +68,8 @@ def bench(
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot_path}: give a .png or .svg file name")
+    if plot_path is not None and not {"scale", "quality", "all"} & set(suites):
+        raise UsageError("--plot charts the scale and quality suites; add --suite scale or quality")
     options = BenchOptions(quick=quick, realdata=realdata or REALDATA, repeat=repeat)
     report = run(suites, options, progress=echo_err)
     if as_json:
