@@ -21,7 +21,7 @@ from ctxkit.errors import ConfigError, UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.relevance import task_query
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, get_strategy
-from ctxkit.strategies.base import Context, State, placeholder, protected
+from ctxkit.strategies.base import Context, State, placeholder, protected, refs_hint
 from ctxkit.tokens import CountOptions, get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
@@ -482,3 +482,14 @@ def test_mask_observations_counts_agent_steps_in_one_long_run(tmp_path: Path) ->
     assert masked == [f"r{k}" for k in range(5)]  # the last 10 steps keep their output
     _, fewer, _ = run("mask_observations", units, tmp_path, {"keep_last_steps": 14}, tag="b")
     assert fewer is not None and [u.id for u in fewer.units if u.type == "placeholder"] == ["r0"]
+
+
+def test_refs_hint_lists_at_most_limit_refs() -> None:
+    assert refs_hint(["ref-a", "ref-b"]) == "recall: ref-a ref-b"
+    refs = [f"ref-{i:08x}" for i in range(11)]
+    hint = refs_hint(refs)
+    assert hint.startswith("recall: ref-00000000 ")
+    assert "ref-00000007" in hint and "ref-00000008" not in hint
+    assert hint.endswith("+3 more (ctxkit recall --list)")
+    assert refs_hint(refs, limit=2) == "recall: ref-00000000 ref-00000001 +9 more (ctxkit recall --list)"
+    assert refs_hint([]) == "recall: ctxkit recall --list"

@@ -172,3 +172,15 @@ def run_placeholder(removed: Sequence[Unit], refs: Sequence[str], text: str, str
 def fmt_int(n: int) -> str:
     """1234 -> '1,234' (placeholders are read by people and models alike)."""
     return f"{n:,}"
+
+
+def refs_hint(refs: Sequence[str], limit: int = 8) -> str:
+    """'recall: ref-a ref-b +3 more (ctxkit recall --list)': the refs a placeholder must carry."""
+    shown = list(refs[:limit])
+    extra = len(refs) - len(shown)
+    if not shown:
+        return "recall: ctxkit recall --list"
+    text = "recall: " + " ".join(shown)
+    if extra > 0:
+        text += f" +{extra} more (ctxkit recall --list)"
+    return text
