@@ -306,10 +306,11 @@ def _fit(
     tok: Tokenizer,
     fixed_tail: str = "",
     first_take: dict[str, int] | None = None,
+    keep_all: frozenset[str] = frozenset(),
 ) -> str:
-    """Take the `first_take` leading items of the named sections, then items round-robin across
-    sections (earlier sections first) until the budget is spent, then central sentences;
-    render in section order."""
+    """Take every item of the `keep_all` sections (even over budget), the `first_take` leading
+    items of the named sections, then items round-robin across sections (earlier sections
+    first) until the budget is spent, then central sentences; render in section order."""
     budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
     headers = sum(tok.count(f"## {title}\n") for title, items in sections if items)
     used = headers
@@ -319,6 +320,11 @@ def _fit(
     ]
     start = [0] * len(sections)
     for k, (title, items) in enumerate(sections):
+        if title in keep_all:
+            chosen[k] = list(items)
+            used += sum(counts[k])
+            start[k] = len(items)
+            continue
         for j in range(min(len(items), (first_take or {}).get(title, 0))):
             start[k] = j + 1
             if used + counts[k][j] <= budget:
@@ -396,29 +402,57 @@ def handover(
     target_tokens: int = 500,
     p1_units: Sequence[Unit] | None = None,
     tok: Tokenizer | None = None,
+    *,
+    include_last_request: bool = True,
 ) -> str:
-    """The fresh-start handover: the task, what was done, what remains, every P1 unit named
-    (id and first line), then the last user request verbatim (outside the budget if need be)."""
+    """The fresh-start handover: the task, every P1 unit named, what was done and what remains,
+    then (unless `include_last_request` is False) the last user request verbatim.
+
+    The P1 section is never cut: one line per P1 unit (id, type and the head of its first line;
+    just the id when that would take over half the budget), even past `target_tokens` (the
+    caller sizes the budget). The other sections share what is left. The last request stays
+    outside the budget; a caller that keeps the real last request after the handover passes
+    only the dropped units and `include_last_request=False`.
+    """
     tok = _tok(tok)
     requests = user_requests(units)
     p1 = list(p1_units) if p1_units is not None else [u for u in units if u.is_p1]
-    named = [
-        f"{u.id}: {_one_line(next(iter(u.content.strip().splitlines()), ''), 120)}" for u in p1
-    ]
+    tail = ""
+    if include_last_request and requests:
+        tail = "## Last request (verbatim)\n" + requests[-1].content
+    room = target_tokens - (tok.count(tail) if tail else 0)
+    named = [p1_line(u) for u in p1]
+    if named and sum(tok.count_many([f"- {n}\n" for n in named])) > room // 2:
+        named = [u.id for u in p1]
     done = commands_run(units)
     sections: list[tuple[str, list[str]]] = [
         ("Task", [f'"{_quote(requests[0].content)}"'] if requests else []),
-        ("Priority items (archived; recall by id)", named),
+        (P1_TITLE, named),
         ("Remaining", open_items(units)),
         ("Errors seen", errors_seen(units)[-10:]),
         ("Done so far", done[-20:]),
         ("Files touched", files_touched(units)),
         ("Decisions", decisions(units)),
     ]
-    tail = ""
-    if requests:
-        tail = "## Last request (verbatim)\n" + requests[-1].content
-    return _fit(sections, central_sentences(units), target_tokens, tok, fixed_tail=tail)
+    return _fit(
+        sections,
+        central_sentences(units),
+        target_tokens,
+        tok,
+        fixed_tail=tail,
+        keep_all=frozenset({P1_TITLE}),
+    )
+
+
+P1_TITLE = "Priority items (archived; recall by id)"
+P1_CHARS = 60
+
+
+def p1_line(unit: Unit) -> str:
+    """`id (type): head of the first line` naming one P1 unit in a handover."""
+    first = next(iter(unit.content.strip().splitlines()), "")
+    head = _one_line(first, P1_CHARS)
+    return f"{unit.id} ({unit.type}): {head}" if head else f"{unit.id} ({unit.type})"
 
 
 SUMMARIZERS: dict[str, Summarizer] = {"extractive": summarize_extractive}

@@ -99,12 +99,12 @@ def test_handover_names_p1_and_ends_with_the_last_request() -> None:
     units = session()
     text = handover(units, 200, tok=TOK)
     assert text.endswith("## Last request (verbatim)\nAlso add a test for an empty export, then stop.")
-    assert "p1: Never change the public column order." in text
+    assert "p1 (message): Never change the public column order." in text
     assert "## Task" in text and "CSV export" in text
     body = text.split("## Last request (verbatim)")[0]
     assert TOK.count(body) <= 200
     named = handover(units, 200, p1_units=[units[0]], tok=TOK)
-    assert "u1: The CSV export" in named and "p1: Never change" not in named
+    assert "u1 (message): The CSV export" in named and "p1 (message)" not in named
 
 
 # ------------------------------------------------------------------------------------------
@@ -189,3 +189,44 @@ def test_handover_on_real_transcripts(realdata: Path) -> None:
         text = handover(units, 500, tok=TOK)
         assert text.endswith(last.content)
         assert TOK.count(text.split("## Last request (verbatim)")[0]) <= 500
+
+
+def _many_p1(n: int) -> list[Unit]:
+    units = session()
+    for i in range(n):
+        units.insert(
+            1 + i,
+            Unit(f"p1-{i:02d}", "user", content=f"Constraint {i}: keep the column named col_{i} stable in every CSV export\nmore", priority=1),
+        )
+    return units
+
+
+def test_handover_names_every_p1_unit_under_a_tight_budget() -> None:
+    units = _many_p1(12)
+    p1 = [u for u in units if u.is_p1]
+    text = handover(units, 150, p1_units=p1, tok=TOK)
+    for u in p1:
+        assert u.id in text
+    # tight: just the ids, one line each
+    assert "- p1-00\n" in text
+
+
+def test_handover_p1_lines_carry_type_and_head_when_there_is_room() -> None:
+    units = _many_p1(3)
+    text = handover(units, 600, tok=TOK)
+    assert "- p1-01 (message): Constraint 1: keep the column named col_1 stable in every" in text
+    assert "more" not in text.split("## Priority items")[1].split("##")[0]
+    # the P1 section is never cut, even when it alone passes the target
+    many = _many_p1(40)
+    small = handover(many, 60, tok=TOK)
+    assert all(u.id in small for u in many if u.is_p1)
+    assert "## Last request (verbatim)" in small
+
+
+def test_handover_without_the_last_request() -> None:
+    units = session()
+    with_last = handover(units, 300, tok=TOK)
+    assert "## Last request (verbatim)\nAlso add a test for an empty export, then stop." in with_last
+    without = handover(units, 300, tok=TOK, include_last_request=False)
+    assert "## Last request" not in without
+    assert "p1" in without and TOK.count(without) <= 300
