@@ -390,14 +390,25 @@ class Archive:
         )
         return ref
 
-    def put_transcript(self, t: Transcript) -> None:
-        """Store the original transcript whole (by its id; a later one with the same id replaces it)."""
+    def key_for(self, t: Transcript) -> str:
+        """The id to archive `t` under: its own, unless another transcript with that id (two
+        files named session.json, say) is already stored; then the id plus a content digest.
+        Same input, same key, so refs stay deterministic."""
+        stored = self.original(t.id)
+        if stored is None or _same_units(stored, t):
+            return t.id
+        digest = hashlib.sha256(transcript_to_json(t.replace(id="")).encode("utf-8")).hexdigest()
+        return f"{t.id}~{digest[:8]}"
+
+    def put_transcript(self, t: Transcript, key: str | None = None) -> None:
+        """Store the original transcript whole under `key` (default its id); storing the same
+        key again replaces it."""
         self._write(
             "INSERT INTO transcripts (transcript_id, transcript_json, units, last_request, created) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
             "transcript_json = excluded.transcript_json, units = excluded.units, "
             "last_request = excluded.last_request, created = excluded.created",
-            (t.id, transcript_to_json(t), len(t.units), last_request_digest(t.units), _now()),
+            (key or t.id, transcript_to_json(t), len(t.units), last_request_digest(t.units), _now()),
         )
 
     # -- reading ------------------------------------------------------------------------------
@@ -509,7 +520,17 @@ class Archive:
         ).fetchone()
         return transcript_from_json(row[0]) if row else None
 
-    def restore(self, compacted: Transcript) -> Transcript:
+    def _latest(self, owners: set[str]) -> str:
+        """Of these transcript ids, the one whose original was stored last."""
+        marks = ",".join("?" for _ in owners)
+        row = self._conn.execute(
+            f"SELECT transcript_id FROM transcripts WHERE transcript_id IN ({marks}) "
+            "ORDER BY rowid DESC LIMIT 1",
+            tuple(sorted(owners)),
+        ).fetchone()
+        return str(row[0]) if row else sorted(owners)[-1]
+
+    def restore(self, compacted: Transcript, _depth: int = 0) -> Transcript:
         """The original of a compacted transcript, found through the refs it carries.
 
         Refs in placeholder and summary units (and in `meta`) must all resolve. Refs in other
@@ -538,14 +559,22 @@ class Archive:
                 f"{len(missing)} ref(s) of transcript {compacted.id!r} are not in {self.path}: "
                 f"{shown}; was it compacted with another --archive?"
             )
-        if len(owners) > 1:
+        # Several owners: a compacted transcript compacted again keeps the first run's refs;
+        # its own original is the one stored last, which expands in turn to the first original.
+        # Every owner then has its original stored; refs into others are a mix-up.
+        if len(owners) > 1 and any(self.original(o) is None for o in owners):
             raise ArchiveError(
                 f"the refs of transcript {compacted.id!r} point to several transcripts in "
                 f"{self.path} ({', '.join(sorted(owners))}); cannot tell which is its original"
             )
-        tid = next(iter(owners)) if owners else compacted.id
+        tid = self._latest(owners) if owners else compacted.id
         original = self.original(tid)
         if original is not None:
+            if _depth < 16 and refs_in(original) and original.units != compacted.units:
+                try:
+                    return self.restore(original, _depth=_depth + 1)
+                except ArchiveError:
+                    return original
             return original
         if owners:
             raise ArchiveError(
@@ -617,6 +646,15 @@ def last_request_digest(units: Sequence[Unit]) -> str:
 
 def _same_text(a: Transcript, b: Transcript) -> bool:
     return [(u.role, u.content) for u in a.units] == [(u.role, u.content) for u in b.units]
+
+
+def _same_units(a: Transcript, b: Transcript) -> bool:
+    """Same messages (ids, roles, content, pairing, source records), whatever the transcript ids."""
+
+    def key(u: Unit) -> tuple[Any, ...]:
+        return (u.id, u.role, u.content, [c.to_dict() for c in u.tool_calls], u.tool_call_id, u.raw)
+
+    return [key(u) for u in a.units] == [key(u) for u in b.units]
 
 
 def _made_by_compaction(u: Unit) -> bool:

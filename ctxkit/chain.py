@@ -309,11 +309,14 @@ def compact(
         from ctxkit.relevance import task_query
 
         query = task_query(transcript)
+    # The id refs and the stored original go under: the transcript's own, unless the archive
+    # already holds a different transcript of that name.
+    key = archive.key_for(transcript) if archive is not None else transcript.id
     ctx = Context(
         tokenizer=tok,
         count_opts=copts,
         archive=archive,
-        transcript_id=transcript.id,
+        transcript_id=key,
         query=query,
         tools=tuple(transcript.tools),
         embedder=embedder,
@@ -359,7 +362,7 @@ def compact(
         )
 
     if archive is not None:
-        archive.put_transcript(transcript)
+        archive.put_transcript(transcript, key=key)
     keep = {original[i].id for i in protected(state)}
     steps: list[Step] = []
     violations: list[str] = []
@@ -386,7 +389,7 @@ def compact(
             elapsed = (time.perf_counter() - t0) * 1000
 
             note = _judge(
-                new, state, name, params, original, keep, archive, transcript.id, coherence_embedder
+                new, state, name, params, original, keep, archive, key, coherence_embedder
             )
             if note is not None:
                 steps.append(
@@ -451,7 +454,7 @@ def compact(
                 "warning",
             )
         state = recover(state, original, options)
-        problems = check_invariants(original, state, keep, archive, transcript.id)
+        problems = check_invariants(original, state, keep, archive, key)
         violations.extend(f"recovery: {p}" for p in problems)
         steps.append(
             Step(
@@ -796,7 +799,11 @@ def compact_many(
     Workers archive into memory and hand their rows back, so the archive file has one writer and
     the same refs as a serial run (refs are content hashes).
     """
-    if jobs <= 1:
+    import sys
+
+    # Forking a process whose torch threads are running can deadlock the children: fork only
+    # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
+    if jobs <= 1 or "torch" in sys.modules:
         for t in transcripts:
             yield compact(t, archive=archive, observe=observe, **kwargs)
         return
@@ -816,6 +823,11 @@ def compact_many(
                     error.exit_code = code
                     raise error
                 if archive is not None and original is not None:
+                    if archive.key_for(original) != original.id:
+                        # Another transcript of this name is archived already: redo this one
+                        # here, so its refs carry the archive's distinct key.
+                        yield compact(original, archive=archive, observe=observe, **kwargs)
+                        continue
                     archive.put_transcript(original)
                     for row in rows:
                         archive.put(

@@ -270,3 +270,51 @@ def test_model_budget_matches_guard(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     g = _run(["guard", str(out), "--model", "gpt-4", "--format", "json"])
     assert g.exit_code == 0, g.stdout + g.stderr
+
+
+def test_same_named_inputs_share_an_archive_without_mixing(tmp_path: Path, realdata: Path) -> None:
+    """Two files called session.json compacted into one archive expand to their own originals."""
+    db = tmp_path / "shared.ctx.db"
+    pairs = []
+    for name, source in (("a", "idx003_task3"), ("b", "idx033_task33")):
+        (tmp_path / name).mkdir()
+        src = tmp_path / name / "session.json"
+        src.write_bytes(next((realdata / "openai-chat").glob(f"*{source}*")).read_bytes())
+        out = tmp_path / f"{name}.out.json"
+        r = _run(
+            [
+                "compact",
+                str(src),
+                "--limit",
+                "4000",
+                "--embedder",
+                "lexical",
+                "-o",
+                str(out),
+                "--archive",
+                str(db),
+            ]
+        )
+        assert r.exit_code == 0, r.stderr
+        pairs.append((src, out))
+    for src, out in pairs:
+        back = out.with_suffix(".x.json")
+        r = _run(["expand", str(out), "--archive", str(db), "-o", str(back)])
+        assert r.exit_code == 0, r.stderr
+        assert orjson.loads(back.read_bytes()) == orjson.loads(src.read_bytes())
+
+
+def test_compacting_a_compacted_file_still_expands_to_the_first_original(tmp_path: Path) -> None:
+    src = tmp_path / "s.json"
+    src.write_bytes(_input("tau-bench").read_bytes())
+    out = tmp_path / "out.json"
+    for limit in ("5000", "2500"):
+        source = src if limit == "5000" else out
+        r = _run(
+            ["compact", str(source), "--limit", limit, "--embedder", "lexical", "-o", str(out)]
+        )
+        assert r.exit_code == 0, r.stderr
+    back = tmp_path / "x.json"
+    r = _run(["expand", str(out), "-o", str(back)])
+    assert r.exit_code == 0, r.stderr
+    assert orjson.loads(back.read_bytes()) == orjson.loads(src.read_bytes())
