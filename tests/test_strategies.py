@@ -267,7 +267,9 @@ def test_discard_low_rel_placeholder_detail(tmp_path: Path) -> None:
     b = [u for u in brief.units if u.type == "placeholder"]
     ln = [u for u in linked.units if u.type == "placeholder"]
     assert b and len(b) == len(ln)
-    assert all("low-relevance message" in u.content and "ref-" not in u.content for u in b)
+    assert all("low-relevance message" in u.content for u in b)
+    # brief names the refs too (up to 8), so the text alone is enough to recall them
+    assert all(all(r in u.content for r in u.meta["refs"][:8]) for u in b)
     assert all(all(r in u.content for r in u.meta["refs"]) for u in ln)
     with pytest.raises(ConfigError):
         run("discard_low_rel", fixture_units(), tmp_path, {"placeholder_detail": "verbose"}, tag="c")
@@ -493,3 +495,42 @@ def test_refs_hint_lists_at_most_limit_refs() -> None:
     assert hint.endswith("+3 more (ctxkit recall --list)")
     assert refs_hint(refs, limit=2) == "recall: ref-00000000 ref-00000001 +9 more (ctxkit recall --list)"
     assert refs_hint([]) == "recall: ctxkit recall --list"
+
+
+def _refs_of(unit: Unit) -> list[str]:
+    return [str(r) for r in ([unit.meta["ref"]] if "ref" in unit.meta else [])] + [
+        str(r) for r in unit.meta.get("refs", ())
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_placeholder_text_carries_a_ref(name: str, tmp_path: Path) -> None:
+    units = fixture_units()
+    params: dict[str, object] = {
+        "discard_low_rel": {"discard_percent": 1.0},
+        "prioritize_recent": {"recent_bias": 0.0, "rel_threshold": 2.0},
+        "mask_observations": {"keep_last_turns": 1},
+        "offload": {"threshold_bytes": 100},
+    }.get(name, {})
+    _, after, _ = run(name, units, tmp_path, params)
+    assert after is not None
+    new = [u for u in after.units if _refs_of(u) and u not in units]
+    assert new
+    for u in new:
+        refs = _refs_of(u)
+        assert any(r in u.content for r in refs) or "ctxkit recall --list" in u.content, u.content
+
+
+def test_discard_low_rel_brief_lists_at_most_eight_refs(tmp_path: Path) -> None:
+    units = [Unit("sys", "system", content="You are a helpful assistant."), Unit("req0", "user", content="Start.")]
+    for i in range(12):
+        units.append(Unit(f"a{i}", "assistant", content=f"Step {i}: " + "lorem ipsum dolor sit amet " * 12))
+    units.append(Unit("last", "user", content="Finish the migration plan."))
+    state = make_state(units, None, query="migration plan")
+    after = get_strategy("discard_low_rel")(state, {"discard_percent": 1.0})
+    assert after is not None
+    holder = next(u for u in after.units if u.type == "placeholder")
+    refs = holder.meta["refs"]
+    assert len(refs) > 8
+    assert all(r in holder.content for r in refs[:8]) and refs[8] not in holder.content
+    assert f"+{len(refs) - 8} more (ctxkit recall --list)]" in holder.content

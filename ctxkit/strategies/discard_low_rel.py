@@ -1,8 +1,9 @@
 """`discard_low_rel`: drop the least relevant `discard_percent` of the unprotected blocks,
 one placeholder per dropped run.
 
-`placeholder_detail` "brief" says only how many messages went (the refs are in the
-placeholder's meta); "linked" also lists the refs in the text, for the model to recall.
+`placeholder_detail` "brief" says how many messages went and names up to 8 refs (then
+"+N more (ctxkit recall --list)"); "linked" lists every ref. Either way the placeholder text
+carries what `ctxkit recall` resolves; all refs are in its meta too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from ctxkit.errors import ConfigError
 from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies._runs import removable_blocks, remove_runs
-from ctxkit.strategies.base import State, merged, protected
+from ctxkit.strategies.base import State, merged, protected, refs_hint
 from ctxkit.strategies.prioritize_recent import block_scores
 
 NAME = "discard_low_rel"
@@ -49,6 +50,6 @@ def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
         head = f"[ctxkit: {n} low-relevance message{'s' if n != 1 else ''} removed"
         if detail == "linked":
             return f"{head}; recall: {fmt_refs(refs, limit=len(refs))}]"
-        return head + "]"
+        return f"{head}; {refs_hint(refs)}]"
 
     return remove_runs(state, remove, NAME, text)
