@@ -639,6 +639,61 @@ def test_several_transcripts_in_units_format_keep_their_boundaries() -> None:
     assert [fields(b) for b in back] == [fields(t) for t in ts]
 
 
+def test_units_dataset_file_keeps_its_path_and_ids(tmp_path: Path) -> None:
+    ts = read_text('{"messages":[{"role":"user","content":"a"}]}\n{"messages":[{"role":"user","content":"b"}]}\n')
+    for t, name in zip(ts, ("chat-a", "chat-b"), strict=True):
+        t.id = name
+    out = tmp_path / "u.jsonl"
+    write_path(ts, str(out), "units")
+    back = list(read_path(str(out)))
+    assert [(b.path, b.id, b.line, b.layout) for b in back] == [
+        (str(out), "chat-a", 1, "dataset"), (str(out), "chat-b", 2, "dataset")]
+    # a line without an id is named after the file and its line
+    rec = orjson.loads(out.read_text().splitlines()[0])
+    del rec["id"]
+    (t,) = read_text(orjson.dumps(rec).decode() + "\n" + orjson.dumps(rec).decode() + "\n", path="d.jsonl")[:1]
+    assert (t.id, t.path) == ("d#1", "d.jsonl")
+
+
+def test_units_dataset_file_rows_name_the_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    out = tmp_path / "u.jsonl"
+    runner = CliRunner()
+    made = runner.invoke(cli, ["simulate", "-s", "long_chat", "-s", "fragmented", "-o", str(out)])
+    assert made.exit_code == 0, made.stderr
+    counted = runner.invoke(cli, ["count", str(out), "--format", "jsonl"])
+    assert counted.exit_code == 0, counted.stderr
+    labels = [orjson.loads(line)["transcript"] for line in counted.stdout.splitlines() if line.strip()]
+    assert labels[:2] == [f"{out}:1", f"{out}:2"]
+    guarded = runner.invoke(cli, ["guard", str(out), "--format", "json", "--limit", "100000"])
+    rows = [orjson.loads(line) for line in guarded.stdout.splitlines() if line.strip()]
+    assert [r["path"] for r in rows] == [str(out), str(out)]
+    assert [r["transcript"] for r in rows] == ["long_chat-0", "fragmented-0"]
+
+
+def test_read_path_label_names_ids_paths_and_errors(tmp_path: Path) -> None:
+    spool = tmp_path / "tmpa8f3kq2z"
+    spool.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n')
+    first = [(t.id, t.path, [u.id for u in t.units]) for t in read_path(str(spool), label="<stdin>")]
+    again = [(t.id, t.path, [u.id for u in t.units]) for t in read_path(str(spool), label="<stdin>")]
+    assert first == again == [("stdin", "<stdin>", ["u0", "u1"])]
+    (named,) = read_path(str(spool), label="chat.jsonl")
+    assert (named.id, named.path) == ("chat", "chat.jsonl")
+    dataset = tmp_path / "tmpdataset"
+    dataset.write_text('{"messages":[{"role":"user","content":"a"}]}\n{"messages":[{"role":"user","content":"b"}]}\n')
+    assert [t.id for t in read_path(str(dataset), label="<stdin>")] == ["stdin#1", "stdin#2"]
+    spool.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo\n')
+    with pytest.raises(InputError) as err:
+        list(read_path(str(spool), label="<stdin>"))
+    assert str(err.value).startswith("<stdin>:2: ") and "tmpa8f3kq2z" not in str(err.value)
+    with pytest.raises(InputError) as err:
+        list(read_path(str(tmp_path / "gone"), label="<stdin>"))
+    assert str(err.value).startswith("<stdin>: ")
+
+
 def test_read_path_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     data = b'[{"role": "user", "content": "from stdin"}]'
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))

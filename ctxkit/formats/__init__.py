@@ -352,7 +352,7 @@ class _Reader:
     def conversation(self, obj: dict[str, Any], *, layout: str, line: int | None, tid: str) -> Transcript | None:
         """One conversation object: {"messages": [...], ...}, ShareGPT, or a units dataset line."""
         if isinstance(obj.get("units"), list) and "messages" not in obj:
-            return units.read_transcript(obj, self._source(layout, {}, None, line, tid))
+            return self._finish(units.read_transcript(obj, self._source(layout, {}, None, line, tid)), tid)
         fmt = self.fmt or detect_format(obj)
         if fmt is None:
             self.fail(line, _unknown_shape(obj), obj)
@@ -433,12 +433,17 @@ def read_path(
     include_sidechains: bool = False,
     skip_invalid: bool = False,
     stats: ReadStats | None = None,
+    label: str | None = None,
 ) -> Iterator[Transcript]:
-    """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many)."""
+    """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many).
+
+    `label` names the input in transcript ids, `Transcript.path` and error messages instead of
+    `path` (a CLI that spools stdin to a temp file passes "<stdin>", so ids stay deterministic).
+    """
     if fmt is not None and fmt not in FORMATS:
         raise unknown_name("format", fmt, FORMATS)
     stats = stats if stats is not None else ReadStats()
-    name = "<stdin>" if path == "-" else path
+    name = label if label is not None else ("<stdin>" if path == "-" else path)
     reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats)
     if path == "-":
         stats.files += 1
@@ -447,9 +452,9 @@ def read_path(
     try:
         stream = open(path, "rb")  # noqa: SIM115 - closed in finally, around a generator
     except IsADirectoryError:
-        raise InputError(path, None, "is a directory; pass its files or a glob") from None
+        raise InputError(name, None, "is a directory; pass its files or a glob") from None
     except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+        raise InputError(name, None, f"cannot read: {exc.strerror or exc}") from None
     stats.files += 1
     try:
         yield from reader.read(stream)
