@@ -10,6 +10,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
+from ctxkit.errors import CtxkitError
+
+
+def check_writable(path: str | os.PathLike[str], what: str = "output") -> None:
+    """Fail before any work when `path` cannot be written: a directory, or a missing or
+    read-only folder. `-` (stdout) always passes."""
+    target = os.fspath(path)
+    if target == "-":
+        return
+    if os.path.isdir(target):
+        raise CtxkitError(f"cannot write {what} {target}: it is a directory; give a file path")
+    directory = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(directory):
+        raise CtxkitError(f"cannot write {what} {target}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK):
+        raise CtxkitError(f"cannot write {what} {target}: the directory {directory} is not writable")
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -25,8 +42,14 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
     not mkstemp's 0600.
     """
     target = os.fspath(path)
+    check_writable(target)
     directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory
+        )
+    except OSError as exc:
+        raise CtxkitError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         kwargs: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}

@@ -318,3 +318,45 @@ def test_compacting_a_compacted_file_still_expands_to_the_first_original(tmp_pat
     r = _run(["expand", str(out), "-o", str(back)])
     assert r.exit_code == 0, r.stderr
     assert orjson.loads(back.read_bytes()) == orjson.loads(src.read_bytes())
+
+
+@pytest.mark.parametrize("where", ["output", "report"])
+def test_unwritable_output_fails_before_any_work(where: str, tmp_path: Path) -> None:
+    db = tmp_path / "a.db"
+    out = tmp_path / "out.json"
+    args = ["compact", str(_input("tau-bench")), "--limit", "4000", "--archive", str(db)]
+    args += (
+        ["-o", str(tmp_path)]
+        if where == "output"
+        else ["-o", str(out), "--report", str(tmp_path / "no" / "r.json")]
+    )
+    result = _run(args)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: cannot write ")
+    assert "Traceback" not in result.stderr
+    assert not db.exists() and not out.exists()
+
+
+def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
+    lines = _input("units-build").read_bytes().splitlines(keepends=True)
+    bad = tmp_path / "mid.jsonl"
+    bad.write_bytes(b"".join([*lines[:3], b"garbage{\n", *lines[3:]]))
+    result = _run(
+        [
+            "compact",
+            str(bad),
+            "--skip-invalid",
+            "--limit",
+            "700",
+            "--embedder",
+            "lexical",
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert result.exit_code == 0
+    assert "skipped 1 invalid lines (--skip-invalid)" in result.stderr
+    g = _run(["guard", str(bad), "--skip-invalid"])
+    assert "skipped 1 invalid lines (--skip-invalid)" in g.stderr

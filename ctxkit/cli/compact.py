@@ -15,11 +15,12 @@ from ctxkit.cli.options import (
     echo_err,
     input_options,
     progress_option,
+    reading_summary,
     tokenizer_options,
     want_progress,
 )
 from ctxkit.errors import UsageError
-from ctxkit.fileio import spooled_stdin, write_bytes_atomic
+from ctxkit.fileio import check_writable, spooled_stdin, write_bytes_atomic
 
 if TYPE_CHECKING:
     from ctxkit.chain import Event
@@ -172,16 +173,24 @@ def compact(
         _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
         return
 
+    # Nothing is written unless everything can be: check the outputs before any work.
+    if not dry_run:
+        check_writable(output)
+    if report_path:
+        check_writable(report_path, "report")
     with spooled_stdin(source) as path, _event_sink(events_path, verbose) as observe:
+        stats = ReadStats()
         transcripts = list(
             read_path(
                 path,
                 from_format,
                 include_sidechains=include_sidechains,
                 skip_invalid=skip_invalid,
-                stats=ReadStats(),
+                stats=stats,
             )
         )
+        if stats.skipped_invalid:
+            echo_err(reading_summary(stats))
         if not transcripts:
             raise UsageError(f"{source}: no transcript to compact")
         archive_file = archive_path or default_archive_path(None if output == "-" else output)

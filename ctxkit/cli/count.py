@@ -16,6 +16,7 @@ from ctxkit.cli.options import (
     echo_err,
     input_options,
     progress_option,
+    reading_summary,
     tokenizer_options,
     want_progress,
 )
@@ -259,21 +260,7 @@ def _with_progress(
 def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
     if tok is not None:
         echo_err(f"tokenizer: {tok.name} ({'exact' if tok.exact else 'estimate'})")
-    parts = [f"read {stats.files:,} file{'s' if stats.files != 1 else ''}, {stats.records:,} records"]
-    skipped = []
-    non_message = sum(stats.skipped_non_message.values())
-    if non_message:
-        kinds = ", ".join(
-            f"{k} {v:,}" for k, v in sorted(stats.skipped_non_message.items(), key=lambda kv: -kv[1])
-        )
-        skipped.append(f"{non_message:,} non-message records ({kinds})")
-    if stats.skipped_sidechain:
-        skipped.append(f"{stats.skipped_sidechain:,} sidechain records (--include-sidechains keeps them)")
-    if stats.skipped_invalid:
-        skipped.append(f"{stats.skipped_invalid:,} invalid lines")
-    if skipped:
-        parts.append("skipped " + "; ".join(skipped))
-    echo_err("; ".join(parts))
+    echo_err(reading_summary(stats))
     if stats.warnings:
         if debug:
             for w in stats.warnings:
@@ -313,7 +300,9 @@ def _first_sentence(text: str) -> str:
 
 
 def _short_name(name: str) -> str:
-    return {"cl100k_base": "cl100k", "o200k_base": "o200k", "max:cl100k_base": "max"}.get(name, name)
+    return {"cl100k_base": "cl100k", "o200k_base": "o200k", "max:cl100k_base": "max"}.get(
+        name, name
+    )
 
 
 def _write_calibration(cal: Calibration, fmt: str) -> None:

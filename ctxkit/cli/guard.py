@@ -8,7 +8,13 @@ from typing import Any
 
 import click
 
-from ctxkit.cli.options import debug_option, echo_err, input_options, tokenizer_options
+from ctxkit.cli.options import (
+    debug_option,
+    echo_err,
+    input_options,
+    reading_summary,
+    tokenizer_options,
+)
 from ctxkit.errors import InputError
 
 EXIT_HELP = """\b
@@ -233,11 +239,11 @@ def run_guard(**kw: Any) -> int:
             if name in tally
         )
         click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_codes(codes)}")
-    skipped = getattr(stats, "skipped", 0)
-    if skipped:
-        echo_err(f"skipped {skipped} invalid lines")
+    if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
+        echo_err(reading_summary(stats))
     if not codes:
-        raise InputError(None, None, "no transcript found in the input")
+        names = ", ".join(expand_paths(kw["paths"]))
+        raise InputError(names, None, "no transcript found in the input")
     return combine_codes(codes)
 
 
