@@ -496,6 +496,40 @@ def test_forced_format_that_does_not_fit_names_the_record() -> None:
     assert err.value.line == 1 and "Codex rollout record" in err.value.problem
 
 
+@pytest.mark.parametrize(
+    ("fmt", "text", "found"),
+    [
+        ("claude-code", "".join(json.dumps(r) + "\n" for r in CODEX_LOG), "codex"),
+        ("codex", "".join(json.dumps(r) + "\n" for r in CLAUDE_LOG), "claude-code"),
+        ("claude-code", '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]', "openai"),
+        ("claude-code", '{"messages": [{"role": "user", "content": "hi"}]}', "openai"),
+        ("codex", '{"a": 1}\n{"b": 2}\n', None),
+    ],
+)
+def test_forced_app_format_on_another_format_is_an_error(fmt: str, text: str, found: str | None) -> None:
+    with pytest.raises(InputError) as err:
+        read_text(text, fmt, path="log.jsonl")
+    assert err.value.path == "log.jsonl" and f"not a {fmt} file" in err.value.problem
+    assert (f"it looks like {found}" if found else "no known format") in err.value.problem
+
+
+def test_forced_app_format_on_its_own_format_still_reads(realdata: Path) -> None:
+    for folder, fmt in (("claude-code", "claude-code"), ("codex", "codex")):
+        for path in files(realdata, folder):
+            assert one(path, fmt=fmt).source_format == fmt
+
+
+def test_guard_with_wrong_from_exits_1(repo_root: Path) -> None:
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    path = str(repo_root / "sample_transcripts" / "codex-rollout.jsonl")
+    result = CliRunner().invoke(cli, ["guard", path, "--from", "claude-code", "--limit", "4000"])
+    assert result.exit_code == 1
+    assert "not a claude-code file" in result.stderr and "codex" in result.stderr
+
+
 # ---------------------------------------------------------------- layouts
 
 

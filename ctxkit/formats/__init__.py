@@ -57,6 +57,8 @@ WRITABLE = ("units", "openai", "anthropic")
 # Detection order for a list of message records: the app logs have unmistakable keys, the two
 # API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
 _DETECT_ORDER = ("units", "claude-code", "codex", "anthropic", "openai")
+# Read-only app logs skip records they do not know, so a forced one must see its own shape.
+_APP_FORMATS = {"claude-code": "Claude Code", "codex": "Codex rollout"}
 _SNIFF_BYTES = 8192
 _LEADING_SPACE = re.compile(rb"\s*")
 
@@ -386,8 +388,30 @@ class _Reader:
         if fmt not in FORMATS:
             raise unknown_name("format", fmt, FORMATS)
         tid = tid or self.stem
+        if self.fmt is not None and fmt in _APP_FORMATS:
+            self._check_forced(fmt, records, lines, line)
         src = self._source(layout, envelope, lines, line, tid)
         return self._finish(FORMATS[fmt].read(records, src), tid, keys)
+
+    def _check_forced(self, fmt: str, records: list[Any], lines: Sequence[int] | None, line: int | None) -> None:
+        """A forced app-log format skips records it does not know, so a file of another format
+        would read as nothing at all: refuse it when not one record has the format's shape."""
+        detect = FORMATS[fmt].detect
+        if any(detect(rec) for rec in records):
+            return
+        found = detect_format(records) if records else None
+        if found == fmt:
+            found = None
+        what = f"it looks like {found}" if found else "its records are of no known format"
+        hint = f"use --from {found} or leave --from out" if found else "leave --from out"
+        where = lines[0] if lines else line
+        raise InputError(
+            self.path,
+            where,
+            f"not a {fmt} file: none of its {len(records):,} records is a {_APP_FORMATS[fmt]} record "
+            f"({what}; {hint})",
+            snippet_of(records[0]) if records else "",
+        )
 
     def _source(
         self, layout: str, envelope: dict[str, Any], lines: Sequence[int] | None, line: int | None, tid: str
