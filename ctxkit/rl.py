@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,6 +38,7 @@ from ctxkit.budget import Thresholds, compaction_target, used_fraction
 from ctxkit.chain import DEFAULT_CHAIN, RECOVERY_MODES, ChainOptions, expand_chain
 from ctxkit.chain import compact as run_chain
 from ctxkit.errors import CtxkitError, InputError, UsageError
+from ctxkit.fileio import atomic_writer
 from ctxkit.model import TYPES, Transcript
 from ctxkit.strategies import STRATEGIES
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
@@ -667,7 +669,8 @@ class DatasetWriter:
     """Writes rows as they come to `path` ("-" = stdout), atomically; Parquet via a JSONL spool.
 
     Use as a context manager; on an exception the partial file is removed and the target is
-    left as it was.
+    left as it was. A path that cannot be written (a directory, a missing directory) is a
+    `CtxkitError` when the writer is entered, before any work is done.
     """
 
     def __init__(self, path: str, fmt: str = "jsonl", kind: str = "rl") -> None:
@@ -679,8 +682,12 @@ class DatasetWriter:
         self.fmt = fmt
         self.kind = kind
         self.rows = 0
-        self._tmp: str | None = None
+        self._stack = ExitStack()
+        self._spool: str | None = None
         self._out: IO[bytes]
+
+    def _cannot_write(self, exc: OSError) -> CtxkitError:
+        return CtxkitError(f"cannot write dataset {self.path}: {exc.strerror or exc}")
 
     def __enter__(self) -> DatasetWriter:
         import sys
@@ -688,9 +695,26 @@ class DatasetWriter:
         if self.path == "-":
             self._out = sys.stdout.buffer
             return self
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, self._tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".tmp")
-        self._out = os.fdopen(fd, "wb")
+        if os.path.isdir(self.path):
+            raise CtxkitError(
+                f"cannot write dataset {self.path}: it is a directory; give a file path"
+            )
+        try:
+            if self.fmt == "parquet":
+                # The spool is scratch (private is right); the Parquet file itself goes through
+                # atomic_writer at the end, with the permissions of any other output.
+                spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the stack
+                    dir=os.path.dirname(os.path.abspath(self.path)),
+                    prefix=".ctxkit-",
+                    suffix=".spool.jsonl",
+                )
+                self._out = self._stack.enter_context(spool)
+                self._spool = spool.name
+            else:
+                self._out = self._stack.enter_context(atomic_writer(self.path, "wb"))
+        except OSError as exc:
+            self._stack.close()
+            raise self._cannot_write(exc) from None
         return self
 
     def write(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -701,39 +725,36 @@ class DatasetWriter:
         if self.path == "-":
             self._out.flush()
 
-    def __exit__(self, exc_type: Any, *exc: object) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if self.path == "-":
             return
-        self._out.close()
-        assert self._tmp is not None
         try:
-            if exc_type is None:
-                if self.fmt == "parquet":
-                    self._to_parquet(self._tmp)
-                else:
-                    os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+            if exc_type is None and self._spool is not None:
+                self._out.flush()
+                self._to_parquet(self._spool)
+        except BaseException as err:
+            self._stack.close()  # only the spool is open here
+            if isinstance(err, OSError):
+                raise self._cannot_write(err) from None
+            raise
+        try:
+            self._stack.__exit__(exc_type, exc, tb)
+        except OSError as err:
+            if exc_type is not None:
+                raise
+            raise self._cannot_write(err) from None
 
     def _to_parquet(self, spool: str) -> None:
         import polars as pl
 
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".ctxkit-", suffix=".parquet")
-        os.close(fd)
-        try:
+        with atomic_writer(self.path, "wb") as out:
             if self.rows == 0:
                 empty = pl.DataFrame(schema=rl_schema()) if self.kind == "rl" else pl.DataFrame()
-                empty.write_parquet(tmp)
+                empty.write_parquet(out)
             elif self.kind == "rl":
-                pl.scan_ndjson(spool, schema=rl_schema()).sink_parquet(tmp)
+                pl.scan_ndjson(spool, schema=rl_schema()).sink_parquet(out)
             else:
-                pl.scan_ndjson(spool, infer_schema_length=None).sink_parquet(tmp)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+                pl.scan_ndjson(spool, infer_schema_length=None).sink_parquet(out)
 
 
 def read_dataset(path: str | Path) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from ctxkit.chain import DEFAULT_CHAIN
-from ctxkit.errors import InputError
+from ctxkit.errors import CtxkitError, InputError
 from ctxkit.model import TYPES, ToolCall, Transcript, Unit
 from ctxkit.rl import (
     Action,
@@ -359,6 +359,34 @@ def test_writer_leaves_nothing_on_error(tmp_path: Path) -> None:
             raise RuntimeError("boom")
     assert target.read_text() == "old\n"
     assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_writer_output_has_the_permissions_of_a_plain_file(tmp_path: Path, fmt: str) -> None:
+    import os
+
+    mask = os.umask(0o022)
+    try:
+        target = tmp_path / f"out.{fmt}"
+        with DatasetWriter(str(target), fmt) as w:
+            w.write(export_rows(_trials()[0], "rl"))
+    finally:
+        os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+@pytest.mark.parametrize("where", ["dir", "missing"])
+def test_writer_to_a_path_it_cannot_write_is_one_clear_error(
+    tmp_path: Path, fmt: str, where: str
+) -> None:
+    target = tmp_path if where == "dir" else tmp_path / "nodir" / f"x.{fmt}"
+    with pytest.raises(CtxkitError, match="cannot write") as exc:
+        with DatasetWriter(str(target), fmt) as w:
+            w.write([{"a": 1}])
+    assert str(target) in str(exc.value)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_dpo_pairs_best_against_worst() -> None:

@@ -155,3 +155,27 @@ def test_failed_run_leaves_no_output(tmp_path: Path) -> None:
     f.write_text("- {chain: [nope]}\n")
     run("--scenario", "long_chat", "--actions", str(f), "-o", str(out))
     assert not out.exists() and list(tmp_path.iterdir()) == [f]
+
+
+@pytest.mark.parametrize("where", ["dir", "missing"])
+def test_unwritable_output_is_one_line_and_writes_nothing(tmp_path: Path, where: str) -> None:
+    out = tmp_path if where == "dir" else tmp_path / "nodir" / "x.jsonl"
+    r = run("--scenario", "long_chat", *SMALL, "--action", "default", "-o", str(out))
+    assert r.exit_code == 1
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert "cannot write" in line and str(out) in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_file_gets_normal_permissions(tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "rl.jsonl"
+    mask = os.umask(0o022)
+    try:
+        r = run("--scenario", "long_chat", *SMALL, "--action", "default", "-o", str(out))
+    finally:
+        os.umask(mask)
+    assert r.exit_code == 0, r.stderr
+    assert out.stat().st_mode & 0o777 == 0o644
