@@ -333,11 +333,23 @@ def compact(
     )
 
     floor = _irreducible_floor(transcript, tok, copts)
-    if floor > goal:
+    if floor > limit:
         raise UsageError(
-            f"limit {limit:,} (target {goal:,}) is below what no strategy can remove: the "
+            f"{transcript.id}: limit {limit:,} is below what no strategy can remove: the "
             f"system prompt and tool schemas alone take {floor:,} tokens"
         )
+    if floor > goal:
+        # The limit holds the system prompt but the goal below it does not: aim for the limit.
+        notify(
+            "detection",
+            f"target {goal:,} is below the system prompt and tool schemas ({floor:,} tokens); "
+            f"aiming for the limit {limit:,}",
+            before.total,
+            0,
+            "warning",
+        )
+        goal = limit
+        state = State(units=tuple(original), target=goal, ctx=ctx)
 
     if state.fits():
         p1_total, p1_kept = _p1_kept(original, original)
@@ -439,8 +451,8 @@ def compact(
         )
         if recovery == "error":
             raise BreakerFailed(
-                f"the chain reached {state.tokens():,} tokens, above the target {goal:,}; "
-                "set recovery_mode to fresh_start or truncate, or raise the limit"
+                f"{transcript.id}: the chain reached {state.tokens():,} tokens, above the target "
+                f"{goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
             )
         t0 = time.perf_counter()
         tokens_before = state.tokens()
@@ -453,7 +465,12 @@ def compact(
                 -1,
                 "warning",
             )
+        chained = state
         state = recover(state, original, options)
+        if not state.fits() and chained.tokens() <= limit < state.tokens():
+            # Recovery made it bigger (a handover on a tiny transcript): the chain's result
+            # already fits the limit, if not the goal; keep it.
+            state = chained
         problems = check_invariants(original, state, keep, archive, key)
         violations.extend(f"recovery: {p}" for p in problems)
         steps.append(
@@ -467,10 +484,10 @@ def compact(
                 refs=_new_refs(State(units=tuple(original), target=goal, ctx=ctx), state),
             )
         )
-        if not state.fits():
+        if state.tokens() > limit:
             raise BreakerFailed(
-                f"even after {recovery} the transcript takes {state.tokens():,} tokens, above the "
-                f"target {goal:,}"
+                f"{transcript.id}: even after {recovery} the transcript takes "
+                f"{state.tokens():,} tokens, above the limit {limit:,}"
             )
 
     result_t = transcript.replace(units=list(state.units))

@@ -360,3 +360,50 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
     assert "skipped 1 invalid lines (--skip-invalid)" in result.stderr
     g = _run(["guard", str(bad), "--skip-invalid"])
     assert "skipped 1 invalid lines (--skip-invalid)" in g.stderr
+
+
+def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path: Path) -> None:
+    """tau-bench's system prompt takes 1,259 tokens: a 1,500 limit works, aiming for the limit."""
+    result = _run(
+        [
+            "compact",
+            str(_input("tau-bench")),
+            "--limit",
+            "1500",
+            "--embedder",
+            "lexical",
+            "-o",
+            str(tmp_path / "o.json"),
+            "--report",
+            "-",
+        ]
+    )
+    assert result.exit_code == 0, result.stderr
+    report = orjson.loads(result.stdout)
+    assert report["target"] == 1500 and report["tokens"]["after"] <= 1500
+
+
+def test_report_to_stdout_needs_an_output_file() -> None:
+    result = _run(["compact", str(_input("tau-bench")), "--limit", "4000", "--report", "-"])
+    assert result.exit_code == 2
+    assert "--report - needs -o FILE" in result.stderr
+
+
+def test_a_glob_names_the_one_input(tmp_path: Path) -> None:
+    result = _run(
+        [
+            "compact",
+            str(DATA / "tau-bench.in.*"),
+            "--limit",
+            "4000",
+            "--embedder",
+            "lexical",
+            "-o",
+            str(tmp_path / "o.json"),
+            "--archive",
+            str(tmp_path / "a.db"),
+        ]
+    )
+    assert result.exit_code == 0, result.stderr
+    many = _run(["compact", str(DATA / "*.in.*"), "--limit", "4000"])
+    assert many.exit_code == 2 and "compact takes one input" in many.stderr

@@ -43,7 +43,12 @@ if TYPE_CHECKING:
 @click.option(
     "--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."
 )
-@click.option("--report", "report_path", default=None, help="Write a JSON report here.")
+@click.option(
+    "--report",
+    "report_path",
+    default=None,
+    help="Write a JSON report here (- = stdout, with -o FILE).",
+)
 @click.option("--explain", is_flag=True, help="Say what each step did, on stderr.")
 @click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive.")
 @click.option(
@@ -144,12 +149,15 @@ def compact(
     """
     from ctxkit.archive import Archive, default_archive_path
     from ctxkit.chain import compact_many
-    from ctxkit.formats import ReadStats, read_path, write_path
+    from ctxkit.formats import ReadStats, expand_paths, read_path, write_path
     from ctxkit.settings import compact_settings
 
-    if len(paths) > 1:
-        raise UsageError("compact takes one input (a file or -); run it once per file")
-    source = paths[0] if paths else "-"
+    inputs = expand_paths(paths)  # globs too, as count and guard take them
+    if len(inputs) > 1:
+        raise UsageError(
+            f"compact takes one input (a file or -), got {len(inputs)}; run it once per file"
+        )
+    source = inputs[0]
     budget = compact_settings(
         limit=limit,
         model=model,
@@ -176,6 +184,8 @@ def compact(
     # Nothing is written unless everything can be: check the outputs before any work.
     if not dry_run:
         check_writable(output)
+    if report_path == "-" and output == "-" and not dry_run:
+        raise UsageError("--report - needs -o FILE: stdout already carries the transcript")
     if report_path:
         check_writable(report_path, "report")
     with spooled_stdin(source) as path, _event_sink(events_path, verbose) as observe:
@@ -238,9 +248,12 @@ def compact(
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
-            write_bytes_atomic(
-                report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
-            )
+            data = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
+            if report_path == "-":
+                sys.stdout.buffer.write(data)
+                sys.stdout.flush()
+            else:
+                write_bytes_atomic(report_path, data)
 
     for r in results:
         line = r.summary_line()
