@@ -124,12 +124,37 @@ class Action:
         if recovery not in RECOVERY_MODES:
             raise bad(f"unknown recovery_mode {recovery!r}; known: {', '.join(RECOVERY_MODES)}")
         name = str(d.get("name") or "+".join(chain_value))
+        _check_params(
+            params, lambda problem: InputError(path, None, f"{where} ({name}): {problem}")
+        )
         return cls(
             name=name,
             chain=tuple(str(c) for c in chain_value),
             params={str(k): dict(v) for k, v in params.items()},
             recovery_mode=str(recovery),
         )
+
+
+_CONFIG_PREFIX = "context_config.breaking_strategy."
+
+
+def _check_params(
+    params: Mapping[str, Mapping[str, Any]], bad: Callable[[str], InputError]
+) -> None:
+    """Check an action's params with the configuration's own rules (ranges, types, keys), so
+    an actions file accepts exactly what ctxkit.yaml accepts."""
+    from ctxkit.config import Config
+    from ctxkit.errors import ConfigError
+
+    for strategy, values in params.items():
+        data = {"context_config": {"breaking_strategy": {strategy: dict(values)}}}
+        try:
+            Config.from_dict(data)
+        except ConfigError as exc:
+            problem = str(exc)
+            if problem.startswith(_CONFIG_PREFIX):
+                problem = "params." + problem[len(_CONFIG_PREFIX) :]
+            raise bad(problem) from None
 
 
 def builtin_actions() -> list[Action]:

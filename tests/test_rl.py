@@ -140,6 +140,8 @@ def test_builtin_actions_cover_every_strategy_alone_and_the_default_chain() -> N
     assert any(a.params for a in actions) and any(a.recovery_mode == "truncate" for a in actions)
     for a in actions:
         a.options()  # every built-in action is valid
+        d = {"name": a.name, "chain": list(a.chain), "params": a.params}
+        assert Action.from_dict({**d, "recovery_mode": a.recovery_mode}) == a
 
 
 def test_load_actions_yaml_and_json(tmp_path: Path) -> None:
@@ -172,6 +174,23 @@ def test_load_actions_yaml_and_json(tmp_path: Path) -> None:
         ("- {chain: [offload], recovery_mode: panic}", "unknown recovery_mode 'panic'"),
         ("- {chain: [offload], params: {nope: {}}}", "params for unknown strategy 'nope'"),
         ("- {name: x, chain: [offload]}\n- {name: x, chain: [offload]}", "'x' is used twice"),
+        (
+            "- {name: small, chain: [offload], params: {offload: {threshold_bytes: -5}}}",
+            "action 1 (small): params.offload.threshold_bytes: -5 is out of range",
+        ),
+        (
+            "- {chain: [offload]}\n"
+            "- {chain: [summarize_old], params: {summarize_old: {old_threshold: 7}}}",
+            "action 2 (summarize_old): params.summarize_old.old_threshold: 7 is out of range",
+        ),
+        (
+            "- {name: b, chain: [offload], params: {offload: {bogus: 1}}}",
+            "action 1 (b): params.offload.bogus: unknown key; allowed: threshold_bytes",
+        ),
+        (
+            "- {name: t, chain: [offload], params: {offload: {threshold_bytes: big}}}",
+            "action 1 (t): params.offload.threshold_bytes: 'big'",
+        ),
         ("{}", "expected a non-empty list of actions"),
         ("- [unclosed", "not valid YAML or JSON"),
     ],

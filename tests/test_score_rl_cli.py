@@ -179,3 +179,17 @@ def test_output_file_gets_normal_permissions(tmp_path: Path) -> None:
         os.umask(mask)
     assert r.exit_code == 0, r.stderr
     assert out.stat().st_mode & 0o777 == 0o644
+
+
+def test_actions_file_params_are_checked_like_the_config(tmp_path: Path) -> None:
+    f = tmp_path / "a.yaml"
+    f.write_text("- {name: tiny, chain: [offload], params: {offload: {threshold_bytes: -5}}}\n")
+    r = run("--scenario", "long_chat", *SMALL, "--actions", str(f), "-o", str(tmp_path / "o"))
+    assert r.exit_code == 1
+    assert "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.endswith(
+        f"{f}: action 1 (tiny): params.offload.threshold_bytes: -5 is out of range; "
+        "allowed: an integer >= 1"
+    )
+    assert list(tmp_path.iterdir()) == [f]
