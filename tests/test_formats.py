@@ -306,6 +306,96 @@ def test_sample_transcripts_read(repo_root: Path) -> None:
     assert "MIT" in (folder / "SOURCES.md").read_text()
 
 
+# ---------------------------------------------------------------- content blocks of other types
+
+_PDF = "JVBERi0xLjQK" * 400  # a base64 payload: never text
+
+
+def test_unknown_and_document_blocks_count_what_the_model_reads() -> None:
+    msgs = [
+        {"role": "user", "content": [
+            {"type": "text", "text": "Summarize these."},
+            {"type": "document", "title": "Notes", "source": {"type": "text", "media_type": "text/plain",
+                                                              "data": "plain document body"}},
+            {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "chunk one"}]}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": _PDF}},
+            {"type": "search_result", "source": "https://x", "title": "t",
+             "content": [{"type": "text", "text": "found it"}]},
+        ]},
+        {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "q"}},
+            {"type": "web_search_tool_result", "tool_use_id": "s1", "content": [
+                {"type": "web_search_result", "url": "https://example.org", "title": "Ex",
+                 "encrypted_content": "EqYBCioIB" * 50}]},
+            {"type": "text", "text": "Done."},
+        ]},
+        {"role": "user", "content": [{"type": "widget", "spec": {"a": 1}},
+                                     {"type": "widget", "spec": {"a": 2}}]},
+    ]
+    stats = ReadStats()
+    (t,) = read_text(json.dumps({"messages": msgs, "system": "s"}), path="doc.json", stats=stats)
+    assert t.source_format == "anthropic"
+    user, assistant, widget = t.units[1], t.units[2], t.units[3]
+    assert user.content == "Summarize these.\nNotes\nplain document body\nchunk one\nfound it"
+    assert user.images == 1 and "JVBER" not in user.content
+    assert "https://example.org" in assistant.content and "EqYB" not in assistant.content
+    assert assistant.content.endswith("Done.")
+    assert widget.content == '{"type":"widget","spec":{"a":1}}\n{"type":"widget","spec":{"a":2}}'
+    assert stats.warnings == [
+        "doc.json: unknown content block type 'search_result' counted as its text fields",
+        "doc.json: unknown content block type 'web_search_result' counted as its JSON text",
+        "doc.json: unknown content block type 'web_search_tool_result' counted as its text fields",
+        "doc.json: unknown content block type 'widget' counted as its JSON text",
+    ]
+    assert written(t) == written(read_text(written(t))[0])  # untouched units still write their raw records
+
+
+def test_openai_refusal_and_file_parts_are_counted() -> None:
+    msgs = [
+        {"role": "user", "content": [
+            {"type": "text", "text": "Read this"},
+            {"type": "file", "file": {"filename": "report.pdf", "file_data": "data:application/pdf;base64," + _PDF}},
+            {"type": "input_audio", "input_audio": {"data": _PDF, "format": "wav"}},
+        ]},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]},
+    ]
+    stats = ReadStats()
+    (t,) = read_text(json.dumps(msgs), path="chat.json", stats=stats)
+    assert t.source_format == "openai"
+    user, assistant = t.units
+    assert user.content.startswith("Read this\n") and "report.pdf" in user.content
+    assert "JVBER" not in user.content and user.images == 1
+    assert '"format":"wav"' in user.content
+    assert assistant.content == "I can't help with that."
+    assert stats.warnings == ["chat.json: unknown content block type 'input_audio' counted as its JSON text"]
+    assert parsed_records(written(t)) == msgs
+
+
+def test_unknown_block_reported_once_per_file() -> None:
+    line = json.dumps({"messages": [{"role": "user", "content": [{"type": "widget", "n": 1}]}]})
+    stats = ReadStats()
+    ts = read_text(line + "\n" + line + "\n", path="set.jsonl", stats=stats)
+    assert [t.units[0].content for t in ts] == ['{"type":"widget","n":1}'] * 2
+    assert stats.warnings == ["set.jsonl: unknown content block type 'widget' counted as its JSON text"]
+
+
+def test_anthropic_blocks_read_as_openai_keep_their_text(repo_root: Path) -> None:
+    path = repo_root / "sample_transcripts" / "anthropic-messages.json"
+    doc = orjson.loads(path.read_bytes())
+    stats = ReadStats()
+    (t,) = read_path(str(path), "openai", stats=stats)
+    text = "\n".join(u.content for u in t.units)
+    for m in doc["messages"]:
+        for block in m["content"] if isinstance(m["content"], list) else []:
+            if block["type"] == "tool_use":
+                assert json.dumps(block["input"], separators=(",", ":"), ensure_ascii=False)[:40] in text
+            elif block["type"] == "tool_result":
+                inner = block["content"] if isinstance(block["content"], str) else block["content"][0]["text"]
+                assert inner[:40] in text
+    assert any("'tool_use'" in w for w in stats.warnings)
+    assert orjson.loads(written(t)) == doc  # round trip stays exact: units keep their raw records
+
+
 # ---------------------------------------------------------------- synthetic app logs (no realdata needed)
 
 

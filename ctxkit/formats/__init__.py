@@ -173,6 +173,7 @@ class _Reader:
         self.skip_invalid = skip_invalid
         self.stats = stats
         self.stem = _stem(path)
+        self.seen_blocks: set[str] = set()
 
     # -- errors
 
@@ -426,6 +427,7 @@ class _Reader:
             include_sidechains=self.include_sidechains,
             skip_invalid=self.skip_invalid,
             stats=self.stats,
+            seen_blocks=self.seen_blocks,
         )
 
     def _finish(self, t: Transcript, tid: str, keys: list[str] | None = None) -> Transcript:

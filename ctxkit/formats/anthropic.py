@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from ctxkit.formats.common import (
+    IMAGE_BLOCKS,
     Source,
     args_object,
     args_text,
+    block_text,
     blocks_text,
     finish,
     link_group_sizes,
@@ -19,7 +21,9 @@ from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "anthropic"
 
-_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use"})
+_ANTHROPIC_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "document", "search_result"}
+)
 
 
 def detect(obj: Any) -> bool:
@@ -45,10 +49,17 @@ def detect(obj: Any) -> bool:
 
 
 def tool_units(
-    block: dict[str, Any], *, uid: str, group: int, raw: Any, names: dict[str, str], ts: float | None
+    block: dict[str, Any],
+    *,
+    uid: str,
+    group: int,
+    raw: Any,
+    names: dict[str, str],
+    ts: float | None,
+    src: Source | None = None,
 ) -> Unit:
     """One tool unit from a `tool_result` block (shared with the Claude Code reader)."""
-    text, images = blocks_text(block.get("content"))
+    text, images = blocks_text(block.get("content"), src=src)
     cid = str(block.get("tool_use_id") or "")
     meta: dict[str, Any] = {}
     if block.get("is_error"):
@@ -67,8 +78,11 @@ def tool_units(
     )
 
 
-def assistant_parts(content: Any, names: dict[str, str]) -> tuple[list[str], list[str], list[ToolCall], int]:
-    """Text parts, thinking parts, tool calls and image count of an assistant content value."""
+def assistant_parts(
+    content: Any, names: dict[str, str], src: Source | None = None
+) -> tuple[list[str], list[str], list[ToolCall], int]:
+    """Text parts, thinking parts, tool calls and image count of an assistant content value;
+    other blocks (server tool results...) add what the model reads of them to the text parts."""
     if isinstance(content, str):
         return [content], [], [], 0
     texts: list[str] = []
@@ -88,8 +102,13 @@ def assistant_parts(content: Any, names: dict[str, str]) -> tuple[list[str], lis
             name = str(block.get("name") or "")
             names[cid] = name
             calls.append(ToolCall(cid, name, args_text(block.get("input"))))
-        elif kind == "image":
+        elif kind in IMAGE_BLOCKS:
             images += 1
+        else:
+            text, n = block_text(block, src=src)
+            if text:
+                texts.append(text)
+            images += n
     return texts, thinking, calls, images
 
 
@@ -101,7 +120,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     tools = envelope.pop("tools", None)
     if "system" in envelope:
         system = envelope.pop("system")
-        text, _ = blocks_text(system)
+        text, _ = blocks_text(system, src=src)
         units.append(
             finish(Unit(id="system", role="system", content=text, raw=system, meta={"top_level_system": True}))
         )
@@ -114,7 +133,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         ts = timestamp_of(rec.get("timestamp"))
         base = f"u{len(units)}"
         if role == "assistant":
-            texts, thinking, calls, images = assistant_parts(content, names)
+            texts, thinking, calls, images = assistant_parts(content, names, src)
             units.append(
                 finish(
                     Unit(
@@ -132,20 +151,20 @@ def read(records: list[Any], src: Source) -> Transcript:
             )
             continue
         if role == "system" or not isinstance(content, list):
-            text, images = blocks_text(content)
+            text, images = blocks_text(content, src=src)
             units.append(finish(Unit(id=base, role=role, content=text, timestamp=ts, images=images, raw=rec, group=i)))
             continue
         rest: list[Any] = []
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                unit = tool_units(block, uid=f"u{len(units)}", group=i, raw=rec, names=names, ts=ts)
+                unit = tool_units(block, uid=f"u{len(units)}", group=i, raw=rec, names=names, ts=ts, src=src)
                 if unit.tool_call_id not in names:
                     src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
                 units.append(finish(unit))
             else:
                 rest.append(block)
         if rest or len(content) == 0:
-            text, images = blocks_text(rest)
+            text, images = blocks_text(rest, src=src)
             units.append(finish(Unit(id=f"u{len(units)}", role="user", content=text, timestamp=ts, images=images, raw=rec, group=i)))
     link_group_sizes(units)
     t = Transcript(

@@ -69,7 +69,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         content = msg.get("content")
         if kind == "assistant":
             mid = msg.get("id")
-            texts, thinking, tool_calls, images = assistant_parts(content, names)
+            texts, thinking, tool_calls, images = assistant_parts(content, names, src)
             index = by_message.get(mid) if isinstance(mid, str) else None
             if index is not None:
                 unit = units[index]
@@ -114,14 +114,16 @@ def read(records: list[Any], src: Source) -> Transcript:
         if rec.get("isMeta"):
             meta["is_meta"] = True
         if not isinstance(content, list):
-            text, images = blocks_text(content)
+            text, images = blocks_text(content, src=src)
             units.append(_user(uid, text, images, ts, rec, i, meta, summary))
             continue
         rest: list[Any] = []
         k = 0
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                unit = tool_units(block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=names, ts=ts)
+                unit = tool_units(
+                    block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=names, ts=ts, src=src
+                )
                 if meta:
                     unit.meta.update(meta)
                 if unit.tool_call_id not in names:
@@ -131,7 +133,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             else:
                 rest.append(block)
         if rest or not content:
-            text, images = blocks_text(rest)
+            text, images = blocks_text(rest, src=src)
             units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
     for u in units:
         u.type = classify(u)

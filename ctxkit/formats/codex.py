@@ -92,7 +92,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             if role not in ("user", "assistant", "system"):
                 meta["source_role"] = role
                 role = "system" if role == "developer" else "user"
-            text, images = blocks_text(payload.get("content"), _TEXT_BLOCKS)
+            text, images = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
             add(Unit(id=uid, role=str(role), content=text, timestamp=ts, images=images, raw=rec, group=i, meta=meta))
         elif ptype in _CALLS:
             cid = str(payload.get("call_id") or payload.get("id") or f"call_{i}")
@@ -105,15 +105,15 @@ def read(records: list[Any], src: Source) -> Transcript:
             cid = str(payload.get("call_id") or "")
             output = payload.get("output")
             if not isinstance(output, str):
-                text, _ = blocks_text(output.get("content") if isinstance(output, dict) else output, _TEXT_BLOCKS)
+                text, _ = blocks_text(output.get("content") if isinstance(output, dict) else output, _TEXT_BLOCKS, src)
                 output = text or (dumps(output) if output is not None else "")
             if cid not in names:
                 src.warn(i, f"tool output {cid} has no matching call before it")
             add(Unit(id=uid, role="tool", content=output, timestamp=ts, tool_call_id=cid, name=names.get(cid),
                      raw=rec, group=i))
         elif ptype == "reasoning":
-            text, _ = blocks_text(payload.get("summary"), _TEXT_BLOCKS)
-            body, _ = blocks_text(payload.get("content"), _TEXT_BLOCKS)
+            text, _ = blocks_text(payload.get("summary"), _TEXT_BLOCKS, src)
+            body, _ = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
             text = "\n".join(p for p in (text, body) if p)
             if text:
                 add(Unit(id=uid, role="assistant", type="reasoning", content="", reasoning=text, timestamp=ts,

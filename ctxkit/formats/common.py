@@ -57,6 +57,9 @@ class Source:
     include_sidechains: bool = False
     skip_invalid: bool = False
     stats: ReadStats = field(default_factory=ReadStats)
+    # Unknown content block types already reported; shared by every Source of one file so a
+    # dataset says it once, not once per conversation.
+    seen_blocks: set[str] = field(default_factory=set)
 
     def line_of(self, index: int) -> int | None:
         """File line of record `index`, or the dataset line, or None inside a JSON document."""
@@ -76,6 +79,13 @@ class Source:
     def warn(self, index: int, message: str) -> None:
         """Something odd but readable (a result without its call...)."""
         self.stats.warnings.append(f"{self.path}:{self.line_of(index) or '-'}: {message}")
+
+    def unknown_block(self, kind: str, how: str) -> None:
+        """Report a content block type no reader knows, once per file."""
+        if kind in self.seen_blocks:
+            return
+        self.seen_blocks.add(kind)
+        self.stats.warnings.append(f"{self.path}: unknown content block type '{kind}' counted as its {how}")
 
 
 def snippet_of(record: Any) -> str:
@@ -117,8 +127,21 @@ def args_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"arguments": value}
 
 
-def blocks_text(content: Any, text_types: Iterable[str] = ("text",)) -> tuple[str, int]:
-    """Text and image count of a content value: a string, or a list of typed blocks."""
+IMAGE_BLOCKS = frozenset({"image", "image_url", "input_image"})
+# Block types read on purpose below (no warning): their text, or their JSON when they have none.
+_HANDLED_BLOCKS = frozenset({"document", "refusal", "file", "input_file", "redacted_thinking"})
+# Fields holding text the model reads, in a block of a type the caller did not name.
+_TEXT_FIELDS = ("text", "refusal", "thinking")
+# Opaque fields the model never reads as text (signatures, encrypted reasoning or results).
+_OPAQUE_KEYS = frozenset({"signature", "encrypted_content", "encrypted_index"})
+
+
+def blocks_text(content: Any, text_types: Iterable[str] = ("text",), src: Source | None = None) -> tuple[str, int]:
+    """Text and image count of a content value: a string, or a list of typed blocks.
+
+    Blocks of the `text_types` give their `text`; image blocks count as images; any other block
+    counts what the model reads of it (see `block_text`), so no content is silently dropped.
+    """
     if content is None:
         return "", 0
     if isinstance(content, str):
@@ -141,9 +164,97 @@ def blocks_text(content: Any, text_types: Iterable[str] = ("text",)) -> tuple[st
             text = block.get("text")
             if isinstance(text, str):
                 parts.append(text)
-        elif kind in ("image", "image_url", "input_image"):
+        elif kind in IMAGE_BLOCKS:
             images += 1
+        else:
+            text, n = block_text(block, types, src)
+            if text:
+                parts.append(text)
+            images += n
     return "\n".join(parts), images
+
+
+def block_text(block: dict[str, Any], text_types: Iterable[str] = ("text",), src: Source | None = None) -> tuple[str, int]:
+    """What the model reads of a block that is not plain text or an image, and its image count.
+
+    Text-bearing fields (`text`, `refusal`, `thinking`, a document's `title`/`context` and text
+    `source.data`, nested `content`) give their text; a block with none counts as its compact
+    JSON. Base64 payloads are never text: a base64 document or image source counts as an image.
+    Unknown types are reported once per file through `src`.
+    """
+    kind = block.get("type")
+    if kind == "redacted_thinking":
+        return "", 0  # encrypted: no readable text to count
+    types = tuple(text_types)
+    parts: list[str] = []
+    images = 0
+    if kind == "document":
+        parts.extend(block[k] for k in ("title", "context") if isinstance(block.get(k), str) and block[k])
+    parts.extend(block[k] for k in _TEXT_FIELDS if isinstance(block.get(k), str) and block[k])
+    source = block.get("source")
+    has_text = bool(parts)
+    if isinstance(source, dict):
+        stype = source.get("type")
+        if stype == "text" and isinstance(source.get("data"), str):
+            parts.append(source["data"])
+            has_text = True
+        elif stype == "content" and "content" in source:
+            text, n = blocks_text(source["content"], types, src)
+            parts.append(text)
+            images += n
+            has_text = True
+        elif stype == "base64":
+            images += 1
+            has_text = has_text or kind in ("document", "image")
+    nested = block.get("content")
+    if isinstance(nested, (str, list, dict)):
+        text, n = blocks_text(nested, types, src)
+        if text or n:
+            parts.append(text)
+            images += n
+            has_text = True
+    known = kind in _HANDLED_BLOCKS
+    if has_text:
+        if not known and src is not None:
+            src.unknown_block(str(kind), "text fields")
+        return "\n".join(p for p in parts if p), images
+    stripped, n = _strip_payloads(block)
+    if not known and src is not None:
+        src.unknown_block(str(kind), "JSON text")
+    return dumps(stripped), n
+
+
+def _strip_payloads(value: Any) -> tuple[Any, int]:
+    """A copy without base64 payloads and opaque fields, and how many image-like payloads it had."""
+    if isinstance(value, list):
+        out_list: list[Any] = []
+        total = 0
+        for item in value:
+            item, n = _strip_payloads(item)
+            out_list.append(item)
+            total += n
+        return out_list, total
+    if not isinstance(value, dict):
+        if isinstance(value, str) and value.startswith("data:") and ";base64," in value[:200]:
+            return value[: value.index(",") + 1], 1
+        return value, 0
+    out: dict[str, Any] = {}
+    total = 0
+    base64_source = value.get("type") == "base64"
+    for key, item in value.items():
+        if key in _OPAQUE_KEYS:
+            continue
+        if key == "data" and base64_source:
+            total += 1
+            continue
+        if key == "file_data" and isinstance(item, str):
+            total += 1  # an OpenAI file part's base64 file: a flat cost like an image
+            continue
+        if key == "data" and isinstance(item, str) and len(item) > 256 and " " not in item[:256]:
+            continue  # audio and other base64 blobs: not text the model reads
+        out[key], n = _strip_payloads(item)
+        total += n
+    return out, total
 
 
 def timestamp_of(value: Any) -> float | None:

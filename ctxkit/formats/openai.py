@@ -61,7 +61,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         if role not in ROLES:
             meta["source_role"] = role
             role = ROLE_MAP.get(role, "user")
-        content, images = blocks_text(rec.get("content"), ("text", "input_text", "output_text"))
+        content, images = blocks_text(rec.get("content"), ("text", "input_text", "output_text"), src)
         calls: list[ToolCall] = []
         raw_calls = rec.get("tool_calls")
         if isinstance(raw_calls, list):
