@@ -23,7 +23,7 @@ from ctxkit.config import DEFAULT_CHAIN_ORDER as DEFAULT_CHAIN
 from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES
-from ctxkit.strategies.base import Context, State, archive_unit, protected
+from ctxkit.strategies.base import Context, State, archive_unit, protected, refs_hint
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
 
 RECOVERY_MODES = ("fresh_start", "truncate", "error")
@@ -669,8 +669,12 @@ def _with_handover(
     p1 = [u for u in dropped if u.is_p1]
     fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
     size = min(options.handover_tokens, state.target - fixed)
+    hint = f"\n[ctxkit: {len(dropped):,} earlier messages archived; {refs_hint(refs)}]"
     while size >= 16:
-        text = handover(dropped, target_tokens=size, p1_units=p1, tok=tok)
+        text = handover(
+            dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+        )
+        text += hint
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -711,8 +715,9 @@ def _minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainO
     # the summarizer's length is approximate, so shrink it until the whole fits.
     size = max(16, min(options.handover_tokens, room))
     candidate = state
+    hint = f"\n[ctxkit: {len(body):,} earlier messages archived; {refs_hint(refs)}]"
     for _ in range(6):
-        text = handover(body, target_tokens=size, p1_units=p1, tok=tok)
+        text = handover(body, target_tokens=size, p1_units=p1, tok=tok) + hint
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -747,7 +752,7 @@ def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> 
             id="ctxkit-truncated",
             role="user",
             type="placeholder",
-            content=f"[ctxkit: {len(dropped)} earlier messages removed; recall refs in the archive]",
+            content=f"[ctxkit: {len(dropped)} earlier messages removed; {refs_hint(refs)}]",
             meta={"refs": refs, "strategy": "truncate"},
         )
         candidate = State(
@@ -765,7 +770,7 @@ def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> 
         id="ctxkit-truncated",
         role="user",
         type="placeholder",
-        content=f"[ctxkit: {len(rest) - (last_i is not None)} earlier messages removed]",
+        content=f"[ctxkit: {len(refs)} earlier messages removed; {refs_hint(refs)}]",
         meta={"refs": refs, "strategy": "truncate"},
     )
     base = State(

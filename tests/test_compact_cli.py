@@ -407,3 +407,29 @@ def test_a_glob_names_the_one_input(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     many = _run(["compact", str(DATA / "*.in.*"), "--limit", "4000"])
     assert many.exit_code == 2 and "compact takes one input" in many.stderr
+
+
+def test_stdin_gives_the_same_bytes_every_run(tmp_path: Path) -> None:
+    outs = []
+    for i in range(2):
+        r = _run(
+            [
+                "compact",
+                "-",
+                "--limit",
+                "4000",
+                "--embedder",
+                "lexical",
+                "--archive",
+                str(tmp_path / f"{i}.db"),
+                "--report",
+                str(tmp_path / f"{i}.json"),
+                "-o",
+                str(tmp_path / f"{i}.out"),
+            ],
+            stdin=_input("tau-bench").read_bytes(),
+        )
+        assert r.exit_code == 0, r.stderr
+        outs.append((tmp_path / f"{i}.out").read_bytes())
+        assert orjson.loads((tmp_path / f"{i}.json").read_bytes())["transcript"] == "stdin"
+    assert outs[0] == outs[1]

@@ -197,6 +197,7 @@ def compact(
                 include_sidechains=include_sidechains,
                 skip_invalid=skip_invalid,
                 stats=stats,
+                label="<stdin>" if source == "-" else None,
             )
         )
         if stats.skipped_invalid:
@@ -335,6 +336,7 @@ def _replay(
                 include_sidechains=include_sidechains,
                 skip_invalid=skip_invalid,
                 stats=ReadStats(),
+                label="<stdin>" if source == "-" else None,
             )
         )
     if not transcripts:
