@@ -159,7 +159,7 @@ def test_claude_code_realdata(realdata: Path) -> None:
     for path in files(realdata, "claude-code"):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         stats = ReadStats()
-        t = one(path, stats=stats)
+        t = one(path, stats=stats, include_compacted=True)
         assert (t.source_format, t.layout) == ("claude-code", "lines")
         assert t.id == records[0].get("sessionId") or t.id == next(r["sessionId"] for r in records if "sessionId" in r)
         kinds: dict[str, int] = {}
@@ -440,7 +440,7 @@ CLAUDE_LOG = [
 def test_claude_code_synthetic_log() -> None:
     text = "".join(json.dumps(r) + "\n" for r in CLAUDE_LOG)
     stats = ReadStats()
-    (t,) = read_text(text, path="session.jsonl", stats=stats)
+    (t,) = read_text(text, path="session.jsonl", stats=stats, include_compacted=True)
     assert (t.source_format, t.id) == ("claude-code", "sess-1")
     assert [(u.role, u.type) for u in t.units] == [
         ("user", "message"), ("assistant", "tool_call"), ("tool", "tool_result"), ("tool", "code"),
@@ -461,12 +461,55 @@ def test_claude_code_synthetic_log() -> None:
         {"after_unit": 0, "input_tokens": 115, "output_tokens": 12},
         {"after_unit": 4, "input_tokens": 117, "output_tokens": 3},
     ]}
-    (side,) = read_text(text, include_sidechains=True)
+    (side,) = read_text(text, include_sidechains=True, include_compacted=True)
     assert [u.content for u in side.units if u.meta.get("sidechain")] == ["subagent says hi"]
     # written as anthropic: one assistant message, both results in one user message
     doc = orjson.loads(written(t, "anthropic"))
     assert [m["role"] for m in doc["messages"]] == ["user", "assistant", "user", "user", "assistant"]
     assert [b["type"] for b in doc["messages"][2]["content"]] == ["tool_result", "tool_result"]
+
+
+def test_claude_code_keeps_only_the_context_after_its_last_compaction() -> None:
+    second = _cc("user", "c2", {"role": "user", "content": "This session is being continued... again"},
+                 isCompactSummary=True)
+    after = _cc("assistant", "a5", {"id": "msg_3", "role": "assistant", "usage": _usage(9, 2),
+                                    "content": [{"type": "text", "text": "Still two files."}]})
+    text = "".join(json.dumps(r) + "\n" for r in [*CLAUDE_LOG, second, after])
+    stats = ReadStats()
+    (t,) = read_text(text, path="session.jsonl", stats=stats)
+    assert [(u.id, u.type) for u in t.units] == [("c2", "summary"), ("a5", "message")]
+    # message records before the last summary: u1, a1-a3 (one response), r1, c1, a4; not the sidechain
+    assert stats.skipped_non_message == {
+        "summary": 1, "system": 1, "file-history-snapshot": 1, "before Claude Code's last compaction": 7}
+    assert stats.skipped_sidechain == 1
+    assert "session.jsonl: 7 records before Claude Code's last compaction summary left out" in stats.warnings[0]
+    assert t.metadata["provider_usage"]["calls"] == [{"after_unit": 0, "input_tokens": 119, "output_tokens": 2}]
+    assert t.units[0].raw == second  # still the source record: writes back unchanged
+    # one summary: the units from it on, calls moved to the kept units
+    (one_summary,) = read_text("".join(json.dumps(r) + "\n" for r in CLAUDE_LOG))
+    assert [u.id for u in one_summary.units] == ["c1", "a4"]
+    assert one_summary.metadata["provider_usage"]["calls"] == [
+        {"after_unit": 0, "input_tokens": 117, "output_tokens": 3}]
+    (full,) = read_text(text, include_compacted=True)
+    assert len(full.units) == 8 and [c["after_unit"] for c in full.metadata["provider_usage"]["calls"]] == [0, 4, 6]
+
+
+def test_claude_code_compaction_realdata(realdata: Path) -> None:
+    path = next(p for p in files(realdata, "claude-code") if "b9712494" in p.name)
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    k = max(i for i, r in enumerate(records) if r.get("isCompactSummary"))
+    before = sum(1 for r in records[:k] if r["type"] in ("user", "assistant") and not r.get("isSidechain"))
+    stats = ReadStats()
+    t = one(path, stats=stats)
+    full = one(path, include_compacted=True)
+    assert t.units[0].type == "summary" and t.units[0].raw is not None and t.units[0].raw["uuid"] == records[k]["uuid"]
+    assert stats.skipped_non_message["before Claude Code's last compaction"] == before > 0
+    assert [u.id for u in t.units] == [u.id for u in full.units[len(full.units) - len(t.units):]]
+    calls = t.metadata["provider_usage"]["calls"]
+    assert calls and all(t.units[c["after_unit"] + 1].role == "assistant" for c in calls)
+    assert len(calls) < len(full.metadata["provider_usage"]["calls"])
+    # the first call after the summary saw the summary and little else (plus the unlogged system prompt)
+    assert calls[0]["after_unit"] == 0
 
 
 CODEX_LOG = [

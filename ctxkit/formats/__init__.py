@@ -166,10 +166,12 @@ class _Reader:
         include_sidechains: bool,
         skip_invalid: bool,
         stats: ReadStats,
+        include_compacted: bool = False,
     ) -> None:
         self.path = path
         self.fmt = fmt
         self.include_sidechains = include_sidechains
+        self.include_compacted = include_compacted
         self.skip_invalid = skip_invalid
         self.stats = stats
         self.stem = _stem(path)
@@ -428,6 +430,7 @@ class _Reader:
             skip_invalid=self.skip_invalid,
             stats=self.stats,
             seen_blocks=self.seen_blocks,
+            include_compacted=self.include_compacted,
         )
 
     def _finish(self, t: Transcript, tid: str, keys: list[str] | None = None) -> Transcript:
@@ -460,17 +463,20 @@ def read_path(
     skip_invalid: bool = False,
     stats: ReadStats | None = None,
     label: str | None = None,
+    include_compacted: bool = False,
 ) -> Iterator[Transcript]:
     """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many).
 
     `label` names the input in transcript ids, `Transcript.path` and error messages instead of
     `path` (a CLI that spools stdin to a temp file passes "<stdin>", so ids stay deterministic).
+    A Claude Code log keeps only its last compaction summary and what follows (what the model
+    still sees) unless `include_compacted`.
     """
     if fmt is not None and fmt not in FORMATS:
         raise unknown_name("format", fmt, FORMATS)
     stats = stats if stats is not None else ReadStats()
     name = label if label is not None else ("<stdin>" if path == "-" else path)
-    reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats)
+    reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats, include_compacted)
     if path == "-":
         stats.files += 1
         yield from reader.read(sys.stdin.buffer)
@@ -493,7 +499,14 @@ def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw
     if fmt is not None and fmt not in FORMATS:
         raise unknown_name("format", fmt, FORMATS)
     stats = kw.pop("stats", None) or ReadStats()
-    reader = _Reader(path, fmt, bool(kw.pop("include_sidechains", False)), bool(kw.pop("skip_invalid", False)), stats)
+    reader = _Reader(
+        path,
+        fmt,
+        bool(kw.pop("include_sidechains", False)),
+        bool(kw.pop("skip_invalid", False)),
+        stats,
+        bool(kw.pop("include_compacted", False)),
+    )
     if kw:
         raise TypeError(f"unexpected arguments: {', '.join(kw)}")
     stats.files += 1

@@ -10,6 +10,8 @@ from ctxkit.formats.common import Source, blocks_text, link_group_sizes, timesta
 from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
+# The skip kind counting message records a compaction summary replaced.
+COMPACTED = "before Claude Code's last compaction"
 
 _MESSAGE_KINDS = ("user", "assistant")
 _APP_KEYS = ("sessionId", "parentUuid", "leafUuid", "isSidechain")
@@ -40,8 +42,15 @@ def _usage(usage: dict[str, Any]) -> tuple[int, int]:
 
 def read(records: list[Any], src: Source) -> Transcript:
     """The main thread as units: split assistant records merged by message id, tool results
-    one unit each, app records skipped and counted."""
+    one unit each, app records skipped and counted.
+
+    After a compaction Claude Code sends the model only its summary and what follows, so the
+    units before the last compaction summary are left out (and counted) unless
+    `src.include_compacted`."""
     units: list[Unit] = []
+    compacted_at: int | None = None  # unit index of the last main-thread compaction summary
+    taken = 0  # message records read into units so far
+    compacted = 0  # message records before the last compaction summary
     names: dict[str, str] = {}
     by_message: dict[str, int] = {}  # message id -> unit index
     calls: dict[str, dict[str, Any]] = {}
@@ -63,6 +72,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             src.bad(i, f"expected a `message` object in this {kind} record", rec)
             continue
         session = session or rec.get("sessionId")
+        taken += 1
         ts = timestamp_of(rec.get("timestamp"))
         uid = str(rec.get("uuid") or f"u{len(units)}")
         meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") else {}
@@ -113,6 +123,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         summary = bool(rec.get("isCompactSummary"))
         if rec.get("isMeta"):
             meta["is_meta"] = True
+        if summary and not rec.get("isSidechain"):
+            compacted_at, compacted = len(units), taken - 1
         if not isinstance(content, list):
             text, images = blocks_text(content, src=src)
             units.append(_user(uid, text, images, ts, rec, i, meta, summary))
@@ -138,8 +150,10 @@ def read(records: list[Any], src: Source) -> Transcript:
     for u in units:
         u.type = classify(u)
     link_group_sizes(units)
-    metadata: dict[str, Any] = {}
     usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
+    if compacted_at and not src.include_compacted:
+        units, usage_calls = _after_compaction(units, usage_calls, compacted_at, compacted, src)
+    metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
@@ -153,6 +167,20 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _after_compaction(
+    units: list[Unit], calls: list[dict[str, Any]], start: int, dropped: int, src: Source
+) -> tuple[list[Unit], list[dict[str, Any]]]:
+    """The units from the compaction summary at `start` on, and the provider calls made after
+    it with their unit indexes moved to match; the `dropped` records left out are counted."""
+    src.stats.skip(COMPACTED, dropped)
+    src.stats.warnings.append(
+        f"{src.path}: {dropped:,} records before Claude Code's last compaction summary left out "
+        "(the model no longer sees them)"
+    )
+    kept = [{**c, "after_unit": c["after_unit"] - start} for c in calls if c["after_unit"] >= start]
+    return units[start:], kept
 
 
 def _user(

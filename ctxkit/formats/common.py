@@ -57,6 +57,7 @@ class Source:
     include_sidechains: bool = False
     skip_invalid: bool = False
     stats: ReadStats = field(default_factory=ReadStats)
+    include_compacted: bool = False  # Claude Code: keep records before its last compaction summary
     # Unknown content block types already reported; shared by every Source of one file so a
     # dataset says it once, not once per conversation.
     seen_blocks: set[str] = field(default_factory=set)
