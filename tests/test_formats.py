@@ -505,6 +505,7 @@ def test_claude_code_compaction_realdata(realdata: Path) -> None:
     assert t.units[0].type == "summary" and t.units[0].raw is not None and t.units[0].raw["uuid"] == records[k]["uuid"]
     assert stats.skipped_non_message["before Claude Code's last compaction"] == before > 0
     assert [u.id for u in t.units] == [u.id for u in full.units[len(full.units) - len(t.units):]]
+    assert_paired(t)  # Claude Code compacts between turns: no result loses its call
     calls = t.metadata["provider_usage"]["calls"]
     assert calls and all(t.units[c["after_unit"] + 1].role == "assistant" for c in calls)
     assert len(calls) < len(full.metadata["provider_usage"]["calls"])
