@@ -407,6 +407,10 @@ def run_action(
     goal = target if target is not None else compaction_target(limit, thresholds)
     options = action.options(seed)
     truth = t.metadata.get("ground_truth")
+    if truth:
+        from ctxkit.replay import truth_priorities
+
+        t = truth_priorities(t, truth)
     before = state_features(t, limit, tok, copts)
     with Archive(":memory:") as archive:
         if mode == "replay":

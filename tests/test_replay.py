@@ -15,7 +15,14 @@ from ctxkit.chain import ChainOptions
 from ctxkit.cli import cli
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.replay import attach_truth, call_points, replay
+from ctxkit.replay import (
+    TruthMatcher,
+    attach_truth,
+    call_points,
+    read_truth_records,
+    replay,
+    truth_priorities,
+)
 from ctxkit.simulate import SCENARIOS, generate, save
 from ctxkit.tokens import count_transcript, get_tokenizer
 
@@ -212,11 +219,94 @@ def test_growing_session_compacts_repeatedly() -> None:
 
 def test_attach_truth_by_id_or_for_a_lone_transcript() -> None:
     a, b = Transcript([], id="a"), Transcript([], id="b")
-    attach_truth([a, b], {"a": {"needles": [1]}, "z": {"needles": [2]}})
+    # three records for a file of two: b's position proves nothing, so b gets none
+    missed = attach_truth([a, b], {"a": {"needles": [1]}, "z": {"needles": [2]}, "y": {}})
     assert a.metadata["ground_truth"] == {"needles": [1]} and "ground_truth" not in b.metadata
+    assert missed == 1
     lone = Transcript([], id="renamed")
     attach_truth([lone], {"x": {"needles": [3]}})
     assert lone.metadata["ground_truth"] == {"needles": [3]}
+
+
+def _rec(id_: str, file: str | None, line: int | None, mark: int) -> dict[str, object]:
+    return {"id": id_, "file": file, "line": line, "ground_truth": {"mark": mark}}
+
+
+def test_truth_matcher_by_id_then_file_and_line_then_position() -> None:
+    records = [
+        _rec("long_chat-0", None, 1, 1),
+        _rec("fragmented-0", None, 2, 2),
+        _rec("all_p1-3", "all_p1-3.json", None, 3),
+        _rec("kept-id", "other.jsonl", None, 4),
+    ]
+    m = TruthMatcher(records, "x.truth.jsonl")
+    # `simulate`'s anthropic/openai file of several transcripts: no ids, lines 1 and 2
+    assert m.match(Transcript([], id="x#2", path="/d/x.jsonl", line=2)) == {"mark": 2}
+    assert m.match(Transcript([], id="x#1", path="/d/x.jsonl", line=1)) == {"mark": 1}
+    # directory output: one file per transcript, named in the record
+    assert m.match(Transcript([], id="z", path="/d/all_p1-3.json")) == {"mark": 3}
+    # the id wins over everything
+    assert m.match(Transcript([], id="kept-id", path="/d/x.jsonl", line=1)) == {"mark": 4}
+    assert m.match(Transcript([], id="nope", path="/d/unknown.json", line=9)) is None
+
+
+def test_truth_matcher_by_position_within_the_file() -> None:
+    records = [_rec("a-0", None, None, 1), _rec("b-0", None, None, 2)]
+    m = TruthMatcher(records)
+    first, second = (Transcript([], id=f"f{i}", path="/d/f.json") for i in (1, 2))
+    assert m.match(first) == {"mark": 1} and m.match(second) == {"mark": 2}
+    # with the file's transcript count known, a count that differs matches nothing
+    assert TruthMatcher(records).match(first, count=3) is None
+
+
+def test_truth_priorities_by_id_and_by_position() -> None:
+    truth = {"p1_ids": ["u0", "u2"], "final_request_id": "u3"}
+    # anthropic names the top-level system prompt `system`: u0 is found by position
+    t = Transcript(
+        [Unit("system", "system"), Unit("u1", "user"), Unit("u2", "assistant"), Unit("u3", "user")]
+    )
+    marked = truth_priorities(t, truth)
+    assert [u.priority for u in marked.units] == [1, None, 1, None]
+    assert [u.priority for u in t.units] == [None] * 4  # a copy; the input is unchanged
+    # a transcript of another length: only ids count (positions mean nothing then)
+    short = Transcript([Unit("system", "system"), Unit("u2", "assistant")])
+    assert [u.priority for u in truth_priorities(short, truth).units] == [None, 1]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_p1_ground_truth_survives_formats_without_priorities(tmp_path: Path, fmt: str) -> None:
+    from ctxkit.formats import read_path
+
+    t = generate("all_p1", seed=3, tokens=2000)
+    truth = t.metadata["ground_truth"]
+    save([t], str(tmp_path) + "/", fmt)
+    (back,) = read_path(str(next(tmp_path.glob("*.json"))))
+    assert not any(u.is_p1 for u in back.units)  # the format cannot carry them
+    attach_truth([back], read_truth_records(tmp_path / "truth.jsonl"))
+    assert [u.content for u in back.units if u.is_p1] == [u.content for u in t.units if u.is_p1]
+    limit = truth["limit"]
+    assert (
+        replay(back, limit=limit).p1_total
+        == replay(t, limit=limit).p1_total
+        == len(truth["p1_ids"])
+    )
+
+
+def test_compact_replay_matches_a_single_file_of_several_by_line(tmp_path: Path) -> None:
+    ts = [generate("long_chat", seed=0, tokens=2000), generate("all_p1", seed=1, tokens=2000)]
+    out = tmp_path / "x.jsonl"
+    save(ts, str(out), "anthropic")
+    report = tmp_path / "r.json"
+    r = CliRunner().invoke(
+        cli, ["compact", "--replay", str(out), "-o", str(report), "--limit", "1500"]
+    )
+    assert r.exit_code == 0, r.stderr
+    docs = orjson.loads(report.read_bytes())["transcripts"]
+    assert [d["transcript"] for d in docs] == ["x#1", "x#2"]
+    for d, t in zip(docs, ts, strict=True):
+        gt = t.metadata["ground_truth"]
+        assert d["retention"]["total"] == len(gt["needles"])
+        assert d["p1"]["total"] == len(gt["p1_ids"])
 
 
 def test_replay_on_a_real_transcript(realdata: Path) -> None:

@@ -193,3 +193,64 @@ def test_actions_file_params_are_checked_like_the_config(tmp_path: Path) -> None
         "allowed: an integer >= 1"
     )
     assert list(tmp_path.iterdir()) == [f]
+
+
+def _rows_by_transcript(text: str) -> dict[str, dict]:  # type: ignore[type-arg]
+    return {row["transcript"]: row for row in lines(text)}
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_single_file_of_several_gets_its_ground_truth(
+    tmp_path: Path, fmt: str, explicit: bool
+) -> None:
+    ts = [generate("long_chat", seed=0, tokens=2000), generate("fragmented", seed=0, tokens=2000)]
+    out = tmp_path / "x.jsonl"
+    save(ts, str(out), fmt)
+    truth = ["--truth", str(tmp_path / "x.truth.jsonl")] if explicit else []
+    r = run(str(out), *truth, "--action", "default")
+    assert r.exit_code == 0, r.stderr
+    assert "warning" not in r.stderr
+    rows = _rows_by_transcript(r.stdout)
+    assert list(rows) == ["x#1", "x#2"]
+    for row, t in zip(rows.values(), ts, strict=True):
+        gt = t.metadata["ground_truth"]
+        assert row["state_before"]["limit"] == gt["limit"]
+        assert row["state_before"]["p1"] == len(gt["p1_ids"])
+        assert row["outcome"]["compactions"] == 1
+        assert row["outcome"]["needles_total"] == len(gt["needles"])
+    r = run(str(out), *truth, *ACTIONS, "--export", "dpo")
+    assert r.exit_code == 0, r.stderr
+    assert len(lines(r.stdout)) == 2
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_p1_units_count_in_formats_without_priorities(tmp_path: Path, fmt: str) -> None:
+    t = generate("all_p1", seed=3, tokens=2000)
+    save([t], str(tmp_path / "units") + "/")
+    save([t], str(tmp_path / fmt) + "/", fmt)
+    got = {}
+    for kind, ext in (("units", "jsonl"), (fmt, "json")):
+        r = run(str(tmp_path / kind / f"all_p1-3.{ext}"), "--action", "default")
+        assert r.exit_code == 0, r.stderr
+        (row,) = lines(r.stdout)
+        got[kind] = row
+    assert got[fmt]["state_before"]["p1"] == got["units"]["state_before"]["p1"] > 0
+    priority = [got[k]["outcome"]["priority_preserved"] for k in ("units", fmt)]
+    assert priority[0] == priority[1] < 1.0
+    assert got[fmt]["reward"] == pytest.approx(got["units"]["reward"], abs=0.01)
+
+
+def test_warns_once_when_a_transcript_matches_no_record(tmp_path: Path) -> None:
+    ts = [generate("long_chat", seed=s, tokens=2000) for s in (0, 1)]
+    out = tmp_path / "x.jsonl"
+    save(ts, str(out), "openai")
+    other = tmp_path / "other.truth.jsonl"
+    rec = {"id": "zzz", "file": "elsewhere.json", "line": None, "ground_truth": {"limit": 900}}
+    other.write_bytes(orjson.dumps(rec) + b"\n")
+    r = run(str(out), "--truth", str(other), "--action", "default")
+    assert r.exit_code == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning")]
+    assert len(warnings) == 1
+    assert str(other) in warnings[0] and "x#1" in warnings[0]
+    assert all(row["outcome"]["needles_total"] is None for row in lines(r.stdout))

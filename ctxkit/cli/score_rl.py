@@ -264,12 +264,21 @@ def _transcripts(
     tokens: int | None,
     p1_ratio: float | None,
 ) -> Iterator[Transcript]:
-    """Input files first (read lazily, ground truth attached by id), then generated scenarios."""
+    """Input files first (read lazily, ground truth attached from the sidecar, see
+    `ctxkit.replay.TruthMatcher`), then generated scenarios."""
     from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.replay import sidecar_for
-    from ctxkit.simulate import generate_many, read_truth
+    from ctxkit.replay import (
+        TruthMatcher,
+        no_truth_message,
+        read_truth_records,
+        sidecar_for,
+        truth_priorities,
+    )
+    from ctxkit.simulate import generate_many
 
-    explicit = read_truth(truth_path) if truth_path else None
+    explicit = TruthMatcher(read_truth_records(truth_path), truth_path) if truth_path else None
+    found: dict[str, TruthMatcher] = {}  # a directory's truth.jsonl serves all its files
+    warned = False
     if paths:
         stats = ReadStats()
         files = expand_paths(list(paths))
@@ -277,10 +286,14 @@ def _transcripts(
             # a directory of `simulate` output holds its ground-truth sidecars too
             files = [f for f in files if not f.endswith(("/truth.jsonl", ".truth.jsonl"))]
         for path in files:
-            sidecar = explicit
-            if sidecar is None:
-                found = sidecar_for(path)
-                sidecar = read_truth(found) if found else None
+            matcher = explicit
+            if matcher is None:
+                sidecar = sidecar_for(path)
+                if sidecar is not None:
+                    key = str(sidecar)
+                    if key not in found:
+                        found[key] = TruthMatcher(read_truth_records(sidecar), sidecar)
+                    matcher = found[key]
             for t in read_path(
                 path,
                 from_format,
@@ -288,8 +301,17 @@ def _transcripts(
                 skip_invalid=skip_invalid,
                 stats=stats,
             ):
-                if sidecar and t.id in sidecar and "ground_truth" not in t.metadata:
-                    t.metadata["ground_truth"] = dict(sidecar[t.id])
+                if matcher is not None:
+                    truth = matcher.match(t)
+                    if "ground_truth" in t.metadata:
+                        truth = t.metadata["ground_truth"]
+                    elif truth is not None:
+                        t.metadata["ground_truth"] = truth
+                    elif not warned:
+                        echo_err(no_truth_message(t.id, matcher.source))
+                        warned = True
+                    if truth:
+                        t.units = truth_priorities(t, truth).units
                 yield t
     if names:
         yield from generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
