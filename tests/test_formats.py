@@ -638,6 +638,7 @@ def test_forced_format_that_does_not_fit_names_the_record() -> None:
         ("claude-code", '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]', "openai"),
         ("claude-code", '{"messages": [{"role": "user", "content": "hi"}]}', "openai"),
         ("codex", '{"a": 1}\n{"b": 2}\n', None),
+        ("codex", '{"messages": [{"role": "user", "content": "a"}]}\n{"messages": []}\n', "openai"),
     ],
 )
 def test_forced_app_format_on_another_format_is_an_error(fmt: str, text: str, found: str | None) -> None:

@@ -403,6 +403,8 @@ class _Reader:
         if any(detect(rec) for rec in records):
             return
         found = detect_format(records) if records else None
+        if found is None and records and _is_conversation(records[0]):
+            found = detect_format(records[0])  # a dataset: one conversation per line
         if found == fmt:
             found = None
         what = f"it looks like {found}" if found else "its records are of no known format"
