@@ -71,6 +71,11 @@ def detect_kind(text: str) -> str:
     repeated = n - len({_normalize(ln) for ln in lines})
     if prose / n >= 0.5:
         return "text"
+    # an application log's lines start with a timestamp or carry a level; a JSON payload or a
+    # trailing `;` must not make it code
+    leveled = sum(1 for ln in lines if _LOG_START.search(ln) or _LEVEL.search(ln[:60]))
+    if n >= 3 and leveled / n >= 0.3 and leveled >= codeish:
+        return "log"
     if n >= 3 and codeish / n >= 0.3:
         return "code"
     if n >= 3 and (logish / n >= 0.3 or repeated / n >= 0.3):
@@ -87,6 +92,14 @@ _CODE_LINE = re.compile(
 _LOG_LINE = re.compile(
     r"^\s*(\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[?\d\d:\d\d:\d\d|(DEBUG|INFO|WARN|WARNING|ERROR|TRACE)\b|"
     r"PASSED|FAILED|ok\b|\$ )"
+)
+_LOG_START = re.compile(
+    r"^\s*\[?(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\d\d:\d\d:\d\d|"
+    r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d \d\d:\d\d:\d\d|[IWEF]\d{4} \d\d:)"
+)
+_LEVEL = re.compile(
+    r"(?:^|[\s\[|(<])(?:DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|TRACE)(?=[\]\s:|)>]|$)"
+    r"|\blevel=(?:debug|info|warn|warning|error|fatal|trace)\b"
 )
 _LOCATED = re.compile(r"^\S+\.\w+:\d+(?::\d+)?:|^\s*File \"[^\"]+\", line \d+|Traceback \(most recent")
 _IMPORTANT = re.compile(
@@ -137,9 +150,11 @@ def compress_code(text: str, target_tokens: int, tok: TokenCounter, language: st
     bodies = [b for _, b in numbered] if numbered else lines
     python = language == "python" or (language is None and _looks_python(bodies))
 
+    # once, not per render: _fit_head renders every line on its own
+    width = max((len(p) for p in prefixes), default=0)
+    sep = "→" if any(p.endswith("→") for p in prefixes) else "\t"
+
     def render(kept: list[Line]) -> str:
-        width = max((len(p) for p in prefixes), default=0)
-        sep = "→" if any(p.endswith("→") for p in prefixes) else "\t"
         out = []
         for idx, body in kept:
             if idx is not None:
@@ -291,27 +306,38 @@ def _py_collapse(bodies: Sequence[str], target: int, tok: TokenCounter) -> list[
     ranges.sort(key=lambda r: (-weight(r[0], r[1]), r[0]))
     total = prefix[-1]
     marker = 2
-    collapsed: list[tuple[int, int, int]] = []
+    # owner[i] = start of the outermost collapsed body holding line i; function bodies nest
+    # properly, so one array keeps this linear in the number of lines
+    owner: list[int | None] = [None] * len(bodies)
+    collapsed: dict[int, tuple[int, int, int]] = {}
     for lo, hi, indent in ranges:
         if total <= target:
             break
-        if any(c_lo <= lo and hi <= c_hi for c_lo, c_hi, _ in collapsed):
-            continue
-        inner = [c for c in collapsed if lo <= c[0] and c[1] <= hi]
-        total -= weight(lo, hi) - sum(weight(c[0], c[1]) - marker for c in inner) - marker
-        collapsed = [c for c in collapsed if c not in inner] + [(lo, hi, indent)]
+        if owner[lo] is not None:
+            continue  # inside a body already collapsed
+        inner: set[int] = set()
+        for i in range(lo, hi + 1):
+            held = owner[i]
+            if held is not None:
+                inner.add(held)
+            owner[i] = lo
+        saved = sum(weight(collapsed[c][0], collapsed[c][1]) - marker for c in inner)
+        total -= weight(lo, hi) - saved - marker
+        for c in inner:
+            del collapsed[c]
+        collapsed[lo] = (lo, hi, indent)
     if not collapsed:
         return base
     out: list[Line] = []
     emitted: set[int] = set()
     for idx, line in base:
         assert idx is not None
-        holder = next((c for c in collapsed if c[0] <= idx <= c[1]), None)
+        holder = owner[idx]
         if holder is None:
             out.append((idx, line))
-        elif holder[0] not in emitted:
-            emitted.add(holder[0])
-            out.append((None, " " * holder[2] + "..."))
+        elif holder not in emitted:
+            emitted.add(holder)
+            out.append((None, " " * collapsed[holder][2] + "..."))
     return out
 
 

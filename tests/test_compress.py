@@ -5,7 +5,10 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import click
 import pytest
@@ -191,3 +194,98 @@ def test_real_tool_outputs_shrink_and_mostly_hit_the_target(realdata: Path) -> N
         assert after <= before
         hits += after <= before * 0.4 * TOL
     assert hits / len(outputs) >= 0.8
+
+
+# ------------------------------------------------------------------------------------------
+# cost grows linearly with the number of lines
+
+
+class CountingTokenizer:
+    """Wraps a real tokenizer and records how much work is asked of it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.chars = 0
+
+    def count(self, text: str) -> int:
+        self.calls += 1
+        self.chars += len(text)
+        return TOK.count(text)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        self.calls += 1
+        self.chars += sum(len(t) for t in texts)
+        return TOK.count_many(texts)
+
+
+def c_source(lines: int) -> str:
+    out: list[str] = []
+    for i in range(lines // 5):
+        out += [f"int func_{i}(int x) {{", f"    int y = x * {i};", f"    // step {i}", f"    return y + {i};", "}"]
+    return "\n".join(out)
+
+
+def py_source(lines: int, numbered: bool = False) -> str:
+    out: list[str] = []
+    for i in range(lines // 5):
+        out += [f"def func_{i}(x):", f"    y = x * {i}", f"    # step {i}", f"    return y + {i}", ""]
+    if numbered:
+        out = [f"{k + 1:6d}\t{line}" for k, line in enumerate(out)]
+    return "\n".join(out)
+
+
+def test_compress_code_on_50000_lines_asks_the_tokenizer_linear_work() -> None:
+    text = c_source(50_000)
+    tok = CountingTokenizer()
+    out = compress_code(text, TOK.count(text) // 10, tok)
+    assert "more lines" in out and TOK.count(out) <= TOK.count(text) // 10 * TOL
+    # a fixed number of passes, each over the text once: not one count per line per line
+    assert tok.calls <= 20
+    assert tok.chars <= 6 * len(text)
+
+
+def _python_calls(fn: Callable[[], object]) -> int:
+    """Python function calls (generator resumes included) made inside ctxkit.compress."""
+    calls = 0
+    here = cmod.__file__
+
+    def prof(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal calls
+        if event == "call" and frame.f_code.co_filename == here:
+            calls += 1
+
+    sys.setprofile(prof)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("make", [c_source, py_source, lambda n: py_source(n, numbered=True)], ids=["c", "python", "numbered"])
+def test_compress_code_work_grows_linearly(make: Callable[[int], str]) -> None:
+    small, large = make(1_000), make(2_000)
+    work_small = _python_calls(lambda: compress_code(small, TOK.count(small) // 10, TOK))
+    work_large = _python_calls(lambda: compress_code(large, TOK.count(large) // 10, TOK))
+    # twice the lines: about twice the work (quadratic code would do four times as much)
+    assert work_large <= 2.6 * work_small
+
+
+APP_LOG = "\n".join(
+    [
+        "May 01 10:00:01 web-3 app[123]: INFO connected {db=main, pool=10}",
+        "May 01 10:00:02 web-3 app[123]: WARN pool exhausted {waiting=3}",
+        "May 01 10:00:03 web-3 app[123]: INFO request done;",
+        "2024-05-01 10:00:04,551 WARN  [http-1] c.e.Api - slow request {path=/api/orders, ms=812}",
+        "[INFO] Handler registered {route: /health}",
+        "[WARN] Config key deprecated: use server.port instead;",
+    ]
+    * 5
+)
+
+
+def test_an_application_log_with_levels_is_a_log() -> None:
+    assert detect_kind(APP_LOG) == "log"
+    # code that mentions levels stays code
+    code = "\n".join(["import logging", "log = logging.getLogger(__name__)", "def f(x):", "    log.setLevel(logging.INFO)", "    return x;"])
+    assert detect_kind(code) == "code"
