@@ -39,7 +39,11 @@ MESSAGES = [
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}}
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "bash", "arguments": '{"cmd": "ls"}'},
+            }
         ],
     },
     {"role": "tool", "tool_call_id": "call_1", "content": "setup.py\nREADME.md\n"},
@@ -126,7 +130,9 @@ def test_role_and_type_rows_sum_to_the_total(chat: Path, by: str, key: str):
     if by == "role":
         user = next(r for r in groups if r["role"] == "user")
         assert user["units"] == 2
-        assert user["tokens"] == sum(3 + raw("user") + raw(m["content"]) for m in MESSAGES if m["role"] == "user")
+        assert user["tokens"] == sum(
+            3 + raw("user") + raw(m["content"]) for m in MESSAGES if m["role"] == "user"
+        )
 
 
 def test_by_message_turn_and_tool(chat: Path):
@@ -156,10 +162,21 @@ def test_csv_json_and_table_outputs(chat: Path):
     assert int(rows[-1]["tokens"]) == sum(expected_regions(MESSAGES).values())
 
     as_json = json.loads(run(str(chat), "--format", "json").stdout)
-    assert isinstance(as_json, list) and as_json[0]["history"] == expected_regions(MESSAGES)["history"]
+    assert (
+        isinstance(as_json, list) and as_json[0]["history"] == expected_regions(MESSAGES)["history"]
+    )
 
     table = run(str(chat), "--format", "table").stdout.splitlines()
-    assert table[0].split() == ["transcript", "format", "units", "system", "tools", "summary", "history", "total"]
+    assert table[0].split() == [
+        "transcript",
+        "format",
+        "units",
+        "system",
+        "tools",
+        "summary",
+        "history",
+        "total",
+    ]
     assert set(table[1]) <= {"-", " "}
     assert table[2].split()[-1] == f"{sum(expected_regions(MESSAGES).values()):,}"
 
@@ -171,12 +188,16 @@ def test_system_and_tools_files_add_regions(chat: Path, tmp_path: Path):
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps(schemas))
     base = jsonl(run(str(chat), "--format", "jsonl").stdout)[0]
-    row = jsonl(run(str(chat), "--system", str(system), "--tools", str(tools), "--format", "jsonl").stdout)[0]
+    row = jsonl(
+        run(str(chat), "--system", str(system), "--tools", str(tools), "--format", "jsonl").stdout
+    )[0]
     assert row["system"] == base["system"] + 3 + raw("system") + raw("Never run rm -rf.")
     schema_tokens = raw(orjson.dumps(schemas[0], option=orjson.OPT_SORT_KEYS).decode())
     assert row["tools"] == schema_tokens
     scaled = jsonl(
-        run(str(chat), "--tools", str(tools), "--tool-schema-scale", "2.09", "--format", "jsonl").stdout
+        run(
+            str(chat), "--tools", str(tools), "--tool-schema-scale", "2.09", "--format", "jsonl"
+        ).stdout
     )[0]
     assert scaled["tools"] == -(-schema_tokens * 209 // 100)
 
@@ -240,7 +261,11 @@ def test_skip_invalid_goes_on_and_says_how_many(tmp_path: Path):
     path = tmp_path / "mixed.jsonl"
     path.write_text(
         "\n".join(
-            [json.dumps({"messages": MESSAGES[:2]}), "{broken", json.dumps({"messages": MESSAGES[1:3]})]
+            [
+                json.dumps({"messages": MESSAGES[:2]}),
+                "{broken",
+                json.dumps({"messages": MESSAGES[1:3]}),
+            ]
         )
         + "\n"
     )
@@ -252,27 +277,88 @@ def test_skip_invalid_goes_on_and_says_how_many(tmp_path: Path):
 
 CLAUDE_CODE = [
     {"type": "summary", "summary": "Earlier session", "leafUuid": "x"},
-    {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s1", "isSidechain": False,
-     "timestamp": "2025-01-01T00:00:00Z", "message": {"role": "user", "content": "Fix the bug in app.py"}},
-    {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s1", "isSidechain": False,
-     "timestamp": "2025-01-01T00:00:01Z",
-     "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "Looking."}],
-                 "usage": {"input_tokens": 4, "cache_read_input_tokens": 12000, "output_tokens": 5}}},
-    {"type": "assistant", "uuid": "a2", "parentUuid": "a1", "sessionId": "s1", "isSidechain": False,
-     "timestamp": "2025-01-01T00:00:02Z",
-     "message": {"id": "msg_1", "role": "assistant",
-                 "content": [{"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"file_path": "app.py"}}],
-                 "usage": {"input_tokens": 4, "cache_read_input_tokens": 12000, "output_tokens": 30}}},
-    {"type": "user", "uuid": "u2", "parentUuid": "a2", "sessionId": "s1", "isSidechain": False,
-     "timestamp": "2025-01-01T00:00:03Z",
-     "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "print('hi')\n"}]}},
-    {"type": "user", "uuid": "x1", "parentUuid": "u2", "sessionId": "s1", "isSidechain": True,
-     "timestamp": "2025-01-01T00:00:04Z", "message": {"role": "user", "content": "subagent prompt"}},
+    {
+        "type": "user",
+        "uuid": "u1",
+        "parentUuid": None,
+        "sessionId": "s1",
+        "isSidechain": False,
+        "timestamp": "2025-01-01T00:00:00Z",
+        "message": {"role": "user", "content": "Fix the bug in app.py"},
+    },
+    {
+        "type": "assistant",
+        "uuid": "a1",
+        "parentUuid": "u1",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "timestamp": "2025-01-01T00:00:01Z",
+        "message": {
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Looking."}],
+            "usage": {"input_tokens": 4, "cache_read_input_tokens": 12000, "output_tokens": 5},
+        },
+    },
+    {
+        "type": "assistant",
+        "uuid": "a2",
+        "parentUuid": "a1",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "timestamp": "2025-01-01T00:00:02Z",
+        "message": {
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "Read",
+                    "input": {"file_path": "app.py"},
+                }
+            ],
+            "usage": {"input_tokens": 4, "cache_read_input_tokens": 12000, "output_tokens": 30},
+        },
+    },
+    {
+        "type": "user",
+        "uuid": "u2",
+        "parentUuid": "a2",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "timestamp": "2025-01-01T00:00:03Z",
+        "message": {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "print('hi')\n"}
+            ],
+        },
+    },
+    {
+        "type": "user",
+        "uuid": "x1",
+        "parentUuid": "u2",
+        "sessionId": "s1",
+        "isSidechain": True,
+        "timestamp": "2025-01-01T00:00:04Z",
+        "message": {"role": "user", "content": "subagent prompt"},
+    },
     {"type": "system", "uuid": "y1", "content": "hook ran", "isSidechain": False},
-    {"type": "assistant", "uuid": "a3", "parentUuid": "u2", "sessionId": "s1", "isSidechain": False,
-     "timestamp": "2025-01-01T00:00:05Z",
-     "message": {"id": "msg_2", "role": "assistant", "content": [{"type": "text", "text": "Fixed."}],
-                 "usage": {"input_tokens": 50, "cache_read_input_tokens": 12100, "output_tokens": 3}}},
+    {
+        "type": "assistant",
+        "uuid": "a3",
+        "parentUuid": "u2",
+        "sessionId": "s1",
+        "isSidechain": False,
+        "timestamp": "2025-01-01T00:00:05Z",
+        "message": {
+            "id": "msg_2",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Fixed."}],
+            "usage": {"input_tokens": 50, "cache_read_input_tokens": 12100, "output_tokens": 3},
+        },
+    },
 ]
 
 
@@ -355,7 +441,10 @@ def test_count_does_not_import_heavy_modules(chat: Path):
 
 
 def test_render_table_and_write_rows():
-    rows = [{"name": "a", "tokens": 1234, "share": 12.345}, {"name": "bb", "tokens": 5, "share": None}]
+    rows = [
+        {"name": "a", "tokens": 1234, "share": 12.345},
+        {"name": "bb", "tokens": 5, "share": None},
+    ]
     text = render_table(rows, ["name", "tokens", "share"])
     assert text.splitlines() == [
         "name  tokens  share",
@@ -377,7 +466,14 @@ def test_render_table_and_write_rows():
 def test_count_every_realdata_file_and_calibrate(realdata: Path):
     files = [
         str(p)
-        for d in ("claude-code", "codex", "openai-chat", "anthropic-messages", "mini-swe-agent", "sharegpt")
+        for d in (
+            "claude-code",
+            "codex",
+            "openai-chat",
+            "anthropic-messages",
+            "mini-swe-agent",
+            "sharegpt",
+        )
         for p in sorted((realdata / d).glob("*.json*"))
     ]
     result = run(*files, "--format", "jsonl")
@@ -389,3 +485,20 @@ def test_count_every_realdata_file_and_calibrate(realdata: Path):
     assert cal.exit_code == 0, cal.stderr
     summary = [r for r in jsonl(cal.stdout) if r["kind"] == "summary" and r["calls"]]
     assert {r["tokenizer"] for r in summary} >= {"cl100k_base", "approx", "max:cl100k_base"}
+
+
+def test_claude_code_is_counted_from_its_last_compaction(realdata: Path) -> None:
+    """What the model sees: after Claude Code compacts, the log's earlier records are gone."""
+    log = (
+        realdata
+        / "claude-code"
+        / "conneroisu__templar__logs-chat-json@a46211b7__session-b9712494.jsonl"
+    )
+    live = CliRunner().invoke(cli, ["count", str(log), "--format", "json"], catch_exceptions=False)
+    whole = CliRunner().invoke(
+        cli, ["count", str(log), "--format", "json", "--include-compacted"], catch_exceptions=False
+    )
+    assert live.exit_code == whole.exit_code == 0
+    assert orjson.loads(live.stdout)[0]["total"] == 92_571
+    assert orjson.loads(whole.stdout)[0]["total"] == 194_206
+    assert "before Claude Code's last compaction" in live.stderr

@@ -13,6 +13,7 @@ import orjson
 from ctxkit.cli.options import (
     budget_options,
     echo_err,
+    include_compacted,
     input_options,
     progress_option,
     reading_summary,
@@ -195,6 +196,7 @@ def compact(
                 path,
                 from_format,
                 include_sidechains=include_sidechains,
+                include_compacted=include_compacted(),
                 skip_invalid=skip_invalid,
                 stats=stats,
                 label="<stdin>" if source == "-" else None,
@@ -334,6 +336,7 @@ def _replay(
                 path,
                 from_format,
                 include_sidechains=include_sidechains,
+                include_compacted=include_compacted(),
                 skip_invalid=skip_invalid,
                 stats=ReadStats(),
                 label="<stdin>" if source == "-" else None,

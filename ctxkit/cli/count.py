@@ -14,6 +14,7 @@ import click
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
+    include_compacted,
     input_options,
     progress_option,
     reading_summary,
@@ -125,6 +126,7 @@ def count(
                 path,
                 from_format,
                 include_sidechains=include_sidechains,
+                include_compacted=include_compacted(),
                 skip_invalid=skip_invalid,
                 stats=stats,
             ):

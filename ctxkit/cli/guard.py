@@ -11,6 +11,7 @@ import click
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
+    include_compacted,
     input_options,
     reading_summary,
     tokenizer_options,
@@ -199,6 +200,7 @@ def run_guard(**kw: Any) -> int:
             path,
             kw["from_format"],
             include_sidechains=kw["include_sidechains"],
+            include_compacted=include_compacted(),
             skip_invalid=kw["skip_invalid"],
             stats=stats,
         ):

@@ -24,6 +24,18 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
+def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """Keep a reader flag in the context, so every reader call can ask for it."""
+    ctx.meta[f"ctxkit.{param.name}"] = value
+    return value
+
+
+def include_compacted() -> bool:
+    """Whether --include-compacted was given to the running command."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get("ctxkit.include_compacted"))
+
+
 def input_options(f: F) -> F:
     """PATH... (files, globs, or stdin when none or `-`), --from, --include-sidechains, --skip-invalid."""
     return _stack(
@@ -39,6 +51,14 @@ def input_options(f: F) -> F:
             "--include-sidechains",
             is_flag=True,
             help="Claude Code: keep subagent (sidechain) records in the main thread.",
+        ),
+        click.option(
+            "--include-compacted",
+            is_flag=True,
+            expose_value=False,
+            callback=_remember,
+            help="Claude Code: also read the records its own compaction summarized away "
+            "(by default a log is read from its last compaction summary on, as the model sees it).",
         ),
         click.option(
             "--skip-invalid",
