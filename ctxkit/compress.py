@@ -488,29 +488,61 @@ def _count_lines(tok: TokenCounter, lines: Sequence[str]) -> list[int]:
 # logs
 
 
-def collapse_repeats(lines: Sequence[str]) -> list[str]:
-    """Runs of the same line (numbers aside) become one line with a count: `[x37] line`."""
-    out: list[str] = []
+def _runs(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """Maximal runs `[start, end)` of lines equal once numbers and hex ids are blanked."""
+    out: list[tuple[int, int]] = []
     i = 0
     while i < len(lines):
         j = i + 1
         key = _normalize(lines[i])
         while j < len(lines) and _normalize(lines[j]) == key:
             j += 1
-        run = j - i
-        out.append(lines[i] if run == 1 else f"[x{run}] {lines[i]}")
+        out.append((i, j))
         i = j
     return out
 
 
+def _run_text(lines: Sequence[str], start: int, end: int) -> str:
+    """One run as text: the line itself, `[xN] line` for exact repeats, or for lines that differ
+    in their numbers `[xN similar] first (numbers vary)` and the last line, so the run does not
+    read as one request made N times."""
+    n = end - start
+    first = lines[start]
+    if n == 1:
+        return first
+    if all(lines[k].strip() == first.strip() for k in range(start + 1, end)):
+        return f"[x{n}] {first}"
+    if n == 2:
+        return f"{first}\n{lines[start + 1]}"
+    return f"[x{n} similar] {first} (numbers vary)\n[last] {lines[end - 1]}"
+
+
+def collapse_repeats(lines: Sequence[str]) -> list[str]:
+    """Runs of the same line become `[x37] line`; runs that differ only in numbers become
+    `[x37 similar] first (numbers vary)` plus `[last] last line`."""
+    out: list[str] = []
+    for start, end in _runs(lines):
+        out.extend(_run_text(lines, start, end).split("\n"))
+    return out
+
+
 def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
-    """Repeats collapsed; then the head, every error/warning/traceback line and the tail."""
-    lines = collapse_repeats(text.split("\n"))
-    joined = "\n".join(lines)
-    if _within(tok, joined, target_tokens):
-        return joined
-    counts = _count_lines(tok, lines)
-    must = _important_lines(lines)
+    """Repeats collapsed; then the head, every error/warning/traceback line and the tail.
+
+    When collapsing alone lands well under the target, the spare budget goes back to verbatim
+    lines (errors first, then head and tail), so the result aims at the target, not far below.
+    """
+    lines = text.split("\n")
+    runs = _runs(lines)
+    entries = [_run_text(lines, s, e) for s, e in runs]
+    joined = "\n".join(entries)
+    size = tok.count(joined)
+    if size <= target_tokens * (1 + TOLERANCE):
+        if size >= target_tokens * (1 - TOLERANCE) or len(runs) == len(lines):
+            return joined
+        return _expand_runs(lines, runs, target_tokens, tok)
+    counts = _count_lines(tok, entries)
+    must = _important_lines(entries)
     budget = target_tokens - 15  # room for omission markers
     keep: set[int] = set()
     used = 0
@@ -524,23 +556,74 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
         keep.add(i)
         used += counts[i]
     # then grow the head and the tail alternately (the tail twice as fast: it holds the outcome)
-    head, tail = 0, len(lines) - 1
-    turn = 0
-    while head <= tail:
-        take_head = turn % 3 == 0
-        i = head if take_head else tail
-        if take_head:
-            head += 1
-        else:
-            tail -= 1
-        turn += 1
+    for i in _head_tail(len(entries)):
         if i in keep:
             continue
         if used + counts[i] > budget:
             break
         keep.add(i)
         used += counts[i]
-    return _with_gaps(lines, keep, "[... {n} lines omitted]")
+    sizes = [e - s for s, e in runs]
+    return _with_gaps(entries, keep, "[... {n} lines omitted]", sizes)
+
+
+def _head_tail(n: int) -> list[int]:
+    """0, n-1, n-2, 1, n-3, n-4, 2, ...: the head grows at half the pace of the tail."""
+    out: list[int] = []
+    head, tail = 0, n - 1
+    turn = 0
+    while head <= tail:
+        if turn % 3 == 0:
+            out.append(head)
+            head += 1
+        else:
+            out.append(tail)
+            tail -= 1
+        turn += 1
+    return out
+
+
+def _expand_runs(lines: Sequence[str], runs: list[tuple[int, int]], target: int, tok: TokenCounter) -> str:
+    """The collapsed log with as many lines of its collapsed runs shown verbatim as the target
+    allows (errors first, then head and tail); found by a binary search on how many."""
+    in_run = [False] * len(lines)
+    for s, e in runs:
+        if e - s > 1:
+            in_run[s:e] = [True] * (e - s)
+    errors = [i for i in _important_lines(lines) if in_run[i]]
+    if errors:
+        errors = [errors[0], *reversed(errors[1:])]
+    order = dict.fromkeys(errors)
+    order.update(dict.fromkeys(i for i in _head_tail(len(lines)) if in_run[i]))
+    ranked = list(order)
+
+    def render(k: int) -> str:
+        verbatim = set(ranked[:k])
+        out: list[str] = []
+        for s, e in runs:
+            i = s
+            while i < e:
+                if i in verbatim:
+                    out.append(lines[i])
+                    i += 1
+                    continue
+                j = i + 1
+                while j < e and j not in verbatim:
+                    j += 1
+                out.append(_run_text(lines, i, j))
+                i = j
+        return "\n".join(out)
+
+    lo, hi = 0, len(ranked)
+    best = render(0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        candidate = render(mid)
+        if tok.count(candidate) <= target:
+            lo, best = mid, candidate
+        else:
+            hi = mid - 1
+    return best
 
 
 def _important_lines(lines: Sequence[str]) -> list[int]:
@@ -561,7 +644,11 @@ def _important_lines(lines: Sequence[str]) -> list[int]:
     return sorted(found)
 
 
-def _with_gaps(lines: Sequence[str], keep: set[int], marker: str) -> str:
+def _with_gaps(
+    lines: Sequence[str], keep: set[int], marker: str, sizes: Sequence[int] | None = None
+) -> str:
+    """The kept lines, each gap replaced by `marker` naming how many lines (`sizes[i]` original
+    lines for entry i, default one) it stands for."""
     out: list[str] = []
     gap = 0
     for i, line in enumerate(lines):
@@ -571,7 +658,7 @@ def _with_gaps(lines: Sequence[str], keep: set[int], marker: str) -> str:
                 gap = 0
             out.append(line)
         else:
-            gap += 1
+            gap += sizes[i] if sizes is not None else 1
     if gap:
         out.append(marker.format(n=gap))
     return "\n".join(out)

@@ -111,7 +111,9 @@ def test_log_collapses_repeats_and_keeps_errors_head_tail() -> None:
     lines += [f"step {i} done" for i in range(300)] + ["ERROR: build failed", "finished in 12s"]
     text = "\n".join(lines)
     collapsed = "\n".join(collapse_repeats(lines))
-    assert "[x200] compiling module 0" in collapsed and "[x300] step 0 done" in collapsed
+    assert "[x200 similar] compiling module 0 (numbers vary)" in collapsed and "[last] compiling module 199" in collapsed
+    assert "[x300 similar] step 0 done (numbers vary)" in collapsed
+    assert collapse_repeats(["ok", "ok", "ok", "x"]) == ["[x3] ok", "x"]
     noisy = "\n".join(f"{i}: {w}" for i, w in enumerate(("request ok", "cache miss for key", "user logged in") * 150))
     noisy += "\nwarning: disk 91% full\nTraceback (most recent call last):\n  File \"a.py\", line 3\nKeyError: 'b'\nfinished"
     out = compress_log(noisy, int(TOK.count(noisy) * 0.2), TOK)
@@ -289,3 +291,36 @@ def test_an_application_log_with_levels_is_a_log() -> None:
     # code that mentions levels stays code
     code = "\n".join(["import logging", "log = logging.getLogger(__name__)", "def f(x):", "    log.setLevel(logging.INFO)", "    return x;"])
     assert detect_kind(code) == "code"
+
+
+def pytest_log(n: int) -> str:
+    out = ["============================= test session starts ==============================",
+           "platform linux -- Python 3.11.9, pytest-8.2.0, pluggy-1.5.0", f"collected {n} items", ""]
+    for i in range(n):
+        status = "FAILED" if i in (1234, 4321) else "PASSED"
+        out.append(f"tests/test_orders.py::test_order_total[case{i}] {status} [{100 * i // n:3d}%]")
+    out += ["", "=================================== FAILURES ===================================",
+            ">       assert total(case) == expected(case)", "E       AssertionError: assert 1299 == 1300",
+            "FAILED tests/test_orders.py::test_order_total[case1234] - AssertionError: assert 1299 == 1300",
+            f"===================== 2 failed, {n - 2} passed in 41.20s ====================="]
+    return "\n".join(out)
+
+
+def test_log_runs_that_differ_in_numbers_say_so() -> None:
+    lines = [f"GET /api/orders/{1000 + i} 200 {5 + i % 40}ms" for i in range(200)]
+    collapsed = collapse_repeats(lines)
+    assert collapsed == ["[x200 similar] GET /api/orders/1000 200 5ms (numbers vary)", "[last] GET /api/orders/1199 200 44ms"]
+    out = compress_log("\n".join(lines), 60, TOK)
+    assert "similar]" in out and "(numbers vary)" in out and "[x200] " not in out
+
+
+@pytest.mark.parametrize("ratio", [0.4, 0.1])
+def test_log_compression_aims_at_its_target(ratio: float) -> None:
+    text = pytest_log(6000)
+    target = int(TOK.count(text) * ratio)
+    out = compress(text, "log", ratio, TOK)
+    # collapsing alone would give ~150 tokens; the spare budget goes to verbatim head/tail/errors
+    assert target * (1 - cmod.TOLERANCE) <= TOK.count(out) <= target * TOL
+    for needed in ("test session starts", "[case1234] FAILED", "[case4321] FAILED", "AssertionError: assert 1299 == 1300", "2 failed, 5998 passed"):
+        assert needed in out
+    assert out.startswith("=====") and out.endswith("=====")
