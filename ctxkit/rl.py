@@ -24,8 +24,10 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager as ContextManager
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -733,18 +735,33 @@ class DatasetWriter:
                 # The spool is scratch (private is right); the Parquet file itself goes through
                 # atomic_writer at the end, with the permissions of any other output.
                 spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the stack
-                    dir=os.path.dirname(os.path.abspath(self.path)),
+                    dir=None if self._special() else os.path.dirname(os.path.abspath(self.path)),
                     prefix=".ctxkit-",
                     suffix=".spool.jsonl",
                 )
                 self._out = self._stack.enter_context(spool)
                 self._spool = spool.name
             else:
-                self._out = self._stack.enter_context(atomic_writer(self.path, "wb"))
+                self._out = self._stack.enter_context(self._open_target())
         except OSError as exc:
             self._stack.close()
             raise self._cannot_write(exc) from None
         return self
+
+    def _special(self) -> bool:
+        """True for an existing target that is not a regular file (/dev/null, a FIFO)."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            return False
+        return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+    def _open_target(self) -> ContextManager[IO[Any]]:
+        # A device or a pipe is written in place: renaming a temp file over it would replace
+        # /dev/null with a regular file (as root) or cut the reader of a FIFO off.
+        if self._special():
+            return open(self.path, "wb")
+        return atomic_writer(self.path, "wb")
 
     def write(self, rows: Iterable[dict[str, Any]]) -> None:
         """Append rows (one JSON object per line)."""
@@ -776,7 +793,7 @@ class DatasetWriter:
     def _to_parquet(self, spool: str) -> None:
         import polars as pl
 
-        with atomic_writer(self.path, "wb") as out:
+        with self._open_target() as out:
             if self.rows == 0:
                 empty = pl.DataFrame(schema=rl_schema()) if self.kind == "rl" else pl.DataFrame()
                 empty.write_parquet(out)

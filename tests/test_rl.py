@@ -408,6 +408,32 @@ def test_writer_to_a_path_it_cannot_write_is_one_clear_error(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_writer_writes_into_a_fifo_instead_of_replacing_it(tmp_path: Path, fmt: str) -> None:
+    """`-o /dev/null` or a named pipe is written in place, never renamed over (as root a rename
+    would turn /dev/null into a regular file); a FIFO stands in for the device here."""
+    import os
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    try:
+        with DatasetWriter(str(fifo), fmt) as w:
+            w.write([{"a": 1}])
+    finally:
+        if reader.is_alive():  # the writer never opened the pipe: unblock the reader
+            with open(fifo, "wb"):
+                pass
+        reader.join(timeout=30)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and (got[0] == b'{"a":1}\n' if fmt == "jsonl" else got[0][:4] == b"PAR1")
+    assert list(tmp_path.iterdir()) == [fifo]
+
+
 def test_dpo_pairs_best_against_worst() -> None:
     (trials, _) = _trials()
     best, worst = best_and_worst(trials)
