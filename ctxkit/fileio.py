@@ -43,6 +43,16 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
     """
     target = os.fspath(path)
     check_writable(target)
+    if os.path.exists(target) and not os.path.isfile(target):
+        # /dev/null, a named pipe, a terminal: write into it; renaming over it would replace
+        # the device itself (as root, for everyone).
+        kwargs0: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
+        try:
+            with open(target, mode, **kwargs0) as stream:
+                yield stream
+        except OSError as exc:
+            raise CtxkitError(f"cannot write {target}: {exc.strerror or exc}") from None
+        return
     directory = os.path.dirname(os.path.abspath(target))
     try:
         fd, tmp = tempfile.mkstemp(

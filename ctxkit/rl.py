@@ -23,8 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import os
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager as ContextManager
@@ -40,7 +38,7 @@ from ctxkit.budget import Thresholds, compaction_target, used_fraction
 from ctxkit.chain import DEFAULT_CHAIN, RECOVERY_MODES, ChainOptions, expand_chain
 from ctxkit.chain import compact as run_chain
 from ctxkit.errors import CtxkitError, InputError, UsageError
-from ctxkit.fileio import atomic_writer
+from ctxkit.fileio import atomic_writer, check_writable
 from ctxkit.model import TYPES, Transcript
 from ctxkit.strategies import STRATEGIES
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
@@ -726,16 +724,12 @@ class DatasetWriter:
         if self.path == "-":
             self._out = sys.stdout.buffer
             return self
-        if os.path.isdir(self.path):
-            raise CtxkitError(
-                f"cannot write dataset {self.path}: it is a directory; give a file path"
-            )
+        check_writable(self.path, "dataset")
         try:
             if self.fmt == "parquet":
                 # The spool is scratch (private is right); the Parquet file itself goes through
                 # atomic_writer at the end, with the permissions of any other output.
                 spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed by the stack
-                    dir=None if self._special() else os.path.dirname(os.path.abspath(self.path)),
                     prefix=".ctxkit-",
                     suffix=".spool.jsonl",
                 )
@@ -748,19 +742,8 @@ class DatasetWriter:
             raise self._cannot_write(exc) from None
         return self
 
-    def _special(self) -> bool:
-        """True for an existing target that is not a regular file (/dev/null, a FIFO)."""
-        try:
-            mode = os.stat(self.path).st_mode
-        except OSError:
-            return False
-        return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
-
     def _open_target(self) -> ContextManager[IO[Any]]:
-        # A device or a pipe is written in place: renaming a temp file over it would replace
-        # /dev/null with a regular file (as root) or cut the reader of a FIFO off.
-        if self._special():
-            return open(self.path, "wb")
+        # atomic_writer writes a device or a pipe in place instead of renaming over it.
         return atomic_writer(self.path, "wb")
 
     def write(self, rows: Iterable[dict[str, Any]]) -> None:
