@@ -327,8 +327,7 @@ def _replay(
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
     from ctxkit.archive import Archive
     from ctxkit.formats import ReadStats, read_path
-    from ctxkit.replay import attach_truth, replay, sidecar_for
-    from ctxkit.simulate import read_truth
+    from ctxkit.replay import attach_truth, read_truth_records, replay, sidecar_for
 
     with spooled_stdin(source) as path:
         transcripts = list(
@@ -346,7 +345,7 @@ def _replay(
         raise UsageError(f"{source}: no transcript to replay")
     sidecar = sidecar_for(source)
     if sidecar is not None:
-        attach_truth(transcripts, read_truth(sidecar))
+        attach_truth(transcripts, read_truth_records(sidecar), warn=echo_err)
     # The archive is scratch unless asked for: a replay writes no compacted transcript to recall into.
     with Archive(archive_path or ":memory:") as archive:
         results = [
