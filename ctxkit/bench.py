@@ -1411,7 +1411,8 @@ def run(
 # --------------------------------------------------------------------------- output
 
 
-def _fmt(x: Any) -> str:
+def fmt_value(x: Any) -> str:
+    """A figure as the tables show it: thousands separators, three significant figures when small."""
     if x is None:
         return "-"
     if isinstance(x, bool):
@@ -1432,7 +1433,7 @@ def _fmt(x: Any) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    cells = [[_fmt(c) for c in r] for r in rows]
+    cells = [[fmt_value(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
     line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
@@ -1445,7 +1446,7 @@ def _target(f: Figure) -> str:
     if f.target is None:
         return "-"
     sign = "<" if f.better == "lower" else ">="
-    return f"{sign} {_fmt(f.target)}"
+    return f"{sign} {fmt_value(f.target)}"
 
 
 PEER_COLUMNS = (

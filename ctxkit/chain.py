@@ -734,6 +734,18 @@ def _minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainO
     return candidate
 
 
+def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:
+    """One placeholder for the dropped turns, with their refs (the units go to the archive)."""
+    refs = [archive_unit(state, u) for u in dropped]
+    return Unit(
+        id="ctxkit-truncated",
+        role="user",
+        type="placeholder",
+        content=f"[ctxkit: {len(dropped)} earlier messages removed; {refs_hint(refs)}]",
+        meta={"refs": refs, "strategy": "truncate"},
+    )
+
+
 def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
     """Drop the oldest whole turns (archived, one placeholder) until the rest fits."""
     units = list(state.units)
@@ -747,14 +759,7 @@ def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> 
         kept = rest[cut:]
         if not kept:
             break
-        refs = [archive_unit(state, u) for u in dropped]
-        marker = Unit(
-            id="ctxkit-truncated",
-            role="user",
-            type="placeholder",
-            content=f"[ctxkit: {len(dropped)} earlier messages removed; {refs_hint(refs)}]",
-            meta={"refs": refs, "strategy": "truncate"},
-        )
+        marker = _truncate_marker(state, dropped)
         candidate = State(
             units=tuple([*system, marker, *kept]),
             target=state.target,
@@ -765,14 +770,7 @@ def _truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> 
             return candidate
     # One turn alone is too big: keep only the last user request (as picoclaw does).
     last_i = _last_request_index(rest)
-    refs = [archive_unit(state, u) for i, u in enumerate(rest) if i != last_i]
-    marker = Unit(
-        id="ctxkit-truncated",
-        role="user",
-        type="placeholder",
-        content=f"[ctxkit: {len(refs)} earlier messages removed; {refs_hint(refs)}]",
-        meta={"refs": refs, "strategy": "truncate"},
-    )
+    marker = _truncate_marker(state, [u for i, u in enumerate(rest) if i != last_i])
     base = State(
         units=tuple([*system, marker]), target=state.target, ctx=state.ctx, in_recovery=True
     )

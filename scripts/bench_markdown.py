@@ -15,28 +15,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.bench import PEER_COLUMNS, PEER_LABELS
+from ctxkit.bench import PEER_COLUMNS, PEER_LABELS, fmt_value
 
 
 def fmt(x: Any) -> str:
-    """A cell: thousands separators, three significant figures for small numbers."""
-    if x is None:
-        return "–"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if x == 0:
-            return "0"
-        if abs(x) >= 1000:
-            return f"{x:,.0f}"
-        if abs(x) >= 10:
-            return f"{x:.1f}"
-        if abs(x) >= 0.1:
-            return f"{x:.2f}"
-        return f"{x:.3g}"
-    return str(x).replace("|", "\\|")
+    """A Markdown cell: the bench table's number format, a dash for none, pipes escaped."""
+    return "–" if x is None else fmt_value(x).replace("|", "\\|")
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
