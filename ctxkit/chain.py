@@ -617,6 +617,9 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
 MIN_HANDOVER_TOKENS = 120  # below this a handover says too little to be worth the room
 
 
+MAX_SUFFIX_TRIES = 8  # shorter recent runs tried before the minimal form
+
+
 def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
     """System units, a handover of everything dropped (every P1 unit named), then the most
     recent work that still fits, from the last user request on at least.
@@ -624,34 +627,41 @@ def _fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) 
     When even the last request and a small handover do not fit, this is the spec's minimal form:
     the handover and the last request (offloaded with a ref if it alone is too big).
     """
-    tail = _recent_suffix(state, original)
-    if tail:
+    system = [u for u in original if u.role == "system"]
+    for tail in _recent_suffixes(state, original):
         kept_ids = {u.id for u in tail}
         dropped = [u for u in original if u.role != "system" and u.id not in kept_ids]
-        system = [u for u in original if u.role == "system"]
         fitted = _with_handover(state, system, dropped, tail, options)
         if fitted is not None:
             return fitted
     return _minimal_fresh_start(state, original, options)
 
 
-def _recent_suffix(state: State, original: Sequence[Unit]) -> list[Unit]:
-    """The longest run of the chain's latest units, cut at a block boundary and holding the last
-    user request, that leaves room for a handover; [] when there is none."""
+def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Unit]]:
+    """Runs of the chain's latest units, cut at block boundaries and holding the last user
+    request, longest first, that leave room for a handover naming the P1 units they drop."""
     last_i = _last_request_index(original)
     if last_i is None:
-        return []
+        return
     current = [u for u in state.units if u.role != "system"]
     request_at = next((k for k, u in enumerate(current) if u.id == original[last_i].id), None)
     if request_at is None:
-        return []
+        return
+    tok = state.ctx.tokenizer
     sizes = state.with_units(current).units_tokens()
     system_tokens = state.with_units([u for u in state.units if u.role == "system"]).tokens()
-    budget = state.target - system_tokens - MIN_HANDOVER_TOKENS
+    p1 = [u for u in original if u.is_p1 and u.role != "system"]
+    tries = 0
     for start, _end in structure.blocks(current):  # longest suffix first
-        if start <= request_at and sum(sizes[start:]) <= budget:
-            return current[start:]
-    return []
+        if start > request_at or tries >= MAX_SUFFIX_TRIES:
+            return
+        tail = current[start:]
+        kept = {u.id for u in tail}
+        # The handover must name every P1 unit it drops: at least its id on a line.
+        p1_cost = sum(tok.count(u.id) + 4 for u in p1 if u.id not in kept)
+        if sum(sizes[start:]) + p1_cost + MIN_HANDOVER_TOKENS <= state.target - system_tokens:
+            tries += 1
+            yield tail
 
 
 def _with_handover(

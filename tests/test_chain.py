@@ -299,3 +299,19 @@ def test_fresh_start_keeps_the_recent_work_that_fits(tmp_path: Path) -> None:
         assert _records(tail) == _records(t.units[len(t.units) - len(tail) :])
         assert "plan" in units[1].content  # the dropped P1 unit is named in the handover
         assert _records(archive.restore(result.transcript).units) == _records(t.units)
+
+
+def test_fresh_start_tries_shorter_recent_runs_when_p1_names_need_room(tmp_path: Path) -> None:
+    """Every unit P1: the handover must name each dropped one, so a shorter recent run is kept."""
+    from ctxkit.simulate import generate
+
+    t = generate("all_p1", seed=0)
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, limit=4000, archive=archive, tokenizer=TOK)
+        assert result.recovery == "fresh_start" and result.fits
+        assert result.p1_kept >= result.p1_total // 3  # not just the last request
+        handover = next(u for u in result.transcript.units if u.type == "summary")
+        kept = {u.id for u in result.transcript.units}
+        for u in t.units:
+            if u.is_p1 and u.id not in kept:
+                assert u.id in handover.content
