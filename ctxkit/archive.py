@@ -764,8 +764,12 @@ def _cut(text: str, max_tokens: int, tokenizer: Tokenizer | None, *, first_line:
 
     budget = max_tokens - tokenizer.count(note(len(all_lines), total))
     if budget <= 0:
-        # too small for the note: the plain cut is all that fits
-        return _prefix_within(text, max_tokens, tokenizer)
+        # too small for the full note: a short one still says the text was cut
+        short = "\n[cut: raise --max-tokens]"
+        room = max_tokens - tokenizer.count(short)
+        if room <= 0:
+            return _prefix_within(text, max_tokens, tokenizer)
+        return _prefix_within(text, room, tokenizer) + short
     # the longest run of whole lines within budget (binary search on the line count)
     lo, hi = 0, len(all_lines)
     while lo < hi:

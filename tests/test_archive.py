@@ -640,3 +640,12 @@ def test_put_get_round_trip(unit: Unit) -> None:
         ref = a.put("t", unit)
         assert a.get(ref).unit() == unit
         assert a.put("t", unit) == ref == make_ref("t", unit.id, unit.content)
+
+
+def test_recall_tiny_budget_still_says_it_cut(archive: Archive) -> None:
+    from ctxkit.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    ref = archive.put("t0", tool_result())
+    out = archive.recall(ref, max_tokens=20, tokenizer=tok)
+    assert out.endswith("\n[cut: raise --max-tokens]") and tok.count(out) <= 20
