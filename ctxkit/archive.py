@@ -500,12 +500,17 @@ class Archive:
         return text
 
     def list(self, transcript_id: str | None = None) -> builtins.list[ArchivedUnit]:
-        """Archived units in the order they were stored, of one transcript or all."""
+        """Archived units in the order they were stored, of one transcript or all.
+
+        A transcript's units include those archived under its digest keys (`id~1a2b3c4d`), which
+        it gets when it is compacted again with other content (an agent loop, a replay).
+        """
         sql = f"SELECT {_COLUMNS} FROM units"
         params: tuple[Any, ...] = ()
         if transcript_id is not None:
-            sql += " WHERE transcript_id = ?"
-            params = (transcript_id,)
+            sql += " WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
+            # '~' + 8 hex digits sort between id + '~' and id + '~~': an index range, no LIKE escaping
+            params = (transcript_id, transcript_id + "~", transcript_id + "~~")
         return [_row(r) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
 
     def transcript_ids(self) -> builtins.list[str]:

@@ -649,3 +649,13 @@ def test_recall_tiny_budget_still_says_it_cut(archive: Archive) -> None:
     ref = archive.put("t0", tool_result())
     out = archive.recall(ref, max_tokens=20, tokenizer=tok)
     assert out.endswith("\n[cut: raise --max-tokens]") and tok.count(out) <= 20
+
+
+def test_list_covers_a_transcripts_digest_keys(archive: Archive) -> None:
+    """Compacted again with other content (an agent loop), a transcript gets `id~digest` keys;
+    its listing still holds every unit archived for it, and no other transcript's."""
+    first = archive.put("sess", tool_result("a"))
+    again = archive.put("sess~1a2b3c4d", tool_result("b"))
+    archive.put("sess-2", tool_result("c"))
+    archive.put("sessx", tool_result("d"))
+    assert [a.ref for a in archive.list("sess")] == [first, again]
