@@ -25,7 +25,9 @@ def check_writable(path: str | os.PathLike[str], what: str = "output") -> None:
     if not os.path.isdir(directory):
         raise CtxkitError(f"cannot write {what} {target}: the directory {directory} does not exist")
     if not os.access(directory, os.W_OK):
-        raise CtxkitError(f"cannot write {what} {target}: the directory {directory} is not writable")
+        raise CtxkitError(
+            f"cannot write {what} {target}: the directory {directory} is not writable"
+        )
 
 
 def _umask() -> int:
@@ -80,6 +82,21 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """The whole of `data` at `path`, or nothing."""
     with atomic_writer(path, "wb") as out:
         out.write(data)
+
+
+def write_output(path: str, data: bytes) -> None:
+    """`data` to stdout when `path` is `-`, else atomically to the file."""
+    if path == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        write_bytes_atomic(path, data)
+
+
+def copy_output(source: str, path: str) -> None:
+    """The bytes of `source`, unchanged, to `path` (or stdout)."""
+    with open(source, "rb") as f:
+        write_output(path, f.read())
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from ctxkit.cli.options import (
     want_progress,
 )
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_writable, spooled_stdin, write_bytes_atomic
+from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_output
 
 if TYPE_CHECKING:
     from ctxkit.chain import Event
@@ -240,7 +240,7 @@ def compact(
         changed = any(r.changed for r in results)
         if not dry_run:
             if not changed and to_format is None:
-                _copy_bytes(path, output)
+                copy_output(path, output)
             else:
                 write_path([r.transcript for r in results], output, to_format)
         if report_path:
@@ -251,12 +251,7 @@ def compact(
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
-            data = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
-            if report_path == "-":
-                sys.stdout.buffer.write(data)
-                sys.stdout.flush()
-            else:
-                write_bytes_atomic(report_path, data)
+            write_output(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
     for r in results:
         line = r.summary_line()
@@ -293,16 +288,6 @@ def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
     finally:
         if out is not None and out is not sys.stderr:
             out.close()
-
-
-def _copy_bytes(path: str, output: str) -> None:
-    with open(path, "rb") as f:
-        data = f.read()
-    if output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        write_bytes_atomic(output, data)
 
 
 def _explain_steps(result: Any) -> None:
@@ -363,12 +348,7 @@ def _replay(
         ]
     reports = [r.to_dict(include_transcript=True) for r in results]
     doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
-    data = orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
-    if output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        write_bytes_atomic(output, data)
+    write_output(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     for r in results:
         echo_err(r.summary_line())
         for c in r.compaction_log:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -12,7 +11,7 @@ import orjson
 
 from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import spooled_stdin, write_bytes_atomic
+from ctxkit.fileio import copy_output, spooled_stdin
 
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
@@ -252,19 +251,9 @@ def expand(
             raise UsageError(f"{compacted}: no transcript to expand")
         if untouched == len(originals) and to_format is None:
             # nothing was compacted: the input is the original, byte for byte
-            _copy_bytes(source, output)
+            copy_output(source, output)
         else:
             write_path(originals, output, to_format)
     n = len(originals)
     note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
-
-
-def _copy_bytes(path: str, output: str) -> None:
-    with open(path, "rb") as f:
-        data = f.read()
-    if output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return
-    write_bytes_atomic(output, data)
