@@ -21,7 +21,7 @@ _EXPORTS = {
     "get_tokenizer": "ctxkit.tokens",
     "count_transcript": "ctxkit.tokens",
     "evaluate": "ctxkit.guard",
-    "compact": "ctxkit.chain",
+    "compact": "ctxkit.compaction",
 }
 
 

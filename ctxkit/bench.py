@@ -676,7 +676,7 @@ def _settings(limit: int) -> Any:
 
 def _compact(t: Transcript, limit: int, embedder: Any = None, chain: str | None = None) -> Any:
     from ctxkit.archive import Archive
-    from ctxkit.chain import compact
+    from ctxkit.compaction import compact
     from ctxkit.config import Config
     from ctxkit.settings import compact_settings
 
@@ -987,7 +987,7 @@ def run_peer(
 ) -> dict[str, Any]:
     """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
     from ctxkit.archive import Archive
-    from ctxkit.chain import coherence, compact
+    from ctxkit.compaction import coherence, compact
     from ctxkit.simulate import needle_retention
     from ctxkit.structure import pairs_intact
     from ctxkit.tokens import count_transcript
@@ -1208,7 +1208,7 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
     import tracemalloc
 
     from ctxkit.archive import Archive
-    from ctxkit.chain import compact
+    from ctxkit.compaction import compact
     from ctxkit.simulate import generate
     from ctxkit.tokens import count_transcript
 

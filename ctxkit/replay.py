@@ -35,7 +35,7 @@ import orjson
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds, compaction_target, status_for, status_rank
-from ctxkit.chain import RECOVERY_MODES, ChainOptions, compact, expand_chain
+from ctxkit.compaction import RECOVERY_MODES, ChainOptions, compact, expand_chain
 from ctxkit.errors import BreakerFailed, CtxkitError, InputError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_transcript, count_units

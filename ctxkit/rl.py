@@ -35,12 +35,12 @@ import orjson
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds, compaction_target, used_fraction
-from ctxkit.chain import DEFAULT_CHAIN, RECOVERY_MODES, ChainOptions, expand_chain
-from ctxkit.chain import compact as run_chain
+from ctxkit.compaction import RECOVERY_MODES, ChainOptions, expand_chain
+from ctxkit.compaction import compact as run_chain
 from ctxkit.errors import CtxkitError, InputError, UsageError
 from ctxkit.fileio import atomic_writer, check_writable
 from ctxkit.model import TYPES, Transcript
-from ctxkit.strategies import STRATEGIES
+from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
 
 MODES = ("oneshot", "replay")
@@ -355,7 +355,7 @@ def state_features(
 
 def coherence(original: Transcript, result: Transcript, embedder: Any = None) -> float:
     """The chain's coherence figure (`chain.coherence`), so reports and rewards agree."""
-    from ctxkit.chain import coherence as chain_coherence
+    from ctxkit.compaction import coherence as chain_coherence
 
     return chain_coherence(original.units, result.units, embedder)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.budget import Target, compaction_target, resolve_target
-from ctxkit.chain import ChainOptions, expand_chain
+from ctxkit.compaction import ChainOptions, expand_chain
 from ctxkit.config import STRATEGY_NAMES, Config, load_config
 from ctxkit.errors import UsageError
 from ctxkit.tokens import CountOptions, Tokenizer

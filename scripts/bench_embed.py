@@ -139,7 +139,7 @@ def main() -> None:
 def bench_chain(path: Path, n: int) -> None:
     """The compaction chain on the first n units of a real session, each embedder, cold and cached."""
     try:
-        from ctxkit.chain import ChainOptions, compact
+        from ctxkit.compaction import ChainOptions, compact
         from ctxkit.formats import read_path
         from ctxkit.relevance import get_embedder, similarity
         from ctxkit.tokens import count_transcript, get_tokenizer

@@ -16,7 +16,7 @@ import sys
 import time
 
 from ctxkit.archive import Archive
-from ctxkit.chain import compact
+from ctxkit.compaction import compact
 from ctxkit.config import Config
 from ctxkit.formats import read_path
 from ctxkit.settings import build_embedder

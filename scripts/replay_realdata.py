@@ -25,10 +25,11 @@ from typing import Any
 
 import orjson
 
-from ctxkit.chain import DEFAULT_CHAIN, ChainOptions
+from ctxkit.compaction import ChainOptions
 from ctxkit.formats import read_path
 from ctxkit.model import Transcript
 from ctxkit.replay import replay
+from ctxkit.strategies import DEFAULT_CHAIN
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from ctxkit import structure
 from ctxkit.archive import Archive
-from ctxkit.chain import DEFAULT_CHAIN, ChainOptions, compact, expand_chain
+from ctxkit.compaction import ChainOptions, compact, expand_chain
 from ctxkit.errors import BreakerFailed, UsageError
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.strategies import STRATEGIES
+from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")

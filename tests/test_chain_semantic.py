@@ -12,7 +12,7 @@ from chatserver import ChatServer, Reply, completion
 from click.testing import CliRunner
 
 from ctxkit.archive import Archive
-from ctxkit.chain import ChainOptions, Event, coherence, compact
+from ctxkit.compaction import ChainOptions, Event, coherence, compact
 from ctxkit.cli import cli
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.relevance import EMBEDDERS, get_embedder

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds
-from ctxkit.chain import ChainOptions
+from ctxkit.compaction import ChainOptions
 from ctxkit.cli import cli
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Transcript, Unit

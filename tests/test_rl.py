@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ctxkit.chain import DEFAULT_CHAIN
 from ctxkit.errors import CtxkitError, InputError
 from ctxkit.model import TYPES, ToolCall, Transcript, Unit
 from ctxkit.rl import (
@@ -31,7 +30,7 @@ from ctxkit.rl import (
     state_features,
 )
 from ctxkit.simulate import SCENARIOS, generate
-from ctxkit.strategies import STRATEGIES
+from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
 
 TOK = get_tokenizer()

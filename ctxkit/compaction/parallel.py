@@ -1,0 +1,81 @@
+"""Compaction of many transcripts (a dataset), optionally in forked worker processes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ctxkit.archive import Archive
+from ctxkit.compaction.chain import compact
+from ctxkit.compaction.result import CompactResult, Event, Observer
+from ctxkit.errors import CtxkitError
+from ctxkit.model import Transcript
+
+_WORK: dict[str, Any] = {}  # what forked workers inherit: the compact() keyword arguments
+
+
+def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcript | None]:
+    """Compact one transcript in a worker, into a private in-memory archive whose rows go back to
+    the parent (one process writes the SQLite file)."""
+    events: list[Event] = []
+    scratch = Archive(":memory:")
+    try:
+        result = compact(t, archive=scratch, observe=events.append, **_WORK)
+    except CtxkitError as exc:
+        return ("error", (type(exc).__name__, str(exc), exc.exit_code), events, [], None)
+    rows = scratch.list(t.id) if result.changed else []
+    original = scratch.original(t.id) if result.changed else None
+    scratch.close()
+    return ("ok", result, events, rows, original)
+
+
+def compact_many(
+    transcripts: Iterable[Transcript],
+    *,
+    jobs: int = 1,
+    archive: Archive | None = None,
+    observe: Observer | None = None,
+    **kwargs: Any,
+) -> Iterator[CompactResult]:
+    """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
+
+    Workers archive into memory and hand their rows back, so the archive file has one writer and
+    the same refs as a serial run (refs are content hashes).
+    """
+    import sys
+
+    # Forking a process whose torch threads are running can deadlock the children: fork only
+    # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
+    if jobs <= 1 or "torch" in sys.modules:
+        for t in transcripts:
+            yield compact(t, archive=archive, observe=observe, **kwargs)
+        return
+    import multiprocessing
+
+    _WORK.clear()
+    _WORK.update(kwargs)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for status, payload, events, rows, original in pool.imap(_work_one, transcripts):
+                for event in events:
+                    if observe is not None:
+                        observe(event)
+                if status == "error":
+                    kind, message, code = payload
+                    error = CtxkitError(message)
+                    error.exit_code = code
+                    raise error
+                if archive is not None and original is not None:
+                    if archive.key_for(original) != original.id:
+                        # Another transcript of this name is archived already: redo this one
+                        # here, so its refs carry the archive's distinct key.
+                        yield compact(original, archive=archive, observe=observe, **kwargs)
+                        continue
+                    archive.put_transcript(original)
+                    for row in rows:
+                        archive.put(
+                            row.transcript_id, row.unit(), summary=row.summary, tokens=row.tokens
+                        )
+                yield payload
+    finally:
+        _WORK.clear()

@@ -1,0 +1,235 @@
+"""Recovery when the chain cannot reach its goal: fresh_start and truncate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from ctxkit import structure
+from ctxkit.compaction.options import ChainOptions
+from ctxkit.model import Unit
+from ctxkit.strategies.base import State, archive_unit, refs_hint
+
+
+def _last_request_index(units: Sequence[Unit]) -> int | None:
+    for i in range(len(units) - 1, -1, -1):
+        if structure.is_user_request(units[i]):
+            return i
+    return None
+
+
+def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
+    """The last request verbatim, or, when it alone cannot fit, offloaded: the archive keeps it
+    whole and the context keeps as much of its head and tail as fits, with the ref."""
+    tok = state.ctx.tokenizer
+    if tok.count(request.content) <= room:
+        return request
+    ref = archive_unit(state, request)
+    text = request.content
+
+    def shortened(keep_chars: int) -> str:
+        head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
+        note = (
+            f"[ctxkit: this request is larger than the context allows; {len(text) - keep_chars:,} "
+            f"of its {len(text):,} characters are in the archive: ctxkit recall {ref}]"
+        )
+        return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
+
+    low, high = 0, len(text)
+    while low < high:  # the longest head + tail that fits the room
+        mid = (low + high + 1) // 2
+        if tok.count(shortened(mid)) <= room:
+            low = mid
+        else:
+            high = mid - 1
+    return request.replace(
+        content=shortened(low),
+        meta={**request.meta, "ref": ref, "strategy": "recovery", "offloaded_request": True},
+    )
+
+
+MIN_HANDOVER_TOKENS = 120  # below this a handover says too little to be worth the room
+
+
+MAX_SUFFIX_TRIES = 8  # shorter recent runs tried before the minimal form
+
+
+def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """System units, a handover of everything dropped (every P1 unit named), then the most
+    recent work that still fits, from the last user request on at least.
+
+    When even the last request and a small handover do not fit, this is the spec's minimal form:
+    the handover and the last request (offloaded with a ref if it alone is too big).
+    """
+    system = [u for u in original if u.role == "system"]
+    for tail in _recent_suffixes(state, original):
+        kept_ids = {u.id for u in tail}
+        dropped = [u for u in original if u.role != "system" and u.id not in kept_ids]
+        fitted = _with_handover(state, system, dropped, tail, options)
+        if fitted is not None:
+            return fitted
+    return minimal_fresh_start(state, original, options)
+
+
+def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Unit]]:
+    """Runs of the chain's latest units, cut at block boundaries and holding the last user
+    request, longest first, that leave room for a handover naming the P1 units they drop."""
+    last_i = _last_request_index(original)
+    if last_i is None:
+        return
+    current = [u for u in state.units if u.role != "system"]
+    request_at = next((k for k, u in enumerate(current) if u.id == original[last_i].id), None)
+    if request_at is None:
+        return
+    tok = state.ctx.tokenizer
+    sizes = state.with_units(current).units_tokens()
+    system_tokens = state.with_units([u for u in state.units if u.role == "system"]).tokens()
+    p1 = [u for u in original if u.is_p1 and u.role != "system"]
+    tries = 0
+    for start, _end in structure.blocks(current):  # longest suffix first
+        if start > request_at or tries >= MAX_SUFFIX_TRIES:
+            return
+        tail = current[start:]
+        kept = {u.id for u in tail}
+        # The handover must name every P1 unit it drops: at least its id on a line.
+        p1_cost = sum(tok.count(u.id) + 4 for u in p1 if u.id not in kept)
+        if sum(sizes[start:]) + p1_cost + MIN_HANDOVER_TOKENS <= state.target - system_tokens:
+            tries += 1
+            yield tail
+
+
+def _with_handover(
+    state: State,
+    system: list[Unit],
+    dropped: list[Unit],
+    tail: list[Unit],
+    options: ChainOptions,
+) -> State | None:
+    """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
+    from ctxkit.summarize import handover
+
+    tok = state.ctx.tokenizer
+    refs = [archive_unit(state, u) for u in dropped]
+    p1 = [u for u in dropped if u.is_p1]
+    fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
+    size = min(options.handover_tokens, state.target - fixed)
+    hint = f"\n[ctxkit: {len(dropped):,} earlier messages archived; {refs_hint(refs)}]"
+    while size >= 16:
+        text = handover(
+            dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+        )
+        text += hint
+        summary = Unit(
+            id="ctxkit-handover",
+            role="user",
+            type="summary",
+            content=text,
+            meta={"refs": refs, "strategy": "fresh_start"},
+        )
+        candidate = State(
+            units=(*system, summary, *tail), target=state.target, ctx=state.ctx, in_recovery=True
+        )
+        over = candidate.tokens() - state.target
+        if over <= 0:
+            return candidate
+        size -= over + 8
+    return None
+
+
+def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """System units + a handover naming every P1 unit + the last user request verbatim."""
+    from ctxkit.summarize import handover
+
+    system = [u for u in original if u.role == "system"]
+    last_i = _last_request_index(original)
+    body = [u for i, u in enumerate(original) if u.role != "system" and i != last_i]
+    refs = [archive_unit(state, u) for u in body]
+    p1 = [u for u in body if u.is_p1]
+    tok = state.ctx.tokenizer
+    base = state.with_units(system)
+    room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
+    request = None
+    if last_i is not None:
+        # The request keeps priority over the handover, which needs only a little room.
+        request = _fit_last_request(
+            state, original[last_i], max(0, room - min(options.handover_tokens, 160))
+        )
+        room -= tok.count(request.content)
+    # The handover gets what the system prompt and the last request leave, up to its own size;
+    # the summarizer's length is approximate, so shrink it until the whole fits.
+    size = max(16, min(options.handover_tokens, room))
+    candidate = state
+    hint = f"\n[ctxkit: {len(body):,} earlier messages archived; {refs_hint(refs)}]"
+    for _ in range(6):
+        text = handover(body, target_tokens=size, p1_units=p1, tok=tok) + hint
+        summary = Unit(
+            id="ctxkit-handover",
+            role="user",
+            type="summary",
+            content=text,
+            meta={"refs": refs, "strategy": "fresh_start"},
+        )
+        units = [*system, summary, *([request] if request is not None else [])]
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+        over = candidate.tokens() - state.target
+        if over <= 0 or size <= 16:
+            break
+        size = max(16, size - over - 8)
+    return candidate
+
+
+def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:
+    """One placeholder for the dropped turns, with their refs (the units go to the archive)."""
+    refs = [archive_unit(state, u) for u in dropped]
+    return Unit(
+        id="ctxkit-truncated",
+        role="user",
+        type="placeholder",
+        content=f"[ctxkit: {len(dropped)} earlier messages removed; {refs_hint(refs)}]",
+        meta={"refs": refs, "strategy": "truncate"},
+    )
+
+
+def truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
+    """Drop the oldest whole turns (archived, one placeholder) until the rest fits."""
+    units = list(state.units)
+    system = [u for u in units if u.role == "system"]
+    rest = [u for u in units if u.role != "system"]
+    turn_starts = sorted({t.start for t in structure.turns(rest)} | {len(rest)})
+    for cut in turn_starts:
+        if cut == 0:
+            continue
+        dropped = rest[:cut]
+        kept = rest[cut:]
+        if not kept:
+            break
+        marker = _truncate_marker(state, dropped)
+        candidate = State(
+            units=tuple([*system, marker, *kept]),
+            target=state.target,
+            ctx=state.ctx,
+            in_recovery=True,
+        )
+        if candidate.fits():
+            return candidate
+    # One turn alone is too big: keep only the last user request (as picoclaw does).
+    last_i = _last_request_index(rest)
+    marker = _truncate_marker(state, [u for i, u in enumerate(rest) if i != last_i])
+    base = State(
+        units=tuple([*system, marker]), target=state.target, ctx=state.ctx, in_recovery=True
+    )
+    if last_i is None:
+        return base
+    room = state.target - base.tokens() - state.ctx.count_opts.tokens_per_message
+    request = _fit_last_request(state, rest[last_i], room)
+    return State(
+        units=tuple([*system, marker, request]),
+        target=state.target,
+        ctx=state.ctx,
+        in_recovery=True,
+    )
+
+
+# The recovery modes, by config name: what runs when the chain cannot reach its goal (`error`
+# runs nothing and fails the run).
+RECOVERY = {"fresh_start": fresh_start, "truncate": truncate, "error": None}
+RECOVERY_MODES = tuple(RECOVERY)
