@@ -12,8 +12,8 @@ from chatserver import ChatServer, Reply, completion
 from click.testing import CliRunner
 
 from ctxkit.archive import Archive
-from ctxkit.compaction import ChainOptions, Event, coherence, compact
 from ctxkit.cli import cli
+from ctxkit.compaction import ChainOptions, Event, coherence, compact
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.relevance import EMBEDDERS, get_embedder
 from ctxkit.tokens import get_tokenizer

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds
-from ctxkit.compaction import ChainOptions
 from ctxkit.cli import cli
+from ctxkit.compaction import ChainOptions
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.replay import (

@@ -60,7 +60,7 @@ def test_cl100k_counts_equal_tiktoken_encode_ordinary():
 def test_large_batches_take_the_threaded_path_and_agree():
     tok = tokens.TiktokenTokenizer("cl100k_base", ENC)
     texts = [f"line {i}: " + "the quick brown fox jumps over the lazy dog " * 40 for i in range(40)]
-    assert sum(map(len, texts)) > tokens._SERIAL_MAX_CHARS
+    assert sum(map(len, texts)) > tokens.loaders._SERIAL_MAX_CHARS
     assert tok.count_many(texts) == [raw(t) for t in texts]
 
 
@@ -90,7 +90,7 @@ def test_cache_is_used_and_bounded(monkeypatch):
     # long texts are cached by digest, not by the text itself
     assert all(not (isinstance(k, str) and len(k) > 256) for k in tok._cache)
 
-    monkeypatch.setattr(tokens, "CACHE_MAX_ENTRIES", 5)
+    monkeypatch.setattr(tokens.loaders, "CACHE_MAX_ENTRIES", 5)
     many = [f"text number {i}" for i in range(4)]
     assert tok.count_many(many) == [raw(t) for t in many]
     assert len(tok._cache) <= 5
@@ -361,7 +361,7 @@ def test_realdata_counts_equal_tiktoken(path):
 
 
 def test_estimate_calls_restarts_at_a_compaction_summary():
-    from ctxkit.tokens import Calibration, estimate_calls
+    from ctxkit.counting import Calibration, estimate_calls
 
     units = [
         Unit(id="s", role="system", content="Be brief."),

@@ -21,15 +21,12 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
+from ctxkit.counting import BREAKDOWNS, CALIBRATION_TOKENIZERS, Breakdown, Calibration
 from ctxkit.errors import CtxkitError, InputError, TokenizerError
 from ctxkit.model import Transcript, Unit
 from ctxkit.report import FORMATS, default_format, render_table, write_rows
 from ctxkit.tokens import (
-    BREAKDOWNS,
-    CALIBRATION_TOKENIZERS,
     REGIONS,
-    Breakdown,
-    Calibration,
     CountOptions,
     Tokenizer,
     count_transcript,

@@ -1,0 +1,350 @@
+"""Breakdowns of a count (by role, type, turn, message, tool) and calibration against provider-recorded usage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.model import Transcript, Unit
+from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
+from ctxkit.tokens.loaders import Tokenizer
+
+BREAKDOWNS = ("role", "type", "turn", "message", "tool")
+
+
+_PARTS = ("content", "tool_calls", "reasoning", "overhead", "images")
+
+
+def preview(unit: Unit, width: int = 60) -> str:
+    """A one-line glimpse of a unit for tables: its text, else its tool calls."""
+    text = unit.content or unit.reasoning
+    if not text and unit.tool_calls:
+        text = ", ".join(f"{c.name}({c.arguments})" for c in unit.tool_calls)
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _aggregate(rows: dict[str, dict[str, Any]], key_name: str, key: str) -> dict[str, Any]:
+    row = rows.get(key)
+    if row is None:
+        row = rows[key] = {key_name: key, "units": 0, **dict.fromkeys(_PARTS, 0), "tokens": 0}
+    return row
+
+
+class Breakdown:
+    """Accumulates count rows by role, type, turn, message or tool over many transcripts.
+
+    Role and type rows (plus tool-schema and reply-priming rows) sum to the total; tool rows
+    cover tool calls and results only; turn and message rows are per transcript.
+    """
+
+    def __init__(self, by: str, tok: Tokenizer, opts: CountOptions = CountOptions()):
+        if by not in BREAKDOWNS:
+            raise ValueError(f"unknown breakdown {by!r}; known: {', '.join(BREAKDOWNS)}")
+        self.by = by
+        self.tok = tok
+        self.opts = opts
+        self.total = 0
+        self.transcripts = 0
+        self._groups: dict[str, dict[str, Any]] = {}
+        self._rows: list[dict[str, Any]] = []
+        self._schemas = 0
+        self._priming = 0
+
+    def add(self, t: Transcript, counted: TranscriptCount, label: str) -> None:
+        """Add one counted transcript (`label` names it in turn and message rows)."""
+        self.transcripts += 1
+        self.total += counted.total
+        self._schemas += counted.regions.get("tools", 0)
+        self._priming += self.opts.reply_priming if t.units else 0
+        if self.by in ("role", "type"):
+            for u, uc in zip(t.units, counted.units, strict=True):
+                row = _aggregate(self._groups, self.by, u.role if self.by == "role" else u.type)
+                row["units"] += 1
+                for part in _PARTS:
+                    row[part] += getattr(uc, part)
+                row["tokens"] += uc.total
+        elif self.by == "tool":
+            self._add_tools(t, counted)
+        elif self.by == "turn":
+            self._add_turns(t, counted, label)
+        else:
+            self._add_messages(t, counted, label)
+
+    def _add_tools(self, t: Transcript, counted: TranscriptCount) -> None:
+        names: dict[str, str] = {}
+        for u, uc in zip(t.units, counted.units, strict=True):
+            for call in u.tool_calls:
+                names[call.id] = call.name
+                row = self._tool_row(call.name)
+                row["calls"] += 1
+                row["call_tokens"] += sum(self.tok.count_many([call.name, call.arguments]))
+            if u.tool_call_id is not None or u.type == "tool_result":
+                name = names.get(u.tool_call_id or "") or u.name or "(unknown)"
+                row = self._tool_row(name)
+                row["results"] += 1
+                row["result_tokens"] += uc.total
+
+    def _tool_row(self, name: str) -> dict[str, Any]:
+        row = self._groups.get(name)
+        if row is None:
+            row = self._groups[name] = {
+                "tool": name,
+                "calls": 0,
+                "call_tokens": 0,
+                "results": 0,
+                "result_tokens": 0,
+            }
+        return row
+
+    def _add_turns(self, t: Transcript, counted: TranscriptCount, label: str) -> None:
+        from ctxkit.structure import is_user_request, turns
+
+        cumulative = counted.regions.get("tools", 0)
+        for turn in turns(t.units):
+            tokens = sum(uc.total for uc in counted.units[turn.start : turn.end])
+            cumulative += tokens
+            first = t.units[turn.start]
+            self._rows.append(
+                {
+                    "transcript": label,
+                    # Turn 0 is whatever comes before the first request (the system prompt).
+                    "turn": turn.index + 1,
+                    "start": turn.start,
+                    "units": turn.end - turn.start,
+                    "tokens": tokens,
+                    "cumulative": cumulative,
+                    "request": preview(first) if is_user_request(first) else f"({first.role})",
+                }
+            )
+
+    def _add_messages(self, t: Transcript, counted: TranscriptCount, label: str) -> None:
+        cumulative = counted.regions.get("tools", 0)
+        for i, (u, uc) in enumerate(zip(t.units, counted.units, strict=True)):
+            cumulative += uc.total
+            self._rows.append(
+                {
+                    "transcript": label,
+                    "index": i,
+                    "id": u.id,
+                    "role": u.role,
+                    "type": u.type,
+                    "name": u.name,
+                    **{part: getattr(uc, part) for part in _PARTS},
+                    "tokens": uc.total,
+                    "cumulative": cumulative,
+                    "preview": preview(u),
+                }
+            )
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows, with share of the total in percent, ending in a total row where it adds up."""
+        total = self.total or 1
+        if self.by in ("role", "type"):
+            rows = sorted(self._groups.values(), key=lambda r: -r["tokens"])
+            extra = []
+            if self._schemas:
+                extra.append({self.by: "(tool schemas)", "units": 0, "tokens": self._schemas})
+            if self._priming:
+                extra.append({self.by: "(reply priming)", "units": 0, "tokens": self._priming})
+            rows = rows + extra
+            for r in rows:
+                r["share_pct"] = round(100.0 * r["tokens"] / total, 1)
+            total_row: dict[str, Any] = {self.by: "total", "units": sum(r["units"] for r in rows)}
+            for part in _PARTS:
+                total_row[part] = sum(r.get(part, 0) for r in rows)
+            total_row["tokens"] = sum(r["tokens"] for r in rows)
+            total_row["share_pct"] = 100.0
+            return rows + [total_row]
+        if self.by == "tool":
+            rows = list(self._groups.values())
+            for r in rows:
+                r["tokens"] = r["call_tokens"] + r["result_tokens"]
+                r["share_pct"] = round(100.0 * r["tokens"] / total, 1)
+            rows.sort(key=lambda r: -r["tokens"])
+            if rows:
+                tools_total: dict[str, Any] = {"tool": "total"}
+                for key in ("calls", "call_tokens", "results", "result_tokens", "tokens"):
+                    tools_total[key] = sum(r[key] for r in rows)
+                tools_total["share_pct"] = round(100.0 * tools_total["tokens"] / total, 1)
+                rows.append(tools_total)
+            return rows
+        rows = self._rows
+        if self.transcripts <= 1:
+            rows = [{k: v for k, v in r.items() if k != "transcript"} for r in rows]
+        return rows
+
+
+CALIBRATION_TOKENIZERS = ("cl100k_base", "o200k_base", "approx", "max:cl100k_base")
+
+
+def provider_calls(t: Transcript) -> list[dict[str, Any]]:
+    """The provider usage calls a reader found in the transcript (may be empty)."""
+    usage = t.metadata.get("provider_usage") or {}
+    calls = usage.get("calls") if isinstance(usage, dict) else None
+    return [c for c in calls or [] if isinstance(c, dict) and "input_tokens" in c]
+
+
+def estimate_calls(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()) -> list[int]:
+    """ctxkit's estimate of the input of each provider call: the context the model had then.
+
+    That is the units up to the call, starting again at the latest summary unit (a compaction
+    summary, e.g. Claude Code's, replaces what came before it; system units stay), plus the tool
+    schemas and the reply priming. Does not touch `unit.tokens`.
+    """
+    calls = provider_calls(t)
+    if not calls:
+        return []
+    parts = _count_parts(t.units, tok, opts)
+    prefix = [0]  # prefix[i] = tokens of units[:i]
+    system_prefix = [0]  # the same, for system units only
+    last_summary: list[int] = []  # last_summary[i] = index of the latest summary unit <= i, or -1
+    latest = -1
+    for i, (u, uc) in enumerate(zip(t.units, parts, strict=True)):
+        prefix.append(prefix[-1] + uc.total)
+        system_prefix.append(system_prefix[-1] + (uc.total if u.role == "system" else 0))
+        if u.type == "summary":
+            latest = i
+        last_summary.append(latest)
+    fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
+    out = []
+    for c in calls:
+        after = min(max(int(c.get("after_unit", len(parts) - 1)), -1), len(parts) - 1)
+        start = last_summary[after] if after >= 0 else -1
+        if start > 0:
+            seen = system_prefix[start] + prefix[after + 1] - prefix[start]
+        else:
+            seen = prefix[after + 1]
+        out.append(seen + fixed)
+    return out
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    if not n:
+        return 0.0
+    mid = n // 2
+    return float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+@dataclass
+class Calibration:
+    """Provider-reported input tokens per call beside each tokenizer's estimate.
+
+    `calls` rows carry `provider` and, per tokenizer, `est:<name>` and `err_pct:<name>`;
+    `summary` has one row per tokenizer: mean absolute error (tokens and percent), mean signed
+    error in percent, and the same after removing each transcript's median offset (the
+    provider's count includes a system prompt and tool schemas the log never shows).
+    """
+
+    tokenizers: list[str]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    _errors: dict[str, list[tuple[int, float, int]]] = field(default_factory=dict)
+    _labels: list[str] = field(default_factory=list)
+
+    def add(
+        self,
+        t: Transcript,
+        toks: dict[str, Tokenizer],
+        label: str,
+        opts: CountOptions = CountOptions(),
+    ) -> int:
+        """Add one transcript's calls (returns how many); no usage means nothing is added."""
+        calls = provider_calls(t)
+        if not calls:
+            return 0
+        estimates = {name: estimate_calls(t, tok, opts) for name, tok in toks.items()}
+        source = str((t.metadata.get("provider_usage") or {}).get("source", ""))
+        tindex = len(self._labels)
+        self._labels.append(label)
+        for k, c in enumerate(calls):
+            provider = int(c["input_tokens"])
+            row: dict[str, Any] = {
+                "transcript": label,
+                "call": k + 1,
+                "after_unit": c.get("after_unit"),
+                "source": source,
+                "provider": provider,
+            }
+            for name in self.tokenizers:
+                if name not in estimates:
+                    continue
+                est = estimates[name][k]
+                row[f"est:{name}"] = est
+                row[f"err_pct:{name}"] = _pct(est - provider, provider)
+                self._errors.setdefault(name, []).append((tindex, float(est - provider), provider))
+            self.calls.append(row)
+        return len(calls)
+
+    def _offsets(self, name: str) -> dict[int, float]:
+        """Per transcript, the median of (estimate - provider) for one tokenizer."""
+        errs = self._errors.get(name, [])
+        return {
+            tindex: _median([e[1] for e in errs if e[0] == tindex])
+            for tindex in {e[0] for e in errs}
+        }
+
+    def call_rows(self) -> list[dict[str, Any]]:
+        """The calls, each with `adj_err_pct:<name>`: the error once its session's offset is removed."""
+        rows = [dict(r) for r in self.calls]
+        for name in self.tokenizers:
+            errs = self._errors.get(name)
+            if not errs:
+                continue
+            offsets = self._offsets(name)
+            for row, (tindex, err, provider) in zip(rows, errs, strict=True):
+                row[f"adj_err_pct:{name}"] = _pct(err - offsets[tindex], provider)
+        return rows
+
+    def sessions(self) -> list[dict[str, Any]]:
+        """One row per transcript: calls, and per tokenizer its offset and adjusted |error| %."""
+        rows: list[dict[str, Any]] = []
+        for tindex, label in enumerate(self._labels):
+            row: dict[str, Any] = {"transcript": label}
+            for name in self.tokenizers:
+                errs = [e for e in self._errors.get(name, []) if e[0] == tindex]
+                if not errs:
+                    continue
+                row["calls"] = len(errs)
+                offset = _median([e[1] for e in errs])
+                row[f"offset:{name}"] = round(-offset)
+                row[f"adj_abs_err_pct:{name}"] = round(
+                    sum(abs(_pct(err - offset, prov)) for _, err, prov in errs) / len(errs), 1
+                )
+            rows.append(row)
+        return rows
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One row per tokenizer: raw error, the median offset, and error after removing it."""
+        rows: list[dict[str, Any]] = []
+        for name in self.tokenizers:
+            if name in self.unavailable:
+                rows.append({"tokenizer": name, "calls": 0, "note": self.unavailable[name]})
+                continue
+            errs = self._errors.get(name, [])
+            if not errs:
+                continue
+            offsets = self._offsets(name)
+            adjusted = [(err - offsets[ti], prov) for ti, err, prov in errs]
+            n = len(errs)
+            rows.append(
+                {
+                    "tokenizer": name,
+                    "calls": n,
+                    "mean_abs_err": round(sum(abs(e[1]) for e in errs) / n),
+                    "mean_abs_err_pct": round(sum(abs(_pct(e[1], e[2])) for e in errs) / n, 1),
+                    "mean_err_pct": round(sum(_pct(e[1], e[2]) for e in errs) / n, 1),
+                    "median_offset": round(_median([-o for o in offsets.values()])),
+                    "mean_abs_err_adj": round(sum(abs(a) for a, _ in adjusted) / n),
+                    "mean_abs_err_pct_adj": round(sum(abs(_pct(a, p)) for a, p in adjusted) / n, 1),
+                    "mean_err_pct_adj": round(sum(_pct(a, p) for a, p in adjusted) / n, 1),
+                }
+            )
+        return rows
+
+
+def _pct(diff: float, base: int) -> float:
+    return round(100.0 * diff / base, 1) if base else float("nan")

@@ -1,0 +1,180 @@
+"""Per-message token accounting (OpenAI's documented rule) and the regions of a transcript."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.model import Transcript, Unit
+from ctxkit.tokens.loaders import Tokenizer, get_tokenizer
+
+# Slots of the flat text list built for one batch, per unit.
+_CONTENT, _CALLS, _REASONING, _OVERHEAD = 0, 1, 2, 3
+
+
+REGIONS = ("system", "tools", "summary", "history")
+
+
+@dataclass(frozen=True)
+class CountOptions:
+    """Accounting constants; the defaults are OpenAI's documented ones for chat models."""
+
+    image_tokens: int = 85
+    tool_schema_scale: float = 1.0
+    tokens_per_message: int = 3
+    tokens_per_name: int = 1
+    reply_priming: int = 3
+
+
+@dataclass
+class UnitCount:
+    """Tokens of one unit, by part.
+
+    `overhead` is the message framing: tokens_per_message, the role, a speaker name when set
+    (tokens_per_name + its text; not on tool results, whose name only labels the tool) and the
+    id of the call a tool result answers.
+    """
+
+    content: int = 0
+    tool_calls: int = 0
+    reasoning: int = 0
+    overhead: int = 0
+    images: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.content + self.tool_calls + self.reasoning + self.overhead + self.images
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "content": self.content,
+            "tool_calls": self.tool_calls,
+            "reasoning": self.reasoning,
+            "overhead": self.overhead,
+            "images": self.images,
+            "total": self.total,
+        }
+
+
+@dataclass
+class TranscriptCount:
+    """Per-unit counts (aligned with `transcript.units`) and totals per region."""
+
+    units: list[UnitCount]
+    regions: dict[str, int] = field(default_factory=dict)
+    total: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"regions": dict(self.regions), "total": self.total}
+
+
+def speaker_name(unit: Unit) -> str | None:
+    """The name a message sends (OpenAI's `name`); a tool result's name is ctxkit's label only."""
+    if unit.role == "tool" or unit.type == "tool_result":
+        return None
+    return unit.name or None
+
+
+def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]:
+    """Every text `count_units` encodes, with the (unit index, part) each belongs to."""
+    texts: list[str] = []
+    slots: list[tuple[int, int]] = []
+    for i, u in enumerate(units):
+        if u.content:
+            texts.append(u.content)
+            slots.append((i, _CONTENT))
+        if u.reasoning:
+            texts.append(u.reasoning)
+            slots.append((i, _REASONING))
+        for call in u.tool_calls:
+            texts.append(call.name)
+            slots.append((i, _CALLS))
+            if call.arguments:
+                texts.append(call.arguments)
+                slots.append((i, _CALLS))
+        texts.append(u.role)
+        slots.append((i, _OVERHEAD))
+        name = speaker_name(u)
+        if name:
+            texts.append(name)
+            slots.append((i, _OVERHEAD))
+        if u.tool_call_id:
+            texts.append(u.tool_call_id)
+            slots.append((i, _OVERHEAD))
+    return texts, slots
+
+
+def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> list[UnitCount]:
+    texts, slots = unit_texts(units)
+    counts = tok.count_many(texts) if texts else []
+    parts = [[0, 0, 0, 0] for _ in units]
+    for (i, part), n in zip(slots, counts, strict=True):
+        parts[i][part] += n
+    result: list[UnitCount] = []
+    for u, (content, calls, reasoning, overhead) in zip(units, parts, strict=True):
+        overhead += opts.tokens_per_message
+        if speaker_name(u):
+            overhead += opts.tokens_per_name
+        result.append(
+            UnitCount(
+                content=content,
+                tool_calls=calls,
+                reasoning=reasoning,
+                overhead=overhead,
+                images=u.images * opts.image_tokens,
+            )
+        )
+    return result
+
+
+def count_units(
+    units: Sequence[Unit], tok: Tokenizer, opts: CountOptions = CountOptions()
+) -> list[UnitCount]:
+    """Count each unit in one batch through `tok`; also sets `unit.tokens` to the total."""
+    result = _count_parts(units, tok, opts)
+    for u, uc in zip(units, result, strict=True):
+        u.tokens = uc.total
+    return result
+
+
+def schema_text(schema: dict[str, Any]) -> str:
+    """The text a tool schema is counted as: compact JSON with sorted keys."""
+    import orjson
+
+    return orjson.dumps(schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def count_tool_schemas(
+    tools: Sequence[dict[str, Any]], tok: Tokenizer, opts: CountOptions = CountOptions()
+) -> int:
+    """Tokens of the tool-schema region: each schema's JSON text, times tool_schema_scale."""
+    if not tools:
+        return 0
+    raw = sum(tok.count_many([schema_text(t) for t in tools]))
+    return math.ceil(raw * opts.tool_schema_scale)
+
+
+def region_of(unit: Unit) -> str:
+    """The region a unit is counted in: system, summary or history."""
+    if unit.role == "system":
+        return "system"
+    if unit.type == "summary":
+        return "summary"
+    return "history"
+
+
+def count_transcript(
+    t: Transcript, tok: Tokenizer | None = None, opts: CountOptions = CountOptions()
+) -> TranscriptCount:
+    """Count every unit of a transcript and total the regions (reply priming is history)."""
+    tok = tok or get_tokenizer()
+    units = count_units(t.units, tok, opts)
+    regions = dict.fromkeys(REGIONS, 0)
+    for u, uc in zip(t.units, units, strict=True):
+        regions[region_of(u)] += uc.total
+    regions["tools"] = count_tool_schemas(t.tools, tok, opts)
+    if t.units:
+        regions["history"] += opts.reply_priming
+    return TranscriptCount(units=units, regions=regions, total=sum(regions.values()))

