@@ -43,7 +43,7 @@ from typing import Any
 
 from ctxkit.errors import CtxkitError, InputError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens import CountOptions, speaker_name, unit_texts
+from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, speaker_name, unit_texts
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 PACKAGES = ("tiktoken", "sentence-transformers", "torch", "langchain-core", "numpy", "matplotlib")
@@ -251,7 +251,7 @@ def _encoding() -> Any:
 def _tok() -> Any:
     from ctxkit.tokens import get_tokenizer
 
-    return get_tokenizer("cl100k_base")
+    return get_tokenizer(DEFAULT_TOKENIZER)
 
 
 def _clear() -> None:
@@ -462,7 +462,8 @@ def suite_guard(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Time of one guard decision (count + budget + status) with a warm and a cold cache."""
     from ctxkit.budget import resolve_target
     from ctxkit.config import Config
-    from ctxkit.guard import TokenizerCache, evaluate
+    from ctxkit.guard import evaluate
+    from ctxkit.tokens import TokenizerCache
 
     res = SuiteResult("guard")
     cfg = Config()

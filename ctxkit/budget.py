@@ -30,6 +30,7 @@ from typing import Any
 
 from ctxkit.config import Config, ModelOverride
 from ctxkit.errors import UsageError
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +39,6 @@ else:  # pragma: no cover
 
 DEFAULT_CONTEXT_WINDOW = 131072
 DEFAULT_BUFFER_TOKENS = 8192
-DEFAULT_TOKENIZER = "cl100k_base"
 P1_AGENT_UPLIFT = 1.2
 STATUSES = ("ok", "warn", "compact", "block", "overflow")
 _RANK = {s: i for i, s in enumerate(STATUSES)}

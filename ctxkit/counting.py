@@ -8,7 +8,7 @@ from typing import Any
 
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
-from ctxkit.tokens.loaders import Tokenizer
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, Tokenizer
 
 BREAKDOWNS = ("role", "type", "turn", "message", "tool")
 
@@ -176,7 +176,7 @@ class Breakdown:
         return rows
 
 
-CALIBRATION_TOKENIZERS = ("cl100k_base", "o200k_base", "approx", "max:cl100k_base")
+CALIBRATION_TOKENIZERS = (DEFAULT_TOKENIZER, "o200k_base", "approx", f"max:{DEFAULT_TOKENIZER}")
 
 
 def provider_calls(t: Transcript) -> list[dict[str, Any]]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,9 +37,14 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.config import Config
-from ctxkit.errors import TokenizerError
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, count_units, get_tokenizer
+from ctxkit.tokens import (
+    CountOptions,
+    Tokenizer,
+    TokenizerCache,
+    count_transcript,
+    count_units,
+)
 
 __all__ = [
     "FAIL_ON",
@@ -59,7 +63,6 @@ __all__ = [
 ]
 
 FAIL_ON = ("warn", "compact", "block", "overflow")
-PROXY_TOKENIZER = "cl100k_base"
 EXIT_CODES = {"ok": 0, "warn": 3, "compact": 3, "block": 4, "overflow": 5}
 EXIT_PROBLEMS = 6
 OVER_HITS_WINDOW_S = 3600
@@ -426,40 +429,6 @@ class Verdict:
 
 
 # --- evaluation --------------------------------------------------------------------------------
-
-
-class TokenizerCache:
-    """Loads each target's tokenizer once; a models.toml tokenizer that cannot load offline falls
-    back to cl100k_base with one announced warning (a flag or config choice is never replaced)."""
-
-    def __init__(self) -> None:
-        self._loaded: dict[str, tuple[Tokenizer, str, str | None]] = {}
-
-    def get(self, target: Target) -> tuple[Tokenizer, str, str | None]:
-        """(tokenizer, label for the output, warning or None)."""
-        spec = target.tokenizer
-        explicit = target.sources.get("tokenizer") not in ("models.toml", "default")
-        key = f"{spec}|{explicit}"
-        if key not in self._loaded:
-            self._loaded[key] = self._load(spec, explicit)
-        return self._loaded[key]
-
-    @staticmethod
-    def _load(spec: str, explicit: bool) -> tuple[Tokenizer, str, str | None]:
-        try:
-            return get_tokenizer(spec), spec, None
-        except TokenizerError as exc:
-            if explicit or spec == PROXY_TOKENIZER:
-                raise
-            found = re.search(r"could not be downloaded \((.*?)\)\. Use", str(exc))
-            cause = found.group(1) if found else str(exc)
-            label = f"{PROXY_TOKENIZER} (proxy: {spec} unavailable offline)"
-            warning = (
-                f"warning: tokenizer {spec} is not bundled and cannot be downloaded ({cause}); "
-                f"counting with {PROXY_TOKENIZER} as a proxy for the targets that use it "
-                f"(choose another with --tokenizer)"
-            )
-            return get_tokenizer(PROXY_TOKENIZER), label, warning
 
 
 def evaluate(

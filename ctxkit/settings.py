@@ -75,7 +75,7 @@ def compact_settings(
     warn: Callable[[str], None] | None = None,
 ) -> CompactSettings:
     """Resolve the limit (--limit, else the model's budget, else the configured default) and the goal."""
-    from ctxkit.guard import TokenizerCache
+    from ctxkit.tokens import TokenizerCache
 
     cfg = config or load_config(config_path)
     budget = resolve_target(model, config=cfg, limit=limit, tokenizer=tokenizer)

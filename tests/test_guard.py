@@ -11,14 +11,13 @@ from ctxkit.config import Config
 from ctxkit.errors import TokenizerError
 from ctxkit.guard import (
     PendingOutput,
-    TokenizerCache,
     evaluate,
     exit_code_for,
     plan_pending,
     replay,
 )
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, TokenizerCache, count_transcript, get_tokenizer
 
 
 def session(n: int = 6, words: int = 40) -> Transcript:

@@ -151,8 +151,8 @@ def run_guard(**kw: Any) -> int:
     from ctxkit.budget import resolve_target
     from ctxkit.config import load_config
     from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.guard import TokenizerCache, evaluate
-    from ctxkit.tokens import CountOptions
+    from ctxkit.guard import evaluate
+    from ctxkit.tokens import CountOptions, TokenizerCache
 
     debug = kw["debug"]
     trace = (lambda msg: echo_err(f"debug: {msg}")) if debug else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Sequence
@@ -361,3 +362,37 @@ def clear_caches() -> None:
         clear = getattr(tok, "clear_cache", None)
         if clear is not None:
             clear()
+
+
+class TokenizerCache:
+    """Loads each target's tokenizer once; a models.toml tokenizer that cannot load offline falls
+    back to cl100k_base with one announced warning (a flag or config choice is never replaced)."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, tuple[Tokenizer, str, str | None]] = {}
+
+    def get(self, target: Any) -> tuple[Tokenizer, str, str | None]:
+        """(tokenizer, label for the output, warning or None) for a budget `Target`."""
+        spec = target.tokenizer
+        explicit = target.sources.get("tokenizer") not in ("models.toml", "default")
+        key = f"{spec}|{explicit}"
+        if key not in self._loaded:
+            self._loaded[key] = self._load(spec, explicit)
+        return self._loaded[key]
+
+    @staticmethod
+    def _load(spec: str, explicit: bool) -> tuple[Tokenizer, str, str | None]:
+        try:
+            return get_tokenizer(spec), spec, None
+        except TokenizerError as exc:
+            if explicit or spec == DEFAULT_TOKENIZER:
+                raise
+            found = re.search(r"could not be downloaded \((.*?)\)\. Use", str(exc))
+            cause = found.group(1) if found else str(exc)
+            label = f"{DEFAULT_TOKENIZER} (proxy: {spec} unavailable offline)"
+            warning = (
+                f"warning: tokenizer {spec} is not bundled and cannot be downloaded ({cause}); "
+                f"counting with {DEFAULT_TOKENIZER} as a proxy for the targets that use it "
+                f"(choose another with --tokenizer)"
+            )
+            return get_tokenizer(DEFAULT_TOKENIZER), label, warning
