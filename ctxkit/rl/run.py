@@ -1,0 +1,412 @@
+"""Running an action on a transcript (one shot or replayed) and scoring the outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.archive import Archive
+from ctxkit.budget import Thresholds, compaction_target, used_fraction
+from ctxkit.compaction import compact as run_chain
+from ctxkit.errors import CtxkitError, UsageError
+from ctxkit.model import TYPES, Transcript
+from ctxkit.rl.actions import DEFAULT_THRESHOLDS, MODES, Action
+from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+
+
+@dataclass
+class Outcome:
+    """What one action did to one transcript: the spec's outcome plus needle retention."""
+
+    transcript_id: str
+    action: str
+    mode: str
+    success: bool
+    fits: bool
+    invariants_ok: bool
+    used_recovery: bool
+    coherence_delta: float
+    tokens_reduced: int
+    original_tokens: int
+    final_tokens: int
+    limit: int
+    time_ms: float
+    priority_preserved: float
+    compactions: int
+    tokens_sent: int | None = None  # replay only: the session's cost
+    needles_total: int | None = None  # None without ground truth
+    needles_present: int | None = None
+    needles_recallable: int | None = None
+    retention: float | None = None
+    retention_with_recall: float | None = None
+    error: str | None = None
+
+    @property
+    def reduction_ratio(self) -> float:
+        """tokens_reduced / original_tokens (0 for an empty transcript)."""
+        return self.tokens_reduced / self.original_tokens if self.original_tokens else 0.0
+
+    @property
+    def terms(self) -> dict[str, float]:
+        """The reward's terms for this outcome."""
+        return reward_terms(
+            success=self.success,
+            coherence_delta=self.coherence_delta,
+            reduction_ratio=self.reduction_ratio,
+            priority_preserved=self.priority_preserved,
+            used_recovery=self.used_recovery,
+            time_ms=self.time_ms,
+        )
+
+    @property
+    def reward(self) -> float:
+        """The spec's reward for this outcome."""
+        return max(REWARD_MIN, min(REWARD_MAX, sum(self.terms.values())))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "transcript": self.transcript_id,
+            "action": self.action,
+            "mode": self.mode,
+            "success": self.success,
+            "fits": self.fits,
+            "invariants_ok": self.invariants_ok,
+            "used_recovery": self.used_recovery,
+            "coherence_delta": round(self.coherence_delta, 6),
+            "tokens_reduced": self.tokens_reduced,
+            "original_tokens": self.original_tokens,
+            "final_tokens": self.final_tokens,
+            "limit": self.limit,
+            "time_ms": round(self.time_ms, 3),
+            "priority_preserved": round(self.priority_preserved, 6),
+            "compactions": self.compactions,
+            "tokens_sent": self.tokens_sent,
+            "needles_total": self.needles_total,
+            "needles_present": self.needles_present,
+            "needles_recallable": self.needles_recallable,
+            "retention": self.retention,
+            "retention_with_recall": self.retention_with_recall,
+            "error": self.error,
+        }
+
+
+def state_features(
+    t: Transcript, limit: int, tokenizer: Tokenizer, count_opts: CountOptions
+) -> dict[str, Any]:
+    """The compact state an RL log records: tokens, limit, units, P1 count, type histogram."""
+    tokens = count_transcript(t, tokenizer, count_opts).total
+    types = dict.fromkeys(TYPES, 0)
+    for u in t.units:
+        types[u.type if u.type in types else "other"] += 1
+    return {
+        "tokens": tokens,
+        "limit": limit,
+        "used_fraction": round(used_fraction(tokens, limit), 6),
+        "units": len(t.units),
+        "p1": sum(1 for u in t.units if u.is_p1),
+        "types": types,
+    }
+
+
+def coherence(original: Transcript, result: Transcript, embedder: Any = None) -> float:
+    """The chain's coherence figure (`chain.coherence`), so reports and rewards agree."""
+    from ctxkit.compaction import coherence as chain_coherence
+
+    return chain_coherence(original.units, result.units, embedder)
+
+
+@dataclass
+class Trial:
+    """One (transcript, action) run: the outcome, both states, and the result for datasets."""
+
+    original: Transcript
+    result: Transcript
+    action: Action
+    outcome: Outcome
+    state_before: dict[str, Any]
+    state_after: dict[str, Any]
+
+    def row(self) -> dict[str, Any]:
+        """The RL log line: {state_before, action, reward, state_after} plus the outcome."""
+        return {
+            "transcript": self.original.id,
+            "mode": self.outcome.mode,
+            "state_before": self.state_before,
+            "action": self.action.to_dict(),
+            "reward": round(self.outcome.reward, 6),
+            "state_after": self.state_after,
+            "outcome": self.outcome.to_dict(),
+        }
+
+
+def run_action(
+    t: Transcript,
+    action: Action,
+    *,
+    limit: int,
+    mode: str = "oneshot",
+    target: int | None = None,
+    tokenizer: Tokenizer | None = None,
+    count_opts: CountOptions | None = None,
+    embedder: Any = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    seed: int = 0,
+) -> Trial:
+    """Apply one action to one transcript (one-shot or replayed) and measure the outcome."""
+    from ctxkit.simulate import needle_retention
+
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
+    tok = tokenizer or get_tokenizer()
+    copts = count_opts or CountOptions()
+    goal = target if target is not None else compaction_target(limit, thresholds)
+    options = action.options(seed)
+    truth = t.metadata.get("ground_truth")
+    if truth:
+        from ctxkit.replay import truth_priorities
+
+        t = truth_priorities(t, truth)
+    before = state_features(t, limit, tok, copts)
+    with Archive(":memory:") as archive:
+        if mode == "replay":
+            from ctxkit.replay import replay
+
+            r = replay(
+                t,
+                limit=limit,
+                target=goal,
+                options=options,
+                tokenizer=tok,
+                count_opts=copts,
+                archive=archive,
+                thresholds=thresholds,
+                truth=truth,
+                embedder=embedder,
+            )
+            result_t = r.transcript
+            retention: dict[str, Any] | None = r.retention if truth else None
+            outcome = Outcome(
+                transcript_id=t.id,
+                action=action.name,
+                mode=mode,
+                success=r.fits and r.invariants_ok,
+                fits=r.fits,
+                invariants_ok=r.invariants_ok,
+                used_recovery=r.used_recovery,
+                coherence_delta=coherence(t, result_t, embedder),
+                tokens_reduced=max(0, r.original_tokens - r.final_tokens),
+                original_tokens=r.original_tokens,
+                final_tokens=r.final_tokens,
+                limit=limit,
+                time_ms=r.compaction_time_ms,
+                priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
+                compactions=r.compactions,
+                tokens_sent=r.tokens_sent,
+                error=r.errors[0] if r.errors else None,
+            )
+        else:
+            try:
+                c = run_chain(
+                    t,
+                    limit=limit,
+                    target=goal,
+                    options=options,
+                    tokenizer=tok,
+                    count_opts=copts,
+                    archive=archive,
+                    embedder=embedder,
+                )
+            except CtxkitError as exc:
+                # No context came out: nothing of the original is usable, so no coherence,
+                # reduction or priority credit.
+                result_t = t
+                original_tokens = before["tokens"]
+                outcome = Outcome(
+                    transcript_id=t.id,
+                    action=action.name,
+                    mode=mode,
+                    success=False,
+                    fits=False,
+                    invariants_ok=True,
+                    used_recovery=False,
+                    coherence_delta=0.0,
+                    tokens_reduced=0,
+                    original_tokens=original_tokens,
+                    final_tokens=original_tokens,
+                    limit=limit,
+                    time_ms=0.0,
+                    priority_preserved=0.0,
+                    compactions=1,
+                    error=str(exc),
+                )
+                retention = None
+            else:
+                result_t = c.transcript
+                outcome = Outcome(
+                    transcript_id=t.id,
+                    action=action.name,
+                    mode=mode,
+                    success=c.fits and bool(c.invariants["ok"]),
+                    fits=c.fits,
+                    invariants_ok=bool(c.invariants["ok"]),
+                    used_recovery=c.recovery is not None,
+                    coherence_delta=coherence(t, result_t, embedder),
+                    tokens_reduced=max(0, c.tokens_before - c.tokens_after),
+                    original_tokens=c.tokens_before,
+                    final_tokens=c.tokens_after,
+                    limit=limit,
+                    time_ms=c.time_ms,
+                    priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
+                    compactions=1 if c.changed else 0,
+                )
+                retention = needle_retention(result_t, truth, archive) if truth else None
+        if retention is not None:
+            outcome.needles_total = int(retention["total"])
+            outcome.needles_present = int(retention["present"])
+            outcome.needles_recallable = int(retention["recallable"])
+            outcome.retention = float(retention["retention"])
+            outcome.retention_with_recall = float(retention["retention_with_recall"])
+    after = state_features(result_t, limit, tok, copts)
+    return Trial(t, result_t, action, outcome, before, after)
+
+
+def score(
+    transcripts: Iterable[Transcript],
+    actions: Sequence[Action],
+    *,
+    limit_for: Callable[[Transcript], int],
+    mode: str = "oneshot",
+    target: int | None = None,
+    tokenizer: Tokenizer | None = None,
+    count_opts: CountOptions | None = None,
+    embedder: Any = None,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+    seed: int = 0,
+) -> Iterator[list[Trial]]:
+    """For each transcript (read lazily), the trials of every action, in action order."""
+    tok = tokenizer or get_tokenizer()
+    for t in transcripts:
+        limit = limit_for(t)
+        yield [
+            run_action(
+                t,
+                a,
+                limit=limit,
+                mode=mode,
+                target=target,
+                tokenizer=tok,
+                count_opts=count_opts,
+                embedder=embedder,
+                thresholds=thresholds,
+                seed=seed,
+            )
+            for a in actions
+        ]
+
+
+@dataclass
+class _Tally:
+    n: int = 0
+    reward: float = 0.0
+    fits: int = 0
+    success: int = 0
+    recovery: int = 0
+    time_ms: float = 0.0
+    needles: int = 0
+    present: int = 0
+    recallable: int = 0
+    coherence: float = 0.0
+    reduction: float = 0.0
+
+
+class Summary:
+    """Running per-action totals (bounded memory): mean reward, fit rate, retention, time."""
+
+    def __init__(self) -> None:
+        self._by: dict[str, _Tally] = {}
+
+    def add(self, trial: Trial) -> None:
+        """Count one trial."""
+        o = trial.outcome
+        s = self._by.setdefault(o.action, _Tally())
+        s.n += 1
+        s.reward += o.reward
+        s.fits += o.fits
+        s.success += o.success
+        s.recovery += o.used_recovery
+        s.time_ms += o.time_ms
+        s.coherence += o.coherence_delta
+        s.reduction += o.reduction_ratio
+        if o.needles_total:
+            s.needles += o.needles_total
+            s.present += o.needles_present or 0
+            s.recallable += o.needles_recallable or 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per action, best mean reward first."""
+        out: list[dict[str, Any]] = []
+        for name, s in self._by.items():
+            out.append(
+                {
+                    "action": name,
+                    "n": s.n,
+                    "mean_reward": s.reward / s.n,
+                    "fit_rate": s.fits / s.n,
+                    "success_rate": s.success / s.n,
+                    "recovery_rate": s.recovery / s.n,
+                    "mean_coherence": s.coherence / s.n,
+                    "mean_reduction": s.reduction / s.n,
+                    "retention": s.present / s.needles if s.needles else None,
+                    "retention_with_recall": (s.present + s.recallable) / s.needles
+                    if s.needles
+                    else None,
+                    "mean_time_ms": s.time_ms / s.n,
+                }
+            )
+        out.sort(key=lambda r: -r["mean_reward"])
+        return out
+
+    def table(self) -> str:
+        """The rows as an aligned text table."""
+        head = (
+            "action",
+            "n",
+            "reward",
+            "fit",
+            "recovery",
+            "coherence",
+            "reduced",
+            "retention",
+            "+recall",
+            "time ms",
+        )
+        body = []
+        for r in self.rows():
+
+            def pct(v: float | None) -> str:
+                return "-" if v is None else f"{v:.0%}"
+
+            body.append(
+                (
+                    r["action"],
+                    str(r["n"]),
+                    f"{r['mean_reward']:+.3f}",
+                    pct(r["fit_rate"]),
+                    pct(r["recovery_rate"]),
+                    f"{r['mean_coherence']:.3f}",
+                    pct(r["mean_reduction"]),
+                    pct(r["retention"]),
+                    pct(r["retention_with_recall"]),
+                    f"{r['mean_time_ms']:.1f}",
+                )
+            )
+        widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+        lines = []
+        for row in [head, *body]:
+            cells = [row[0].ljust(widths[0])] + [
+                c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+            ]
+            lines.append("  ".join(cells))
+        return "\n".join(lines)
