@@ -989,9 +989,9 @@ def run_peer(
     """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
     from ctxkit.archive import Archive
     from ctxkit.compaction import coherence, compact
-    from ctxkit.simulate import needle_retention
     from ctxkit.structure import pairs_intact
     from ctxkit.tokens import count_transcript
+    from ctxkit.truth import needle_retention
 
     s = _settings(limit)
     goal = s.target

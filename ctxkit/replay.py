@@ -487,7 +487,7 @@ def _run(
     summarizer: Callable[..., str] | None,
     started: float,
 ) -> ReplayResult:
-    from ctxkit.simulate import needle_retention
+    from ctxkit.truth import needle_retention
 
     units = list(t.units)
     per_unit = [c.total for c in count_units(units, tok, copts)]

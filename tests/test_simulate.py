@@ -23,13 +23,11 @@ from ctxkit.simulate import (
     SCENARIOS,
     for_output,
     generate,
-    needle_retention,
-    pair_problems,
-    read_truth,
     save,
 )
 from ctxkit.structure import check
 from ctxkit.tokens import count_transcript
+from ctxkit.truth import needle_retention, pair_problems, read_truth
 
 NAMES = sorted(SCENARIOS)
 SIZE_TOLERANCE = 0.02  # measured: within 1.2% at 1k-100k tokens

@@ -14,8 +14,8 @@ from ctxkit.simulate import (
     for_output,
     generate_many,
     save,
-    write_truth,
 )
+from ctxkit.truth import write_truth
 
 
 def _scenario_names(values: tuple[str, ...]) -> list[str]:

@@ -155,7 +155,7 @@ def run_action(
     seed: int = 0,
 ) -> Trial:
     """Apply one action to one transcript (one-shot or replayed) and measure the outcome."""
-    from ctxkit.simulate import needle_retention
+    from ctxkit.truth import needle_retention
 
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
