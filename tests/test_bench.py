@@ -19,7 +19,7 @@ from ctxkit import bench
 from ctxkit.cli import cli
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.structure import pairs_intact
-from ctxkit.tokens import count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
 
 NO_REALDATA = Path("/nonexistent/ctxkit-realdata")
 
@@ -128,7 +128,7 @@ def test_drop_oldest_breaks_pairs_and_fits() -> None:
     tok = get_tokenizer()
     total = count_transcript(t, tok).total
     goal = total - 20  # dropping u1 and a1 is enough: the result loses its call
-    out = bench.drop_oldest(t, goal, bench._encoding())
+    out = bench.drop_oldest(t, goal, bench.raw_encoding())
     assert [u.id for u in out.units] == ["s", "r1", "a2", "u2"]
     assert count_transcript(out, tok).total <= goal
     assert [p.kind for p in pairs_intact(t.units, out.units)] == ["orphan_result"]
@@ -139,14 +139,14 @@ def test_langchain_trim_keeps_pairs_and_budget() -> None:
     t = _tool_transcript()
     tok = get_tokenizer()
     goal = count_transcript(t, tok).total - 20
-    out = bench.langchain_trim(t, goal, bench._encoding())
+    out = bench.langchain_trim(t, goal, bench.raw_encoding())
     assert out.units[0].id == "s"
     assert out.units[1].role == "user"  # start_on="human"
     assert count_transcript(out, tok).total <= goal
     assert pairs_intact(t.units, out.units) == []
     # the counter handed to LangChain counts exactly as ctxkit does
-    enc = bench._encoding()
-    raw = sum(bench.raw_unit_tokens(u, enc, bench.CountOptions()) for u in t.units) + 3
+    enc = bench.raw_encoding()
+    raw = sum(bench.raw_unit_tokens(u, enc, CountOptions()) for u in t.units) + 3
     assert raw == count_transcript(t, tok).total
 
 

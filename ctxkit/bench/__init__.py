@@ -1,0 +1,110 @@
+"""The benchmark suite behind `ctxkit bench`: speed against the spec's targets and against the
+limit (raw tiktoken), quality against peers, and growth from 1k to 1M tokens.
+
+Every figure is measured in the run that reports it, and every ratio is taken between two
+measurements of that same run. Suites (`SUITES`):
+
+- `count`: token estimation per call (cached and cold) and count throughput against raw
+  tiktoken on the same texts;
+- `guard`: time of one guard decision;
+- `embed`: MiniLM load time (a fresh process) and embedding time per unit, batched;
+- `compact`: extractive summarization of 2,000 tokens, the full chain on 50 units (~10k tokens)
+  with the lexical and MiniLM embedders, and compaction time as a multiple of one tiktoken pass;
+- `quality`: ctxkit's chain against LangChain's `trim_messages`, plain drop-oldest truncation and
+  observation masking, on simulated transcripts (with ground truth) and real ones;
+- `scale`: 1k to 1M tokens, one fresh process per size, time and peak memory, log-log slope.
+
+Example:
+    >>> report = run(["count"], BenchOptions(quick=True))
+    >>> report.suites["count"].figures[0].value > 0
+    True
+"""
+
+from __future__ import annotations
+
+from ctxkit.bench.harness import (
+    PACKAGES,
+    QUICK_SCENARIOS,
+    REAL_MIN_TOKENS,
+    REALDATA,
+    SCALE_SCENARIOS,
+    SCALE_SIZES,
+    STANDARD,
+    BenchOptions,
+    BenchReport,
+    Figure,
+    Progress,
+    SuiteResult,
+    loglog_slope,
+    machine_notes,
+    raw_encoding,
+    real_transcripts,
+    standard_transcript,
+)
+from ctxkit.bench.peers import (
+    PEER_LABELS,
+    PEERS,
+    drop_oldest,
+    langchain_trim,
+    observation_masking,
+    raw_unit_tokens,
+    run_peer,
+    summarize_peers,
+    to_langchain,
+)
+from ctxkit.bench.render import PEER_COLUMNS, fmt_value, plot, render_table
+from ctxkit.bench.suites import (
+    SUITES,
+    embed_texts,
+    run,
+    scale_worker,
+    suite_compact,
+    suite_count,
+    suite_embed,
+    suite_guard,
+    suite_quality,
+    suite_scale,
+)
+
+__all__ = [
+    "BenchOptions",
+    "BenchReport",
+    "Figure",
+    "PACKAGES",
+    "PEERS",
+    "PEER_COLUMNS",
+    "PEER_LABELS",
+    "Progress",
+    "QUICK_SCENARIOS",
+    "REALDATA",
+    "REAL_MIN_TOKENS",
+    "SCALE_SCENARIOS",
+    "SCALE_SIZES",
+    "STANDARD",
+    "SUITES",
+    "SuiteResult",
+    "raw_encoding",
+    "drop_oldest",
+    "embed_texts",
+    "fmt_value",
+    "langchain_trim",
+    "loglog_slope",
+    "machine_notes",
+    "observation_masking",
+    "plot",
+    "raw_unit_tokens",
+    "real_transcripts",
+    "render_table",
+    "run",
+    "run_peer",
+    "scale_worker",
+    "standard_transcript",
+    "suite_compact",
+    "suite_count",
+    "suite_embed",
+    "suite_guard",
+    "suite_quality",
+    "suite_scale",
+    "summarize_peers",
+    "to_langchain",
+]

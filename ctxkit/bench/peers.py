@@ -1,0 +1,267 @@
+"""Peers that ctxkit is compared with: LangChain trim_messages, drop-oldest, observation masking."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ctxkit.bench.harness import _clear, _label, _mean, _median, _settings, _tok, raw_encoding
+from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.model import Transcript, Unit
+from ctxkit.tokens import CountOptions, speaker_name, unit_texts
+
+PEERS = ("ctxkit", "langchain_trim", "drop_oldest", "mask_observations")
+
+
+PEER_LABELS = {
+    "ctxkit": "ctxkit chain (default)",
+    "langchain_trim": "LangChain trim_messages",
+    "drop_oldest": "drop oldest (naive)",
+    "mask_observations": "observation masking",
+}
+
+
+def raw_unit_tokens(u: Unit, enc: Any, copts: CountOptions) -> int:
+    """One unit's tokens by ctxkit's accounting, encoded with raw tiktoken (no cache)."""
+    texts = [x for x in unit_texts([u])[0] if x]
+    n = sum(len(enc.encode_ordinary(x)) for x in texts)
+    n += copts.tokens_per_message + u.images * copts.image_tokens
+    if speaker_name(u):
+        n += copts.tokens_per_name
+    return n
+
+
+def _schema_tokens(t: Transcript) -> int:
+    from ctxkit.tokens import count_tool_schemas
+
+    return count_tool_schemas(t.tools, _tok())
+
+
+def drop_oldest(
+    t: Transcript, max_tokens: int, enc: Any, copts: CountOptions | None = None
+) -> Transcript:
+    """The naive peer: keep system units, drop the oldest other messages until the rest fits.
+
+    It ignores tool-call pairing on purpose: that is what a plain sliding window does.
+    """
+    copts = copts or CountOptions()
+    fixed = _schema_tokens(t) + copts.reply_priming
+    costs = [raw_unit_tokens(u, enc, copts) for u in t.units]
+    total = fixed + sum(costs)
+    keep = [True] * len(t.units)
+    for i, u in enumerate(t.units):
+        if total <= max_tokens:
+            break
+        if u.role == "system":
+            continue
+        keep[i] = False
+        total -= costs[i]
+    return t.replace(units=[u for u, k in zip(t.units, keep, strict=True) if k])
+
+
+def to_langchain(units: Sequence[Unit]) -> list[Any]:
+    """Units as LangChain messages: AIMessage with tool_calls, ToolMessage, Human, System."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    out: list[Any] = []
+    for u in units:
+        if u.role == "system":
+            out.append(SystemMessage(content=u.content, id=u.id))
+        elif u.tool_call_id is not None or u.role == "tool":
+            out.append(ToolMessage(content=u.content, tool_call_id=u.tool_call_id or "", id=u.id))
+        elif u.role == "assistant":
+            calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id} for c in u.tool_calls]
+            out.append(AIMessage(content=u.content, tool_calls=calls, id=u.id))
+        else:
+            out.append(HumanMessage(content=u.content, id=u.id))
+    return out
+
+
+def _args(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {"input": text}
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def langchain_trim(
+    t: Transcript, max_tokens: int, enc: Any, copts: CountOptions | None = None
+) -> Transcript:
+    """LangChain's trim_messages(strategy="last"), its token counter tiktoken cl100k counting
+    each message as ctxkit does (so both judge the same budget), mapped back to our units."""
+    copts = copts or CountOptions()
+    from langchain_core.messages import trim_messages
+
+    by_id = {u.id: u for u in t.units}
+    messages = to_langchain(t.units)
+    priming = copts.reply_priming
+
+    def counter(msgs: list[Any]) -> int:
+        return priming + sum(raw_unit_tokens(by_id[str(m.id)], enc, copts) for m in msgs)
+
+    kept = trim_messages(
+        messages,
+        max_tokens=max_tokens - _schema_tokens(t),
+        token_counter=counter,
+        strategy="last",
+        include_system=True,
+        start_on="human",
+        allow_partial=False,
+    )
+    return t.replace(units=[by_id[str(m.id)] for m in kept])
+
+
+def observation_masking(t: Transcript, goal: int, archive: Any) -> Transcript:
+    """ctxkit's mask_observations alone, applied once (the Complexity Trap's masking)."""
+    from ctxkit.relevance import task_query
+    from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, Context, State
+
+    ctx = Context(
+        tokenizer=_tok(),
+        count_opts=CountOptions(),
+        archive=archive,
+        transcript_id=t.id,
+        query=task_query(t),
+        tools=tuple(t.tools),
+    )
+    archive.put_transcript(t)
+    state = State(units=tuple(t.units), target=goal, ctx=ctx)
+    new = STRATEGIES["mask_observations"](state, DEFAULT_PARAMS["mask_observations"])
+    return t if new is None else t.replace(units=list(new.units))
+
+
+def _last_request(units: Sequence[Unit]) -> Unit | None:
+    from ctxkit.structure import is_user_request
+
+    return next((u for u in reversed(units) if is_user_request(u)), None)
+
+
+def run_peer(
+    peer: str, t: Transcript, limit: int, coherence_embedders: Sequence[tuple[str, Any]]
+) -> dict[str, Any]:
+    """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
+    from ctxkit.archive import Archive
+    from ctxkit.compaction import coherence, compact
+    from ctxkit.structure import pairs_intact
+    from ctxkit.tokens import count_transcript
+    from ctxkit.truth import needle_retention
+
+    s = _settings(limit)
+    goal = s.target
+    enc = raw_encoding()
+    tok = s.tokenizer
+    before = count_transcript(t, tok).total
+    row: dict[str, Any] = {
+        "peer": peer,
+        "transcript": _label(t),
+        "source": "simulated" if "ground_truth" in t.metadata else "real",
+        "units": len(t.units),
+        "tokens_before": before,
+        "limit": s.limit,
+        "goal": goal,
+    }
+    archive = Archive(":memory:")
+    try:
+        _clear()
+        gc.collect()
+        start = time.perf_counter()
+        try:
+            if peer == "ctxkit":
+                result = compact(
+                    t,
+                    limit=s.limit,
+                    target=goal,
+                    options=s.options,
+                    tokenizer=tok,
+                    count_opts=s.count_opts,
+                    archive=archive,
+                ).transcript
+            elif peer == "langchain_trim":
+                result = langchain_trim(t, goal, enc)
+            elif peer == "drop_oldest":
+                result = drop_oldest(t, goal, enc)
+            elif peer == "mask_observations":
+                result = observation_masking(t, goal, archive)
+            else:
+                raise unknown_name("peer", peer, PEERS)
+        except CtxkitError as exc:
+            row.update(error=str(exc), fits=False, time_ms=(time.perf_counter() - start) * 1000)
+            return row
+        row["time_ms"] = round((time.perf_counter() - start) * 1000, 3)
+        after = count_transcript(result, tok).total
+        broken = pairs_intact(t.units, result.units)
+        by_id = {u.id: u for u in result.units}
+        p1 = [u for u in t.units if u.is_p1]
+        last = _last_request(t.units)
+        row.update(
+            fits=after <= goal,
+            tokens_after=after,
+            units_after=len(result.units),
+            broken_pairs=len(broken),
+            p1_total=len(p1),
+            p1_kept=sum(1 for u in p1 if u.id in by_id and by_id[u.id].content == u.content),
+            last_request_kept=last is not None
+            and last.id in by_id
+            and by_id[last.id].content == last.content,
+        )
+        truth = t.metadata.get("ground_truth")
+        if truth:
+            has_archive = peer in ("ctxkit", "mask_observations")
+            kept = needle_retention(
+                result, truth, archive if has_archive else None, transcript_id=t.id
+            )
+            row.update(
+                needles_total=kept["total"],
+                needles_present=kept["present"],
+                needles_recallable=kept["recallable"],
+            )
+        for name, emb in coherence_embedders:
+            row[f"coherence_{name}"] = round(coherence(t.units, result.units, emb), 4)
+    finally:
+        archive.close()
+    return row
+
+
+def summarize_peers(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per (peer, source): rates and means over the transcripts."""
+    out: list[dict[str, Any]] = []
+    sources = [s for s in ("simulated", "real") if any(r["source"] == s for r in rows)]
+    for source in sources:
+        for peer in PEERS:
+            mine = [r for r in rows if r["peer"] == peer and r["source"] == source]
+            if not mine:
+                continue
+            ok = [r for r in mine if "error" not in r]
+            line: dict[str, Any] = {
+                "peer": peer,
+                "source": source,
+                "transcripts": len(mine),
+                "errors": len(mine) - len(ok),
+                "fits": sum(1 for r in mine if r.get("fits")),
+                "tokens_after_over_goal": _mean([r["tokens_after"] / r["goal"] for r in ok]),
+                "time_ms_mean": _mean([r["time_ms"] for r in mine]),
+                "time_ms_median": _median([r["time_ms"] for r in mine]),
+                "broken_pairs": sum(r.get("broken_pairs", 0) for r in ok),
+                "transcripts_with_broken_pairs": sum(1 for r in ok if r.get("broken_pairs")),
+                "last_request_kept": sum(1 for r in ok if r.get("last_request_kept")),
+            }
+            # per transcript, then averaged: one all-P1 transcript must not outweigh the rest
+            with_p1 = [r for r in ok if r.get("p1_total")]
+            line["p1_kept"] = _mean([r["p1_kept"] / r["p1_total"] for r in with_p1])
+            line["all_p1_kept"] = sum(1 for r in with_p1 if r["p1_kept"] == r["p1_total"])
+            line["transcripts_with_p1"] = len(with_p1)
+            needles = sum(r.get("needles_total", 0) for r in ok)
+            if needles:
+                line["needle_retention"] = sum(r.get("needles_present", 0) for r in ok) / needles
+                line["needle_retention_with_recall"] = (
+                    sum(r.get("needles_present", 0) + r.get("needles_recallable", 0) for r in ok)
+                    / needles
+                )
+            for key in sorted({k for r in ok for k in r if k.startswith("coherence_")}):
+                line[key] = _mean([r[key] for r in ok if key in r])
+            out.append(line)
+    return out
