@@ -1,0 +1,74 @@
+"""Content kinds: detection and the compressor registry."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+
+from ctxkit.compress.base import TokenCounter, _normalize
+from ctxkit.compress.code import _CODE_LINE, _numbered, compress_code
+from ctxkit.compress.json import compress_json
+from ctxkit.compress.log import _LEVEL, _LOCATED, _LOG_LINE, _LOG_START, compress_log
+from ctxkit.compress.text import compress_text
+
+KINDS = ("code", "log", "json", "text")
+
+
+def compress(text: str, kind: str, ratio: float, tok: TokenCounter) -> str:
+    """Compress `text` of `kind` (code, log, json, text, plan_ref, other) to `ratio` of its tokens."""
+    if ratio >= 1.0 or not text or kind == "plan_ref":
+        return text
+    tokens = tok.count(text)
+    target = max(1, math.ceil(tokens * max(ratio, 0.0)))
+    if tokens <= target:
+        return text
+    if kind not in KINDS:
+        kind = detect_kind(text)
+    out = COMPRESSORS[kind](text, target, tok)
+    # a compressor never makes things bigger
+    return out if tok.count(out) < tokens else text
+
+
+def detect_kind(text: str) -> str:
+    """Guess code, log, json or text from the content itself."""
+    stripped = text.strip()
+    if stripped[:1] in "{[" and stripped[-1:] in "}]":
+        try:
+            json.loads(stripped)
+            return "json"
+        except ValueError:
+            pass
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return "text"
+    if _numbered(lines) is not None:
+        return "code"
+    n = len(lines)
+    codeish = sum(1 for ln in lines if _CODE_LINE.search(ln))
+    logish = sum(1 for ln in lines if _LOG_LINE.search(ln) or _LOCATED.search(ln))
+    prose = sum(1 for ln in lines if len(ln) > 60 and re.search(r"[.!?:]\s*$", ln) and " " in ln)
+    repeated = n - len({_normalize(ln) for ln in lines})
+    if prose / n >= 0.5:
+        return "text"
+    # an application log's lines start with a timestamp or carry a level; a JSON payload or a
+    # trailing `;` must not make it code
+    leveled = sum(1 for ln in lines if _LOG_START.search(ln) or _LEVEL.search(ln[:60]))
+    if n >= 3 and leveled / n >= 0.3 and leveled >= codeish:
+        return "log"
+    if n >= 3 and codeish / n >= 0.3:
+        return "code"
+    if n >= 3 and (logish / n >= 0.3 or repeated / n >= 0.3):
+        return "log"
+    if n >= 8 and sum(1 for ln in lines if not re.search(r"[.!?:]\s*$", ln)) / n > 0.8:
+        return "log"  # many short unpunctuated lines: command output, listings
+    return "text"
+
+
+COMPRESSORS: dict[str, Callable[[str, int, TokenCounter], str]] = {
+    "code": compress_code,
+    "log": compress_log,
+    "json": compress_json,
+    "text": compress_text,
+}

@@ -1,0 +1,129 @@
+"""Prose: sentences ranked by salience, cut at sentence boundaries; the word splitter relevance shares."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from ctxkit.compress.base import TOLERANCE, TokenCounter, _count_lines
+
+_SENTENCE = re.compile(r"[^\n.!?]*(?:[.!?]+(?=\s|$)|\n+|$)")
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{2,}")
+
+
+STOPWORDS = frozenset(
+    """the and for that this with you are was have has not but from they will would there
+    their what which when where who into then than them these those been being its our your
+    can could should just also about more some such only over very any all one out get
+    let use used using make made here were had did does doing done how why""".split()
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences with their trailing whitespace, so joining them gives the text back."""
+    parts: list[str] = []
+    pos = 0
+    for m in _SENTENCE.finditer(text):
+        if m.end() == m.start():
+            if m.end() >= len(text):
+                break
+            continue
+        end = m.end()
+        while end < len(text) and text[end] in " \t":
+            end += 1
+        parts.append(text[pos:end])
+        pos = end
+    if pos < len(text):
+        parts.append(text[pos:])
+    # glue pieces that are only whitespace onto the previous sentence
+    out: list[str] = []
+    for p in parts:
+        if out and not p.strip():
+            out[-1] += p
+        else:
+            out.append(p)
+    return out
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased content words (paths and identifiers kept whole)."""
+    return [
+        w
+        for w in (m.group(0).lower().strip("./-") for m in _WORD.finditer(text))
+        if w and w not in STOPWORDS
+    ]
+
+
+def sentence_scores(sentences: Sequence[str]) -> list[float]:
+    """TF-IDF weight of each sentence, first and last sentences boosted."""
+    bags = [Counter(words(s)) for s in sentences]
+    n = len(sentences)
+    df: Counter[str] = Counter()
+    tf: Counter[str] = Counter()
+    for bag in bags:
+        df.update(bag.keys())
+        tf.update(bag)
+    scores = []
+    for i, bag in enumerate(bags):
+        if not bag:
+            scores.append(0.0)
+            continue
+        weight = sum(math.log(1 + tf[w]) * math.log(1 + n / df[w]) for w in bag)
+        score = weight / math.sqrt(sum(bag.values()) + 1)
+        if i == 0:
+            score *= 1.5
+        if i == n - 1:
+            score *= 1.25
+        scores.append(score)
+    return scores
+
+
+def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
+    """The most informative sentences (TF-IDF, first/last boosted), in their original order."""
+    sentences = split_sentences(text)
+    if len(sentences) <= 1:
+        return _truncate(text, target_tokens, tok)
+    counts = _count_lines(tok, sentences)
+    scores = sentence_scores(sentences)
+    order = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
+    budget = target_tokens - 4
+    keep: set[int] = set()
+    used = 0
+    seen: set[str] = set()
+    for i in order:
+        key = " ".join(sentences[i].split()).lower()
+        if key in seen or used + counts[i] > budget:
+            continue  # a repeated sentence says nothing new
+        seen.add(key)
+        keep.add(i)
+        used += counts[i]
+    if not keep:
+        return _truncate(text, target_tokens, tok)
+    out: list[str] = []
+    prev = -1
+    for i in sorted(keep):
+        if i != prev + 1:
+            out.append("[...] ")
+        out.append(sentences[i])
+        prev = i
+    if prev != len(sentences) - 1:
+        out.append(" [...]")
+    return "".join(out).rstrip()
+
+
+def _truncate(text: str, target_tokens: int, tok: TokenCounter) -> str:
+    """The head of a text that has no sentences to choose from, cut to about the target."""
+    tokens = tok.count(text)
+    if tokens <= target_tokens:
+        return text
+    chars = max(1, int(len(text) * target_tokens / tokens) - 12)
+    for _ in range(8):
+        cut = text[:chars].rstrip() + " [...]"
+        if tok.count(cut) <= target_tokens * (1 + TOLERANCE) or chars <= 1:
+            return cut
+        chars = max(1, int(chars * 0.85))
+    return text[:chars] + " [...]"
