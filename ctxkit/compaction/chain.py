@@ -261,6 +261,7 @@ def compact(
         t0 = time.perf_counter()
         tokens_before = state.tokens()
         recover = RECOVERY[recovery]
+        assert recover is not None  # `error` raised above
         if recovery == "fresh_start":
             notify(
                 "handover",

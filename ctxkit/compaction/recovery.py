@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ctxkit import structure
 from ctxkit.compaction.options import ChainOptions
@@ -231,5 +231,9 @@ def truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> S
 
 # The recovery modes, by config name: what runs when the chain cannot reach its goal (`error`
 # runs nothing and fails the run).
-RECOVERY = {"fresh_start": fresh_start, "truncate": truncate, "error": None}
+RECOVERY: dict[str, Callable[[State, Sequence[Unit], ChainOptions], State] | None] = {
+    "fresh_start": fresh_start,
+    "truncate": truncate,
+    "error": None,
+}
 RECOVERY_MODES = tuple(RECOVERY)
