@@ -127,8 +127,21 @@ def status_rank(status: str) -> int:
     return _RANK[status]
 
 
-def compaction_target(limit: int, thresholds: Thresholds = Thresholds()) -> int:
-    """The default compaction goal: floor(limit * warn), so the guard does not fire again at once."""
+def compaction_goal(
+    limit: int, target: int | None = None, thresholds: Thresholds = Thresholds()
+) -> int:
+    """The one compaction goal: `target` when given (never above the limit), else
+    floor(limit * warn), so the guard does not fire again at once.
+
+    `compact`, `replay`, `score-rl` and `bench` all aim here, from the library and the CLI alike.
+
+    >>> compaction_goal(5000)
+    4000
+    >>> compaction_goal(5000, target=4500), compaction_goal(5000, target=9000)
+    (4500, 5000)
+    """
+    if target is not None:
+        return min(target, limit)
     return math.floor(limit * thresholds.warn)
 
 

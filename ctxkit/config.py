@@ -51,11 +51,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.errors import ConfigError
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
@@ -117,15 +116,23 @@ def _number(low: float, high: float | None, *, low_open: bool = False) -> Parser
     return parse
 
 
-def _choice(options: tuple[str, ...]) -> Parser:
-    allowed = ", ".join(options)
+def _choice(options: Callable[[], Sequence[str]]) -> Parser:
+    """One of the names a registry holds; the registry is asked when a value is parsed, so the
+    configuration never imports the engine it configures."""
 
     def parse(value: Any, path: str) -> str:
-        if value not in options:
-            raise _fail(path, value, "is not a known choice", allowed)
+        names = options()
+        if value not in names:
+            raise _fail(path, value, "is not a known choice", ", ".join(names))
         return str(value)
 
     return parse
+
+
+def _recovery_modes() -> Sequence[str]:
+    from ctxkit.compaction.recovery import RECOVERY_MODES
+
+    return RECOVERY_MODES
 
 
 def _text(optional: bool = True) -> Parser:
@@ -274,7 +281,7 @@ class DiscardLowRel:
     """Drop the least relevant `discard_percent` of units behind placeholders."""
 
     discard_percent: float = _f(0.3, _number(0.0, 1.0))
-    placeholder_detail: str = _f("brief", _choice(PLACEHOLDER_DETAILS))
+    placeholder_detail: str = _f("brief", _choice(lambda: PLACEHOLDER_DETAILS))
     min_coherence: float = _f(0.6, _number(0.0, 1.0))
 
 
@@ -359,7 +366,7 @@ class RetryPolicies:
 class Summarizer:
     """Which summarizer compaction uses: `extractive` (offline) or `llm` (OpenAI-compatible)."""
 
-    name: str = _f("extractive", _choice(SUMMARIZERS))
+    name: str = _f("extractive", _choice(lambda: SUMMARIZERS))
     model: str | None = _f(None, _text())
     url: str | None = _f(None, _text())
 
@@ -368,7 +375,7 @@ class Summarizer:
 class Embedder:
     """Which embedder scores relevance: `auto` (minilm, else lexical), `minilm`, `lexical`."""
 
-    name: str = _f("auto", _choice(EMBEDDERS))
+    name: str = _f("auto", _choice(lambda: EMBEDDERS))
     model: str | None = _f(None, _text())
     cache: bool = _f(True, _bool)
 
@@ -451,7 +458,7 @@ class Config:
     models: dict[str, ModelOverride] = _f({}, _named_map(_section(ModelOverride)))
     providers: dict[str, ModelOverride] = _f({}, _named_map(_section(ModelOverride)))
     breaking_strategy: BreakingStrategy = _f(BreakingStrategy(), _section(BreakingStrategy))
-    recovery_mode: str = _f("fresh_start", _choice(RECOVERY_MODES))
+    recovery_mode: str = _f("fresh_start", _choice(_recovery_modes))
     handover_tokens: int = _f(500, _int(1))
     retry_policies: RetryPolicies = _f(RetryPolicies(), _retry_policies)
     summarizer: Summarizer = _f(Summarizer(), _section(Summarizer))

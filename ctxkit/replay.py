@@ -34,11 +34,11 @@ from typing import Any
 import orjson
 
 from ctxkit.archive import Archive
-from ctxkit.budget import Thresholds, compaction_target, status_for, status_rank
-from ctxkit.compaction import RECOVERY_MODES, ChainOptions, compact, expand_chain
+from ctxkit.budget import Thresholds, status_for, status_rank
+from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
 from ctxkit.errors import BreakerFailed, CtxkitError, InputError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_transcript, count_units
+from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
 
 DEFAULT_THRESHOLDS = Thresholds()
 
@@ -418,35 +418,30 @@ def call_points(units: Sequence[Unit]) -> list[int]:
 
 def replay(
     t: Transcript,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
-    options: ChainOptions | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
+    limit: int | None = None,
     archive: Archive | None = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
     truth: Mapping[str, Any] | None = None,
-    target: int | None = None,
-    embedder: Any = None,
-    summarizer: Callable[..., str] | None = None,
 ) -> ReplayResult:
-    """Replay `t` through an agent loop under `limit`; compact when the guard says so.
+    """Replay `t` through an agent loop under the limit; compact when the guard says so.
 
-    `target` is the chain's goal (default: the warn threshold of the limit, as `compact` uses);
-    `truth` is the ground truth (default: `t.metadata["ground_truth"]` when present). Without an
-    archive an in-memory SQLite archive holds what compaction removes, so recall still counts.
+    `settings` says how to compact (the same record `compact` takes: its goal, thresholds,
+    chain); `limit` alone is shorthand for `CompactSettings(limit=limit)`, or overrides the
+    settings' limit. `truth` is the ground truth (default: `t.metadata["ground_truth"]` when
+    present). Without an archive an in-memory SQLite archive holds what compaction removes, so
+    recall still counts.
     """
-    from ctxkit.tokens import get_tokenizer
-
+    if settings is None:
+        if limit is None:
+            raise TypeError("replay() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
     started = time.perf_counter()
-    options = options or ChainOptions()
-    expand_chain(options.chain)  # bad names fail here, not inside the loop where errors are kept
-    if options.recovery_mode not in RECOVERY_MODES:
-        raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = target if target is not None else compaction_target(limit, thresholds)
-    goal = min(goal, limit)
+    expand_chain(settings.options.chain)  # bad names fail here, not inside the loop
+    if settings.options.recovery_mode not in RECOVERY_MODES:
+        raise unknown_name("recovery mode", settings.options.recovery_mode, RECOVERY_MODES)
     if truth is None:
         truth = t.metadata.get("ground_truth")
     if truth:
@@ -454,20 +449,7 @@ def replay(
     own_archive = archive is None
     store = Archive(":memory:") if archive is None else archive
     try:
-        return _run(
-            t,
-            limit,
-            goal,
-            options,
-            tok,
-            copts,
-            store,
-            thresholds,
-            truth,
-            embedder,
-            summarizer,
-            started,
-        )
+        return _run(t, settings, store, truth, started)
     finally:
         if own_archive:
             store.close()
@@ -475,20 +457,15 @@ def replay(
 
 def _run(
     t: Transcript,
-    limit: int,
-    goal: int,
-    options: ChainOptions,
-    tok: Tokenizer,
-    copts: CountOptions,
+    settings: CompactSettings,
     archive: Archive,
-    thresholds: Thresholds,
     truth: Mapping[str, Any] | None,
-    embedder: Any,
-    summarizer: Callable[..., str] | None,
     started: float,
 ) -> ReplayResult:
     from ctxkit.truth import needle_retention
 
+    limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
+    tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
     per_unit = [c.total for c in count_units(units, tok, copts)]
     fixed = count_tool_schemas(t.tools, tok, copts) + copts.reply_priming
@@ -516,17 +493,7 @@ def _run(
             t0 = time.perf_counter()
             last = max(0, index - 1)
             try:
-                result = compact(
-                    current,
-                    limit=limit,
-                    target=goal,
-                    options=options,
-                    tokenizer=tok,
-                    count_opts=copts,
-                    archive=archive,
-                    embedder=embedder,
-                    summarizer=summarizer,
-                )
+                result = compact(current, settings, archive=archive)
             except (BreakerFailed, CtxkitError) as exc:
                 log.append(
                     Compaction(

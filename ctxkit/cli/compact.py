@@ -209,19 +209,7 @@ def compact(
         archive_file = archive_path or default_archive_path(None if output == "-" else output)
         archive = Archive(":memory:" if dry_run else archive_file)
         try:
-            runs = compact_many(
-                transcripts,
-                jobs=jobs,
-                archive=archive,
-                observe=observe,
-                limit=budget.limit,
-                target=budget.target,
-                options=budget.options,
-                tokenizer=budget.tokenizer,
-                count_opts=budget.count_opts,
-                embedder=budget.embedder,
-                summarizer=budget.summarizer,
-            )
+            runs = compact_many(transcripts, budget, jobs=jobs, archive=archive, observe=observe)
             if len(transcripts) > 1 and want_progress(progress):
                 from tqdm import tqdm
 
@@ -333,19 +321,7 @@ def _replay(
         attach_truth(transcripts, read_truth_records(sidecar), warn=echo_err)
     # The archive is scratch unless asked for: a replay writes no compacted transcript to recall into.
     with Archive(archive_path or ":memory:") as archive:
-        results = [
-            replay(
-                t,
-                limit=budget.limit,
-                target=budget.target,
-                options=budget.options,
-                tokenizer=budget.tokenizer,
-                count_opts=budget.count_opts,
-                archive=archive,
-                thresholds=budget.budget.thresholds,
-            )
-            for t in transcripts
-        ]
+        results = [replay(t, budget, archive=archive) for t in transcripts]
     reports = [r.to_dict(include_transcript=True) for r in results]
     doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
     write_output(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

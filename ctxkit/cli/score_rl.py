@@ -175,7 +175,6 @@ def score_rl(
     if fmt == "parquet" and output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
 
-    from ctxkit.budget import compaction_target
     from ctxkit.relevance import get_embedder
     from ctxkit.settings import compact_settings
 
@@ -190,20 +189,14 @@ def score_rl(
         seed=seed,
         warn=echo_err,
     )
-    fixed_limit = settings.limit if (limit is not None or model is not None) else None
-    thresholds = settings.budget.thresholds
-    emb = get_embedder(embedder, warn=echo_err)
+    settings = settings.replace(embedder=get_embedder(embedder, warn=echo_err))
+    fixed_limit = limit is not None or model is not None
 
     def limit_for(t: Transcript) -> int:
-        if fixed_limit is not None:
-            return fixed_limit
         truth = t.metadata.get("ground_truth")
-        if truth and truth.get("limit"):
+        if not fixed_limit and truth and truth.get("limit"):
             return int(truth["limit"])
         return settings.limit
-
-    def target_for(lim: int) -> int:
-        return min(target, lim) if target is not None else compaction_target(lim, thresholds)
 
     transcripts = _transcripts(
         paths,
@@ -221,23 +214,7 @@ def score_rl(
     bar = _bar(total, want_progress(progress))
     summary = rl.Summary()
     with rl.DatasetWriter(output, fmt, export) as writer:
-        for t in transcripts:
-            lim = limit_for(t)
-            trials = [
-                rl.run_action(
-                    t,
-                    a,
-                    limit=lim,
-                    mode=mode,
-                    target=target_for(lim),
-                    tokenizer=settings.tokenizer,
-                    count_opts=settings.count_opts,
-                    embedder=emb,
-                    thresholds=thresholds,
-                    seed=seed,
-                )
-                for a in actions
-            ]
+        for trials in rl.score(transcripts, actions, settings, limit_for=limit_for, mode=mode):
             for tr in trials:
                 summary.add(tr)
             writer.write(rl.export_rows(trials, export))

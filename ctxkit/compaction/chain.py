@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit import structure
 from ctxkit.archive import Archive, make_ref
-from ctxkit.compaction.options import ChainOptions, expand_chain
+from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
 def check_invariants(
@@ -78,24 +78,33 @@ def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int
 
 def compact(
     transcript: Transcript,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
-    target: int | None = None,
-    options: ChainOptions | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
+    limit: int | None = None,
     archive: Archive | None = None,
     query: str | None = None,
-    embedder: Any = None,
-    summarizer: Callable[..., str] | None = None,
     observe: Observer | None = None,
 ) -> CompactResult:
-    """Return the best transcript under `target` (default: the limit) that keeps the task alive."""
+    """Return the best transcript under the goal that keeps the task alive.
+
+    `settings` says how (`CompactSettings`); `limit` alone is shorthand for
+    `CompactSettings(limit=limit)`. The goal is `settings.goal`: the warn threshold of the limit
+    unless a target is set, the same from the library as from `ctxkit compact --limit`.
+    """
+    if settings is None:
+        if limit is None:
+            raise TypeError("compact() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
     started = time.perf_counter()
-    options = options or ChainOptions()
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = limit if target is None else min(target, limit)
+    limit = settings.limit
+    options = settings.options
+    tok = settings.tok
+    copts = settings.count_opts
+    embedder = settings.embedder
+    summarizer = settings.summarizer
+    goal = settings.goal
     if options.recovery_mode not in RECOVERY_MODES:
         raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
     chain = expand_chain(options.chain)

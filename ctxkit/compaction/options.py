@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.budget import Target, Thresholds, compaction_goal
 from ctxkit.errors import unknown_name
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
+from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, get_tokenizer
 
 
 @dataclass(frozen=True)
@@ -46,3 +49,41 @@ def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
         else:
             raise unknown_name("strategy", name, [*STRATEGIES, "hybrid"])
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    """Everything a compaction needs besides the transcript, built once and passed whole (as
+    black passes `mode=`): `compact(t, CompactSettings(limit=8000))`.
+
+    The CLI builds one from flags and the configuration (`ctxkit.settings.compact_settings`), the
+    library from keywords; both aim at the same goal (`budget.compaction_goal`).
+
+    >>> CompactSettings(limit=5000).goal
+    4000
+    """
+
+    limit: int
+    target: int | None = None  # None: the warn threshold of the limit
+    thresholds: Thresholds = Thresholds()
+    options: ChainOptions = field(default_factory=ChainOptions)
+    tokenizer: Tokenizer | None = None  # None: the default tokenizer
+    tokenizer_label: str = DEFAULT_TOKENIZER
+    count_opts: CountOptions = CountOptions()
+    embedder: Any = None  # relevance and coherence; None: lexical
+    summarizer: Callable[..., str] | None = None  # None: extractive
+    budget: Target | None = None  # where the limit came from, when resolved from a model or config
+
+    @property
+    def goal(self) -> int:
+        """What the chain aims for (see `budget.compaction_goal`)."""
+        return compaction_goal(self.limit, self.target, self.thresholds)
+
+    @property
+    def tok(self) -> Tokenizer:
+        """The tokenizer in use."""
+        return self.tokenizer if self.tokenizer is not None else get_tokenizer()
+
+    def replace(self, **changes: Any) -> CompactSettings:
+        """A copy with some fields changed (a replay at another limit, an action's chain)."""
+        return dataclasses.replace(self, **changes)

@@ -7,11 +7,12 @@ from typing import Any
 
 from ctxkit.archive import Archive
 from ctxkit.compaction.chain import compact
+from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Observer
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 
-_WORK: dict[str, Any] = {}  # what forked workers inherit: the compact() keyword arguments
+_WORK: dict[str, CompactSettings] = {}  # what forked workers inherit: the run's settings
 
 
 def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcript | None]:
@@ -20,7 +21,7 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcri
     events: list[Event] = []
     scratch = Archive(":memory:")
     try:
-        result = compact(t, archive=scratch, observe=events.append, **_WORK)
+        result = compact(t, _WORK["settings"], archive=scratch, observe=events.append)
     except CtxkitError as exc:
         return ("error", (type(exc).__name__, str(exc), exc.exit_code), events, [], None)
     rows = scratch.list(t.id) if result.changed else []
@@ -31,11 +32,11 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcri
 
 def compact_many(
     transcripts: Iterable[Transcript],
+    settings: CompactSettings,
     *,
     jobs: int = 1,
     archive: Archive | None = None,
     observe: Observer | None = None,
-    **kwargs: Any,
 ) -> Iterator[CompactResult]:
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
@@ -48,12 +49,12 @@ def compact_many(
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
     if jobs <= 1 or "torch" in sys.modules:
         for t in transcripts:
-            yield compact(t, archive=archive, observe=observe, **kwargs)
+            yield compact(t, settings, archive=archive, observe=observe)
         return
     import multiprocessing
 
     _WORK.clear()
-    _WORK.update(kwargs)
+    _WORK["settings"] = settings
     try:
         with multiprocessing.get_context("fork").Pool(jobs) as pool:
             for status, payload, events, rows, original in pool.imap(_work_one, transcripts):
@@ -69,7 +70,7 @@ def compact_many(
                     if archive.key_for(original) != original.id:
                         # Another transcript of this name is archived already: redo this one
                         # here, so its refs carry the archive's distinct key.
-                        yield compact(original, archive=archive, observe=observe, **kwargs)
+                        yield compact(original, settings, archive=archive, observe=observe)
                         continue
                     archive.put_transcript(original)
                     for row in rows:

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.archive import Archive
-from ctxkit.budget import Thresholds, compaction_target, used_fraction
+from ctxkit.budget import used_fraction
+from ctxkit.compaction import CompactSettings
 from ctxkit.compaction import compact as run_chain
-from ctxkit.errors import CtxkitError, UsageError
+from ctxkit.errors import CtxkitError, unknown_name
 from ctxkit.model import TYPES, Transcript
-from ctxkit.rl.actions import DEFAULT_THRESHOLDS, MODES, Action
+from ctxkit.rl.actions import MODES, Action
 from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
 @dataclass
@@ -144,25 +145,34 @@ class Trial:
 def run_action(
     t: Transcript,
     action: Action,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
+    limit: int | None = None,
     mode: str = "oneshot",
-    target: int | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
-    embedder: Any = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    seed: int = 0,
 ) -> Trial:
-    """Apply one action to one transcript (one-shot or replayed) and measure the outcome."""
+    """Apply one action to one transcript (one-shot or replayed) and measure the outcome.
+
+    `settings` gives the budget, tokenizer and embedder (`limit` alone is shorthand for
+    `CompactSettings(limit=limit)`, or overrides the settings' limit); the action replaces
+    their chain, parameters and recovery mode.
+    """
     from ctxkit.truth import needle_retention
 
     if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = target if target is not None else compaction_target(limit, thresholds)
-    options = action.options(seed)
+        raise unknown_name("mode", mode, MODES)
+    if settings is None:
+        if limit is None:
+            raise TypeError("run_action() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
+    settings = settings.replace(options=action.options(settings.options.seed))
+    limit, tok, copts, embedder = (
+        settings.limit,
+        settings.tok,
+        settings.count_opts,
+        settings.embedder,
+    )
     truth = t.metadata.get("ground_truth")
     if truth:
         from ctxkit.replay import truth_priorities
@@ -173,18 +183,7 @@ def run_action(
         if mode == "replay":
             from ctxkit.replay import replay
 
-            r = replay(
-                t,
-                limit=limit,
-                target=goal,
-                options=options,
-                tokenizer=tok,
-                count_opts=copts,
-                archive=archive,
-                thresholds=thresholds,
-                truth=truth,
-                embedder=embedder,
-            )
+            r = replay(t, settings, archive=archive, truth=truth)
             result_t = r.transcript
             retention: dict[str, Any] | None = r.retention if truth else None
             outcome = Outcome(
@@ -208,16 +207,7 @@ def run_action(
             )
         else:
             try:
-                c = run_chain(
-                    t,
-                    limit=limit,
-                    target=goal,
-                    options=options,
-                    tokenizer=tok,
-                    count_opts=copts,
-                    archive=archive,
-                    embedder=embedder,
-                )
+                c = run_chain(t, settings, archive=archive)
             except CtxkitError as exc:
                 # No context came out: nothing of the original is usable, so no coherence,
                 # reduction or priority credit.
@@ -275,35 +265,21 @@ def run_action(
 def score(
     transcripts: Iterable[Transcript],
     actions: Sequence[Action],
+    settings: CompactSettings | None = None,
     *,
-    limit_for: Callable[[Transcript], int],
+    limit_for: Callable[[Transcript], int] | None = None,
     mode: str = "oneshot",
-    target: int | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
-    embedder: Any = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    seed: int = 0,
 ) -> Iterator[list[Trial]]:
-    """For each transcript (read lazily), the trials of every action, in action order."""
-    tok = tokenizer or get_tokenizer()
+    """For each transcript (read lazily), the trials of every action, in action order.
+
+    `limit_for` picks each transcript's limit (e.g. from its ground truth); default the
+    settings' own. One of the two is needed.
+    """
+    if settings is None and limit_for is None:
+        raise TypeError("score() needs settings or limit_for")
     for t in transcripts:
-        limit = limit_for(t)
-        yield [
-            run_action(
-                t,
-                a,
-                limit=limit,
-                mode=mode,
-                target=target,
-                tokenizer=tok,
-                count_opts=count_opts,
-                embedder=embedder,
-                thresholds=thresholds,
-                seed=seed,
-            )
-            for a in actions
-        ]
+        limit = limit_for(t) if limit_for is not None else None
+        yield [run_action(t, a, settings, limit=limit, mode=mode) for a in actions]
 
 
 @dataclass
