@@ -13,7 +13,6 @@ import orjson
 from ctxkit.cli.options import (
     budget_options,
     echo_err,
-    include_compacted,
     input_options,
     progress_option,
     reading_summary,
@@ -25,6 +24,7 @@ from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_outp
 
 if TYPE_CHECKING:
     from ctxkit.compaction import Event
+    from ctxkit.formats import ReadOptions
 
 
 @click.command("compact")
@@ -109,9 +109,7 @@ if TYPE_CHECKING:
 @tokenizer_options
 def compact(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     output: str,
     limit: int | None,
     model: str | None,
@@ -179,7 +177,7 @@ def compact(
         warn=echo_err,
     )
     if replay:
-        _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
+        _replay(source, read_opts, budget, output, archive_path)
         return
 
     # Nothing is written unless everything can be: check the outputs before any work.
@@ -194,10 +192,7 @@ def compact(
         transcripts = list(
             read_path(
                 path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
+                read_opts,
                 stats=stats,
                 label="<stdin>" if source == "-" else None,
             )
@@ -290,9 +285,7 @@ def _explain_steps(result: Any) -> None:
 
 def _replay(
     source: str,
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     budget: Any,
     output: str,
     archive_path: str | None,
@@ -306,10 +299,7 @@ def _replay(
         transcripts = list(
             read_path(
                 path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
+                read_opts,
                 stats=ReadStats(),
                 label="<stdin>" if source == "-" else None,
             )

@@ -14,7 +14,6 @@ import click
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
-    include_compacted,
     input_options,
     progress_option,
     reading_summary,
@@ -23,6 +22,7 @@ from ctxkit.cli.options import (
 )
 from ctxkit.counting import BREAKDOWNS, CALIBRATION_TOKENIZERS, Breakdown, Calibration
 from ctxkit.errors import CtxkitError, InputError, TokenizerError
+from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript, Unit
 from ctxkit.report import FORMATS, default_format, render_table, write_rows
 from ctxkit.tokens import (
@@ -79,9 +79,7 @@ CALIBRATION_NOTE = (
 @debug_option
 def count(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     tokenizer: str | None,
     image_tokens: int | None,
     tool_schema_scale: float | None,
@@ -121,10 +119,7 @@ def count(
         for path in files:
             for t in read_path(
                 path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
+                read_opts,
                 stats=stats,
             ):
                 yield _augment(t, extra_system, extra_tools)

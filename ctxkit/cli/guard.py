@@ -11,7 +11,6 @@ import click
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
-    include_compacted,
     input_options,
     reading_summary,
     tokenizer_options,
@@ -198,10 +197,7 @@ def run_guard(**kw: Any) -> int:
     for path in expand_paths(kw["paths"]):
         for t in read_path(
             path,
-            kw["from_format"],
-            include_sidechains=kw["include_sidechains"],
-            include_compacted=include_compacted(),
-            skip_invalid=kw["skip_invalid"],
+            kw["read_opts"],
             stats=stats,
         ):
             verdict = evaluate(

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
+from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
 from ctxkit.fileio import copy_output, spooled_stdin
+from ctxkit.formats import FORMATS, WRITABLE
 
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
@@ -209,14 +210,14 @@ def _preview(text: str) -> str:
 @click.option(
     "--from",
     "from_format",
-    type=click.Choice(FORMAT_NAMES),
+    type=click.Choice(sorted(FORMATS)),
     default=None,
     help="Format of COMPACTED (default: detected).",
 )
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(WRITE_FORMAT_NAMES),
+    type=click.Choice(WRITABLE),
     default=None,
     help="Output format (default: the original's, when it can be written).",
 )

@@ -17,6 +17,7 @@ from ctxkit.cli.options import (
     want_progress,
 )
 from ctxkit.errors import UsageError
+from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
 from ctxkit.simulate import SCENARIOS
 
@@ -119,9 +120,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @tokenizer_options
 def score_rl(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     scenario: tuple[str, ...],
     scenarios: str | None,
     seed: int,
@@ -201,9 +200,7 @@ def score_rl(
     transcripts = _transcripts(
         paths,
         names,
-        from_format,
-        include_sidechains,
-        skip_invalid,
+        read_opts,
         truth_path,
         seed=seed,
         count=count,
@@ -231,9 +228,7 @@ def score_rl(
 def _transcripts(
     paths: tuple[str, ...],
     names: list[str],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     truth_path: str | None,
     *,
     seed: int,
@@ -273,9 +268,7 @@ def _transcripts(
                     matcher = found[key]
             for t in read_path(
                 path,
-                from_format,
-                include_sidechains=include_sidechains,
-                skip_invalid=skip_invalid,
+                read_opts,
                 stats=stats,
             ):
                 if matcher is not None:

@@ -28,12 +28,13 @@ import orjson
 from ctxkit.errors import InputError, unknown_name
 from ctxkit.fileio import atomic_writer
 from ctxkit.formats import anthropic, claude_code, codex, openai, sharegpt, units
-from ctxkit.formats.common import ReadStats, Source, snippet_of
+from ctxkit.formats.common import ReadOptions, ReadStats, Source, snippet_of
 from ctxkit.model import Transcript
 
 __all__ = [
     "FORMATS",
     "WRITABLE",
+    "ReadOptions",
     "ReadStats",
     "detect_format",
     "expand_paths",
@@ -52,7 +53,8 @@ FORMATS: dict[str, ModuleType] = {
     "codex": codex,
     "sharegpt": sharegpt,
 }
-WRITABLE = ("units", "openai", "anthropic")
+# A format that can be written has a `write(t) -> (records, extras)`; the rest are read only.
+WRITABLE = tuple(name for name, module in FORMATS.items() if hasattr(module, "write"))
 
 # Detection order for a list of message records: the app logs have unmistakable keys, the two
 # API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
@@ -159,20 +161,12 @@ def _diagnose(data: bytes, exc: Exception | None, *, last: bool) -> str:
 class _Reader:
     """Reads one stream: sniffs JSON document vs JSONL, then hands records to a format."""
 
-    def __init__(
-        self,
-        path: str,
-        fmt: str | None,
-        include_sidechains: bool,
-        skip_invalid: bool,
-        stats: ReadStats,
-        include_compacted: bool = False,
-    ) -> None:
+    def __init__(self, path: str, opts: ReadOptions, stats: ReadStats) -> None:
         self.path = path
-        self.fmt = fmt
-        self.include_sidechains = include_sidechains
-        self.include_compacted = include_compacted
-        self.skip_invalid = skip_invalid
+        self.fmt = opts.format
+        self.include_sidechains = opts.include_sidechains
+        self.include_compacted = opts.include_compacted
+        self.skip_invalid = opts.skip_invalid
         self.stats = stats
         self.stem = _stem(path)
         self.seen_blocks: set[str] = set()
@@ -457,28 +451,36 @@ def _unknown_shape(obj: Any) -> str:
     )
 
 
+def _read_options(opts: ReadOptions | str | None) -> ReadOptions:
+    """`opts` as a record: a bare format name is `ReadOptions(format=name)`."""
+    if opts is None:
+        return ReadOptions()
+    if isinstance(opts, str):
+        opts = ReadOptions(format=opts)
+    if opts.format is not None and opts.format not in FORMATS:
+        raise unknown_name("format", opts.format, FORMATS)
+    return opts
+
+
 def read_path(
     path: str,
-    fmt: str | None = None,
+    opts: ReadOptions | str | None = None,
     *,
-    include_sidechains: bool = False,
-    skip_invalid: bool = False,
     stats: ReadStats | None = None,
     label: str | None = None,
-    include_compacted: bool = False,
 ) -> Iterator[Transcript]:
     """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many).
 
-    `label` names the input in transcript ids, `Transcript.path` and error messages instead of
-    `path` (a CLI that spools stdin to a temp file passes "<stdin>", so ids stay deterministic).
-    A Claude Code log keeps only its last compaction summary and what follows (what the model
-    still sees) unless `include_compacted`.
+    `opts` says how to read (`ReadOptions`, or just a format name). `label` names the input in
+    transcript ids, `Transcript.path` and error messages instead of `path` (a CLI that spools
+    stdin to a temp file passes "<stdin>", so ids stay deterministic). A Claude Code log keeps
+    only its last compaction summary and what follows (what the model still sees) unless
+    `opts.include_compacted`.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise unknown_name("format", fmt, FORMATS)
+    opts = _read_options(opts)
     stats = stats if stats is not None else ReadStats()
     name = label if label is not None else ("<stdin>" if path == "-" else path)
-    reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats, include_compacted)
+    reader = _Reader(name, opts, stats)
     if path == "-":
         stats.files += 1
         yield from reader.read(sys.stdin.buffer)
@@ -496,21 +498,16 @@ def read_path(
         stream.close()
 
 
-def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw: Any) -> list[Transcript]:
+def read_text(
+    text: str,
+    opts: ReadOptions | str | None = None,
+    *,
+    path: str = "<string>",
+    stats: ReadStats | None = None,
+) -> list[Transcript]:
     """Transcripts in a string (tests, library use); same rules as `read_path`."""
-    if fmt is not None and fmt not in FORMATS:
-        raise unknown_name("format", fmt, FORMATS)
-    stats = kw.pop("stats", None) or ReadStats()
-    reader = _Reader(
-        path,
-        fmt,
-        bool(kw.pop("include_sidechains", False)),
-        bool(kw.pop("skip_invalid", False)),
-        stats,
-        bool(kw.pop("include_compacted", False)),
-    )
-    if kw:
-        raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+    stats = stats if stats is not None else ReadStats()
+    reader = _Reader(path, _read_options(opts), stats)
     stats.files += 1
     return list(reader.read(io.BytesIO(text.encode("utf-8"))))
 

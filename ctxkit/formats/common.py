@@ -14,6 +14,17 @@ from ctxkit.errors import InputError
 from ctxkit.model import Unit
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read transcripts: built once from the flags (`--from`, `--include-sidechains`,
+    `--include-compacted`, `--skip-invalid`) and passed whole to every reader."""
+
+    format: str | None = None  # None: detected per file (per line for datasets)
+    include_sidechains: bool = False  # Claude Code: keep subagent records in the main thread
+    include_compacted: bool = False  # Claude Code: also read what its own compaction summarized
+    skip_invalid: bool = False  # count and skip unreadable lines instead of stopping
+
+
 @dataclass
 class ReadStats:
     """Counts filled while reading, so a command can say how many records it used or skipped."""
