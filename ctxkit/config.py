@@ -62,7 +62,6 @@ DEFAULT_PATH = "ctxkit.yaml"
 ROOT = "context_config"
 STRATEGY_NAMES = tuple(STRATEGIES)
 DEFAULT_CHAIN_ORDER = DEFAULT_CHAIN
-SUMMARIZERS = ("extractive", "llm")
 EMBEDDERS = ("auto", "minilm", "lexical")
 PLACEHOLDER_DETAILS = ("brief", "linked")
 
@@ -127,6 +126,12 @@ def _choice(options: Callable[[], Sequence[str]]) -> Parser:
         return str(value)
 
     return parse
+
+
+def _summarizer_names() -> Sequence[str]:
+    from ctxkit.summarize import SUMMARIZER_NAMES
+
+    return SUMMARIZER_NAMES
 
 
 def _recovery_modes() -> Sequence[str]:
@@ -366,7 +371,7 @@ class RetryPolicies:
 class Summarizer:
     """Which summarizer compaction uses: `extractive` (offline) or `llm` (OpenAI-compatible)."""
 
-    name: str = _f("extractive", _choice(lambda: SUMMARIZERS))
+    name: str = _f("extractive", _choice(_summarizer_names))
     model: str | None = _f(None, _text())
     url: str | None = _f(None, _text())
 

@@ -19,8 +19,11 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
+from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_output
+from ctxkit.formats import WRITABLE
+from ctxkit.summarize import SUMMARIZER_NAMES
 
 if TYPE_CHECKING:
     from ctxkit.compaction import Event
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--recovery",
-    type=click.Choice(["fresh_start", "truncate", "error"]),
+    type=click.Choice(RECOVERY_MODES),
     default=None,
     help="What to do when the chain cannot reach the target (default from config: fresh_start).",
 )
@@ -61,7 +64,7 @@ if TYPE_CHECKING:
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(["units", "openai", "anthropic"]),
+    type=click.Choice(WRITABLE),
     default=None,
     help="Output format (default: the input's, when it can be written).",
 )
@@ -79,7 +82,7 @@ if TYPE_CHECKING:
 @click.option("--no-cache", is_flag=True, help="Do not use the persistent embedding cache.")
 @click.option(
     "--summarizer",
-    type=click.Choice(["extractive", "llm"]),
+    type=click.Choice(SUMMARIZER_NAMES),
     default=None,
     help="extractive (offline, the default) or llm (an OpenAI-compatible endpoint).",
 )

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ctxkit.budget import STATUSES
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
@@ -97,7 +98,7 @@ Exit codes:
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["warn", "compact", "block", "overflow"]),
+    type=click.Choice(STATUSES[1:]),
     default="compact",
     show_default=True,
     help="The lowest status that exits non-zero.",

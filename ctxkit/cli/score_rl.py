@@ -19,6 +19,8 @@ from ctxkit.cli.options import (
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
+from ctxkit.rl.actions import MODES
+from ctxkit.rl.datasets import EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
 
 
@@ -85,7 +87,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option("--list-actions", is_flag=True, help="List the actions and exit.")
 @click.option(
     "--mode",
-    type=click.Choice(["oneshot", "replay"]),
+    type=click.Choice(MODES),
     default="oneshot",
     show_default=True,
     help="Compact each transcript once, or replay it through an agent loop.",
@@ -100,7 +102,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option(
     "--export",
     "export",
-    type=click.Choice(["rl", "dpo", "sft"]),
+    type=click.Choice(EXPORTS),
     default="rl",
     show_default=True,
     help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst pairs; "
@@ -109,7 +111,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "parquet"]),
+    type=click.Choice(FORMATS),
     default="jsonl",
     show_default=True,
     help="Dataset file format (parquet needs -o).",
