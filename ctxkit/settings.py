@@ -12,7 +12,7 @@ from typing import Any
 
 from ctxkit.budget import resolve_target
 from ctxkit.compaction import ChainOptions, CompactSettings, expand_chain
-from ctxkit.config import STRATEGY_NAMES, Config, load_config
+from ctxkit.config import Config, load_config
 from ctxkit.errors import UsageError
 from ctxkit.tokens import CountOptions, Tokenizer
 
@@ -27,7 +27,7 @@ def chain_options(
         raise UsageError("--chain is empty; give strategy names separated by commas")
     return ChainOptions(
         chain=expand_chain(names),
-        params={name: bs.params(name) for name in STRATEGY_NAMES},
+        params={name: bs.params(name) for name in bs.strategies},
         max_iterations=bs.hybrid.max_iterations,
         recovery_mode=recovery or config.recovery_mode,
         handover_tokens=config.handover_tokens,

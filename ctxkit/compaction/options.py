@@ -32,10 +32,10 @@ class ChainOptions:
 
 def _config_params() -> dict[str, dict[str, Any]]:
     """Every strategy's parameters as the default configuration sets them."""
-    from ctxkit.config import STRATEGY_NAMES, Config
+    from ctxkit.config import Config
 
     bs = Config().breaking_strategy
-    return {name: bs.params(name) for name in STRATEGY_NAMES}
+    return {name: bs.params(name) for name in bs.strategies}
 
 
 def expand_chain(names: Sequence[str]) -> tuple[str, ...]:

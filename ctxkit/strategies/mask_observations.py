@@ -8,13 +8,24 @@ the cost: the agent's own reasoning and calls stay, only stale observations go.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
 
 NAME = "mask_observations"
-DEFAULTS: dict[str, Any] = {"keep_last_turns": 3}
+
+
+@dataclass(frozen=True)
+class Params:
+    """Tool outputs older than the last `keep_last_turns` turns become placeholders."""
+
+    keep_last_turns: int = setting(3, integer(0))
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 # With no more user turns than keep_last_turns (one long agent run), the window is the last
 # STEP_WINDOW agent steps (assistant calls), the M = 10 of "The Complexity Trap"; a
 # `keep_last_steps` parameter overrides it.
