@@ -37,6 +37,7 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.config import Config
+from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import (
     CountOptions,
@@ -576,3 +577,57 @@ def _trace_target(say: Trace, r: TargetResult) -> None:
         + f" -> {r.status}"
         + (" (schemas only)" if r.schemas_only else "")
     )
+
+
+# --- inputs beside the transcript and the combined exit code ----------------------------
+
+
+def load_pending(path: str) -> list[PendingOutput]:
+    """Pending tool outputs: a JSON list of strings or {name, content}, or JSONL of either."""
+    import orjson
+
+    from ctxkit.formats.extras import read_text_file
+
+    text = read_text_file(path)
+    items: list[tuple[int | None, Any]]
+    try:
+        data = orjson.loads(text)
+        if not isinstance(data, list):
+            data = [data]
+        items = [(None, d) for d in data]
+    except orjson.JSONDecodeError:
+        items = []
+        for n, text_line in enumerate(text.splitlines(), 1):
+            if not text_line.strip():
+                continue
+            try:
+                items.append((n, orjson.loads(text_line)))
+            except orjson.JSONDecodeError as exc:
+                raise InputError(path, n, f"not valid JSON: {exc.msg}", text_line) from None
+    out = []
+    for i, (line, item) in enumerate(items):
+        if isinstance(item, str):
+            out.append(PendingOutput(name=f"output{i + 1}", content=item))
+        elif isinstance(item, dict) and isinstance(item.get("content"), str):
+            out.append(
+                PendingOutput(
+                    name=str(item.get("name") or f"output{i + 1}"), content=item["content"]
+                )
+            )
+        else:
+            raise InputError(
+                path,
+                line,
+                f'pending output #{i + 1}: expected a string or {{"name", "content"}} with string content',
+            )
+    return out
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def combine_exit_codes(codes: Sequence[int]) -> int:
+    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    order = {0: 0, EXIT_PROBLEMS: 1, EXIT_CODES["warn"]: 2, EXIT_CODES["block"]: 3, EXIT_CODES["overflow"]: 4}
+    return max(codes, key=lambda c: order.get(c, len(order)))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import click
@@ -21,9 +20,10 @@ from ctxkit.cli.options import (
     want_progress,
 )
 from ctxkit.counting import BREAKDOWNS, CALIBRATION_TOKENIZERS, Breakdown, Calibration
-from ctxkit.errors import CtxkitError, InputError, TokenizerError
+from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.formats import ReadOptions
-from ctxkit.model import Transcript, Unit
+from ctxkit.formats.extras import load_tools, read_text_file, with_context
+from ctxkit.model import Transcript
 from ctxkit.report import FORMATS, default_format, render_table, write_rows
 from ctxkit.tokens import (
     REGIONS,
@@ -108,8 +108,8 @@ def count(
     if tool_schema_scale is not None:
         opts = replace(opts, tool_schema_scale=tool_schema_scale)
     fmt = fmt or default_format()
-    extra_system = Path(system_file).read_text(encoding="utf-8") if system_file else None
-    extra_tools = _read_tools(tools_file) if tools_file else []
+    extra_system = read_text_file(system_file) if system_file else None
+    extra_tools = load_tools(tools_file) if tools_file else []
 
     tok = get_tokenizer(tokenizer)
     files = expand_paths(list(paths) or ["-"])
@@ -122,7 +122,7 @@ def count(
                 read_opts,
                 stats=stats,
             ):
-                yield _augment(t, extra_system, extra_tools)
+                yield with_context(t, extra_system, extra_tools)
 
     items = _with_progress(transcripts(), len(files), want_progress(progress))
     if calibrate:
@@ -173,36 +173,6 @@ def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
     if isinstance(label, str) and len(label) > width:
         return {**row, "transcript": "…" + label[-(width - 1) :]}
     return row
-
-
-def _read_tools(path: str) -> list[dict[str, Any]]:
-    import orjson
-
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise InputError(path, getattr(exc, "lineno", None), f"not JSON: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
-        raise InputError(path, None, "expected a JSON list of tool schemas (objects)")
-    return data
-
-
-def _augment(t: Transcript, system: str | None, tools: list[dict[str, Any]]) -> Transcript:
-    """Add a system prompt and tool schemas the log did not record."""
-    if system is None and not tools:
-        return t
-    units = t.units
-    metadata = t.metadata
-    if system is not None:
-        units = [Unit(id="--system", role="system", content=system), *units]
-        usage = metadata.get("provider_usage")
-        if isinstance(usage, dict) and usage.get("calls"):
-            # Provider calls point at unit indexes, which moved by one.
-            shifted = [{**c, "after_unit": int(c.get("after_unit", 0)) + 1} for c in usage["calls"]]
-            metadata = {**metadata, "provider_usage": {**usage, "calls": shifted}}
-    return t.replace(units=units, tools=[*t.tools, *tools], metadata=metadata)
 
 
 def _label(t: Transcript) -> str:
