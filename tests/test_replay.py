@@ -16,15 +16,17 @@ from ctxkit.compaction import ChainOptions, CompactSettings
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.replay import (
-    TruthMatcher,
-    attach_truth,
     call_points,
-    read_truth_records,
     replay,
-    truth_priorities,
 )
 from ctxkit.simulate import SCENARIOS, generate, save
 from ctxkit.tokens import count_transcript, get_tokenizer
+from ctxkit.truth import (
+    TruthMatcher,
+    attach_truth,
+    read_truth_records,
+    truth_priorities,
+)
 
 TOK = get_tokenizer()
 

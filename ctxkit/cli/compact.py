@@ -296,7 +296,8 @@ def _replay(
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
     from ctxkit.archive import Archive
     from ctxkit.formats import ReadStats, read_path
-    from ctxkit.replay import attach_truth, read_truth_records, replay, sidecar_for
+    from ctxkit.replay import replay
+    from ctxkit.truth import attach_truth, read_truth_records, sidecar_for
 
     with spooled_stdin(source) as path:
         transcripts = list(

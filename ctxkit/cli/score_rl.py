@@ -238,53 +238,12 @@ def _transcripts(
     tokens: int | None,
     p1_ratio: float | None,
 ) -> Iterator[Transcript]:
-    """Input files first (read lazily, ground truth attached from the sidecar, see
-    `ctxkit.replay.TruthMatcher`), then generated scenarios."""
-    from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.replay import (
-        TruthMatcher,
-        no_truth_message,
-        read_truth_records,
-        sidecar_for,
-        truth_priorities,
-    )
+    """Input files first (read lazily, with their ground truth), then generated scenarios."""
     from ctxkit.simulate import generate_many
+    from ctxkit.truth import read_with_truth
 
-    explicit = TruthMatcher(read_truth_records(truth_path), truth_path) if truth_path else None
-    found: dict[str, TruthMatcher] = {}  # a directory's truth.jsonl serves all its files
-    warned = False
     if paths:
-        stats = ReadStats()
-        files = expand_paths(list(paths))
-        if len(files) > 1:
-            # a directory of `simulate` output holds its ground-truth sidecars too
-            files = [f for f in files if not f.endswith(("/truth.jsonl", ".truth.jsonl"))]
-        for path in files:
-            matcher = explicit
-            if matcher is None:
-                sidecar = sidecar_for(path)
-                if sidecar is not None:
-                    key = str(sidecar)
-                    if key not in found:
-                        found[key] = TruthMatcher(read_truth_records(sidecar), sidecar)
-                    matcher = found[key]
-            for t in read_path(
-                path,
-                read_opts,
-                stats=stats,
-            ):
-                if matcher is not None:
-                    truth = matcher.match(t)
-                    if "ground_truth" in t.metadata:
-                        truth = t.metadata["ground_truth"]
-                    elif truth is not None:
-                        t.metadata["ground_truth"] = truth
-                    elif not warned:
-                        echo_err(no_truth_message(t.id, matcher.source))
-                        warned = True
-                    if truth:
-                        t.units = truth_priorities(t, truth).units
-                yield t
+        yield from read_with_truth(paths, read_opts, truth_path=truth_path, warn=echo_err)
     if names:
         yield from generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
 

@@ -175,7 +175,7 @@ def run_action(
     )
     truth = t.metadata.get("ground_truth")
     if truth:
-        from ctxkit.replay import truth_priorities
+        from ctxkit.truth import truth_priorities
 
         t = truth_priorities(t, truth)
     before = state_features(t, limit, tok, copts)
