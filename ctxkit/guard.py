@@ -52,18 +52,21 @@ __all__ = [
     "PendingItem",
     "PendingOutput",
     "PendingPlan",
-    "Replay",
+    "ThresholdHistory",
     "Target",
     "TargetResult",
     "Verdict",
+    "combine_exit_codes",
     "compaction_goal",
     "evaluate",
     "exit_code_for",
+    "load_pending",
     "resolve_target",
     "status_for",
+    "threshold_history",
 ]
 
-FAIL_ON = ("warn", "compact", "block", "overflow")
+FAIL_ON = STATUSES[1:]  # any status but ok can fail a run
 EXIT_CODES = {"ok": 0, "warn": 3, "compact": 3, "block": 4, "overflow": 5}
 EXIT_PROBLEMS = 6
 OVER_HITS_WINDOW_S = 3600
@@ -212,12 +215,13 @@ def plan_pending(
     )
 
 
-# --- replay ------------------------------------------------------------------------------------
+# --- threshold history (guard --replay) ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Replay:
-    """The transcript replayed message by message against one target's limit."""
+class ThresholdHistory:
+    """`guard --replay`: the transcript walked message by message against one target's limit (not
+    the agent-loop replay of `ctxkit.replay`, which compacts as it goes)."""
 
     checks: int
     by_status: dict[str, int]
@@ -239,14 +243,14 @@ class Replay:
         }
 
 
-def replay(
+def threshold_history(
     units: Sequence[Unit],
     unit_tokens: Sequence[int],
     fixed_tokens: int,
     limit: int,
     thresholds: Thresholds,
     fail_on: str = "compact",
-) -> Replay:
+) -> ThresholdHistory:
     """Walk the transcript as it grew: the first unit at which each status was reached, how
     many checks would have fired (status at or above `fail_on`), and over-hits (checks over the
     limit) within any one hour of timestamps, with the spec's "more than 2 in 1 hour" trigger."""
@@ -289,7 +293,7 @@ def replay(
                         "timestamp": u.timestamp,
                         "over_hits_in_hour": in_hour,
                     }
-    return Replay(
+    return ThresholdHistory(
         checks=len(units),
         by_status=by_status,
         first=first,
@@ -316,7 +320,7 @@ class TargetResult:
     schemas_only: bool = False
     notes: list[str] = field(default_factory=list)
     pending: PendingPlan | None = None
-    replay: Replay | None = None
+    replay: ThresholdHistory | None = None
 
     @property
     def limit(self) -> int:
@@ -494,7 +498,7 @@ def evaluate(
         result.pending = plan
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
-            result.replay = replay(
+            result.replay = threshold_history(
                 t.units,
                 [u.total for u in tc.units],
                 fixed,

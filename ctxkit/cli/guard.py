@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from ctxkit.budget import STATUSES
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
@@ -17,6 +16,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
 )
 from ctxkit.errors import InputError
+from ctxkit.guard import FAIL_ON
 
 EXIT_HELP = """\b
 Exit codes:
@@ -98,7 +98,7 @@ Exit codes:
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(STATUSES[1:]),
+    type=click.Choice(FAIL_ON),
     default="compact",
     show_default=True,
     help="The lowest status that exits non-zero.",
