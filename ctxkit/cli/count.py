@@ -19,8 +19,8 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
-from ctxkit.counting import BREAKDOWNS, CALIBRATION_TOKENIZERS, Breakdown, Calibration
-from ctxkit.errors import CtxkitError, TokenizerError
+from ctxkit.counting import BREAKDOWNS, Breakdown, Calibration, calibrate_usage
+from ctxkit.errors import CtxkitError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
@@ -126,7 +126,7 @@ def count(
 
     items = _with_progress(transcripts(), len(files), want_progress(progress))
     if calibrate:
-        cal = _calibrate(items, tokenizer, opts)
+        cal = calibrate_usage(items, tokenizer, opts, label=_label)
         _report_reading(None, stats, debug)
         loaded = [n for n in cal.tokenizers if n not in cal.unavailable]
         missing = f" ({', '.join(cal.unavailable)} unavailable)" if cal.unavailable else ""
@@ -231,36 +231,6 @@ def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
                 echo_err(f"warning: {w}")
         else:
             echo_err(f"{len(stats.warnings):,} warnings (--debug lists them)")
-
-
-def _calibrate(
-    items: Iterator[Transcript], tokenizer: str | None, opts: CountOptions
-) -> Calibration:
-    names = list(CALIBRATION_TOKENIZERS)
-    if tokenizer and tokenizer not in names:
-        names.insert(0, tokenizer)
-    cal = Calibration(tokenizers=names)
-    toks: dict[str, Tokenizer] = {}
-    for name in names:
-        try:
-            toks[name] = get_tokenizer(name)
-        except TokenizerError as exc:
-            cal.unavailable[name] = f"unavailable offline: {_first_sentence(str(exc))}"
-    n_calls = 0
-    for t in items:
-        n_calls += cal.add(t, toks, _label(t), opts)
-    if not n_calls:
-        raise CtxkitError(
-            "no provider usage found in the input: --calibrate needs transcripts that record "
-            "the provider's token counts (Claude Code `usage`, Codex `token_count`, "
-            "mini-swe-agent model stats)"
-        )
-    return cal
-
-
-def _first_sentence(text: str) -> str:
-    head, sep, _ = text.partition(". ")
-    return head + ("." if sep else "")
 
 
 def _short_name(name: str) -> str:
