@@ -627,11 +627,13 @@ def load_pending(path: str) -> list[PendingOutput]:
     return out
 
 
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
 def combine_exit_codes(codes: Sequence[int]) -> int:
     """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
-    order = {0: 0, EXIT_PROBLEMS: 1, EXIT_CODES["warn"]: 2, EXIT_CODES["block"]: 3, EXIT_CODES["overflow"]: 4}
+    order = {
+        0: 0,
+        EXIT_PROBLEMS: 1,
+        EXIT_CODES["warn"]: 2,
+        EXIT_CODES["block"]: 3,
+        EXIT_CODES["overflow"]: 4,
+    }
     return max(codes, key=lambda c: order.get(c, len(order)))

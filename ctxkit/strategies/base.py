@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -131,12 +131,6 @@ def archive_unit(state: State, unit: Unit, summary: str = "") -> str:
     if state.ctx.archive is None:
         return make_ref(state.ctx.transcript_id, unit)
     return state.ctx.archive.put(state.ctx.transcript_id, unit, summary=summary, tokens=unit.tokens)
-
-
-def archive_units(state: State, units: Iterable[Unit], summary: str = "") -> list[str]:
-    """Archive several units; their refs in order. A unit that is itself a placeholder or a
-    summary is archived too (it may carry refs of its own, which stay reachable)."""
-    return [archive_unit(state, u, summary) for u in units]
 
 
 def placeholder(unit: Unit, ref: str, text: str, strategy: str) -> Unit:
