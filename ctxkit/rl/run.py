@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ctxkit.archive import Archive
@@ -43,6 +44,14 @@ class Outcome:
     retention: float | None = None
     retention_with_recall: float | None = None
     error: str | None = None
+
+    def add_retention(self, retention: Mapping[str, Any]) -> None:
+        """Record needle retention (`truth.needle_retention`'s figures)."""
+        self.needles_total = int(retention["total"])
+        self.needles_present = int(retention["present"])
+        self.needles_recallable = int(retention["recallable"])
+        self.retention = float(retention["retention"])
+        self.retention_with_recall = float(retention["retention_with_recall"])
 
     @property
     def reduction_ratio(self) -> float:
@@ -179,17 +188,16 @@ def run_action(
 
         t = truth_priorities(t, truth)
     before = state_features(t, limit, tok, copts)
+    outcome = partial(Outcome, transcript_id=t.id, action=action.name, mode=mode, limit=limit)
+    retention: dict[str, Any] | None = None
     with Archive(":memory:") as archive:
         if mode == "replay":
             from ctxkit.replay import replay
 
             r = replay(t, settings, archive=archive, truth=truth)
             result_t = r.transcript
-            retention: dict[str, Any] | None = r.retention if truth else None
-            outcome = Outcome(
-                transcript_id=t.id,
-                action=action.name,
-                mode=mode,
+            retention = r.retention if truth else None
+            out = outcome(
                 success=r.fits and r.invariants_ok,
                 fits=r.fits,
                 invariants_ok=r.invariants_ok,
@@ -198,7 +206,6 @@ def run_action(
                 tokens_reduced=max(0, r.original_tokens - r.final_tokens),
                 original_tokens=r.original_tokens,
                 final_tokens=r.final_tokens,
-                limit=limit,
                 time_ms=r.compaction_time_ms,
                 priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
                 compactions=r.compactions,
@@ -212,32 +219,23 @@ def run_action(
                 # No context came out: nothing of the original is usable, so no coherence,
                 # reduction or priority credit.
                 result_t = t
-                original_tokens = before["tokens"]
-                outcome = Outcome(
-                    transcript_id=t.id,
-                    action=action.name,
-                    mode=mode,
+                out = outcome(
                     success=False,
                     fits=False,
                     invariants_ok=True,
                     used_recovery=False,
                     coherence_delta=0.0,
                     tokens_reduced=0,
-                    original_tokens=original_tokens,
-                    final_tokens=original_tokens,
-                    limit=limit,
+                    original_tokens=before["tokens"],
+                    final_tokens=before["tokens"],
                     time_ms=0.0,
                     priority_preserved=0.0,
                     compactions=1,
                     error=str(exc),
                 )
-                retention = None
             else:
                 result_t = c.transcript
-                outcome = Outcome(
-                    transcript_id=t.id,
-                    action=action.name,
-                    mode=mode,
+                out = outcome(
                     success=c.fits and bool(c.invariants["ok"]),
                     fits=c.fits,
                     invariants_ok=bool(c.invariants["ok"]),
@@ -246,20 +244,15 @@ def run_action(
                     tokens_reduced=max(0, c.tokens_before - c.tokens_after),
                     original_tokens=c.tokens_before,
                     final_tokens=c.tokens_after,
-                    limit=limit,
                     time_ms=c.time_ms,
                     priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
                     compactions=1 if c.changed else 0,
                 )
                 retention = needle_retention(result_t, truth, archive) if truth else None
-        if retention is not None:
-            outcome.needles_total = int(retention["total"])
-            outcome.needles_present = int(retention["present"])
-            outcome.needles_recallable = int(retention["recallable"])
-            outcome.retention = float(retention["retention"])
-            outcome.retention_with_recall = float(retention["retention_with_recall"])
+    if retention is not None:
+        out.add_retention(retention)
     after = state_features(result_t, limit, tok, copts)
-    return Trial(t, result_t, action, outcome, before, after)
+    return Trial(t, result_t, action, out, before, after)
 
 
 def score(
