@@ -45,22 +45,19 @@ __all__ = [
     "write_transcripts",
 ]
 
-FORMATS: dict[str, ModuleType] = {
-    "units": units,
-    "openai": openai,
-    "anthropic": anthropic,
-    "claude-code": claude_code,
-    "codex": codex,
-    "sharegpt": sharegpt,
-}
-# A format that can be written has a `write(t) -> (records, extras)`; the rest are read only.
-WRITABLE = tuple(name for name, module in FORMATS.items() if hasattr(module, "write"))
+# The registry: one line per format module, in detection order. A list of message records is
+# tried against each record format in turn: the app logs have unmistakable keys, the two API
+# shapes overlap (a plain {"role","content"} list is both), so openai is the fallback. A module
+# has NAME, detect() and read(); write() when it can be written; APP_LABEL for an app's own log
+# (skips records it does not know, so a forced one must see its own shape); RECORDS = False for
+# a conversation-level format (ShareGPT) that no list of records is detected as.
+_MODULES: tuple[ModuleType, ...] = (units, claude_code, codex, anthropic, openai, sharegpt)
 
-# Detection order for a list of message records: the app logs have unmistakable keys, the two
-# API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
-_DETECT_ORDER = ("units", "claude-code", "codex", "anthropic", "openai")
-# Read-only app logs skip records they do not know, so a forced one must see its own shape.
-_APP_FORMATS = {"claude-code": "Claude Code", "codex": "Codex rollout"}
+FORMATS: dict[str, ModuleType] = {m.NAME: m for m in _MODULES}
+WRITABLE = tuple(name for name, m in FORMATS.items() if hasattr(m, "write"))
+_DETECT_ORDER = tuple(name for name, m in FORMATS.items() if getattr(m, "RECORDS", True))
+_APP_FORMATS = {name: m.APP_LABEL for name, m in FORMATS.items() if hasattr(m, "APP_LABEL")}
+
 _SNIFF_BYTES = 8192
 _LEADING_SPACE = re.compile(rb"\s*")
 

@@ -10,6 +10,7 @@ from ctxkit.formats.common import Source, args_text, finish
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "sharegpt"
+RECORDS = False  # detected per conversation, never as a list of message records
 
 ROLES = {
     "human": "user",
