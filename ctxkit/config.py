@@ -418,6 +418,9 @@ def load_config(path: str | None = None) -> Config:
     return Config.from_dict(data, source=path)
 
 
+DUMP_FORMATS = ("yaml", "json")
+
+
 def dump_config(config: Config, fmt: str = "yaml") -> str:
     """The effective configuration as YAML or JSON text."""
     data = {ROOT: config.to_dict()}

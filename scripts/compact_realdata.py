@@ -49,11 +49,11 @@ def main() -> int:
             for t in read_path(path):
                 before = count_transcript(t, tok).total
                 limit = max(int(before * args.fraction), 3000)
-                if before <= limit * 0.8:
+                settings = CompactSettings(limit=limit, tokenizer=tok, embedder=embedder)
+                if before <= settings.goal:
                     continue
                 archive = Archive(":memory:")
                 t0 = time.perf_counter()
-                settings = CompactSettings(limit=limit, tokenizer=tok, embedder=embedder)
                 r = compact(t, settings, archive=archive)
                 seconds = time.perf_counter() - t0
                 restored = archive.restore(r.transcript)

@@ -234,9 +234,8 @@ def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
 
 
 def _short_name(name: str) -> str:
-    return {"cl100k_base": "cl100k", "o200k_base": "o200k", "max:cl100k_base": "max"}.get(
-        name, name
-    )
+    """A column label: the encoding without its `_base`, `max:<name>` as `max`."""
+    return "max" if name.startswith("max:") else name.removesuffix("_base")
 
 
 def _write_calibration(cal: Calibration, fmt: str) -> None:

