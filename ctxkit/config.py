@@ -86,6 +86,12 @@ def _summarizer_names() -> Sequence[str]:
     return SUMMARIZER_NAMES
 
 
+def _default_recovery() -> str:
+    from ctxkit.compaction.recovery import DEFAULT_RECOVERY
+
+    return DEFAULT_RECOVERY
+
+
 def _recovery_modes() -> Sequence[str]:
     from ctxkit.compaction.recovery import RECOVERY_MODES
 
@@ -312,7 +318,9 @@ class Config:
     breaking_strategy: BreakingStrategy = field(
         default_factory=BreakingStrategy, metadata={"parse": _breaking_strategy, "help": ""}
     )
-    recovery_mode: str = setting("fresh_start", choice(_recovery_modes))
+    recovery_mode: str = field(
+        default_factory=_default_recovery, metadata={"parse": choice(_recovery_modes), "help": ""}
+    )
     handover_tokens: int = setting(500, integer(1))
     retry_policies: RetryPolicies = setting(RetryPolicies(), _retry_policies)
     summarizer: Summarizer = setting(Summarizer(), section(Summarizer))

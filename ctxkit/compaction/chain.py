@@ -13,7 +13,7 @@ from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.strategies import STRATEGIES
+from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
@@ -359,15 +359,7 @@ def _judge(
 
 
 def _phase_message(name: str, tokens: int, goal: int) -> str:
-    labels = {
-        "summarize_old": "Summarizing old context",
-        "prioritize_recent": "Prioritizing recent and relevant units",
-        "content_type_chunking": "Compressing content by type",
-        "discard_low_rel": "Discarding low-relevance units",
-        "offload": "Offloading large tool outputs",
-        "mask_observations": "Masking old observations",
-    }
-    return f"{labels.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
+    return f"{LABELS.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
 
 
 def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:

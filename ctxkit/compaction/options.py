@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.budget import Target, Thresholds, compaction_goal
+from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import unknown_name
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
 from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, get_tokenizer
@@ -20,7 +21,7 @@ class ChainOptions:
     chain: tuple[str, ...] = DEFAULT_CHAIN
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _config_params())
     max_iterations: int = 3
-    recovery_mode: str = "fresh_start"
+    recovery_mode: str = DEFAULT_RECOVERY
     handover_tokens: int = 500
     seed: int = 0
 

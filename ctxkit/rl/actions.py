@@ -10,6 +10,7 @@ import orjson
 
 from ctxkit.budget import Thresholds
 from ctxkit.compaction import RECOVERY_MODES, ChainOptions, expand_chain
+from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import InputError
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
@@ -29,7 +30,7 @@ class Action:
     name: str
     chain: tuple[str, ...]
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    recovery_mode: str = "fresh_start"
+    recovery_mode: str = DEFAULT_RECOVERY
 
     def options(self, seed: int = 0) -> ChainOptions:
         """The chain options this action runs with."""

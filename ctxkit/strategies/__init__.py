@@ -39,6 +39,7 @@ _MODULES: tuple[ModuleType, ...] = (
 
 STRATEGIES: dict[str, Strategy] = {m.NAME: getattr(m, m.NAME) for m in _MODULES}
 PARAMS: dict[str, type] = {m.NAME: m.Params for m in _MODULES}
+LABELS: dict[str, str] = {m.NAME: m.LABEL for m in _MODULES}
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {name: plain(p()) for name, p in PARAMS.items()}
 
 # Offloading first keeps huge outputs one `recall` away; summarizing old turns next keeps the most
@@ -66,6 +67,7 @@ __all__ = [
     "Context",
     "DEFAULT_CHAIN",
     "DEFAULT_PARAMS",
+    "LABELS",
     "PARAMS",
     "STRATEGIES",
     "State",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
 NAME = "content_type_chunking"
+LABEL = "Compressing content by type"  # what a progress event says while it runs
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ctxkit.strategies.base import State, merged, protected, refs_hint
 from ctxkit.strategies.prioritize_recent import block_scores
 
 NAME = "discard_low_rel"
+LABEL = "Discarding low-relevance units"  # what a progress event says while it runs
 DETAILS = ("brief", "linked")
 
 

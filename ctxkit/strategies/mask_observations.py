@@ -16,6 +16,7 @@ from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, t
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
 
 NAME = "mask_observations"
+LABEL = "Masking old observations"  # what a progress event says while it runs
 
 
 @dataclass(frozen=True)

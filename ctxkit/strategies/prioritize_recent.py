@@ -18,6 +18,7 @@ from ctxkit.strategies._runs import removable_blocks, remove_runs
 from ctxkit.strategies.base import State, fmt_int, merged, protected
 
 NAME = "prioritize_recent"
+LABEL = "Prioritizing recent and relevant units"  # what a progress event says while it runs
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
 
 NAME = "summarize_old"
+LABEL = "Summarizing old context"  # what a progress event says while it runs
 
 
 @dataclass(frozen=True)
