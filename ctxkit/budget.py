@@ -100,6 +100,15 @@ class Thresholds:
     compact: float = 0.95
     block: float = 0.98
 
+    def bounds(self, limit: int) -> dict[str, int]:
+        """The fewest tokens at which each status begins: warn, compact, block (integers, so
+        `used >= bound` has no float drift at the boundary)."""
+        return {
+            "warn": math.ceil(limit * self.warn - 1e-9),
+            "compact": math.ceil(limit * self.compact - 1e-9),
+            "block": math.ceil(limit * self.block - 1e-9),
+        }
+
     @classmethod
     def from_config(cls, config: Config) -> Thresholds:
         """The thresholds a configuration sets."""
@@ -112,13 +121,10 @@ def status_for(used_tokens: int, limit: int, thresholds: Thresholds = Thresholds
         return "overflow"
     if used_tokens > limit:
         return "overflow"
-    # Integer comparisons: used >= limit * fraction, without float drift at the boundary.
-    if used_tokens >= math.ceil(limit * thresholds.block - 1e-9):
-        return "block"
-    if used_tokens >= math.ceil(limit * thresholds.compact - 1e-9):
-        return "compact"
-    if used_tokens >= math.ceil(limit * thresholds.warn - 1e-9):
-        return "warn"
+    bounds = thresholds.bounds(limit)
+    for status in ("block", "compact", "warn"):
+        if used_tokens >= bounds[status]:
+            return status
     return "ok"
 
 

@@ -569,11 +569,10 @@ def _trace_target(say: Trace, r: TargetResult) -> None:
     )
     if t.policy_limit is not None:
         say(f"target {t.name}: policy {t.policy_limit} ({t.policy_rule})")
-    th = t.thresholds
+    b = t.thresholds.bounds(t.limit)
     say(
-        f"target {t.name}: limit {t.limit} bound by {t.bound_by}; warn >= "
-        f"{math.ceil(t.limit * th.warn - 1e-9)}, compact >= {math.ceil(t.limit * th.compact - 1e-9)}, "
-        f"block >= {math.ceil(t.limit * th.block - 1e-9)}, overflow > {t.limit}"
+        f"target {t.name}: limit {t.limit} bound by {t.bound_by}; warn >= {b['warn']}, "
+        f"compact >= {b['compact']}, block >= {b['block']}, overflow > {t.limit}"
     )
     say(
         f"target {t.name}: used {r.used} = "

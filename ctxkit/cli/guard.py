@@ -18,6 +18,8 @@ from ctxkit.cli.options import (
 from ctxkit.errors import InputError
 from ctxkit.guard import FAIL_ON
 
+REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
+
 EXIT_HELP = """\b
 Exit codes:
   0  fits (ok or warn)
@@ -120,7 +122,7 @@ Exit codes:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(REPORT_FORMATS),
     default="table",
     show_default=True,
     help="table for people, json (one object per transcript per line) for machines.",

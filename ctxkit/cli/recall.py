@@ -14,6 +14,8 @@ from ctxkit.errors import UsageError
 from ctxkit.fileio import copy_output, spooled_stdin
 from ctxkit.formats import FORMATS, WRITABLE
 
+LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
+
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
 
@@ -77,7 +79,7 @@ def _open_for_reading(path: str) -> Archive:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "jsonl"]),
+    type=click.Choice(LIST_FORMATS),
     default="table",
     help="With --list: a table for people or JSON lines.",
 )

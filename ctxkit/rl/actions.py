@@ -82,7 +82,7 @@ class Action:
                 raise bad(f"params for unknown strategy {key!r}; known: {', '.join(STRATEGIES)}")
             if not isinstance(value, Mapping):
                 raise bad(f"params of {key} must be a mapping")
-        recovery = d.get("recovery_mode") or "fresh_start"
+        recovery = d.get("recovery_mode") or DEFAULT_RECOVERY
         if recovery not in RECOVERY_MODES:
             raise bad(f"unknown recovery_mode {recovery!r}; known: {', '.join(RECOVERY_MODES)}")
         name = str(d.get("name") or "+".join(chain_value))

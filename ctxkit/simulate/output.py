@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ctxkit.errors import unknown_name
+from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
 from ctxkit.truth import write_truth
 
-OUTPUT_FORMATS = ("units", "openai", "anthropic")
-
-
-_EXTENSIONS = {"units": ".jsonl", "openai": ".json", "anthropic": ".json"}
+OUTPUT_FORMATS = WRITABLE
+_EXTENSIONS = {name: FORMATS[name].EXTENSION for name in WRITABLE}
 
 
 TRUTH_NAME = "truth.jsonl"
