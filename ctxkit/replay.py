@@ -24,14 +24,14 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds, status_for, status_rank
 from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
-from ctxkit.errors import BreakerFailed, CtxkitError, unknown_name
+from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
 from ctxkit.truth import truth_priorities
@@ -285,6 +285,33 @@ def replay(
     finally:
         if own_archive:
             store.close()
+
+
+def replay_path(
+    path: str,
+    settings: CompactSettings,
+    opts: Any = None,
+    *,
+    archive_path: str | None = None,
+    label: str | None = None,
+    sidecar_of: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[ReplayResult]:
+    """Replay every transcript of a file (`compact --replay`), with the ground truth of the
+    sidecar beside `sidecar_of` (default `path`) when there is one. The archive is scratch
+    (in memory) unless `archive_path` is given: a replay writes no transcript to recall into.
+    """
+    from ctxkit.formats import read_path
+    from ctxkit.truth import attach_truth, read_truth_records, sidecar_for
+
+    transcripts = list(read_path(path, opts, label=label))
+    if not transcripts:
+        raise UsageError(f"{label or path}: no transcript to replay")
+    sidecar = sidecar_for(sidecar_of or path)
+    if sidecar is not None:
+        attach_truth(transcripts, read_truth_records(sidecar), warn=warn)
+    with Archive(archive_path or ":memory:") as archive:
+        return [replay(t, settings, archive=archive) for t in transcripts]
 
 
 def _run(

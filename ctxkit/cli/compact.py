@@ -294,28 +294,18 @@ def _replay(
     archive_path: str | None,
 ) -> None:
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
-    from ctxkit.archive import Archive
-    from ctxkit.formats import ReadStats, read_path
-    from ctxkit.replay import replay
-    from ctxkit.truth import attach_truth, read_truth_records, sidecar_for
+    from ctxkit.replay import replay_path
 
     with spooled_stdin(source) as path:
-        transcripts = list(
-            read_path(
-                path,
-                read_opts,
-                stats=ReadStats(),
-                label="<stdin>" if source == "-" else None,
-            )
+        results = replay_path(
+            path,
+            budget,
+            read_opts,
+            archive_path=archive_path,
+            label="<stdin>" if source == "-" else None,
+            sidecar_of=source,
+            warn=echo_err,
         )
-    if not transcripts:
-        raise UsageError(f"{source}: no transcript to replay")
-    sidecar = sidecar_for(source)
-    if sidecar is not None:
-        attach_truth(transcripts, read_truth_records(sidecar), warn=echo_err)
-    # The archive is scratch unless asked for: a replay writes no compacted transcript to recall into.
-    with Archive(archive_path or ":memory:") as archive:
-        results = [replay(t, budget, archive=archive) for t in transcripts]
     reports = [r.to_dict(include_transcript=True) for r in results]
     doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
     write_output(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
