@@ -79,7 +79,7 @@ def archive(tmp_path: Path) -> Archive:
 def test_put_stores_the_unit_whole_and_get_gives_it_back(archive: Archive) -> None:
     unit = tool_result()
     ref = archive.put("t0", unit, summary="bash output, 60 lines", tokens=321)
-    assert re.fullmatch(r"ref-[0-9a-f]{8}", ref)
+    assert re.fullmatch(r"ref-[0-9]{18}", ref)
     item = archive.get(ref)
     assert (item.ref, item.transcript_id, item.unit_id, item.type, item.tool_name) == (
         ref,
@@ -354,6 +354,7 @@ def test_one_file_no_wal(tmp_path: Path) -> None:
     cols = [r[1] for r in conn.execute("PRAGMA table_info(units)")]
     assert cols == [
         "ref",
+        "scope",
         "transcript_id",
         "unit_id",
         "type",
