@@ -748,7 +748,7 @@ def test_collision_corpus_every_unit_keeps_its_own_ref(tmp_path: Path) -> None:
             for u in t.units:
                 refs[(t.id, u.id)] = a.put(t.id, u, scope=scope)
     by_text: dict[str, set[str]] = {}
-    for (tid, uid), ref in refs.items():
+    for (tid, _uid), ref in refs.items():
         by_text.setdefault(ref, set()).add(tid)
     with Archive(str(path), readonly=True) as a:
         for (tid, uid), ref in refs.items():
