@@ -314,9 +314,11 @@ def test_a_same_origin_307_is_followed_with_the_post_and_the_key(
     serve: Callable[..., ChatServer],
 ) -> None:
     server = serve(
-        lambda n: Reply(status=307, body=b"", headers={"Location": "/v2/chat/completions"})
-        if n == 0
-        else Reply()
+        lambda n: (
+            Reply(status=307, body=b"", headers={"Location": "/v2/chat/completions"})
+            if n == 0
+            else Reply()
+        )
     )
     assert summarize_llm(UNITS, keyed(server.url), sleep=Sleeps()) == SUMMARY
     second = server.requests[1]
