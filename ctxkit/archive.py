@@ -113,17 +113,20 @@ def make_ref(scope: str, unit_id: str, content: str, digits: int = REF_DIGITS) -
 
 
 def ref_scope(t: Transcript) -> str:
-    """What a transcript's refs are made from: a digest of its messages, not of its name.
+    """What a transcript's refs are made from: a digest of its content, not of its name.
 
     The id comes from the file name (`t.json` -> `t`), so a ref made from it would make the
-    output depend on the name. Two files with the same messages share refs, and the units too.
+    output depend on the name. Two transcripts alike in everything (messages, source records,
+    envelope, tools) but their names share refs, and the archived units too.
     """
-    units = []
+    doc = t.to_dict()
+    doc.pop("id", None)
+    doc["units"] = []
     for u in t.units:
         d = _unit_record(u)
         d["tokenCount"] = None  # a count made on the way, not part of the message
-        units.append(d)
-    text = json.dumps(units, ensure_ascii=False, sort_keys=True, default=str)
+        doc["units"].append(d)
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

@@ -683,6 +683,8 @@ def test_ref_scope_ignores_the_name_and_the_token_cache() -> None:
     t = original()
     assert ref_scope(t) == ref_scope(dataclasses.replace(t, id="other", path="elsewhere.json"))
     before = ref_scope(t)
+    # the same messages in another envelope are another transcript: expand must give each back
+    assert ref_scope(dataclasses.replace(t, envelope={"model": "gpt-4o", "seed": 2})) != before
     for u in t.units:
         u.tokens = 7  # counted on the way
     assert ref_scope(t) == before
