@@ -58,6 +58,7 @@ REF_DIGITS = 18  # ~60 bits: one clash in ~10^9 units at 71k units a dataset; cl
 REF_DIGITS_MAX = 72
 REF_PROBE = "ref-" + "0" * REF_DIGITS  # sizes a placeholder before its ref is known
 BUSY_TIMEOUT_S = 600.0  # another writer holds the archive: wait (a run commits once, at its end)
+ACCESS_TIMEOUT_S = 1.0  # but a recall does not wait that long just to count an access
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxkit_meta (
@@ -566,10 +567,21 @@ class Archive:
         if self.readonly:
             return
         now = _now()
-        self._write(
-            "UPDATE units SET last_accessed = ?, access_count = access_count + 1 WHERE ref = ?",
-            (now, found.ref),
-        )
+        # Access counts are advisory: while a compaction holds the write lock, a recall shows
+        # the unit at once and leaves it uncounted rather than wait for the run to end.
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {int(ACCESS_TIMEOUT_S * 1000)}")
+        try:
+            conn.execute(
+                "UPDATE units SET last_accessed = ?, access_count = access_count + 1 WHERE ref = ?",
+                (now, found.ref),
+            )
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise _db_error(self.path, exc) from None
+            return
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         found.last_accessed = now
         found.access_count += 1
 
@@ -800,6 +812,11 @@ def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
         return ArchiveError(f"{path} is not a ctxkit archive (not an SQLite file)")
     if "readonly" in text or "read-only" in text:
         return ArchiveError(f"archive {path} is read-only; choose a writable --archive PATH")
+    if "locked" in text or "busy" in text:
+        return ArchiveError(
+            f"archive {path} is busy: another run has held it for {BUSY_TIMEOUT_S:g} s; "
+            "try again when it ends, or choose another --archive PATH"
+        )
     return ArchiveError(f"archive {path}: {text}")
 
 

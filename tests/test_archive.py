@@ -966,3 +966,21 @@ def test_eight_concurrent_writers_all_land(tmp_path: Path) -> None:
             assert refs
             for ref in refs:
                 assert a.get(ref).transcript_id == f"writer-{n}"
+
+
+def test_a_recall_during_a_compaction_reads_at_once_and_counts_later(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.db")
+    with Archive(path) as a:
+        ref = a.put("t0", tool_result())
+    writer = Archive(path)
+    writer.begin()  # a compaction in progress holds the write lock
+    writer.put("t1", tool_result("other"))
+    try:
+        with Archive(path) as reader:
+            assert reader.recall(ref, lines=(1, 1)) == "line 1 ok"
+    finally:
+        writer.close()
+    with Archive(path) as a:
+        assert a.get(ref, count=False).access_count == 0
+        assert a.recall(ref, lines=(1, 1)) == "line 1 ok"
+        assert a.get(ref, count=False).access_count == 1
