@@ -984,3 +984,36 @@ def test_a_recall_during_a_compaction_reads_at_once_and_counts_later(tmp_path: P
         assert a.get(ref, count=False).access_count == 0
         assert a.recall(ref, lines=(1, 1)) == "line 1 ok"
         assert a.get(ref, count=False).access_count == 1
+
+
+def test_an_archive_from_before_scoped_refs_still_reads_and_takes_new_units(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executescript(
+            """
+            CREATE TABLE ctxkit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO ctxkit_meta VALUES ('format', 'ctxkit-archive'), ('schema_version', '1');
+            CREATE TABLE units (ref TEXT PRIMARY KEY, transcript_id TEXT NOT NULL,
+                unit_id TEXT NOT NULL, type TEXT NOT NULL, tool_name TEXT,
+                summary TEXT NOT NULL DEFAULT '', content TEXT NOT NULL, unit_json TEXT NOT NULL,
+                tokens INTEGER, created TEXT NOT NULL, last_accessed TEXT,
+                access_count INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE transcripts (transcript_id TEXT PRIMARY KEY,
+                transcript_json TEXT NOT NULL, units INTEGER NOT NULL,
+                last_request TEXT NOT NULL, created TEXT NOT NULL);
+            INSERT INTO units (ref, transcript_id, unit_id, type, content, unit_json, created)
+                VALUES ('ref-0123abcd', 'old', 'u1', 'message', 'from before', '{"id": "u1",
+                "role": "tool"}', 'x');
+            """
+        )
+    conn.close()
+    with Archive(str(path), readonly=True) as a:  # read as it is
+        assert a.recall("ref-0123abcd") == "from before"
+    with Archive(str(path)) as a:
+        new = a.put("t0", tool_result())
+        assert a.recall("ref-0123abcd") == "from before" and a.recall(new, lines=(1, 1))
+    with Archive(str(path), readonly=True) as a:
+        assert {item.ref for item in a.list()} == {"ref-0123abcd", new}
