@@ -152,7 +152,7 @@ class Location:
 
 
 def parse_ref(ref: str) -> tuple[str, Location]:
-    """Split `ref-xxxxxxxx:L5-9` or `ctx://t/u:match-2` into the bare ref and its location."""
+    """Split `ref-123456789012345678:L5-9` or `ctx://t/u:match-2` into the bare ref and its location."""
     text = ref.strip()
     m = _LOCATION.search(text)
     if m is None:
@@ -550,7 +550,7 @@ class Archive:
         bare, _ = parse_ref(ref)
         if not (SHORT_REF.fullmatch(bare) or bare.startswith(_LONG_PREFIX)):
             raise ArchiveError(
-                f"{ref!r} is not a ref: use ref-xxxxxxxx or ctx://<transcript>/<unit>, "
+                f"{ref!r} is not a ref: use ref-<18 digits> or ctx://<transcript>/<unit>, "
                 "optionally with :L50-100 or :match-3"
             )
         found = self._lookup(bare)
