@@ -1017,3 +1017,42 @@ def test_an_archive_from_before_scoped_refs_still_reads_and_takes_new_units(
         assert a.recall("ref-0123abcd") == "from before" and a.recall(new, lines=(1, 1))
     with Archive(str(path), readonly=True) as a:
         assert {item.ref for item in a.list()} == {"ref-0123abcd", new}
+
+
+@pytest.mark.slow
+def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None:
+    """Workers make refs in a scratch archive; one that clashes in the real archive is redone
+    in the parent, so a --jobs run gives what a serial run gives."""
+    from ctxkit.archive import ref_scope
+    from ctxkit.compaction import compact_many
+    from ctxkit.tokens import get_tokenizer
+
+    def corpus() -> list[Transcript]:
+        out = []
+        for n in range(3):
+            t = original()
+            units = [*t.units[:3], t.units[3].replace(content=f"run {n}\n" + LOG * 30)]
+            units[3].raw = t.units[3].raw
+            out.append(t.replace(id=f"conv#{n}", units=[*units, t.units[4]]))
+        return out
+
+    victim = corpus()[1]
+    squat = make_ref(ref_scope(victim), victim.units[3].id, victim.units[3].content)
+    outputs = []
+    for jobs in (1, 2):
+        path = tmp_path / f"a{jobs}.db"
+        _occupy(path, squat, "someone", "their text")
+        with Archive(str(path)) as a:
+            results = list(
+                compact_many(
+                    corpus(), jobs=jobs, archive=a, limit=600, tokenizer=get_tokenizer("cl100k_base")
+                )
+            )
+        outputs.append([r.transcript.units for r in results])
+        extended = [ref for r in results for ref in refs_in(r.transcript) if len(ref) == 4 + 24]
+        assert extended and extended[0].endswith(squat[4:])  # the clash was met, and resolved
+        with Archive(str(path), readonly=True) as a:
+            assert a.get(squat).content == "their text"
+            for r, t in zip(results, corpus(), strict=True):
+                assert r.changed and a.restore(r.transcript).units == t.units
+    assert outputs[0] == outputs[1]
