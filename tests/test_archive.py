@@ -1045,7 +1045,11 @@ def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None
         with Archive(str(path)) as a:
             results = list(
                 compact_many(
-                    corpus(), jobs=jobs, archive=a, limit=600, tokenizer=get_tokenizer("cl100k_base")
+                    corpus(),
+                    jobs=jobs,
+                    archive=a,
+                    limit=600,
+                    tokenizer=get_tokenizer("cl100k_base"),
                 )
             )
         outputs.append([r.transcript.units for r in results])
