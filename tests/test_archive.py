@@ -936,7 +936,7 @@ def test_a_failed_recall_on_the_command_line_counts_no_access(tmp_path: Path) ->
 
 
 def _write_one(path: str, n: int) -> list[str]:
-    from ctxkit.compaction import compact
+    from ctxkit.compaction import CompactSettings, compact
     from ctxkit.tokens import get_tokenizer
 
     t = original()
@@ -949,7 +949,8 @@ def _write_one(path: str, n: int) -> list[str]:
         ],
     )
     with Archive(path) as a:
-        result = compact(t, limit=600, archive=a, tokenizer=get_tokenizer("cl100k_base"))
+        settings = CompactSettings(limit=600, tokenizer=get_tokenizer("cl100k_base"))
+        result = compact(t, settings, archive=a)
         assert result.changed
         return refs_in(result.transcript)
 
@@ -1024,7 +1025,7 @@ def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None
     """Workers make refs in a scratch archive; one that clashes in the real archive is redone
     in the parent, so a --jobs run gives what a serial run gives."""
     from ctxkit.archive import ref_scope
-    from ctxkit.compaction import compact_many
+    from ctxkit.compaction import CompactSettings, compact_many
     from ctxkit.tokens import get_tokenizer
 
     def corpus() -> list[Transcript]:
@@ -1046,10 +1047,9 @@ def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None
             results = list(
                 compact_many(
                     corpus(),
+                    CompactSettings(limit=600, tokenizer=get_tokenizer("cl100k_base")),
                     jobs=jobs,
                     archive=a,
-                    limit=600,
-                    tokenizer=get_tokenizer("cl100k_base"),
                 )
             )
         outputs.append([r.transcript.units for r in results])
