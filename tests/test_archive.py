@@ -1060,3 +1060,62 @@ def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None
             for r, t in zip(results, corpus(), strict=True):
                 assert r.changed and a.restore(r.transcript).units == t.units
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+def test_a_run_killed_mid_way_leaves_the_archive_as_it_was(
+    tmp_path: Path, signal_name: str
+) -> None:
+    """Killed at several points of a dataset run, the archive holds either nothing of the run
+    (exactly its former content) or all of it, never part."""
+    import signal
+    import subprocess
+    import sys
+
+    from ctxkit.formats import write_path
+    from ctxkit.simulate import generate
+
+    src = tmp_path / "set.jsonl"
+    write_path([generate("log_heavy", seed=s) for s in range(6)], str(src), "openai")
+    root = Path(__file__).resolve().parents[1]
+    outcomes = set()
+    for delay_s in (0.5, 1.5, 3.0, 60.0):
+        path = tmp_path / f"a{delay_s}.db"
+        with Archive(str(path)) as a:
+            a.put("earlier", tool_result())
+        before = _dump(path)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxkit",
+                "compact",
+                str(src),
+                "--limit",
+                "3000",
+                "--embedder",
+                "lexical",
+                "-o",
+                str(tmp_path / "o.jsonl"),
+                "--archive",
+                str(path),
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            proc.wait(timeout=delay_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(getattr(signal, signal_name))
+            proc.wait(timeout=60)
+        with Archive(str(path)) as a:  # opening rolls back what a killed run left
+            ids = a.transcript_ids()
+        if _dump(path) == before:
+            outcomes.add("untouched")
+        else:
+            assert proc.returncode == 0 and sorted(ids) == sorted(f"set#{n}" for n in range(1, 7))
+            outcomes.add("complete")
+    assert "complete" in outcomes  # the last run was given time to finish
