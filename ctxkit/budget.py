@@ -335,8 +335,12 @@ def resolve_policy(
     if llm:
         entry = next((e for e in config.per_llm if e.type.lower() == llm.lower()), None)
         if entry is None:
-            found.append((config.default_limit, f"default_limit (no per_llm entry for {llm})"))
-        elif entry.follow_default or entry.limit is None:
+            # like --agent: a typo must not pass silently for the default limit
+            known = ", ".join(sorted(e.type for e in config.per_llm)) or "(none configured)"
+            raise UsageError(
+                f"unknown LLM type {llm!r}; known: {known} (add it under context_config.per_llm)"
+            )
+        if entry.follow_default or entry.limit is None:
             found.append((config.default_limit, f"per_llm {entry.type} (follows default_limit)"))
         else:
             found.append((entry.limit, f"per_llm {entry.type}"))

@@ -282,8 +282,13 @@ def test_per_llm() -> None:
         7000,
         "per_llm claude (follows default_limit)",
     )
-    other = resolve_policy(cfg, llm="mistral")
-    assert other is not None and other.rule == "default_limit (no per_llm entry for mistral)"
+    with pytest.raises(UsageError) as err:  # like an unknown --agent (issue 16)
+        resolve_policy(cfg, llm="mistral")
+    assert str(err.value) == (
+        "unknown LLM type 'mistral'; known: claude, gpt-4 (add it under context_config.per_llm)"
+    )
+    with pytest.raises(UsageError, match="known: \\(none configured\\)"):
+        resolve_policy(Config(), llm="gpt-4")
     both = resolve_policy(cfg, llm="gpt-4", agent="verification")
     assert both is not None and (both.limit, both.rule) == (4000, "agent verification")
 

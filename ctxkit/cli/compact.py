@@ -217,8 +217,10 @@ def compact(
                 results.append(result)
                 if explain:
                     _explain_steps(result)
-        finally:
-            archive.close()
+        except BaseException:
+            archive.abort()  # a failed run leaves the archive as it was
+            raise
+        archive.close()
 
         for r in results:
             for v in r.invariants["violations"]:

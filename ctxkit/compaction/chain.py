@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit import structure
-from ctxkit.archive import Archive, make_ref
+from ctxkit.archive import Archive, ref_scope
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
@@ -23,7 +23,7 @@ def check_invariants(
     state: State,
     keep: set[str],
     archive: Archive | None,
-    transcript_id: str,
+    scope: str,
 ) -> list[str]:
     """Everything that must hold after a step; an empty list means it holds."""
     problems = [f"{p.kind}: {p.message}" for p in structure.pairs_intact(original, state.units)]
@@ -39,7 +39,7 @@ def check_invariants(
             got = by_id.get(u.id)
             if got is not None and got.content == u.content and got.tool_calls == u.tool_calls:
                 continue
-            if not archive.has(make_ref(transcript_id, u.id, u.content)):
+            if not archive.ref_for(scope, u)[1]:
                 problems.append(f"unit {u.id} was removed or shortened but is not in the archive")
     return problems
 
@@ -124,8 +124,12 @@ def compact(
         query = task_query(transcript)
     # The id refs and the stored original go under: the transcript's own, unless the archive
     # already holds a different transcript of that name.
+    # Refs are made from the messages, not the id (the file name): same messages, same output.
+    if archive is not None:
+        archive.begin()  # hold the write lock from choosing the key to the commit
     key = archive.key_for(transcript) if archive is not None else transcript.id
     ctx = Context(
+        ref_scope=ref_scope(transcript),
         tokenizer=tok,
         count_opts=copts,
         archive=archive,
@@ -214,7 +218,7 @@ def compact(
             elapsed = (time.perf_counter() - t0) * 1000
 
             note = _judge(
-                new, state, name, params, original, keep, archive, key, coherence_embedder
+                new, state, name, params, original, keep, archive, ctx.ref_scope, coherence_embedder
             )
             if note is not None:
                 steps.append(
@@ -285,7 +289,7 @@ def compact(
             # Recovery made it bigger (a handover on a tiny transcript): the chain's result
             # already fits the limit, if not the goal; keep it.
             state = chained
-        problems = check_invariants(original, state, keep, archive, key)
+        problems = check_invariants(original, state, keep, archive, ctx.ref_scope)
         violations.extend(f"recovery: {p}" for p in problems)
         steps.append(
             Step(
@@ -338,13 +342,13 @@ def _judge(
     original: Sequence[Unit],
     keep: set[str],
     archive: Archive | None,
-    transcript_id: str,
+    scope: str,
     embedder: Any,
 ) -> str | None:
     """Why a step's result is not taken (None: take it)."""
     if new is None:
         return "cannot help"
-    problems = check_invariants(original, new, keep, archive, transcript_id)
+    problems = check_invariants(original, new, keep, archive, scope)
     if problems:
         return "rejected: " + "; ".join(problems)
     if new.tokens() >= state.tokens():

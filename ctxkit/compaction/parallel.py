@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ctxkit.archive import Archive
+from ctxkit.archive import Archive, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Observer
@@ -67,16 +67,18 @@ def compact_many(
                     error.exit_code = code
                     raise error
                 if archive is not None and original is not None:
-                    if archive.key_for(original) != original.id:
-                        # Another transcript of this name is archived already: redo this one
-                        # here, so its refs carry the archive's distinct key.
+                    archive.begin()
+                    key = archive.key_for(original)  # refs do not depend on it, rows do
+                    scope = ref_scope(original)
+                    units = [(row, row.unit()) for row in rows]
+                    if any(archive.ref_for(scope, u)[0] != row.ref for row, u in units):
+                        # A ref clashes with a unit this archive already holds: redo this one
+                        # here, where the ref can grow.
                         yield compact(original, settings, archive=archive, observe=observe)
                         continue
-                    archive.put_transcript(original)
-                    for row in rows:
-                        archive.put(
-                            row.transcript_id, row.unit(), summary=row.summary, tokens=row.tokens
-                        )
+                    archive.put_transcript(original, key=key)
+                    for row, u in units:
+                        archive.put(key, u, summary=row.summary, tokens=row.tokens, scope=scope)
                 yield payload
     finally:
         _WORK.clear()

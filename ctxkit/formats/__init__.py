@@ -28,7 +28,7 @@ import orjson
 from ctxkit.errors import InputError, unknown_name
 from ctxkit.fileio import atomic_writer
 from ctxkit.formats import anthropic, claude_code, codex, openai, sharegpt, units
-from ctxkit.formats.common import ReadOptions, ReadStats, Source, snippet_of
+from ctxkit.formats.common import ReadOptions, ReadStats, Source, dumps, loads, snippet_of
 from ctxkit.model import Transcript
 
 __all__ = [
@@ -202,7 +202,7 @@ class _Reader:
         bare = len(first) < 64 and first.strip() in (b"{", b"[")
         if head == b"{" and not bare:
             try:
-                obj = orjson.loads(first)
+                obj = loads(first)
             except orjson.JSONDecodeError:
                 obj = None
             if obj is None:
@@ -210,7 +210,7 @@ class _Reader:
                 # broken first line: the document reading decides, else the lines do.
                 rest = stream.read()
                 try:
-                    doc = orjson.loads(first + rest)
+                    doc = loads(first + rest)
                 except orjson.JSONDecodeError:
                     yield from self.jsonl([(lineno, first, None)], io.BytesIO(rest), lineno)
                     return
@@ -232,7 +232,7 @@ class _Reader:
             data = first + rest if rest else first
             del rest
             try:
-                doc = orjson.loads(data)
+                doc = loads(data)
             except orjson.JSONDecodeError as exc:
                 line = lineno + (getattr(exc, "lineno", 1) or 1) - 1
                 problem = _diagnose(data, exc, last=False)
@@ -253,7 +253,6 @@ class _Reader:
                     continue
             yield n, obj
         n = start
-        loads = orjson.loads
         for raw in stream:
             n += 1
             try:
@@ -268,7 +267,7 @@ class _Reader:
     def _parse_line(self, n: int, raw: bytes) -> Any:
         """A line's record, or None after reporting (or counting) why it is not one."""
         try:
-            return orjson.loads(raw)
+            return loads(raw)
         except orjson.JSONDecodeError as exc:
             problem = _diagnose(raw, exc, last=not raw.endswith(b"\n"))
             self.fail(n, problem, None if problem.startswith("binary") else raw)
@@ -522,8 +521,7 @@ def output_format_for(t: Transcript, fmt: str | None) -> str:
 
 
 def _dump(obj: Any, *, indent: bool = False) -> str:
-    opts = orjson.OPT_INDENT_2 if indent else 0
-    return orjson.dumps(obj, option=opts).decode("utf-8")
+    return dumps(obj, indent=indent)
 
 
 def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxkit.archive import REF_PROBE
 from ctxkit.compress import compress, detect_kind
 from ctxkit.model import ToolCall, Unit
 from ctxkit.schema import number, plain, section, setting
@@ -143,7 +144,7 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
         calls = [shrink_arguments(c, ratios, tok) for c in unit.tool_calls]
         before = content_tokens + sum(tok.count(c.arguments) for c in unit.tool_calls)
         after = tok.count(short) + sum(tok.count(c.arguments) for c in calls)
-        probe = note(before, after, "ref-00000000")
+        probe = note(before, after, REF_PROBE)
         if after + tok.count(probe) + 1 >= before:
             continue
         ref = archive_unit(state, unit)

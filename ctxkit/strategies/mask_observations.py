@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.archive import REF_PROBE
 from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
@@ -71,7 +72,7 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
             continue
         # a masked line costs ~25 tokens; a shorter output is left alone
         size = len(unit.content.encode())
-        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, "ref-00000000")
+        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, REF_PROBE)
         if tok.count(probe) >= tokens[i]:
             continue
         ref = archive_unit(state, unit)
