@@ -121,7 +121,7 @@ def test_check_reports_unit_ids() -> None:
 
 
 BAD = [
-    (["--model", "gpt-9"], 2, "unknown model 'gpt-9'; known: claude-3-5-haiku,"),
+    (["--model", "gpt-9"], 2, "unknown model 'gpt-9'; did you mean "),
     (
         ["--agent", "nobody"],
         2,
