@@ -381,3 +381,66 @@ def calibrate_usage(
             "mini-swe-agent model stats)"
         )
     return cal
+
+
+# --- provider-recorded usage: truth over estimates -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedUsage:
+    """What the provider counted at the last call a log records, beside ctxkit's count of the
+    same context. The gap (`unlogged`) is what the log never shows (Claude Code's system prompt
+    and tool schemas); it is carried forward to the messages after that call."""
+
+    source: str
+    calls: int
+    recorded: int  # input tokens the provider counted at the last recorded call
+    estimated: int  # ctxkit's count of the context the model had at that call
+    after_unit: int  # the index of the last unit that call saw
+
+    @property
+    def unlogged(self) -> int:
+        return max(0, self.recorded - self.estimated)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "calls": self.calls,
+            "recorded": self.recorded,
+            "estimated": self.estimated,
+            "after_unit": self.after_unit,
+            "unlogged": self.unlogged,
+        }
+
+
+def recorded_usage(
+    t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()
+) -> RecordedUsage | None:
+    """The provider's count at the log's last recorded call and ctxkit's count of the same
+    context, or None when the log records no usage."""
+    calls = provider_calls(t)
+    if not calls:
+        return None
+    estimates = estimate_calls(t, tok, opts)
+    usage = t.metadata.get("provider_usage") or {}
+    last = calls[-1]
+    return RecordedUsage(
+        source=str(usage.get("source") or t.source_format),
+        calls=len(calls),
+        recorded=int(last["input_tokens"]),
+        estimated=estimates[-1],
+        after_unit=int(last.get("after_unit", len(t.units) - 1)),
+    )
+
+
+def next_call_errors(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()) -> list[int]:
+    """How far off a prediction of each call's input is, when it is made from the previous
+    call's recorded usage plus ctxkit's count of what was added since (the way `guard` carries
+    recorded usage forward): predicted - recorded, per call after the first."""
+    calls = provider_calls(t)
+    estimates = estimate_calls(t, tok, opts)
+    out = []
+    for i in range(1, len(calls)):
+        predicted = int(calls[i - 1]["input_tokens"]) + estimates[i] - estimates[i - 1]
+        out.append(predicted - int(calls[i]["input_tokens"]))
+    return out

@@ -37,6 +37,7 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.config import Config
+from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import (
@@ -321,6 +322,8 @@ class TargetResult:
     notes: list[str] = field(default_factory=list)
     pending: PendingPlan | None = None
     replay: ThresholdHistory | None = None
+    usage: RecordedUsage | None = None  # what the provider recorded, when the log says
+    basis: str = "local count"  # or "recorded usage": what `used` rests on
 
     @property
     def limit(self) -> int:
@@ -362,6 +365,8 @@ class TargetResult:
             "tokenizer_note": self.target.tokenizer_note or None,
             "notes": list(self.notes),
             "budget": self.target.to_dict(),
+            "basis": self.basis,
+            "recorded_usage": self.usage.to_dict() if self.usage is not None else None,
         }
         if self.pending is not None:
             d["pending"] = self.pending.to_dict()
@@ -450,12 +455,16 @@ def evaluate(
     opts: CountOptions | None = None,
     tokenizers: TokenizerCache | None = None,
     trace: Trace | None = None,
+    use_usage: bool = True,
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
     `system` is a system prompt sent before the transcript's units, `tools` the tool schemas
     sent with the call (they replace any the transcript carries), `pending` tool outputs about
-    to be appended.
+    to be appended. Where the log records what the provider counted, the gap between that and
+    ctxkit's count of the same context is the `unlogged` region (what the log never shows),
+    carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
+    recorded usage.
     """
     if not targets:
         raise ValueError("evaluate needs at least one target")
@@ -485,6 +494,15 @@ def evaluate(
         tc = counted[key]
         regions = dict(tc.regions)
         used = tc.total
+        usage = recorded_usage(t, tok, opts) if use_usage else None
+        if usage is not None and usage.unlogged > 0:
+            regions["unlogged"] = usage.unlogged
+            used += usage.unlogged
+            say(
+                f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
+                f"{usage.after_unit}); counted {usage.estimated} for that context; unlogged "
+                f"{usage.unlogged} carried forward"
+            )
         plan: PendingPlan | None = None
         if pending:
             plan = plan_pending(pending, used, target.limit, tok, opts, config)
@@ -496,6 +514,9 @@ def evaluate(
             )
         result = _judge(target, used, regions, label, config)
         result.pending = plan
+        result.usage = usage
+        if usage is not None and usage.unlogged > 0:
+            result.basis = "recorded usage"
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
             result.replay = threshold_history(

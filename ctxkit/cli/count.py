@@ -19,7 +19,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
-from ctxkit.counting import BREAKDOWNS, Breakdown, Calibration, calibrate_usage
+from ctxkit.counting import BREAKDOWNS, Breakdown, Calibration, calibrate_usage, recorded_usage
 from ctxkit.errors import CtxkitError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
@@ -71,6 +71,13 @@ CALIBRATION_NOTE = (
     help="A JSON list of tool schemas the log does not record; counted as tools.",
 )
 @click.option(
+    "--no-usage",
+    "no_usage",
+    is_flag=True,
+    help="Ignore the provider usage a log records (by default its gap to the local count is "
+    "the `unlogged` region).",
+)
+@click.option(
     "--calibrate",
     is_flag=True,
     help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
@@ -87,6 +94,7 @@ def count(
     fmt: str | None,
     system_file: str | None,
     tools_file: str | None,
+    no_usage: bool,
     calibrate: bool,
     progress: bool | None,
     debug: bool,
@@ -137,18 +145,24 @@ def count(
 
     breakdown = Breakdown(by, tok, opts) if by else None
     region_rows: list[dict[str, Any]] = []
+    any_usage = False
     for t in items:
         counted = count_transcript(t, tok, opts)
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
+        usage = None if no_usage else recorded_usage(t, tok, opts)
+        any_usage = any_usage or usage is not None
+        unlogged = usage.unlogged if usage is not None else 0
         region_rows.append(
             {
                 "transcript": label,
                 "format": t.source_format,
                 "units": len(t.units),
                 **counted.regions,
-                "total": counted.total,
+                "unlogged": unlogged,
+                "total": counted.total + unlogged,
+                "recorded": usage.recorded if usage is not None else None,
             }
         )
         if debug:
@@ -156,6 +170,11 @@ def count(
     _report_reading(tok, stats, debug)
     if not region_rows:
         raise CtxkitError("no conversation found in the input")
+    if not any_usage:
+        # no log recorded usage: the columns would say nothing
+        region_rows = [
+            {k: v for k, v in r.items() if k not in ("unlogged", "recorded")} for r in region_rows
+        ]
     rows = breakdown.rows() if breakdown is not None else region_rows
     if breakdown is None and len(rows) > 1:
         rows = rows + [_total_row(rows)]
@@ -186,8 +205,9 @@ def _label(t: Transcript) -> str:
 
 def _total_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {"transcript": f"total ({len(rows)} conversations)", "format": None}
-    for key in ("units", *REGIONS, "total"):
-        total[key] = sum(r[key] for r in rows)
+    for key in ("units", *REGIONS, "unlogged", "total", "recorded"):
+        if key in rows[0]:
+            total[key] = sum(r[key] or 0 for r in rows)
     return total
 
 
