@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -517,6 +517,9 @@ def evaluate(
         result.usage = usage
         if usage is not None and usage.unlogged > 0:
             result.basis = "recorded usage"
+        thrash = thrash_note(t, tc, regions, target)
+        if thrash:
+            result.notes.append(thrash)
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
             result.replay = threshold_history(
@@ -555,6 +558,32 @@ def evaluate(
         + f", exit {verdict.exit_code(fail_on)} (fail-on {fail_on})"
     )
     return verdict
+
+
+def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Target) -> str | None:
+    """A warning when what compaction can never remove (system, tool schemas, unlogged, P1
+    units and the protected requests, with their tool blocks) already reaches the compact
+    threshold (compaction would fire again on every turn), or stays above the goal it aims for.
+    """
+    from ctxkit.structure import protected_indices
+
+    keep = protected_indices(t.units)
+    floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
+    floor += regions.get("unlogged", 0)
+    bounds = target.thresholds.bounds(target.limit)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
+    if floor >= bounds["compact"]:
+        return (
+            f"thrash: {floor:,} tokens that no compaction can remove ({what}) reach the compact "
+            f"threshold ({bounds['compact']:,}): compaction would repeat on every turn"
+        )
+    if floor > goal:
+        return (
+            f"thrash risk: {floor:,} tokens that no compaction can remove ({what}) are above the "
+            f"compaction goal ({goal:,}): every compaction ends short of it and fires again soon"
+        )
+    return None
 
 
 def _judge(
