@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.agents import AgentForecast, forecast, get_rule
 from ctxkit.budget import (
     STATUSES,
     Target,
@@ -324,6 +325,7 @@ class TargetResult:
     replay: ThresholdHistory | None = None
     usage: RecordedUsage | None = None  # what the provider recorded, when the log says
     basis: str = "local count"  # or "recorded usage": what `used` rests on
+    agents: list[AgentForecast] = field(default_factory=list)  # guard --as AGENT
 
     @property
     def limit(self) -> int:
@@ -368,6 +370,8 @@ class TargetResult:
             "basis": self.basis,
             "recorded_usage": self.usage.to_dict() if self.usage is not None else None,
         }
+        if self.agents:
+            d["agents"] = [a.to_dict() for a in self.agents]
         if self.pending is not None:
             d["pending"] = self.pending.to_dict()
         if self.replay is not None:
@@ -456,6 +460,7 @@ def evaluate(
     tokenizers: TokenizerCache | None = None,
     trace: Trace | None = None,
     use_usage: bool = True,
+    as_agents: Sequence[str] = (),
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
@@ -464,8 +469,11 @@ def evaluate(
     to be appended. Where the log records what the provider counted, the gap between that and
     ctxkit's count of the same context is the `unlogged` region (what the log never shows),
     carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
-    recorded usage.
+    recorded usage. `as_agents` names coding agents (`ctxkit.agents.RULES`) whose own
+    auto-compaction trigger is applied to each target's window; with `do_replay` also at which
+    unit each would first have compacted and how many times.
     """
+    rules = [get_rule(name) for name in as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
     config = config or Config()
@@ -520,6 +528,22 @@ def evaluate(
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)
+        fixed = (
+            regions.get("tools", 0)
+            + regions.get("unlogged", 0)
+            + (opts.reply_priming if t.units else 0)
+        )
+        result.agents = [
+            forecast(
+                rule,
+                target.context_window,
+                target.max_output_tokens,
+                used,
+                [u.total for u in tc.units] if do_replay else None,
+                fixed,
+            )
+            for rule in rules
+        ]
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
             result.replay = threshold_history(

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ctxkit.agents import RULES
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
@@ -97,6 +98,14 @@ Exit codes:
     "do_check",
     is_flag=True,
     help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
+)
+@click.option(
+    "--as",
+    "as_agents",
+    multiple=True,
+    type=click.Choice(tuple(RULES)),
+    help="Apply this coding agent's own auto-compact trigger to each target's window (with "
+    "--replay: where it would first have compacted, and how often); repeatable.",
 )
 @click.option(
     "--no-usage",
@@ -225,6 +234,7 @@ def run_guard(**kw: Any) -> int:
                 tokenizers=tokenizers,
                 trace=trace,
                 use_usage=not kw["no_usage"],
+                as_agents=kw["as_agents"],
             )
             for w in verdict.warnings:
                 if w not in warned:
@@ -284,6 +294,28 @@ def with_threshold_flags(
 
 def _pct(frac: float) -> float | None:
     return round(frac * 100, 1) if math.isfinite(frac) else None
+
+
+def _render_agents(verdict: Any) -> list[str]:
+    out = []
+    for r in verdict.results:
+        for a in r.agents:
+            line = (
+                f"as {a.agent} on {r.target.name}: compacts at {a.trigger:,} ({a.formula}); "
+                f"at {a.used:,} it {'would compact now' if a.compacts_now else 'would not yet'}"
+            )
+            if a.compactions is not None:
+                units = verdict.transcript.units
+                if a.first_at is None:
+                    line += "; over the transcript: never"
+                else:
+                    line += (
+                        f"; over the transcript: first at message {a.first_at + 1} "
+                        f"({units[a.first_at].id}), {a.compactions} time"
+                        + ("s" if a.compactions != 1 else "")
+                    )
+            out.append(line)
+    return out
 
 
 def _render_usage(verdict: Any) -> list[str]:
@@ -359,6 +391,7 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
     if errors:
         lines[-1] += f"; --check found {len(errors)} structural errors"
     lines.extend(_render_usage(verdict))
+    lines.extend(_render_agents(verdict))
     for r in verdict.results:
         for note in r.notes:
             lines.append(f"note {r.target.name}: {note}")
