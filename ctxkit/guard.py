@@ -494,7 +494,7 @@ def evaluate(
         if warning and warning not in warnings:
             warnings.append(warning)
         if target.tokenizer_note and "proxy" not in label:
-            label += " (proxy)"
+            label += " (proxy)" if tok.exact else " (estimate)"
         key = str(id(tok))
         if key not in counted:
             counted[key] = count_transcript(t, tok, opts)

@@ -92,7 +92,7 @@ def test_guard_as_says_when_each_agent_compacts() -> None:
     lines = [line for line in r.stdout.splitlines() if line.startswith("as ")]
     assert lines == [
         "as aider on gpt-4o: compacts at 6,976 (history budget min(max((W - O) / 16, 1024), 8192)); "
-        "at 8,130 it would compact now",
+        "at 8,117 it would compact now",
         "as codex on gpt-4o: compacts at 115,200 (0.9 W (or model_auto_compact_token_limit, capped "
-        "at 0.9 W)); at 8,130 it would not yet",
+        "at 0.9 W)); at 8,117 it would not yet",
     ]

@@ -229,11 +229,13 @@ def test_one_count_per_tokenizer() -> None:
     cache = TokenizerCache()
     v = evaluate(
         t,
-        [window(10000), resolve_target("gpt-4-turbo"), resolve_target("claude-3-5-haiku")],
+        [window(10000), resolve_target("gpt-4-turbo"), resolve_target("gemini-2.5-pro")],
         tokenizers=cache,
     )
-    assert len({r.used for r in v.results}) == 1
+    assert len({r.used for r in v.results}) == 1  # all three count with cl100k_base, once
     assert v.results[2].tokenizer == "cl100k_base (proxy)"
+    claude = evaluate(t, [resolve_target("claude-3-5-haiku")], tokenizers=cache).results[0]
+    assert claude.tokenizer == "claude (estimate)" and claude.used > v.results[0].used
 
 
 def test_debug_trace() -> None:

@@ -71,8 +71,8 @@ def test_several_targets_choose_first_that_fits() -> None:
     got = json.loads((DATA / "several_targets.out.json").read_text())
     assert [t["decision"] for t in got["targets"]] == ["does not fit", "chosen", "skipped"]
     assert got["chosen"] == "claude-3-5-haiku" and got["verdict"] == "fits"
-    assert "proxy" in got["targets"][1]["tokenizer"]
-    assert "cl100k_base is a proxy" in (DATA / "several_targets.out.txt").read_text()
+    assert got["targets"][1]["tokenizer"] == "claude (estimate)"
+    assert "an estimate: o200k_base x 1.20" in (DATA / "several_targets.out.txt").read_text()
 
 
 def test_none_fits_is_final() -> None:
