@@ -21,7 +21,14 @@ from ctxkit.cli.options import (
     want_progress,
 )
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_output
+from ctxkit.fileio import (
+    atomic_writer,
+    check_paths,
+    check_writable,
+    copy_output,
+    spooled_input,
+    write_output,
+)
 
 if TYPE_CHECKING:
     from ctxkit.compaction import Event
@@ -159,6 +166,16 @@ def compact(
             f"compact takes one input (a file or -), got {len(inputs)}; run it once per file"
         )
     source = inputs[0]
+    archive_file = archive_path or default_archive_path(None if output == "-" else output)
+    check_paths(
+        {"PATH": source, "--config": config_path},
+        {
+            "-o": None if dry_run else output,
+            "--archive": None if (dry_run or replay and not archive_path) else archive_file,
+            "--report": report_path,
+            "--events": events_path,
+        },
+    )
     budget = compact_settings(
         limit=limit,
         model=model,
@@ -189,7 +206,9 @@ def compact(
         raise UsageError("--report - needs -o FILE: stdout already carries the transcript")
     if report_path:
         check_writable(report_path, "report")
-    with spooled_stdin(source) as path, _event_sink(events_path, verbose) as observe:
+    if events_path and events_path != "-":
+        check_writable(events_path, "events")
+    with spooled_input(source) as path, _event_sink(events_path, verbose) as observe:
         stats = ReadStats()
         transcripts = list(
             read_path(
@@ -199,14 +218,15 @@ def compact(
                 include_compacted=include_compacted(),
                 skip_invalid=skip_invalid,
                 stats=stats,
-                label="<stdin>" if source == "-" else None,
+                label=_label(source, path),
             )
         )
         if stats.skipped_invalid:
             echo_err(reading_summary(stats))
         if not transcripts:
             raise UsageError(f"{source}: no transcript to compact")
-        archive_file = archive_path or default_archive_path(None if output == "-" else output)
+        for t in transcripts:
+            check_depth(t)
         archive = Archive(":memory:" if dry_run else archive_file)
         try:
             runs = compact_many(
@@ -267,11 +287,17 @@ def compact(
 @contextmanager
 def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
     """The chain's observer: phase messages on stderr with -v, JSON events to a file or stderr."""
-    out = None
-    if path == "-":
-        out = sys.stderr
-    elif path:
-        out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    if path and path != "-":
+        # Whole or nothing, like every output: the events of a failed run are not left half.
+        with atomic_writer(path) as stream, _event_sink_to(stream, verbose) as observe:
+            yield observe
+        return
+    with _event_sink_to(sys.stderr if path == "-" else None, verbose) as observe:
+        yield observe
+
+
+@contextmanager
+def _event_sink_to(out: Any, verbose: bool) -> Iterator[Any]:
     if out is None and not verbose:
         yield None
         return
@@ -283,11 +309,30 @@ def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
             out.write(orjson.dumps(event.to_dict()).decode() + "\n")
             out.flush()
 
-    try:
-        yield observe
-    finally:
-        if out is not None and out is not sys.stderr:
-            out.close()
+    yield observe
+
+
+def _label(source: str, path: str) -> str | None:
+    """The input's name in ids and messages when it was spooled to a temp file."""
+    if path == source:
+        return None
+    return "<stdin>" if source == "-" else source
+
+
+def check_depth(t: Any) -> None:
+    """Refuse, before anything is archived, a record nested deeper than a JSON writer goes."""
+    from ctxkit.errors import InputError
+    from ctxkit.formats import MAX_RECORD_DEPTH, json_depth
+
+    for u in t.units:
+        depth = json_depth(u.raw, MAX_RECORD_DEPTH + 1)
+        if depth > MAX_RECORD_DEPTH:
+            raise InputError(
+                t.path,
+                None,
+                f"transcript {t.id}, unit {u.id}: JSON nested more than {MAX_RECORD_DEPTH} "
+                "levels deep, which cannot be written back; flatten that record",
+            )
 
 
 def _explain_steps(result: Any) -> None:
@@ -314,7 +359,7 @@ def _replay(
     from ctxkit.formats import ReadStats, read_path
     from ctxkit.replay import attach_truth, read_truth_records, replay, sidecar_for
 
-    with spooled_stdin(source) as path:
+    with spooled_input(source) as path:
         transcripts = list(
             read_path(
                 path,
@@ -323,7 +368,7 @@ def _replay(
                 include_compacted=include_compacted(),
                 skip_invalid=skip_invalid,
                 stats=ReadStats(),
-                label="<stdin>" if source == "-" else None,
+                label=_label(source, path),
             )
         )
     if not transcripts:

@@ -33,10 +33,12 @@ from ctxkit.model import Transcript
 
 __all__ = [
     "FORMATS",
+    "MAX_RECORD_DEPTH",
     "WRITABLE",
     "ReadStats",
     "detect_format",
     "expand_paths",
+    "json_depth",
     "output_format_for",
     "read_path",
     "read_text",
@@ -516,6 +518,28 @@ def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw
 
 
 # ---------------------------------------------------------------- writing
+
+# orjson writes at most 254 levels; a record sits inside a conversation object and its list.
+MAX_RECORD_DEPTH = 240
+
+
+def json_depth(obj: Any, stop: int | None = None) -> int:
+    """How deeply lists and dicts nest in `obj` (a scalar is 0), counting no further than `stop`.
+
+    Level by level, without recursion, so a record of 100,000 `[` cannot overflow the stack."""
+    level = [obj] if isinstance(obj, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if stop is not None and depth >= stop:
+            return depth
+        nxt: list[Any] = []
+        for o in level:
+            for v in o.values() if isinstance(o, dict) else o:
+                if isinstance(v, dict | list):
+                    nxt.append(v)
+        level = nxt
+    return depth
 
 
 def output_format_for(t: Transcript, fmt: str | None) -> str:
