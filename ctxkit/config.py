@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -109,6 +110,8 @@ def _number(low: float, high: float | None, *, low_open: bool = False) -> Parser
     def parse(value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _fail(path, value, "is not a number", allowed)
+        if not math.isfinite(value):
+            raise _fail(path, value, "is not a finite number", allowed)
         bad_low = value <= low if low_open else value < low
         if bad_low or (high is not None and value > high):
             raise _fail(path, value, "is out of range", allowed)
@@ -560,10 +563,14 @@ def load_config(path: str | None = None) -> Config:
             text = fh.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else path

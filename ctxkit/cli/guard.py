@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import (
+    FiniteFloat,
     debug_option,
     echo_err,
     include_compacted,
@@ -104,12 +105,12 @@ Exit codes:
     help="The lowest status that exits non-zero.",
 )
 @click.option(
-    "--warn-threshold", type=float, default=None, help="Warn at this fraction of the limit (0.80)."
+    "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
 )
 @click.option(
-    "--compact-threshold", type=float, default=None, help="Compact at this fraction (0.95)."
+    "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
 )
-@click.option("--block-threshold", type=float, default=None, help="Block at this fraction (0.98).")
+@click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98).")
 @click.option(
     "--config",
     "config_path",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -13,6 +14,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 FORMAT_NAMES = ["units", "openai", "anthropic", "claude-code", "codex", "sharegpt"]
 WRITE_FORMAT_NAMES = ["units", "openai", "anthropic"]
+
+
+class FiniteFloat(click.FloatRange):
+    """A float flag that refuses nan and inf (which pass every range check)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
@@ -86,7 +99,7 @@ def tokenizer_options(f: F) -> F:
         ),
         click.option(
             "--tool-schema-scale",
-            type=click.FloatRange(min=0.0),
+            type=FiniteFloat(min=0.0),
             default=None,
             help="Multiply tool-schema tokens (the spec uses 2.09; default 1.0).",
         ),

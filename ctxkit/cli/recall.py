@@ -11,7 +11,7 @@ import orjson
 
 from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import copy_output, spooled_stdin
+from ctxkit.fileio import check_paths, copy_output, spooled_input
 
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
@@ -238,12 +238,14 @@ def expand(
     from ctxkit.formats import read_path, write_path
 
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
+    check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
     if not os.path.exists(path):
         Archive(path, create=False)  # raises the clear error before stdin is read
-    with spooled_stdin(compacted) as source, _open_for_reading(path) as archive:
+    with spooled_input(compacted) as source, _open_for_reading(path) as archive:
         originals = []
         untouched = 0
-        for t in read_path(source, from_format):
+        label = None if source == compacted else ("<stdin>" if compacted == "-" else compacted)
+        for t in read_path(source, from_format, label=label):
             restored = archive.restore(t)
             untouched += restored is t
             originals.append(restored)

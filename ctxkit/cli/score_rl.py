@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import (
+    FiniteFloat,
     budget_options,
     echo_err,
     input_options,
@@ -60,7 +61,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
     help="Size of each generated transcript (default: the scenario's).",
 )
 @click.option(
-    "--p1-ratio", type=click.FloatRange(0.0, 1.0), default=None, help="P1 share of generated units."
+    "--p1-ratio", type=FiniteFloat(0.0, 1.0), default=None, help="P1 share of generated units."
 )
 @click.option(
     "--truth",
@@ -174,6 +175,19 @@ def score_rl(
         raise UsageError("give transcript files, or --scenario NAME / --scenarios all")
     if fmt == "parquet" and output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
+
+    from ctxkit.fileio import check_paths
+    from ctxkit.formats import expand_paths
+
+    check_paths(
+        {
+            "PATH": expand_paths(list(paths)) if paths else None,
+            "--truth": truth_path,
+            "--actions": actions_path,
+            "--config": config_path,
+        },
+        {"-o": output},
+    )
 
     from ctxkit.budget import compaction_target
     from ctxkit.relevance import get_embedder
