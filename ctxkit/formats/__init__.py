@@ -91,6 +91,12 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         elif os.path.exists(p):
             out.append(p)
         else:
+            try:
+                os.stat(p)
+            except PermissionError:
+                raise InputError(p, None, "permission denied (a folder on the path cannot be searched)") from None
+            except OSError:
+                pass
             raise InputError(p, None, "no such file or directory")
     return out
 
@@ -313,7 +319,7 @@ class _Reader:
             # Only reachable when every line was skipped as invalid.
             self.stats.warnings.append(f"{self.path}: no readable record in the file")
             return
-        fmt = self.fmt or detect_format(records)
+        fmt = self.fmt or _detect_records(records)
         if fmt is None:
             self.fail(numbers[0], _unknown_shape(records[0]), records[0])
             return
@@ -335,7 +341,7 @@ class _Reader:
                     if t is not None:
                         yield t
                 return
-            fmt = self.fmt or detect_format(doc)
+            fmt = self.fmt or _detect_records(doc)
             if fmt is None:
                 self.fail(1, _unknown_shape(doc[0]), doc[0])
                 return
@@ -444,6 +450,12 @@ class _Reader:
         if t.id == "t0" or not t.id:
             t.id = tid
         return t
+
+
+def _detect_records(records: list[Any]) -> str | None:
+    """The format of a list of records; when one broken record spoils the whole, the format of
+    the first, so its reader reports the broken record on its own line."""
+    return detect_format(records) or (detect_format(records[:1]) if len(records) > 1 else None)
 
 
 def _unknown_shape(obj: Any) -> str:
