@@ -21,6 +21,9 @@ _WRITE_ERRNOS = frozenset(
 )
 
 PathLike = str | os.PathLike[str]
+
+# Every file this module writes is opened here: the one seam a test replaces to fill the disk.
+_fdopen = os.fdopen
 PathGroup = PathLike | Iterable[PathLike | None] | None
 
 
@@ -151,7 +154,7 @@ def atomic_writer(path: PathLike, mode: str = "w") -> Iterator[IO[Any]]:
         raise write_error(target, exc) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **kwargs) as out:
+        with _fdopen(fd, mode, **kwargs) as out:
             try:
                 yield out
             except OSError as exc:
@@ -202,7 +205,7 @@ class AtomicSet:
         self._staged.append((tmp, target))
         try:
             os.fchmod(fd, 0o666 & ~_umask())
-            with os.fdopen(fd, mode, **kwargs) as out:
+            with _fdopen(fd, mode, **kwargs) as out:
                 yield out
                 out.flush()
                 os.fsync(out.fileno())
@@ -294,7 +297,7 @@ def spooled_input(source: str) -> Iterator[str]:
         raise CtxkitError(f"cannot spool {what} to a temp file: {exc.strerror or exc}") from None
     try:
         try:
-            with os.fdopen(fd, "wb") as f:
+            with _fdopen(fd, "wb") as f:
                 if source == "-":
                     shutil.copyfileobj(sys.stdin.buffer, f)
                 else:
