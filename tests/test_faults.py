@@ -373,7 +373,7 @@ def test_real_full_tmpfs(work: Path, tiny_tmpfs: Path) -> None:
     big = orjson.loads(SAMPLE.read_bytes()) * 12  # ~100 KB: more than the tmpfs holds
     (work / "big.json").write_bytes(orjson.dumps(big))
     out = tiny_tmpfs / "out.json"
-    result = run(["compact", "big.json", "--limit", "10000000", "-o", str(out), "--archive", "db/a.db"])
+    result = run(["compact", "big.json", "--limit", "10000000", "-o", str(out), "--archive", "a.db"])
     assert result.exit_code == 1
     assert result.stderr.strip() == f"Error: cannot write {out}: {ENOSPC_TEXT}"
     assert list(tiny_tmpfs.iterdir()) == []
