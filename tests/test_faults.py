@@ -422,6 +422,8 @@ def test_count_reads_deep_nesting(work: Path) -> None:
         (["compact", "a.json", *FAST, "--chain", ""], "--chain is empty; give strategy names separated by commas"),
         (["compact", "a.json", *FAST, "--chain", " , "], "--chain is empty; give strategy names separated by commas"),
         (["bench", "--realdata", "MISSING"], "Invalid value for '--realdata': Directory 'MISSING' does not exist."),
+        (["simulate", "-s", "long_chat", "--tokens", "10000000000"], "Invalid value for '--tokens': 10000000000 is not in the range 1000<=x<=2000000."),
+        (["score-rl", "-s", "long_chat", "--tokens", "10000000000"], "Invalid value for '--tokens': 10000000000 is not in the range 1000<=x<=2000000."),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )
@@ -431,6 +433,27 @@ def test_bad_flags_and_configs_exit_2(work: Path, args: list[str], msg: str) -> 
     result = run(args)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines()[-1] == f"Error: {msg}"
+
+
+def test_unknown_strategy_exits_2_in_actions_file_and_config(work: Path) -> None:
+    known = "content_type_chunking, discard_low_rel, hybrid, mask_observations, offload, prioritize_recent, summarize_old"
+    (work / "act.yaml").write_text("- name: x\n  chain: [bogus]\n")
+    result = run(["score-rl", "-s", "long_chat", "--actions", "act.yaml"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"Error: act.yaml: action 1: unknown strategy 'bogus' in chain; known: {known}"
+    (work / "bad.yaml").write_text("context_config:\n  breaking_strategy:\n    chain_order: [bogus]\n")
+    result = run(["compact", "a.json", "--config", "bad.yaml", "-o", "o.json"])
+    assert result.exit_code == 2
+    assert "Error: bad.yaml: context_config.breaking_strategy.chain_order[0]: 'bogus' is not a strategy" in result.stderr
+
+
+@pytest.mark.parametrize("target", ["nod/sub/x.jsonl", "nod/sub/"])
+def test_simulate_creates_no_folders(work: Path, target: str) -> None:
+    result = run(["simulate", "-s", "long_chat", "-o", target])
+    assert result.exit_code == 1
+    missing = work / "nod" / ("sub" if target.endswith(".jsonl") else "")
+    assert result.stderr.strip() == f"Error: cannot write output {target}: the directory {str(missing).rstrip('/')} does not exist"
+    assert not (work / "nod").exists()
 
 
 def test_events_into_a_missing_folder(work: Path) -> None:

@@ -20,6 +20,7 @@ from ctxkit.cli.options import (
 from ctxkit.errors import UsageError
 from ctxkit.model import Transcript
 from ctxkit.simulate import SCENARIOS
+from ctxkit.simulate.builder import MAX_TOKENS, MIN_TOKENS
 
 
 def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]:
@@ -56,7 +57,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=1000),
+    type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
     default=None,
     help="Size of each generated transcript (default: the scenario's).",
 )

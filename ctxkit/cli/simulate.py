@@ -8,6 +8,7 @@ import click
 
 from ctxkit.cli.options import FiniteFloat, echo_err
 from ctxkit.simulate import (
+    MAX_TOKENS,
     MIN_TOKENS,
     OUTPUT_FORMATS,
     SCENARIOS,
@@ -45,7 +46,7 @@ def _scenario_names(values: tuple[str, ...]) -> list[str]:
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=MIN_TOKENS),
+    type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
     default=None,
     help="Size of each transcript in cl100k_base tokens (default: the scenario's; the limit "
     "scales with it).",
