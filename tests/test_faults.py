@@ -576,3 +576,53 @@ def test_full_disk_at_the_writer_boundary(tmp_path: Path, full_disk: Callable[[i
     assert list(tmp_path.iterdir()) == []
     _ = io  # io and socket are used by the network tests below
     _ = socket
+
+
+# ---------------------------------------------------------------- 10. no network
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every DNS lookup and socket connect raises (and is recorded)."""
+    attempts: list[str] = []
+
+    def refuse(*a: Any, **kw: Any) -> Any:
+        attempts.append(repr(a[:2]))
+        raise OSError(errno.ENETUNREACH, "network disabled by the test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    return attempts
+
+
+def test_guard_gpt4o_never_touches_the_network(
+    work: Path, no_network: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = work / "tiktoken-cache"
+    cache.mkdir()
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))
+    from ctxkit.tokens import loaders
+
+    monkeypatch.setattr(loaders, "_TOKENIZERS", {})  # load afresh, under this cache
+    result = run(["guard", "a.json", "--model", "gpt-4o", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert no_network == []
+    assert result.stderr.strip() == (
+        f"warning: tokenizer o200k_base is not bundled and cannot be loaded offline (not in "
+        f"tiktoken's cache {cache}; ctxkit never downloads); counting with cl100k_base as a proxy "
+        "for the targets that use it (choose another with --tokenizer)"
+    )
+    verdict = orjson.loads(result.stdout)
+    assert verdict["targets"][0]["tokenizer"] == "cl100k_base (proxy: o200k_base unavailable offline)"
+
+
+def test_explicit_o200k_offline_is_a_clear_error(work: Path, no_network: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    from ctxkit.tokens import loaders
+
+    monkeypatch.setattr(loaders, "_TOKENIZERS", {})
+    result = run(["count", "a.json", "--tokenizer", "o200k_base"])
+    assert result.exit_code == 2
+    assert no_network == []
+    assert "could not be loaded offline (tiktoken's cache is turned off; ctxkit never downloads)" in result.stderr
