@@ -267,6 +267,43 @@ def copy_output(source: str, path: str) -> None:
             shutil.copyfileobj(f, out)
 
 
+@contextmanager
+def rewindable_output(path: str, *, discard: bool = False) -> Iterator[IO[str]]:
+    """A text stream for `path` (`-` = stdout) that is written in full before anything reaches
+    the target, so a writer may still start over (`rewrite_with`) once it has seen everything.
+
+    A file is its atomic temp; stdout, a pipe or a device get a temp file copied out at the end
+    (memory stays flat whatever the size). With `discard`, nothing reaches the target (a dry run).
+    """
+    if path != "-" and not discard and not _is_special(path):
+        with atomic_writer(path) as out:
+            yield out
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as tmp:
+        yield tmp
+        if discard:
+            return
+        tmp.flush()
+        tmp.seek(0)
+        if path == "-":
+            sys.stdout.flush()
+            shutil.copyfileobj(tmp.buffer, sys.stdout.buffer)
+            sys.stdout.flush()
+        else:
+            with atomic_writer(path, "wb") as out:
+                shutil.copyfileobj(tmp.buffer, out)
+
+
+def rewrite_with(out: IO[str], source: str) -> None:
+    """Replace what was written to a `rewindable_output` stream by the bytes of `source`."""
+    out.flush()
+    out.seek(0)
+    out.truncate()
+    with open(source, "rb") as f:
+        shutil.copyfileobj(f, out.buffer)  # type: ignore[attr-defined]
+    out.buffer.flush()  # type: ignore[attr-defined]
+
+
 # ---------------------------------------------------------------- inputs read once
 
 

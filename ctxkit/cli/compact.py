@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,8 @@ from ctxkit.fileio import (
     atomic_writer,
     check_paths,
     check_writable,
-    copy_output,
+    rewindable_output,
+    rewrite_with,
     spooled_input,
     write_output,
 )
@@ -157,7 +159,7 @@ def compact(
     """
     from ctxkit.archive import Archive, default_archive_path
     from ctxkit.compaction import compact_many
-    from ctxkit.formats import ReadStats, expand_paths, read_path, write_path
+    from ctxkit.formats import ReadStats, expand_paths, read_path, write_transcripts
     from ctxkit.settings import compact_settings
 
     inputs = expand_paths(paths)  # globs too, as count and guard take them
@@ -210,27 +212,29 @@ def compact(
         check_writable(events_path, "events")
     with spooled_input(source) as path, _event_sink(events_path, verbose) as observe:
         stats = ReadStats()
-        transcripts = list(
-            read_path(
-                path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
-                stats=stats,
-                label=_label(source, path),
-            )
+        reader = read_path(
+            path,
+            from_format,
+            include_sidechains=include_sidechains,
+            include_compacted=include_compacted(),
+            skip_invalid=skip_invalid,
+            stats=stats,
+            label=_label(source, path),
         )
-        if stats.skipped_invalid:
-            echo_err(reading_summary(stats))
-        if not transcripts:
+        # A dataset is read, compacted and written one conversation at a time: memory follows
+        # the largest conversation, not the file. Two are read ahead to know which it is.
+        head = list(itertools.islice(reader, 2))
+        if not head:
+            if stats.skipped_invalid:
+                echo_err(reading_summary(stats))
             raise UsageError(f"{source}: no transcript to compact")
-        for t in transcripts:
-            check_depth(t)
+        for t in head:
+            check_depth(t)  # before the archive exists; the rest as they come
         archive = Archive(":memory:" if dry_run else archive_file)
+        seen = _Seen(explain, keep_reports=bool(report_path))
         try:
-            runs = compact_many(
-                transcripts,
+            runs: Iterable[Any] = compact_many(
+                itertools.chain(head, (check_depth(t) for t in reader)),
                 jobs=jobs,
                 archive=archive,
                 observe=observe,
@@ -242,42 +246,30 @@ def compact(
                 embedder=budget.embedder,
                 summarizer=budget.summarizer,
             )
-            if len(transcripts) > 1 and want_progress(progress):
+            if len(head) > 1 and want_progress(progress):
                 from tqdm import tqdm
 
-                runs = tqdm(runs, total=len(transcripts), unit="conv", file=sys.stderr)
-            results = []
-            for result in runs:
-                results.append(result)
-                if explain:
-                    _explain_steps(result)
+                runs = tqdm(runs, unit="conv", file=sys.stderr)
+            with rewindable_output("-" if dry_run else output, discard=dry_run) as out:
+                write_transcripts((seen.add(r) for r in runs), out, to_format)
+                if not seen.changed and to_format is None:
+                    rewrite_with(out, path)  # unchanged: the input, byte for byte
         finally:
             archive.close()
-
-        for r in results:
-            for v in r.invariants["violations"]:
-                echo_err(f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)")
-        changed = any(r.changed for r in results)
-        if not dry_run:
-            if not changed and to_format is None:
-                copy_output(path, output)
-            else:
-                write_path([r.transcript for r in results], output, to_format)
+        if stats.skipped_invalid:
+            echo_err(reading_summary(stats))
+        results = seen
+        changed = seen.changed
         if report_path:
             report: dict[str, Any] = (
-                results[0].report()
-                if len(results) == 1
-                else {"transcripts": [r.report() for r in results]}
+                seen.reports[0] if seen.count == 1 else {"transcripts": seen.reports}
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
             write_output(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
-    for r in results:
-        line = r.summary_line()
-        if len(results) > 1:
-            line = f"{r.transcript.id}: {line}"
-        echo_err(line)
+    for tid, line in results.lines:
+        echo_err(f"{tid}: {line}" if results.count > 1 else line)
     if changed and not dry_run:
         echo_err(f"Archive: {archive_file} (ctxkit recall --list --archive {archive_file})")
     if dry_run:
@@ -319,7 +311,7 @@ def _label(source: str, path: str) -> str | None:
     return "<stdin>" if source == "-" else source
 
 
-def check_depth(t: Any) -> None:
+def check_depth(t: Any) -> Any:
     """Refuse, before anything is archived, a record nested deeper than a JSON writer goes."""
     from ctxkit.errors import InputError
     from ctxkit.formats import MAX_RECORD_DEPTH, json_depth
@@ -333,6 +325,32 @@ def check_depth(t: Any) -> None:
                 f"transcript {t.id}, unit {u.id}: JSON nested more than {MAX_RECORD_DEPTH} "
                 "levels deep, which cannot be written back; flatten that record",
             )
+    return t
+
+
+class _Seen:
+    """What a streamed run keeps of each result: its summary line and report, not its transcript."""
+
+    def __init__(self, explain: bool, keep_reports: bool) -> None:
+        self.explain = explain
+        self.keep_reports = keep_reports
+        self.count = 0
+        self.changed = False
+        self.lines: list[tuple[str, str]] = []
+        self.reports: list[dict[str, Any]] = []
+
+    def add(self, r: Any) -> Any:
+        """Take note of `r` (explain it, report broken invariants); its transcript, to write."""
+        self.count += 1
+        self.changed = self.changed or r.changed
+        if self.explain:
+            _explain_steps(r)
+        for v in r.invariants["violations"]:
+            echo_err(f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)")
+        self.lines.append((r.transcript.id, r.summary_line()))
+        if self.keep_reports:
+            self.reports.append(r.report())
+        return r.transcript
 
 
 def _explain_steps(result: Any) -> None:

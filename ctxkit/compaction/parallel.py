@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from collections import deque
 from collections.abc import Iterable, Iterator
+from itertools import chain, islice
 from typing import Any
 
 from ctxkit.archive import Archive
@@ -29,6 +33,21 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcri
     return ("ok", result, events, rows, original)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, as in a container), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _quiet_worker() -> None:
+    """A worker leaves Ctrl-C to its parent (which stops the pool) and, when the parent is gone,
+    dies of SIGPIPE on its next result instead of printing a BrokenPipeError traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+
 def compact_many(
     transcripts: Iterable[Transcript],
     *,
@@ -40,14 +59,19 @@ def compact_many(
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
     Workers archive into memory and hand their rows back, so the archive file has one writer and
-    the same refs as a serial run (refs are content hashes).
+    the same refs as a serial run (refs are content hashes). There are never more workers than
+    transcripts or usable CPUs, and never more than two transcripts per worker in flight, so
+    memory follows the largest conversation, not the dataset (`transcripts` may be lazy).
     """
     import sys
 
+    items = iter(transcripts)
+    head = list(islice(items, min(jobs, usable_cpus())))  # a worker per transcript at most
+    workers = len(head)
     # Forking a process whose torch threads are running can deadlock the children: fork only
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
-    if jobs <= 1 or "torch" in sys.modules:
-        for t in transcripts:
+    if workers <= 1 or "torch" in sys.modules:
+        for t in chain(head, items):
             yield compact(t, archive=archive, observe=observe, **kwargs)
         return
     import multiprocessing
@@ -55,8 +79,10 @@ def compact_many(
     _WORK.clear()
     _WORK.update(kwargs)
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for status, payload, events, rows, original in pool.imap(_work_one, transcripts):
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
+            for status, payload, events, rows, original in _ordered(
+                pool, chain(head, items), window=2 * workers
+            ):
                 for event in events:
                     if observe is not None:
                         observe(event)
@@ -79,3 +105,15 @@ def compact_many(
                 yield payload
     finally:
         _WORK.clear()
+
+
+def _ordered(pool: Any, items: Iterator[Transcript], *, window: int) -> Iterator[Any]:
+    """`pool.imap(_work_one, items)` with at most `window` transcripts in flight: imap would
+    read the whole input ahead of a slow transcript and hold every result that overtook it."""
+    pending: deque[Any] = deque()
+    for t in items:
+        pending.append(pool.apply_async(_work_one, (t,)))
+        if len(pending) >= window:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
