@@ -11,10 +11,13 @@ import orjson
 
 from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_paths, copy_output, spooled_input
+from ctxkit.fileio import check_paths, rewindable_output, rewrite_with, spooled_input
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ctxkit.archive import Archive
+    from ctxkit.model import Transcript
 
 _LINES = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 _PREVIEW_CHARS = 48
@@ -235,27 +238,30 @@ def expand(
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
     from ctxkit.archive import Archive, default_archive_path
-    from ctxkit.formats import read_path, write_path
+    from ctxkit.formats import read_path, write_transcripts
 
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
     check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
     if not os.path.exists(path):
         Archive(path, create=False)  # raises the clear error before stdin is read
     with spooled_input(compacted) as source, _open_for_reading(path) as archive:
-        originals = []
-        untouched = 0
         label = None if source == compacted else ("<stdin>" if compacted == "-" else compacted)
-        for t in read_path(source, from_format, label=label):
-            restored = archive.restore(t)
-            untouched += restored is t
-            originals.append(restored)
-        if not originals:
-            raise UsageError(f"{compacted}: no transcript to expand")
-        if untouched == len(originals) and to_format is None:
-            # nothing was compacted: the input is the original, byte for byte
-            copy_output(source, output)
-        else:
-            write_path(originals, output, to_format)
-    n = len(originals)
+        tally = {"read": 0, "untouched": 0}
+
+        def restored() -> Iterator[Transcript]:
+            # one conversation at a time: a dataset is never held whole
+            for t in read_path(source, from_format, label=label):
+                original = archive.restore(t)
+                tally["read"] += 1
+                tally["untouched"] += original is t
+                yield original
+
+        with rewindable_output(output) as out:
+            write_transcripts(restored(), out, to_format)
+            if not tally["read"]:
+                raise UsageError(f"{compacted}: no transcript to expand")
+            if tally["untouched"] == tally["read"] and to_format is None:
+                rewrite_with(out, source)  # nothing was compacted: the input, byte for byte
+    n, untouched = tally["read"], tally["untouched"]
     note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
