@@ -4,7 +4,8 @@
 
 Builds one-conversation-per-line OpenAI JSONL datasets in a temp folder: simulated scenarios
 (`ctxkit simulate`), repeated with a distinct marker in each copy's first message until the file
-reaches the size, then runs `ctxkit compact DATASET --jobs N -o OUT` on each and reports:
+reaches the size, then runs `ctxkit compact DATASET --jobs N -o OUT --limit 4000 --embedder lexical`
+(every conversation is over the limit, so each one is compacted and archived) and reports:
 
 - peak RSS of the largest single process (the parent or a worker; getrusage RUSAGE_CHILDREN,
   measured in a fresh helper process per run), and
@@ -109,7 +110,7 @@ def main() -> int:
     parser.add_argument("--keep", default=None, help="Build the datasets here and keep them.")
     parser.add_argument("compact_args", nargs="*", help="More compact flags, after --.")
     args = parser.parse_args()
-    extra = args.compact_args or ["--embedder", "lexical"]
+    extra = args.compact_args or ["--limit", "4000", "--embedder", "lexical"]
     with tempfile.TemporaryDirectory(prefix="ctxkit-rss-") as scratch:
         folder = Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)
