@@ -626,3 +626,68 @@ def test_explicit_o200k_offline_is_a_clear_error(work: Path, no_network: list[st
     assert result.exit_code == 2
     assert no_network == []
     assert "could not be loaded offline (tiktoken's cache is turned off; ctxkit never downloads)" in result.stderr
+
+
+# ---------------------------------------------------------------- 7. --jobs
+
+
+@pytest.mark.parametrize(
+    "jobs,transcripts,cpus,expected",
+    [(100000, 1, 8, None), (100000, 3, 8, 3), (100000, 5, 2, 2), (2, 5, 8, 2), (1, 5, 8, None)],
+)
+def test_jobs_are_capped_at_the_work_and_the_cores(
+    monkeypatch: pytest.MonkeyPatch, jobs: int, transcripts: int, cpus: int, expected: int | None
+) -> None:
+    import multiprocessing
+
+    from ctxkit.compaction import parallel
+    from ctxkit.formats import read_path
+
+    pools: list[int] = []
+    real = multiprocessing.get_context
+
+    class Recording:
+        def __init__(self, method: str) -> None:
+            self.ctx = real(method)
+
+        def Pool(self, processes: int, **kw: Any) -> Any:  # noqa: N802 - multiprocessing's name
+            pools.append(processes)
+            return self.ctx.Pool(processes, **kw)
+
+    monkeypatch.setattr(multiprocessing, "get_context", Recording)
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
+    one = next(read_path(str(SAMPLE)))
+    items = [one.replace(id=f"t{i}") for i in range(transcripts)]
+    runs = list(parallel.compact_many(iter(items), jobs=jobs, limit=3000, target=2400))
+    assert [r.transcript.id for r in runs] == [f"t{i}" for i in range(transcripts)]
+    assert pools == ([] if expected is None else [expected])
+
+
+@pytest.mark.slow
+def test_workers_of_a_killed_parent_die_quietly(work: Path) -> None:
+    """SIGKILL the parent of `--jobs 2`: its workers must not print BrokenPipeError tracebacks."""
+    line = orjson.dumps({"messages": orjson.loads(SAMPLE.read_bytes())}) + b"\n"
+    (work / "ds.jsonl").write_bytes(line * 200)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxkit", "compact", "ds.jsonl", "--jobs", "2", "--limit", "3000",
+         "--embedder", "lexical", "-o", "out.jsonl", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=_env(),
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the workers are busy
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        if len(children) >= 2:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("no workers started")
+    time.sleep(1.0)
+    proc.kill()
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # EOF once every worker has exited
+    proc.wait(timeout=60)
+    assert b"Traceback" not in err, err.decode()
+    assert b"BrokenPipeError" not in err
+    assert not (work / "out.jsonl").exists()

@@ -41,11 +41,27 @@ def usable_cpus() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _quiet_worker() -> None:
-    """A worker leaves Ctrl-C to its parent (which stops the pool) and, when the parent is gone,
-    dies of SIGPIPE on its next result instead of printing a BrokenPipeError traceback."""
+def _quiet_worker(parent: int) -> None:
+    """A worker leaves Ctrl-C to its parent (which stops the pool) and dies quietly with it.
+
+    A killed parent never closes the task pipe (every forked worker holds its write end too), so
+    a waiting worker would wait forever: Linux sends it SIGTERM when the parent dies instead, and
+    a worker with a result for a dead parent dies of SIGPIPE, not of a BrokenPipeError traceback.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the pipe's EOF is all there is
+        pass
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(0)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def compact_many(
@@ -79,7 +95,9 @@ def compact_many(
     _WORK.clear()
     _WORK.update(kwargs)
     try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_worker) as pool:
+        with multiprocessing.get_context("fork").Pool(
+            workers, initializer=_quiet_worker, initargs=(os.getpid(),)
+        ) as pool:
             for status, payload, events, rows, original in _ordered(
                 pool, chain(head, items), window=2 * workers
             ):
