@@ -1,7 +1,8 @@
 """The archive: everything compaction removes or shortens, stored whole in one SQLite file.
 
-Each archived unit gets a short ref, `ref-xxxxxxxx` (8 hex of a SHA-256 over transcript id,
-unit id and content, so the same input always gives the same ref), and a long form
+Each archived unit gets a short ref, `ref-` and 18 decimal digits of a SHA-256 over the
+transcript's content, the unit id and the unit's content (so the same input always gives the same
+ref, whatever file it was read from), and a long form
 `ctx://<transcript>/<unit>`. Either may end with a location: `:L50-100` (lines 50 to 100),
 `:L7` (one line) or `:match-3` (the third match of a search pattern). Placeholders left in a
 compacted transcript carry the ref; `ctxkit recall REF` reads the unit back.
@@ -16,7 +17,11 @@ Example:
 
 The journal is SQLite's default rollback journal (not WAL), so an archive is one file that can
 be copied or moved. Writes gather in one transaction that `commit()` or `close()` ends, so a
-compaction's units are stored together or not at all. `created`, `last_accessed` and
+compaction's units are stored together or not at all. A run that fails rolls its writes back
+(`abort()`, or leaving the `with` block on an exception): the archive stays as it was before.
+A new archive file is created 0600 (it holds whole transcripts). Writers take the lock when
+they first write (BEGIN IMMEDIATE) and wait up to `BUSY_TIMEOUT_S` for another writer instead of
+failing with "database is locked". `created`, `last_accessed` and
 `access_count` live only in the database: they never reach compacted output, which stays
 byte-identical for the same input.
 """
@@ -46,6 +51,14 @@ SCHEMA_VERSION = "1"
 FORMAT_NAME = "ctxkit-archive"
 DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
+# Decimal digits, not hex: tokenizers split digit runs into fixed groups of three, so every ref
+# costs the same number of tokens and a placeholder's size never depends on the digest (hex
+# refs cost 4 to 10 tokens each, so the output changed with the input's file name).
+REF_DIGITS = 18  # ~60 bits: one clash in ~10^9 units at 71k units a dataset; clashes extend
+REF_DIGITS_MAX = 72
+REF_PROBE = "ref-" + "0" * REF_DIGITS  # sizes a placeholder before its ref is known
+BUSY_TIMEOUT_S = 600.0  # another writer holds the archive: wait (a run commits once, at its end)
+ACCESS_TIMEOUT_S = 1.0  # but a recall does not wait that long just to count an access
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ctxkit_meta (
@@ -54,6 +67,7 @@ CREATE TABLE IF NOT EXISTS ctxkit_meta (
 );
 CREATE TABLE IF NOT EXISTS units (
     ref TEXT PRIMARY KEY,
+    scope TEXT,
     transcript_id TEXT NOT NULL,
     unit_id TEXT NOT NULL,
     type TEXT NOT NULL,
@@ -78,19 +92,43 @@ CREATE TABLE IF NOT EXISTS transcripts (
 CREATE INDEX IF NOT EXISTS transcripts_by_last_request ON transcripts (last_request);
 """
 
-SHORT_REF = re.compile(r"ref-[0-9a-f]{8}")
+# 8 hex digits in archives written before refs became decimal; 18 or more decimal digits since
+SHORT_REF = re.compile(r"ref-[0-9a-f]{8,80}")
 _LOCATION = re.compile(r":(?:L(?P<a>\d+)(?:-(?P<b>\d+))?|match-(?P<m>\d+))$")
 _LONG_PREFIX = "ctx://"
 # refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
-_REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8}|ctx://[^\s\]\)>\"']+")
+_REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8,80}(?![0-9a-f])|ctx://[^\s\]\)>\"']+")
 
 
-def make_ref(transcript_id: str, unit_id: str, content: str) -> str:
-    """The short ref of a unit: `ref-` and 8 hex of a SHA-256 over its transcript, id and content."""
+def make_ref(scope: str, unit_id: str, content: str, digits: int = REF_DIGITS) -> str:
+    """The short ref of a unit: `ref-` and `digits` decimal digits of a SHA-256 over its scope
+    (see `ref_scope`), id and content.
+
+    Example: `make_ref(ref_scope(t), "m3", "ls -la")` gives `ref-` and 18 digits. A longer
+    `digits` gives a ref that ends with the shorter one: the archive extends a ref that clashes.
+    """
     digest = hashlib.sha256(
-        "\x1f".join((transcript_id, unit_id, content)).encode("utf-8", "surrogatepass")
+        "\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass")
     ).hexdigest()
-    return f"ref-{digest[:8]}"
+    return f"ref-{int(digest, 16) % 10**digits:0{digits}d}"
+
+
+def ref_scope(t: Transcript) -> str:
+    """What a transcript's refs are made from: a digest of its content, not of its name.
+
+    The id comes from the file name (`t.json` -> `t`), so a ref made from it would make the
+    output depend on the name. Two transcripts alike in everything (messages, source records,
+    envelope, tools) but their names share refs, and the archived units too.
+    """
+    doc = t.to_dict()
+    doc.pop("id", None)
+    doc["units"] = []
+    for u in t.units:
+        d = _unit_record(u)
+        d["tokenCount"] = None  # a count made on the way, not part of the message
+        doc["units"].append(d)
+    text = json.dumps(doc, ensure_ascii=False, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def long_ref(transcript_id: str, unit_id: str) -> str:
@@ -114,7 +152,7 @@ class Location:
 
 
 def parse_ref(ref: str) -> tuple[str, Location]:
-    """Split `ref-xxxxxxxx:L5-9` or `ctx://t/u:match-2` into the bare ref and its location."""
+    """Split `ref-123456789012345678:L5-9` or `ctx://t/u:match-2` into the bare ref and its location."""
     text = ref.strip()
     m = _LOCATION.search(text)
     if m is None:
@@ -272,6 +310,14 @@ class Archive:
                 raise ArchiveError(
                     f"cannot create archive {path}: the directory {parent} is not writable"
                 )
+            try:
+                # 0600 from the first byte: the archive holds whole transcripts (SQLite gives its
+                # journal the database file's mode)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            except FileExistsError:
+                pass  # another writer made it a moment ago
+            except OSError as exc:
+                raise ArchiveError(f"cannot open archive {path}: {exc.strerror}") from None
         elif not readonly and not os.access(path, os.W_OK):
             raise ArchiveError(
                 f"archive {path} is read-only; choose a writable --archive PATH "
@@ -280,7 +326,11 @@ class Archive:
         mode = "ro" if readonly else ("rwc" if create else "rw")
         uri = f"file:{quote(os.path.abspath(path))}?mode={mode}"
         try:
-            conn = sqlite3.connect(uri, uri=True)
+            # IMMEDIATE: a writer takes the lock at its first write, so two writers queue up
+            # (busy timeout) instead of deadlocking when both upgrade a read lock
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE"
+            )
         except sqlite3.Error as exc:
             raise ArchiveError(f"cannot open archive {path}: {exc}") from None
         return conn
@@ -296,7 +346,7 @@ class Archive:
         if self.readonly:
             if not tables:
                 raise ArchiveError(f"{self.path} is not a ctxkit archive (it is empty)")
-        else:
+        elif "transcripts" not in tables or not self._has_scope_column():
             conn.execute("PRAGMA journal_mode = DELETE")
             with conn:
                 conn.executescript(_SCHEMA)
@@ -304,9 +354,14 @@ class Archive:
                     "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
                     ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
                 )
+                if not self._has_scope_column():  # an archive from before refs had a scope
+                    conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
         fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
         if fmt is None or fmt[0] != FORMAT_NAME:
             raise ArchiveError(f"{self.path} is not a ctxkit archive")
+
+    def _has_scope_column(self) -> bool:
+        return any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -314,6 +369,19 @@ class Archive:
         """Commit the open transaction and close the database."""
         try:
             self.commit()
+        finally:
+            self._conn.close()
+
+    def abort(self) -> None:
+        """Roll back every write since the last commit and close: the archive is as it was.
+
+        A new archive file stays, empty: removing it could lose a concurrent writer's rows.
+        """
+        try:
+            if self._conn.in_transaction:
+                self._conn.rollback()
+        except sqlite3.DatabaseError:
+            pass  # closing without commit rolls back too
         finally:
             self._conn.close()
 
@@ -326,7 +394,10 @@ class Archive:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()  # a run that fails leaves no half of itself behind
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -340,6 +411,16 @@ class Archive:
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
+    def begin(self) -> None:
+        """Take the write lock now (waiting for another writer), so what is read next holds
+        until the commit: two runs that pick the same key or ref cannot both take it."""
+        if self.readonly or self.path == ":memory:" or self._conn.in_transaction:
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+
     def commit(self) -> None:
         """Make the writes so far durable (close does it too)."""
         if self.readonly or not self._conn.in_transaction:
@@ -349,31 +430,52 @@ class Archive:
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
+    def ref_for(self, scope: str, unit: Unit) -> tuple[str, bool]:
+        """(the ref this unit has or gets in this archive, True when it is stored already).
+
+        The ref is `make_ref(scope, ...)`; when another unit holds it (a clash of the digits),
+        the ref grows by 6 digits until it is free. Same archive and input, same ref; a unit
+        stored once keeps its ref.
+        """
+        for digits in range(REF_DIGITS, REF_DIGITS_MAX + 1, 6):
+            ref = make_ref(scope, unit.id, unit.content, digits)
+            row = self._conn.execute(
+                "SELECT scope, unit_id, content FROM units WHERE ref = ?", (ref,)
+            ).fetchone()
+            if row is None:
+                return ref, False
+            if tuple(row) == (scope, unit.id, unit.content):
+                return ref, True
+        raise ArchiveError(f"no free ref for unit {unit.id!r} in {self.path}")  # 2^-200
+
     def put(
-        self, transcript_id: str, unit: Unit, *, summary: str = "", tokens: int | None = None
+        self,
+        transcript_id: str,
+        unit: Unit,
+        *,
+        summary: str = "",
+        tokens: int | None = None,
+        scope: str | None = None,
     ) -> str:
-        """Store the unit whole and return its short ref; storing it again changes nothing."""
-        ref = make_ref(transcript_id, unit.id, unit.content)
-        existing = self._conn.execute(
-            "SELECT transcript_id, unit_id FROM units WHERE ref = ?", (ref,)
-        ).fetchone()
-        if existing is not None:
-            if tuple(existing) != (transcript_id, unit.id):
-                # 32 bits of hash: a clash is rare, but silently mixing two units would lose one.
-                raise ArchiveError(
-                    f"ref {ref} already names unit {existing[1]!r} of transcript {existing[0]!r} "
-                    f"in {self.path}; use a fresh --archive PATH"
-                )
+        """Store the unit whole and return its short ref; storing it again changes nothing.
+
+        `scope` (default the transcript id) is what the ref is made from: `compact` passes
+        `ref_scope(transcript)`, so refs do not depend on the file name.
+        """
+        scope = transcript_id if scope is None else scope
+        ref, stored = self.ref_for(scope, unit)
+        if stored:
             return ref
         tool_name = unit.name if unit.tool_call_id is not None else None
         if tool_name is None and unit.tool_calls:
             tool_name = unit.tool_calls[0].name
         self._write(
-            "INSERT OR IGNORE INTO units (ref, transcript_id, unit_id, type, tool_name, summary, "
+            "INSERT INTO units (ref, scope, transcript_id, unit_id, type, tool_name, summary, "
             "content, unit_json, tokens, created, access_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
             (
                 ref,
+                scope,
                 transcript_id,
                 unit.id,
                 unit.type,
@@ -442,12 +544,13 @@ class Archive:
         bare, _ = parse_ref(ref)
         return self._lookup(bare) is not None
 
-    def get(self, ref: str) -> ArchivedUnit:
-        """The archived unit a ref names (short or long form, location ignored); counts the access."""
+    def get(self, ref: str, *, count: bool = True) -> ArchivedUnit:
+        """The archived unit a ref names (short or long form, location ignored); counts the
+        access unless `count` is False."""
         bare, _ = parse_ref(ref)
         if not (SHORT_REF.fullmatch(bare) or bare.startswith(_LONG_PREFIX)):
             raise ArchiveError(
-                f"{ref!r} is not a ref: use ref-xxxxxxxx or ctx://<transcript>/<unit>, "
+                f"{ref!r} is not a ref: use ref-<18 digits> or ctx://<transcript>/<unit>, "
                 "optionally with :L50-100 or :match-3"
             )
         found = self._lookup(bare)
@@ -456,15 +559,31 @@ class Archive:
                 f"unknown ref {ref} in {self.path}; "
                 f"`ctxkit recall --list --archive {self.path}` lists the refs"
             )
-        if not self.readonly:
-            now = _now()
-            self._write(
+        if count:
+            self._count_access(found)
+        return found
+
+    def _count_access(self, found: ArchivedUnit) -> None:
+        if self.readonly:
+            return
+        now = _now()
+        # Access counts are advisory: while a compaction holds the write lock, a recall shows
+        # the unit at once and leaves it uncounted rather than wait for the run to end.
+        conn = self._conn
+        conn.execute(f"PRAGMA busy_timeout = {int(ACCESS_TIMEOUT_S * 1000)}")
+        try:
+            conn.execute(
                 "UPDATE units SET last_accessed = ?, access_count = access_count + 1 WHERE ref = ?",
                 (now, found.ref),
             )
-            found.last_accessed = now
-            found.access_count += 1
-        return found
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise _db_error(self.path, exc) from None
+            return
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        found.last_accessed = now
+        found.access_count += 1
 
     def recall(
         self,
@@ -483,7 +602,7 @@ class Archive:
         An empty string means no line matched.
         """
         _, where = parse_ref(ref)
-        item = self.get(ref)
+        item = self.get(ref, count=False)  # counted once the recall succeeds
         text = item.text()
         if lines is None:
             lines = where.lines
@@ -497,6 +616,7 @@ class Archive:
             # after a search the lines are no longer the unit's, so the note cannot name them
             first = None if search is not None else (lines[0] if lines else 1)
             text = _cut(text, max_tokens, tokenizer, first_line=first)
+        self._count_access(item)
         return text
 
     def list(self, transcript_id: str | None = None) -> builtins.list[ArchivedUnit]:
@@ -692,6 +812,11 @@ def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
         return ArchiveError(f"{path} is not a ctxkit archive (not an SQLite file)")
     if "readonly" in text or "read-only" in text:
         return ArchiveError(f"archive {path} is read-only; choose a writable --archive PATH")
+    if "locked" in text or "busy" in text:
+        return ArchiveError(
+            f"archive {path} is busy: another run has held it for {BUSY_TIMEOUT_S:g} s; "
+            "try again when it ends, or choose another --archive PATH"
+        )
     return ArchiveError(f"archive {path}: {text}")
 
 

@@ -100,6 +100,15 @@ class Thresholds:
     compact: float = 0.95
     block: float = 0.98
 
+    def bounds(self, limit: int) -> dict[str, int]:
+        """The fewest tokens at which each status begins: warn, compact, block (integers, so
+        `used >= bound` has no float drift at the boundary)."""
+        return {
+            "warn": math.ceil(limit * self.warn - 1e-9),
+            "compact": math.ceil(limit * self.compact - 1e-9),
+            "block": math.ceil(limit * self.block - 1e-9),
+        }
+
     @classmethod
     def from_config(cls, config: Config) -> Thresholds:
         """The thresholds a configuration sets."""
@@ -112,13 +121,10 @@ def status_for(used_tokens: int, limit: int, thresholds: Thresholds = Thresholds
         return "overflow"
     if used_tokens > limit:
         return "overflow"
-    # Integer comparisons: used >= limit * fraction, without float drift at the boundary.
-    if used_tokens >= math.ceil(limit * thresholds.block - 1e-9):
-        return "block"
-    if used_tokens >= math.ceil(limit * thresholds.compact - 1e-9):
-        return "compact"
-    if used_tokens >= math.ceil(limit * thresholds.warn - 1e-9):
-        return "warn"
+    bounds = thresholds.bounds(limit)
+    for status in ("block", "compact", "warn"):
+        if used_tokens >= bounds[status]:
+            return status
     return "ok"
 
 
@@ -127,8 +133,21 @@ def status_rank(status: str) -> int:
     return _RANK[status]
 
 
-def compaction_target(limit: int, thresholds: Thresholds = Thresholds()) -> int:
-    """The default compaction goal: floor(limit * warn), so the guard does not fire again at once."""
+def compaction_goal(
+    limit: int, target: int | None = None, thresholds: Thresholds = Thresholds()
+) -> int:
+    """The one compaction goal: `target` when given (never above the limit), else
+    floor(limit * warn), so the guard does not fire again at once.
+
+    `compact`, `replay`, `score-rl` and `bench` all aim here, from the library and the CLI alike.
+
+    >>> compaction_goal(5000)
+    4000
+    >>> compaction_goal(5000, target=4500), compaction_goal(5000, target=9000)
+    (4500, 5000)
+    """
+    if target is not None:
+        return min(target, limit)
     return math.floor(limit * thresholds.warn)
 
 
@@ -316,8 +335,12 @@ def resolve_policy(
     if llm:
         entry = next((e for e in config.per_llm if e.type.lower() == llm.lower()), None)
         if entry is None:
-            found.append((config.default_limit, f"default_limit (no per_llm entry for {llm})"))
-        elif entry.follow_default or entry.limit is None:
+            # like --agent: a typo must not pass silently for the default limit
+            known = ", ".join(sorted(e.type for e in config.per_llm)) or "(none configured)"
+            raise UsageError(
+                f"unknown LLM type {llm!r}; known: {known} (add it under context_config.per_llm)"
+            )
+        if entry.follow_default or entry.limit is None:
             found.append((config.default_limit, f"per_llm {entry.type} (follows default_limit)"))
         else:
             found.append((entry.limit, f"per_llm {entry.type}"))

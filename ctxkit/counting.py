@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
-from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, Tokenizer
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
 
 BREAKDOWNS = ("role", "type", "turn", "message", "tool")
 
@@ -348,3 +349,35 @@ class Calibration:
 
 def _pct(diff: float, base: int) -> float:
     return round(100.0 * diff / base, 1) if base else float("nan")
+
+
+def calibrate_usage(
+    transcripts: Iterable[Transcript],
+    tokenizer: str | None = None,
+    opts: CountOptions = CountOptions(),
+    *,
+    label: Callable[[Transcript], str] = lambda t: t.id,
+) -> Calibration:
+    """Every calibration tokenizer's estimate (and `tokenizer`'s, when given) against the usage
+    the transcripts record; a tokenizer that cannot load offline is listed as unavailable."""
+    names = list(CALIBRATION_TOKENIZERS)
+    if tokenizer and tokenizer not in names:
+        names.insert(0, tokenizer)
+    cal = Calibration(tokenizers=names)
+    toks: dict[str, Tokenizer] = {}
+    for name in names:
+        try:
+            toks[name] = get_tokenizer(name)
+        except TokenizerError as exc:
+            head, sep, _ = str(exc).partition(". ")
+            cal.unavailable[name] = f"unavailable offline: {head}{'.' if sep else ''}"
+    n_calls = 0
+    for t in transcripts:
+        n_calls += cal.add(t, toks, label(t), opts)
+    if not n_calls:
+        raise CtxkitError(
+            "no provider usage found in the input: --calibrate needs transcripts that record "
+            "the provider's token counts (Claude Code `usage`, Codex `token_count`, "
+            "mini-swe-agent model stats)"
+        )
+    return cal

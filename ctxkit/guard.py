@@ -30,13 +30,14 @@ from ctxkit.budget import (
     STATUSES,
     Target,
     Thresholds,
-    compaction_target,
+    compaction_goal,
     resolve_target,
     status_for,
     status_rank,
     used_fraction,
 )
 from ctxkit.config import Config
+from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import (
     CountOptions,
@@ -51,18 +52,21 @@ __all__ = [
     "PendingItem",
     "PendingOutput",
     "PendingPlan",
-    "Replay",
+    "ThresholdHistory",
     "Target",
     "TargetResult",
     "Verdict",
-    "compaction_target",
+    "combine_exit_codes",
+    "compaction_goal",
     "evaluate",
     "exit_code_for",
+    "load_pending",
     "resolve_target",
     "status_for",
+    "threshold_history",
 ]
 
-FAIL_ON = ("warn", "compact", "block", "overflow")
+FAIL_ON = STATUSES[1:]  # any status but ok can fail a run
 EXIT_CODES = {"ok": 0, "warn": 3, "compact": 3, "block": 4, "overflow": 5}
 EXIT_PROBLEMS = 6
 OVER_HITS_WINDOW_S = 3600
@@ -211,12 +215,13 @@ def plan_pending(
     )
 
 
-# --- replay ------------------------------------------------------------------------------------
+# --- threshold history (guard --replay) ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Replay:
-    """The transcript replayed message by message against one target's limit."""
+class ThresholdHistory:
+    """`guard --replay`: the transcript walked message by message against one target's limit (not
+    the agent-loop replay of `ctxkit.replay`, which compacts as it goes)."""
 
     checks: int
     by_status: dict[str, int]
@@ -238,14 +243,14 @@ class Replay:
         }
 
 
-def replay(
+def threshold_history(
     units: Sequence[Unit],
     unit_tokens: Sequence[int],
     fixed_tokens: int,
     limit: int,
     thresholds: Thresholds,
     fail_on: str = "compact",
-) -> Replay:
+) -> ThresholdHistory:
     """Walk the transcript as it grew: the first unit at which each status was reached, how
     many checks would have fired (status at or above `fail_on`), and over-hits (checks over the
     limit) within any one hour of timestamps, with the spec's "more than 2 in 1 hour" trigger."""
@@ -288,7 +293,7 @@ def replay(
                         "timestamp": u.timestamp,
                         "over_hits_in_hour": in_hour,
                     }
-    return Replay(
+    return ThresholdHistory(
         checks=len(units),
         by_status=by_status,
         first=first,
@@ -315,7 +320,7 @@ class TargetResult:
     schemas_only: bool = False
     notes: list[str] = field(default_factory=list)
     pending: PendingPlan | None = None
-    replay: Replay | None = None
+    replay: ThresholdHistory | None = None
 
     @property
     def limit(self) -> int:
@@ -493,7 +498,7 @@ def evaluate(
         result.pending = plan
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
-            result.replay = replay(
+            result.replay = threshold_history(
                 t.units,
                 [u.total for u in tc.units],
                 fixed,
@@ -564,11 +569,10 @@ def _trace_target(say: Trace, r: TargetResult) -> None:
     )
     if t.policy_limit is not None:
         say(f"target {t.name}: policy {t.policy_limit} ({t.policy_rule})")
-    th = t.thresholds
+    b = t.thresholds.bounds(t.limit)
     say(
-        f"target {t.name}: limit {t.limit} bound by {t.bound_by}; warn >= "
-        f"{math.ceil(t.limit * th.warn - 1e-9)}, compact >= {math.ceil(t.limit * th.compact - 1e-9)}, "
-        f"block >= {math.ceil(t.limit * th.block - 1e-9)}, overflow > {t.limit}"
+        f"target {t.name}: limit {t.limit} bound by {t.bound_by}; warn >= {b['warn']}, "
+        f"compact >= {b['compact']}, block >= {b['block']}, overflow > {t.limit}"
     )
     say(
         f"target {t.name}: used {r.used} = "
@@ -576,3 +580,59 @@ def _trace_target(say: Trace, r: TargetResult) -> None:
         + f" -> {r.status}"
         + (" (schemas only)" if r.schemas_only else "")
     )
+
+
+# --- inputs beside the transcript and the combined exit code ----------------------------
+
+
+def load_pending(path: str) -> list[PendingOutput]:
+    """Pending tool outputs: a JSON list of strings or {name, content}, or JSONL of either."""
+    import orjson
+
+    from ctxkit.formats.extras import read_text_file
+
+    text = read_text_file(path)
+    items: list[tuple[int | None, Any]]
+    try:
+        data = orjson.loads(text)
+        if not isinstance(data, list):
+            data = [data]
+        items = [(None, d) for d in data]
+    except orjson.JSONDecodeError:
+        items = []
+        for n, text_line in enumerate(text.splitlines(), 1):
+            if not text_line.strip():
+                continue
+            try:
+                items.append((n, orjson.loads(text_line)))
+            except orjson.JSONDecodeError as exc:
+                raise InputError(path, n, f"not valid JSON: {exc.msg}", text_line) from None
+    out = []
+    for i, (line, item) in enumerate(items):
+        if isinstance(item, str):
+            out.append(PendingOutput(name=f"output{i + 1}", content=item))
+        elif isinstance(item, dict) and isinstance(item.get("content"), str):
+            out.append(
+                PendingOutput(
+                    name=str(item.get("name") or f"output{i + 1}"), content=item["content"]
+                )
+            )
+        else:
+            raise InputError(
+                path,
+                line,
+                f'pending output #{i + 1}: expected a string or {{"name", "content"}} with string content',
+            )
+    return out
+
+
+def combine_exit_codes(codes: Sequence[int]) -> int:
+    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    order = {
+        0: 0,
+        EXIT_PROBLEMS: 1,
+        EXIT_CODES["warn"]: 2,
+        EXIT_CODES["block"]: 3,
+        EXIT_CODES["overflow"]: 4,
+    }
+    return max(codes, key=lambda c: order.get(c, len(order)))

@@ -6,6 +6,10 @@ step; the previous summary rolled forward) and returns the summary text. Transie
 or running out of attempts, raises `LLMError`. Falling back to the extractive summarizer is the
 caller's job.
 
+The API key goes to the configured origin (scheme, host, port) only: a redirect to another
+origin is refused, never followed with the key. Every message this module raises has the key,
+anything shaped like `sk-...` or a bearer token, and the user:password part of URLs redacted.
+
     >>> settings = settings_from_env("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")
     >>> summary = summarize_llm(units, settings, previous_summary=None, target_tokens=300)  # doctest: +SKIP
 """
@@ -16,6 +20,7 @@ import email.utils
 import http.client
 import json
 import os
+import re
 import socket
 import time
 import urllib.error
@@ -23,6 +28,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from ctxkit.errors import LLMError, UsageError
 from ctxkit.model import Unit
@@ -89,12 +95,51 @@ def settings_from_env(url: str | None, model: str | None, **overrides: Any) -> L
     except TypeError as e:
         raise UsageError(f"unknown LLM setting: {e}") from e
     if not settings.url.startswith(("http://", "https://")):
-        raise UsageError(f"--llm-url must start with http:// or https://, got {settings.url!r}")
+        raise UsageError(
+            f"--llm-url must start with http:// or https://, got {redact(settings.url)!r}"
+        )
     if settings.max_attempts < 1:
         raise UsageError(f"max attempts must be at least 1, got {settings.max_attempts}")
     if settings.timeout_s <= 0:
         raise UsageError(f"timeout must be positive, got {settings.timeout_s}")
     return settings
+
+
+# --------------------------------------------------------------------------- secrets
+
+REDACTED = "[redacted]"
+_SECRET_SHAPES = (
+    (re.compile(r"sk-[A-Za-z0-9_\-]{4,}"), "sk-" + REDACTED),
+    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\g<1>" + REDACTED),
+    # user:password@ in any URL
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@]+@"), r"\g<1>" + REDACTED + "@"),
+)
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with each secret, `sk-...` keys, bearer tokens and URL userinfo replaced.
+
+    Example: `redact("bad key sk-abc123xyz", None)` gives `"bad key sk-[redacted]"`.
+    """
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    for pattern, replacement in _SECRET_SHAPES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a URL, the port filled in for http and https."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
 
 
 # --------------------------------------------------------------------------- the prompt
@@ -175,6 +220,38 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class _CrossOriginRedirect(Exception):
+    def __init__(self, code: int, url: str) -> None:
+        super().__init__(f"HTTP {code} to {url}")
+        self.code = code
+        self.url = url
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect within the endpoint's origin (307/308 keep the POST); refuses one to
+    another origin, which urllib would follow with the Authorization header, https to http too."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if origin(newurl) != origin(req.full_url):
+            raise _CrossOriginRedirect(code, newurl)
+        if code in (307, 308):
+            return urllib.request.Request(
+                newurl, data=req.data, headers=dict(req.header_items()), method=req.get_method()
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+
+
 def _post(settings: LLMSettings, payload: bytes) -> bytes:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if settings.api_key:
@@ -183,9 +260,15 @@ def _post(settings: LLMSettings, payload: bytes) -> bytes:
         settings.endpoint(), data=payload, headers=headers, method="POST"
     )
     try:
-        with urllib.request.urlopen(request, timeout=settings.timeout_s) as response:
+        with _OPENER.open(request, timeout=settings.timeout_s) as response:
             body: bytes = response.read()
             return body
+    except _CrossOriginRedirect as e:
+        raise LLMError(
+            f"LLM endpoint {settings.endpoint()} redirects (HTTP {e.code}) to another origin, "
+            f"{e.url}; not followed, so the API key stays with the endpoint: set --llm-url to "
+            "the address that answers"
+        ) from None
     except urllib.error.HTTPError as e:
         detail = e.read(300).decode("utf-8", "replace").strip() if e.fp else ""
         message = f"HTTP {e.code} {e.reason}" + (f": {detail}" if detail else "")
@@ -234,7 +317,24 @@ def summarize_llm(
     target_tokens: int = 300,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str:
-    """Summarize `units` with the chat-completions endpoint; retries transient failures, else LLMError."""
+    """Summarize `units` with the chat-completions endpoint; retries transient failures, else LLMError.
+
+    The error's message never holds the API key (see `redact`).
+    """
+    try:
+        return _summarize(units, settings, previous_summary, target_tokens, sleep)
+    except LLMError as e:
+        # `from None`: the cause (an HTTPError, a body excerpt) would carry the secret along
+        raise LLMError(redact(str(e), settings.api_key)) from None
+
+
+def _summarize(
+    units: Sequence[Unit],
+    settings: LLMSettings,
+    previous_summary: str | None,
+    target_tokens: int,
+    sleep: Callable[[float], None],
+) -> str:
     payload = json.dumps(
         {
             "model": settings.model,

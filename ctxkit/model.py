@@ -40,7 +40,9 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ToolCall:
-        return cls(id=str(d["id"]), name=str(d.get("name", "")), arguments=str(d.get("arguments", "")))
+        return cls(
+            id=str(d["id"]), name=str(d.get("name", "")), arguments=str(d.get("arguments", ""))
+        )
 
 
 def _priority_from(value: Any) -> int | None:
@@ -151,10 +153,6 @@ class Transcript:
     @property
     def system_units(self) -> list[Unit]:
         return [u for u in self.units if u.role == "system"]
-
-    @property
-    def summary_units(self) -> list[Unit]:
-        return [u for u in self.units if u.type == "summary" and u.role != "system"]
 
     @property
     def history_units(self) -> list[Unit]:

@@ -23,22 +23,18 @@ Example:
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ctxkit.archive import Archive
-from ctxkit.budget import Thresholds, compaction_target, status_for, status_rank
-from ctxkit.compaction import RECOVERY_MODES, ChainOptions, compact, expand_chain
-from ctxkit.errors import BreakerFailed, CtxkitError, InputError, unknown_name
+from ctxkit.budget import Thresholds, status_for, status_rank
+from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
+from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_transcript, count_units
+from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
+from ctxkit.truth import truth_priorities
 
 DEFAULT_THRESHOLDS = Thresholds()
 
@@ -239,170 +235,6 @@ class ReplayResult:
         return d
 
 
-def sidecar_for(path: str) -> Path | None:
-    """The ground-truth file `ctxkit simulate` writes beside a transcript, when there is one."""
-    if path == "-":
-        return None
-    p = Path(path)
-    for cand in (p.with_name(p.name.split(".")[0] + ".truth.jsonl"), p.parent / "truth.jsonl"):
-        if cand.is_file() and cand != p:
-            return cand
-    return None
-
-
-def read_truth_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every record of a sidecar file, in order: {id, file, line, ground_truth}."""
-    where = os.fspath(path)
-    records: list[dict[str, Any]] = []
-    try:
-        with open(where, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
-                if not raw.strip():
-                    continue
-                try:
-                    rec = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise InputError(where, n, f"not valid JSON: {exc}") from None
-                if not isinstance(rec, dict) or "id" not in rec or "ground_truth" not in rec:
-                    raise InputError(
-                        where, n, "not a ground-truth record {id, file, line, ground_truth}"
-                    )
-                records.append(rec)
-    except OSError as exc:
-        raise InputError(where, None, f"cannot read: {exc.strerror or exc}") from None
-    return records
-
-
-class TruthMatcher:
-    """Finds each transcript's record in a sidecar: by id, else by (file, line), else by its
-    position among the transcripts of its file.
-
-    `simulate`'s openai and anthropic files carry no transcript id (a reader names them after
-    the file, `x#2` for the second of a file), so the record's `file` (directory output) and
-    `line` (several transcripts in one file) are what tie them to their ground truth.
-    `records` may also be `read_truth`'s id -> ground truth mapping (no file or line then).
-    """
-
-    def __init__(
-        self,
-        records: Sequence[Mapping[str, Any]] | Mapping[str, Any],
-        source: str | os.PathLike[str] | None = None,
-    ) -> None:
-        if isinstance(records, Mapping):
-            records = [{"id": k, "ground_truth": v} for k, v in records.items()]
-        self.records = [dict(r) for r in records]
-        self.source = os.fspath(source) if source is not None else None
-        self._by_id = {str(r["id"]): i for i, r in enumerate(self.records)}
-        self._position: dict[str | None, int] = {}
-        self._claimed: set[int] = set()
-
-    def match(self, t: Transcript, count: int | None = None) -> dict[str, Any] | None:
-        """The ground truth of `t` (the next transcript of its file), or None.
-
-        `count` is how many transcripts the file holds, when known: matching by position then
-        needs exactly as many records for that file, so one record is never spread over
-        several transcripts by guesswork.
-        """
-        k = self._position.get(t.path, 0)
-        self._position[t.path] = k + 1
-        i = self._find(t, k, count)
-        if i is None:
-            return None
-        self._claimed.add(i)
-        return dict(self.records[i]["ground_truth"])
-
-    def _find(self, t: Transcript, k: int, count: int | None) -> int | None:
-        if t.id in self._by_id:
-            return self._by_id[t.id]
-        name = os.path.basename(t.path) if t.path else None
-        for i, r in enumerate(self.records):
-            file, line = r.get("file"), r.get("line")
-            if file is None and line is None:
-                continue
-            if (file is None or file == name) and line == t.line:
-                return i
-        own = [i for i, r in enumerate(self.records) if name is not None and r.get("file") == name]
-        if not own:
-            own = [i for i, r in enumerate(self.records) if r.get("file") is None]
-        if count is not None and len(own) != count:
-            return None
-        if k < len(own) and own[k] not in self._claimed:
-            return own[k]
-        return None
-
-
-_GENERATED_ID = re.compile(r"u(\d+)")
-
-
-def truth_priorities(t: Transcript, truth: Mapping[str, Any]) -> Transcript:
-    """`t` with priority 1 on every unit the ground truth lists in `p1_ids` (a copy when
-    anything changes).
-
-    Formats without priorities (openai, anthropic) lose the P1 marks `simulate` gave; its
-    unit ids are `u<position>`, and a reader that names a unit otherwise (anthropic's top-level
-    system prompt is `system`) keeps the positions, so an id not found by name is found by
-    position when the transcript has as many units as the one generated.
-    """
-    p1 = {str(i) for i in truth.get("p1_ids") or ()}
-    if not p1:
-        return t
-    ids = {u.id for u in t.units}
-    last = _GENERATED_ID.fullmatch(str(truth.get("final_request_id", "")))
-    by_position = last is not None and int(last.group(1)) + 1 == len(t.units)
-    units = list(t.units)
-    changed = False
-    for i, u in enumerate(units):
-        name = f"u{i}"
-        hit = u.id in p1 or (by_position and name in p1 and name not in ids)
-        if hit and u.priority != 1:
-            units[i] = u.replace(priority=1)
-            changed = True
-    return t.replace(units=units) if changed else t
-
-
-def attach_truth(
-    transcripts: Sequence[Transcript],
-    truth: Sequence[Mapping[str, Any]] | Mapping[str, Any] | TruthMatcher,
-    *,
-    warn: Callable[[str], None] | None = None,
-) -> int:
-    """Put each transcript's ground truth into its metadata and mark its P1 units; returns how
-    many transcripts matched no record (`warn` is told once when some did not).
-
-    `truth` is a sidecar's records (`read_truth_records`), `read_truth`'s mapping, or a
-    `TruthMatcher`; see `TruthMatcher` for how records are matched. The transcripts are
-    changed in place.
-    """
-    matcher = truth if isinstance(truth, TruthMatcher) else TruthMatcher(truth)
-    per_file: dict[str | None, int] = {}
-    for t in transcripts:
-        per_file[t.path] = per_file.get(t.path, 0) + 1
-    missed: list[str] = []
-    for t in transcripts:
-        found = matcher.match(t, per_file[t.path])  # also counts t's position in its file
-        if "ground_truth" in t.metadata:
-            found = t.metadata["ground_truth"]
-        elif found is None:
-            missed.append(t.id)
-            continue
-        t.metadata["ground_truth"] = found
-        if found:
-            t.units = truth_priorities(t, found).units
-    if missed and warn is not None:
-        warn(no_truth_message(missed[0], matcher.source, len(missed)))
-    return len(missed)
-
-
-def no_truth_message(transcript_id: str, source: str | None, misses: int = 1) -> str:
-    """The warning for transcripts that match no ground-truth record."""
-    where = f" in {source}" if source else ""
-    more = f" (and {misses - 1} more)" if misses > 1 else ""
-    return (
-        f"warning: no ground-truth record{where} matches {transcript_id}{more} "
-        "(by id, file and line, or position); scored without ground truth"
-    )
-
-
 def call_points(units: Sequence[Unit]) -> list[int]:
     """Indices where the model is called: before each first assistant unit of a run, and at the
     end (len(units)) when the transcript ends on something other than an assistant unit."""
@@ -418,35 +250,30 @@ def call_points(units: Sequence[Unit]) -> list[int]:
 
 def replay(
     t: Transcript,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
-    options: ChainOptions | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
+    limit: int | None = None,
     archive: Archive | None = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
     truth: Mapping[str, Any] | None = None,
-    target: int | None = None,
-    embedder: Any = None,
-    summarizer: Callable[..., str] | None = None,
 ) -> ReplayResult:
-    """Replay `t` through an agent loop under `limit`; compact when the guard says so.
+    """Replay `t` through an agent loop under the limit; compact when the guard says so.
 
-    `target` is the chain's goal (default: the warn threshold of the limit, as `compact` uses);
-    `truth` is the ground truth (default: `t.metadata["ground_truth"]` when present). Without an
-    archive an in-memory SQLite archive holds what compaction removes, so recall still counts.
+    `settings` says how to compact (the same record `compact` takes: its goal, thresholds,
+    chain); `limit` alone is shorthand for `CompactSettings(limit=limit)`, or overrides the
+    settings' limit. `truth` is the ground truth (default: `t.metadata["ground_truth"]` when
+    present). Without an archive an in-memory SQLite archive holds what compaction removes, so
+    recall still counts.
     """
-    from ctxkit.tokens import get_tokenizer
-
+    if settings is None:
+        if limit is None:
+            raise TypeError("replay() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
     started = time.perf_counter()
-    options = options or ChainOptions()
-    expand_chain(options.chain)  # bad names fail here, not inside the loop where errors are kept
-    if options.recovery_mode not in RECOVERY_MODES:
-        raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = target if target is not None else compaction_target(limit, thresholds)
-    goal = min(goal, limit)
+    expand_chain(settings.options.chain)  # bad names fail here, not inside the loop
+    if settings.options.recovery_mode not in RECOVERY_MODES:
+        raise unknown_name("recovery mode", settings.options.recovery_mode, RECOVERY_MODES)
     if truth is None:
         truth = t.metadata.get("ground_truth")
     if truth:
@@ -454,41 +281,50 @@ def replay(
     own_archive = archive is None
     store = Archive(":memory:") if archive is None else archive
     try:
-        return _run(
-            t,
-            limit,
-            goal,
-            options,
-            tok,
-            copts,
-            store,
-            thresholds,
-            truth,
-            embedder,
-            summarizer,
-            started,
-        )
+        return _run(t, settings, store, truth, started)
     finally:
         if own_archive:
             store.close()
 
 
+def replay_path(
+    path: str,
+    settings: CompactSettings,
+    opts: Any = None,
+    *,
+    archive_path: str | None = None,
+    label: str | None = None,
+    sidecar_of: str | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> list[ReplayResult]:
+    """Replay every transcript of a file (`compact --replay`), with the ground truth of the
+    sidecar beside `sidecar_of` (default `path`) when there is one. The archive is scratch
+    (in memory) unless `archive_path` is given: a replay writes no transcript to recall into.
+    """
+    from ctxkit.formats import read_path
+    from ctxkit.truth import attach_truth, read_truth_records, sidecar_for
+
+    transcripts = list(read_path(path, opts, label=label))
+    if not transcripts:
+        raise UsageError(f"{label or path}: no transcript to replay")
+    sidecar = sidecar_for(sidecar_of or path)
+    if sidecar is not None:
+        attach_truth(transcripts, read_truth_records(sidecar), warn=warn)
+    with Archive(archive_path or ":memory:") as archive:
+        return [replay(t, settings, archive=archive) for t in transcripts]
+
+
 def _run(
     t: Transcript,
-    limit: int,
-    goal: int,
-    options: ChainOptions,
-    tok: Tokenizer,
-    copts: CountOptions,
+    settings: CompactSettings,
     archive: Archive,
-    thresholds: Thresholds,
     truth: Mapping[str, Any] | None,
-    embedder: Any,
-    summarizer: Callable[..., str] | None,
     started: float,
 ) -> ReplayResult:
     from ctxkit.truth import needle_retention
 
+    limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
+    tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
     per_unit = [c.total for c in count_units(units, tok, copts)]
     fixed = count_tool_schemas(t.tools, tok, copts) + copts.reply_priming
@@ -516,17 +352,7 @@ def _run(
             t0 = time.perf_counter()
             last = max(0, index - 1)
             try:
-                result = compact(
-                    current,
-                    limit=limit,
-                    target=goal,
-                    options=options,
-                    tokenizer=tok,
-                    count_opts=copts,
-                    archive=archive,
-                    embedder=embedder,
-                    summarizer=summarizer,
-                )
+                result = compact(current, settings, archive=archive)
             except (BreakerFailed, CtxkitError) as exc:
                 log.append(
                     Compaction(
@@ -641,12 +467,6 @@ __all__ = [
     "Compaction",
     "NeedleCheck",
     "ReplayResult",
-    "TruthMatcher",
-    "attach_truth",
     "call_points",
-    "no_truth_message",
-    "read_truth_records",
     "replay",
-    "sidecar_for",
-    "truth_priorities",
 ]

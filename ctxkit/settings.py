@@ -8,30 +8,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.budget import Target, compaction_target, resolve_target
-from ctxkit.compaction import ChainOptions, expand_chain
-from ctxkit.config import STRATEGY_NAMES, Config, load_config
+from ctxkit.budget import resolve_target
+from ctxkit.compaction import ChainOptions, CompactSettings, expand_chain
+from ctxkit.config import Config, load_config
 from ctxkit.errors import UsageError
 from ctxkit.tokens import CountOptions, Tokenizer
-
-
-@dataclass(frozen=True)
-class CompactSettings:
-    """Everything `chain.compact` needs besides the transcript."""
-
-    limit: int
-    target: int
-    tokenizer: Tokenizer
-    tokenizer_label: str
-    count_opts: CountOptions
-    options: ChainOptions
-    config: Config
-    budget: Target
-    embedder: Any = None  # relevance and coherence; None = lexical
-    summarizer: Callable[..., str] | None = None  # None = extractive
 
 
 def chain_options(
@@ -44,7 +27,7 @@ def chain_options(
         raise UsageError("--chain is empty; give strategy names separated by commas")
     return ChainOptions(
         chain=expand_chain(names),
-        params={name: bs.params(name) for name in STRATEGY_NAMES},
+        params={name: bs.params(name) for name in bs.strategies},
         max_iterations=bs.hybrid.max_iterations,
         recovery_mode=recovery or config.recovery_mode,
         handover_tokens=config.handover_tokens,
@@ -74,7 +57,8 @@ def compact_settings(
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
 ) -> CompactSettings:
-    """Resolve the limit (--limit, else the model's budget, else the configured default) and the goal."""
+    """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
+    budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
     from ctxkit.tokens import TokenizerCache
 
     cfg = config or load_config(config_path)
@@ -82,10 +66,9 @@ def compact_settings(
     tok, label, warning = TokenizerCache().get(budget)
     if warning and warn:
         warn(warning)
-    goal = target if target is not None else compaction_target(budget.limit, budget.thresholds)
-    if goal > budget.limit:
+    if target is not None and target > budget.limit:
         raise UsageError(
-            f"--target {goal:,} is above the limit {budget.limit:,}; pick a smaller target"
+            f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
         )
     defaults = CountOptions()
     count_opts = CountOptions(
@@ -98,12 +81,12 @@ def compact_settings(
         embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn, progress),
         summarizer=build_summarizer(cfg, summarizer, llm_url, llm_model, tok, warn),
         limit=budget.limit,
-        target=goal,
+        target=target,
+        thresholds=budget.thresholds,
         tokenizer=tok,
         tokenizer_label=label,
         count_opts=count_opts,
         options=chain_options(cfg, chain, recovery, seed),
-        config=cfg,
         budget=budget,
     )
 

@@ -88,11 +88,6 @@ class Problem:
         return f"{self.kind} [{self.unit_id}]: {self.message}"
 
 
-def is_tool_result(u: Unit) -> bool:
-    """True for a unit that answers a tool call (it names the call it answers)."""
-    return u.tool_call_id is not None
-
-
 def is_user_request(u: Unit) -> bool:
     """True for a user message that asks something: not a tool result, summary or placeholder."""
     return u.role == "user" and u.tool_call_id is None and u.type not in _NOT_REQUEST_TYPES

@@ -456,6 +456,9 @@ def p1_line(unit: Unit) -> str:
 
 
 SUMMARIZERS: dict[str, Summarizer] = {"extractive": summarize_extractive}
+# Every summarizer a configuration can name: the offline ones above, and `llm` (an
+# OpenAI-compatible endpoint, built with its settings by `make_summarizer`).
+SUMMARIZER_NAMES = (*SUMMARIZERS, "llm")
 
 
 def get_summarizer(name: str) -> Summarizer:

@@ -139,7 +139,7 @@ def main() -> None:
 def bench_chain(path: Path, n: int) -> None:
     """The compaction chain on the first n units of a real session, each embedder, cold and cached."""
     try:
-        from ctxkit.compaction import ChainOptions, compact
+        from ctxkit.compaction import ChainOptions, CompactSettings, compact
         from ctxkit.formats import read_path
         from ctxkit.relevance import get_embedder, similarity
         from ctxkit.tokens import count_transcript, get_tokenizer
@@ -164,7 +164,9 @@ def bench_chain(path: Path, n: int) -> None:
         emb = get_embedder(name)
 
         def run(e: Any = emb) -> tuple[Any, float]:
-            result = compact(transcript, limit=limit, embedder=e, options=options)
+            result = compact(
+                transcript, CompactSettings(limit=limit, embedder=e, options=options)
+            )
             kept = [u.content for u in result.transcript.units]
             return result, similarity(original, kept, e)
 

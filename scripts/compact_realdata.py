@@ -16,7 +16,7 @@ import sys
 import time
 
 from ctxkit.archive import Archive
-from ctxkit.compaction import compact
+from ctxkit.compaction import CompactSettings, compact
 from ctxkit.config import Config
 from ctxkit.formats import read_path
 from ctxkit.settings import build_embedder
@@ -49,18 +49,12 @@ def main() -> int:
             for t in read_path(path):
                 before = count_transcript(t, tok).total
                 limit = max(int(before * args.fraction), 3000)
-                if before <= limit * 0.8:
+                settings = CompactSettings(limit=limit, tokenizer=tok, embedder=embedder)
+                if before <= settings.goal:
                     continue
                 archive = Archive(":memory:")
                 t0 = time.perf_counter()
-                r = compact(
-                    t,
-                    limit=limit,
-                    target=int(limit * 0.8),
-                    tokenizer=tok,
-                    archive=archive,
-                    embedder=embedder,
-                )
+                r = compact(t, settings, archive=archive)
                 seconds = time.perf_counter() - t0
                 restored = archive.restore(r.transcript)
                 lossless = [u.content for u in restored.units] == [u.content for u in t.units]

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ctxkit.compaction import ChainOptions
+from ctxkit.compaction import ChainOptions, CompactSettings
 from ctxkit.formats import read_path
 from ctxkit.model import Transcript
 from ctxkit.replay import replay
@@ -114,9 +114,8 @@ def main() -> int:
                 truth = {"needles": derive_needles(t, args.gap)}
                 for name in chains:
                     t0 = time.perf_counter()
-                    r = replay(
-                        t, limit=limit, options=ChainOptions(chain=CHAINS[name]), truth=truth
-                    )
+                    settings = CompactSettings(limit=limit, options=ChainOptions(chain=CHAINS[name]))
+                    r = replay(t, settings, truth=truth)
                     ms = (time.perf_counter() - t0) * 1000
                     ret = r.retention
                     row = {

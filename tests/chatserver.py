@@ -40,12 +40,20 @@ class ChatServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # where a client that follows a 302 ends up
+                self.do_POST()
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length))
+                body = json.loads(self.rfile.read(length)) if length else None
                 n = len(outer.requests)
                 outer.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "json": body}
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "json": body,
+                    }
                 )
                 reply = outer.script(n)
                 if reply.delay_s:

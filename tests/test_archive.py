@@ -79,7 +79,7 @@ def archive(tmp_path: Path) -> Archive:
 def test_put_stores_the_unit_whole_and_get_gives_it_back(archive: Archive) -> None:
     unit = tool_result()
     ref = archive.put("t0", unit, summary="bash output, 60 lines", tokens=321)
-    assert re.fullmatch(r"ref-[0-9a-f]{8}", ref)
+    assert re.fullmatch(r"ref-[0-9]{18}", ref)
     item = archive.get(ref)
     assert (item.ref, item.transcript_id, item.unit_id, item.type, item.tool_name) == (
         ref,
@@ -354,6 +354,7 @@ def test_one_file_no_wal(tmp_path: Path) -> None:
     cols = [r[1] for r in conn.execute("PRAGMA table_info(units)")]
     assert cols == [
         "ref",
+        "scope",
         "transcript_id",
         "unit_id",
         "type",
@@ -659,3 +660,462 @@ def test_list_covers_a_transcripts_digest_keys(archive: Archive) -> None:
     archive.put("sess-2", tool_result("c"))
     archive.put("sessx", tool_result("d"))
     assert [a.ref for a in archive.list("sess")] == [first, again]
+
+
+# -- issue 16: refs that never collide, runs that fail leave nothing, concurrent writers --------
+
+
+def test_refs_are_decimal_and_cost_the_same_tokens_whatever_the_digest() -> None:
+    from ctxkit.archive import REF_DIGITS, REF_PROBE
+    from ctxkit.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    refs = {make_ref("scope", f"u{i}", "x") for i in range(500)}
+    assert len(refs) == 500 and all(re.fullmatch(r"ref-\d{18}", r) for r in refs)
+    assert {tok.count(f"recall: {r}]") for r in refs} == {tok.count(f"recall: {REF_PROBE}]")}
+    # a longer ref ends with the shorter one: a clash extends the ref, it does not replace it
+    assert make_ref("s", "u", "c", REF_DIGITS + 6).endswith(make_ref("s", "u", "c")[4:])
+
+
+def test_ref_scope_ignores_the_name_and_the_token_cache() -> None:
+    from ctxkit.archive import ref_scope
+
+    t = original()
+    assert ref_scope(t) == ref_scope(dataclasses.replace(t, id="other", path="elsewhere.json"))
+    before = ref_scope(t)
+    # the same messages in another envelope are another transcript: expand must give each back
+    assert ref_scope(dataclasses.replace(t, envelope={"model": "gpt-4o", "seed": 2})) != before
+    for u in t.units:
+        u.tokens = 7  # counted on the way
+    assert ref_scope(t) == before
+    t.units[-1].content = "3 failures"
+    assert ref_scope(t) != before
+
+
+def _occupy(path: Path, ref: str, unit_id: str, content: str) -> None:
+    """Store another unit under `ref` the way a digest clash would (as an older ctxkit could)."""
+    with Archive(str(path)) as a:
+        a.put("squatter", Unit(id="placeholder-row", role="tool", content="."))
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(
+            "UPDATE units SET ref = ?, unit_id = ?, content = ?, scope = 'other'",
+            (ref, unit_id, content),
+        )
+    conn.close()
+
+
+def test_a_clashing_ref_is_extended_deterministically(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    unit = tool_result("r9")
+    short = make_ref("scope-a", unit.id, unit.content)
+    _occupy(path, short, "someone-else", "their text")
+    with Archive(str(path)) as a:
+        got = a.put("t", unit, scope="scope-a")
+        assert got != short and got.endswith(short[4:]) and re.fullmatch(r"ref-\d{24}", got)
+        assert a.ref_for("scope-a", unit) == (got, True)
+        assert a.put("t", unit, scope="scope-a") == got  # stored once, same ref again
+        assert a.get(got).unit() == unit
+        assert a.get(short).content == "their text"  # the first owner keeps its ref
+    with Archive(str(path)) as a:  # another run: same ref
+        assert a.put("t", unit, scope="scope-a") == got
+        assert len(a.list()) == 2
+
+
+def test_collision_corpus_every_unit_keeps_its_own_ref(tmp_path: Path) -> None:
+    """A corpus built to collide: many transcripts sharing unit ids and texts, twins under other
+    names, and the short refs of half its units taken by other units beforehand."""
+    path = tmp_path / "a.db"
+    corpus = []
+    for n in range(40):
+        units = [tool_result(f"r{i}", f"same text {i % 7}") for i in range(25)]
+        units.append(tool_result("last", f"conversation {n % 20}"))  # 20 distinct, 20 twins
+        corpus.append(Transcript(units=units, id=f"conv#{n}", source_format="openai"))
+    from ctxkit.archive import ref_scope
+
+    squatted = [make_ref(ref_scope(t), u.id, u.content) for t in corpus[:10] for u in t.units[::2]]
+    _occupy(path, squatted[0], "s0", "squatter 0")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executemany(
+            "INSERT INTO units (ref, scope, transcript_id, unit_id, type, summary, content, "
+            "unit_json, created) VALUES (?, 'other', 'squatter', ?, 'message', '', ?, '{}', 'x')",
+            [(r, f"s{i}", f"squatter {i}") for i, r in enumerate(squatted[1:], 1)],
+        )
+    conn.close()
+    refs: dict[tuple[str, str], str] = {}
+    with Archive(str(path)) as a:
+        for t in corpus:
+            scope = ref_scope(t)
+            for u in t.units:
+                refs[(t.id, u.id)] = a.put(t.id, u, scope=scope)
+    by_text: dict[str, set[str]] = {}
+    for (tid, _uid), ref in refs.items():
+        by_text.setdefault(ref, set()).add(tid)
+    with Archive(str(path), readonly=True) as a:
+        for (tid, uid), ref in refs.items():
+            n = int(tid.split("#")[1])
+            got = a.get(ref)
+            assert got.unit_id == uid
+            expected = (
+                f"conversation {n % 20}" if uid == "last" else f"same text {int(uid[1:]) % 7}"
+            )
+            assert got.content == expected
+        assert len(a.list()) == len(squatted) + 20 * 26  # twins share, squatters stay
+    # a ref names one conversation's content: twins (same messages) share, no one else does
+    for ref, owners in by_text.items():
+        assert len({int(o.split("#")[1]) % 20 for o in owners}) == 1, (ref, owners)
+    extended = {r for r in refs.values() if len(r) > len("ref-") + 18}
+    assert len(extended) == len(set(squatted))
+
+
+def _sim_dataset(tmp_path: Path, name: str) -> Path:
+    from ctxkit.formats import write_path
+    from ctxkit.simulate import generate
+
+    ts = [generate("fragmented", seed=6), generate("deep_reasoning", seed=6)]
+    path = tmp_path / name
+    write_path(ts, str(path), "openai")
+    return path
+
+
+@pytest.mark.slow
+def test_output_does_not_depend_on_the_file_name_and_one_archive_takes_both(
+    tmp_path: Path,
+) -> None:
+    """Issue 16: `t.json` and `in.json` with the same content gave different compactions (the
+    ref came from the name, and hex refs cost 4 to 10 tokens), and the two simulated
+    conversations collided in one archive."""
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    runner = CliRunner()
+    outs = []
+    for name in ("t.jsonl", "in.jsonl", "a-much-longer-file-name.jsonl"):
+        src = _sim_dataset(tmp_path, name)
+        out = tmp_path / f"{name}.out.jsonl"
+        r = runner.invoke(
+            cli,
+            [
+                "compact",
+                str(src),
+                "--limit",
+                "3000",
+                "-o",
+                str(out),
+                "--embedder",
+                "lexical",
+                "--archive",
+                str(tmp_path / "one.db"),
+            ],
+            catch_exceptions=False,
+        )
+        assert r.exit_code == 0, r.output
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] == outs[2]
+    for name in ("t.jsonl", "in.jsonl"):
+        back = tmp_path / f"{name}.back.jsonl"
+        r = runner.invoke(
+            cli,
+            [
+                "expand",
+                str(tmp_path / f"{name}.out.jsonl"),
+                "--archive",
+                str(tmp_path / "one.db"),
+                "-o",
+                str(back),
+            ],
+            catch_exceptions=False,
+        )
+        assert r.exit_code == 0, r.output
+        assert back.read_bytes() == (tmp_path / name).read_bytes()
+
+
+def _dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_a_failed_run_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
+    """A dataset whose second conversation cannot be compacted (its system prompt alone is over
+    the limit): exit 2, and the first conversation's units are not committed either."""
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+    from ctxkit.formats import write_path
+
+    path = tmp_path / "a.db"
+    with Archive(str(path)) as a:
+        a.put("earlier", tool_result())
+    before = _dump(path)
+    big = original()
+    big = big.replace(
+        id="ok", units=[*big.units[:3], big.units[3].replace(content=LOG * 20), big.units[4]]
+    )
+    doomed = original().replace(
+        id="doomed",
+        units=[original().units[0].replace(content="rule " * 3000), *original().units[1:]],
+    )
+    src = tmp_path / "two.jsonl"
+    write_path([big, doomed], str(src), "openai")
+    r = CliRunner().invoke(
+        cli,
+        [
+            "compact",
+            str(src),
+            "--limit",
+            "800",
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--archive",
+            str(path),
+            "--embedder",
+            "lexical",
+        ],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 2 and "below what no strategy can remove" in r.output
+    assert not (tmp_path / "o.jsonl").exists()
+    assert _dump(path) == before
+    assert not os.path.exists(f"{path}-journal")
+
+
+def test_leaving_the_block_on_an_error_rolls_back(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    with Archive(str(path)) as a:
+        kept = a.put("t0", tool_result("kept"))
+    with pytest.raises(RuntimeError), Archive(str(path)) as a:
+        a.put("t0", tool_result("lost"))
+        a.put_transcript(original())
+        raise RuntimeError("killed mid-run")
+    with Archive(str(path), readonly=True) as a:
+        assert [i.ref for i in a.list()] == [kept] and a.transcript_ids() == []
+
+
+def test_archives_are_private(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    old = os.umask(0o022)
+    try:
+        with Archive(str(path)) as a:
+            a.put("t0", tool_result())
+    finally:
+        os.umask(old)
+    assert (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_failed_recall_counts_no_access(archive: Archive) -> None:
+    ref = archive.put("t0", tool_result())
+    for bad in (
+        lambda: archive.recall(ref, lines=(500, 600)),
+        lambda: archive.recall(f"{ref}:match-9", search="ERROR"),
+        lambda: archive.recall("ref-000000000000000000"),
+    ):
+        with pytest.raises(ArchiveError):
+            bad()
+    assert archive.list()[0].access_count == 0
+    archive.recall(ref, lines=(1, 2))
+    assert archive.list()[0].access_count == 1
+
+
+def test_a_failed_recall_on_the_command_line_counts_no_access(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    path = tmp_path / "a.db"
+    with Archive(str(path)) as a:
+        ref = a.put("t0", tool_result())
+    r = CliRunner().invoke(cli, ["recall", f"{ref}:L500", "--archive", str(path)])
+    assert r.exit_code == 1
+    with Archive(str(path), readonly=True) as a:
+        assert a.list()[0].access_count == 0
+
+
+def _write_one(path: str, n: int) -> list[str]:
+    from ctxkit.compaction import CompactSettings, compact
+    from ctxkit.tokens import get_tokenizer
+
+    t = original()
+    t = t.replace(
+        id=f"writer-{n}",
+        units=[
+            *t.units[:3],
+            t.units[3].replace(content=f"writer {n}\n" + LOG * 30),
+            t.units[4],
+        ],
+    )
+    with Archive(path) as a:
+        settings = CompactSettings(limit=600, tokenizer=get_tokenizer("cl100k_base"))
+        result = compact(t, settings, archive=a)
+        assert result.changed
+        return refs_in(result.transcript)
+
+
+def test_eight_concurrent_writers_all_land(tmp_path: Path) -> None:
+    import multiprocessing
+
+    path = str(tmp_path / "shared.ctx.db")
+    with multiprocessing.get_context("fork").Pool(8) as pool:
+        results = pool.starmap(_write_one, [(path, n) for n in range(8)])
+    with Archive(path, readonly=True) as a:
+        assert sorted(a.transcript_ids()) == sorted(f"writer-{n}" for n in range(8))
+        for n, refs in enumerate(results):
+            assert refs
+            for ref in refs:
+                assert a.get(ref).transcript_id == f"writer-{n}"
+
+
+def test_a_recall_during_a_compaction_reads_at_once_and_counts_later(tmp_path: Path) -> None:
+    path = str(tmp_path / "a.db")
+    with Archive(path) as a:
+        ref = a.put("t0", tool_result())
+    writer = Archive(path)
+    writer.begin()  # a compaction in progress holds the write lock
+    writer.put("t1", tool_result("other"))
+    try:
+        with Archive(path) as reader:
+            assert reader.recall(ref, lines=(1, 1)) == "line 1 ok"
+    finally:
+        writer.close()
+    with Archive(path) as a:
+        assert a.get(ref, count=False).access_count == 0
+        assert a.recall(ref, lines=(1, 1)) == "line 1 ok"
+        assert a.get(ref, count=False).access_count == 1
+
+
+def test_an_archive_from_before_scoped_refs_still_reads_and_takes_new_units(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.executescript(
+            """
+            CREATE TABLE ctxkit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO ctxkit_meta VALUES ('format', 'ctxkit-archive'), ('schema_version', '1');
+            CREATE TABLE units (ref TEXT PRIMARY KEY, transcript_id TEXT NOT NULL,
+                unit_id TEXT NOT NULL, type TEXT NOT NULL, tool_name TEXT,
+                summary TEXT NOT NULL DEFAULT '', content TEXT NOT NULL, unit_json TEXT NOT NULL,
+                tokens INTEGER, created TEXT NOT NULL, last_accessed TEXT,
+                access_count INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE transcripts (transcript_id TEXT PRIMARY KEY,
+                transcript_json TEXT NOT NULL, units INTEGER NOT NULL,
+                last_request TEXT NOT NULL, created TEXT NOT NULL);
+            INSERT INTO units (ref, transcript_id, unit_id, type, content, unit_json, created)
+                VALUES ('ref-0123abcd', 'old', 'u1', 'message', 'from before', '{"id": "u1",
+                "role": "tool"}', 'x');
+            """
+        )
+    conn.close()
+    with Archive(str(path), readonly=True) as a:  # read as it is
+        assert a.recall("ref-0123abcd") == "from before"
+    with Archive(str(path)) as a:
+        new = a.put("t0", tool_result())
+        assert a.recall("ref-0123abcd") == "from before" and a.recall(new, lines=(1, 1))
+    with Archive(str(path), readonly=True) as a:
+        assert {item.ref for item in a.list()} == {"ref-0123abcd", new}
+
+
+@pytest.mark.slow
+def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None:
+    """Workers make refs in a scratch archive; one that clashes in the real archive is redone
+    in the parent, so a --jobs run gives what a serial run gives."""
+    from ctxkit.archive import ref_scope
+    from ctxkit.compaction import CompactSettings, compact_many
+    from ctxkit.tokens import get_tokenizer
+
+    def corpus() -> list[Transcript]:
+        out = []
+        for n in range(3):
+            t = original()
+            units = [*t.units[:3], t.units[3].replace(content=f"run {n}\n" + LOG * 30)]
+            units[3].raw = t.units[3].raw
+            out.append(t.replace(id=f"conv#{n}", units=[*units, t.units[4]]))
+        return out
+
+    victim = corpus()[1]
+    squat = make_ref(ref_scope(victim), victim.units[3].id, victim.units[3].content)
+    outputs = []
+    for jobs in (1, 2):
+        path = tmp_path / f"a{jobs}.db"
+        _occupy(path, squat, "someone", "their text")
+        with Archive(str(path)) as a:
+            results = list(
+                compact_many(
+                    corpus(),
+                    CompactSettings(limit=600, tokenizer=get_tokenizer("cl100k_base")),
+                    jobs=jobs,
+                    archive=a,
+                )
+            )
+        outputs.append([r.transcript.units for r in results])
+        extended = [ref for r in results for ref in refs_in(r.transcript) if len(ref) == 4 + 24]
+        assert extended and extended[0].endswith(squat[4:])  # the clash was met, and resolved
+        with Archive(str(path), readonly=True) as a:
+            assert a.get(squat).content == "their text"
+            for r, t in zip(results, corpus(), strict=True):
+                assert r.changed and a.restore(r.transcript).units == t.units
+    assert outputs[0] == outputs[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGINT"])
+def test_a_run_killed_mid_way_leaves_the_archive_as_it_was(
+    tmp_path: Path, signal_name: str
+) -> None:
+    """Killed at several points of a dataset run, the archive holds either nothing of the run
+    (exactly its former content) or all of it, never part."""
+    import signal
+    import subprocess
+    import sys
+
+    from ctxkit.formats import write_path
+    from ctxkit.simulate import generate
+
+    src = tmp_path / "set.jsonl"
+    write_path([generate("log_heavy", seed=s) for s in range(6)], str(src), "openai")
+    root = Path(__file__).resolve().parents[1]
+    outcomes = set()
+    for delay_s in (0.5, 1.5, 3.0, 60.0):
+        path = tmp_path / f"a{delay_s}.db"
+        with Archive(str(path)) as a:
+            a.put("earlier", tool_result())
+        before = _dump(path)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ctxkit",
+                "compact",
+                str(src),
+                "--limit",
+                "3000",
+                "--embedder",
+                "lexical",
+                "-o",
+                str(tmp_path / "o.jsonl"),
+                "--archive",
+                str(path),
+            ],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            proc.wait(timeout=delay_s)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(getattr(signal, signal_name))
+            proc.wait(timeout=60)
+        with Archive(str(path)) as a:  # opening rolls back what a killed run left
+            ids = a.transcript_ids()
+        if _dump(path) == before:
+            outcomes.add("untouched")
+        else:
+            assert proc.returncode == 0 and sorted(ids) == sorted(f"set#{n}" for n in range(1, 7))
+            outcomes.add("complete")
+    assert "complete" in outcomes  # the last run was given time to finish

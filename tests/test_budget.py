@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from ctxkit.budget import (
     STATUSES,
     Thresholds,
-    compaction_target,
+    compaction_goal,
     effective_limit,
     find_model,
     load_models,
@@ -193,9 +193,11 @@ def test_status_with_other_thresholds() -> None:
     assert status_for(0, 0) == "overflow"
 
 
-def test_compaction_target() -> None:
-    assert compaction_target(5000) == 4000
-    assert compaction_target(103424, Thresholds(warn=0.7)) == 72396
+def test_compaction_goal() -> None:
+    assert compaction_goal(5000) == 4000
+    assert compaction_goal(103424, thresholds=Thresholds(warn=0.7)) == 72396
+    assert compaction_goal(5000, target=4500) == 4500
+    assert compaction_goal(5000, target=6000) == 5000  # never above the limit
 
 
 @given(
@@ -280,8 +282,13 @@ def test_per_llm() -> None:
         7000,
         "per_llm claude (follows default_limit)",
     )
-    other = resolve_policy(cfg, llm="mistral")
-    assert other is not None and other.rule == "default_limit (no per_llm entry for mistral)"
+    with pytest.raises(UsageError) as err:  # like an unknown --agent (issue 16)
+        resolve_policy(cfg, llm="mistral")
+    assert str(err.value) == (
+        "unknown LLM type 'mistral'; known: claude, gpt-4 (add it under context_config.per_llm)"
+    )
+    with pytest.raises(UsageError, match="known: \\(none configured\\)"):
+        resolve_policy(Config(), llm="gpt-4")
     both = resolve_policy(cfg, llm="gpt-4", agent="verification")
     assert both is not None and (both.limit, both.rule) == (4000, "agent verification")
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from ctxkit.archive import Archive
 from ctxkit.cli import cli
-from ctxkit.compaction import ChainOptions, Event, coherence, compact
+from ctxkit.compaction import ChainOptions, CompactSettings, Event, coherence, compact
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.relevance import EMBEDDERS, get_embedder
 from ctxkit.tokens import get_tokenizer
@@ -81,11 +81,8 @@ def test_low_coherence_undoes_summarize_and_discard(low_coherence: object) -> No
     opts = ChainOptions(chain=("discard_low_rel",), recovery_mode="truncate")
     result = compact(
         t,
-        limit=1500,
-        options=opts,
+        CompactSettings(limit=1500, options=opts, tokenizer=TOK, embedder=low_coherence),
         archive=Archive(":memory:"),
-        tokenizer=TOK,
-        embedder=low_coherence,
     )
     notes = [(s.strategy, s.note) for s in result.steps]
     assert ("discard_low_rel", "undone: coherence 0.10 < 0.60") in notes
@@ -99,7 +96,11 @@ def test_high_coherence_keeps_steps() -> None:
     try:
         high = ConstantSimilarity(0.95)
         t = _session()
-        result = compact(t, limit=2500, archive=Archive(":memory:"), tokenizer=TOK, embedder=high)
+        result = compact(
+            t,
+            CompactSettings(limit=2500, tokenizer=TOK, embedder=high),
+            archive=Archive(":memory:"),
+        )
         assert not any(s.note.startswith("undone") for s in result.steps)
         assert result.coherence == 0.95
     finally:
@@ -110,7 +111,7 @@ def test_report_coherence_is_the_shared_figure() -> None:
     from ctxkit import rl
 
     t = _session()
-    result = compact(t, limit=2500, archive=Archive(":memory:"), tokenizer=TOK)
+    result = compact(t, CompactSettings(limit=2500, tokenizer=TOK), archive=Archive(":memory:"))
     assert result.coherence == coherence(t.units, result.transcript.units)
     assert result.coherence == rl.coherence(t, result.transcript)
     assert 0.0 < result.coherence < 1.0
@@ -119,7 +120,12 @@ def test_report_coherence_is_the_shared_figure() -> None:
 def test_events_cover_the_phases_in_order() -> None:
     events: list[Event] = []
     t = _session()
-    compact(t, limit=2500, archive=Archive(":memory:"), tokenizer=TOK, observe=events.append)
+    compact(
+        t,
+        CompactSettings(limit=2500, tokenizer=TOK),
+        archive=Archive(":memory:"),
+        observe=events.append,
+    )
     phases = [e.phase for e in events]
     assert phases[0] == "detection" and phases[-1] == "success"
     assert events[0].progress == 0 and events[-1].progress == 100
@@ -134,10 +140,8 @@ def test_recovery_events_have_progress_minus_one() -> None:
     opts = ChainOptions(chain=("offload",), recovery_mode="fresh_start")
     compact(
         _session(),
-        limit=500,
-        options=opts,
+        CompactSettings(limit=500, options=opts, tokenizer=TOK),
         archive=Archive(":memory:"),
-        tokenizer=TOK,
         observe=events.append,
     )
     rec = [e for e in events if e.phase in ("recovery", "handover")]

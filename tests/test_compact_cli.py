@@ -435,3 +435,26 @@ def test_stdin_gives_the_same_bytes_every_run(tmp_path: Path) -> None:
         outs.append((tmp_path / f"{i}.out").read_bytes())
         assert orjson.loads((tmp_path / f"{i}.json").read_bytes())["transcript"] == "stdin"
     assert outs[0] == outs[1]
+
+
+SAMPLES = Path(__file__).parents[1] / "sample_transcripts"
+
+
+@pytest.mark.parametrize("limit", [3000, 4000])
+def test_library_and_cli_give_the_same_output(limit: int, tmp_path: Path) -> None:
+    """`compact(t, limit=L)` and `ctxkit compact --limit L` aim at one goal, byte for byte."""
+    from ctxkit.archive import Archive
+    from ctxkit.compaction import compact
+    from ctxkit.formats import read_path, write_path
+
+    src = SAMPLES / "tau-bench-airline.json"
+    cli_out = tmp_path / "cli.json"
+    r = _run(["compact", str(src), "--limit", str(limit), "-o", str(cli_out)])
+    assert r.exit_code == 0, r.stderr
+    (t,) = read_path(str(src))
+    with Archive(str(tmp_path / "lib.ctx.db")) as archive:
+        result = compact(t, limit=limit, archive=archive)
+    lib_out = tmp_path / "lib.json"
+    write_path([result.transcript], str(lib_out))
+    assert result.target == limit * 4 // 5
+    assert lib_out.read_bytes() == cli_out.read_bytes()

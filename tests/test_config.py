@@ -12,8 +12,6 @@ from click.testing import CliRunner
 
 from ctxkit.cli import cli
 from ctxkit.config import (
-    DEFAULT_CHAIN_ORDER,
-    STRATEGY_NAMES,
     AgentPolicy,
     Config,
     RetryPolicy,
@@ -22,6 +20,7 @@ from ctxkit.config import (
     load_config,
 )
 from ctxkit.errors import ConfigError
+from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 
 def test_spec_defaults() -> None:
@@ -30,8 +29,8 @@ def test_spec_defaults() -> None:
     assert (c.warning_threshold, c.compact_threshold, c.block_threshold) == (0.80, 0.95, 0.98)
     assert c.agents == {"verification": AgentPolicy(4000), "coding": AgentPolicy(5000)}
     bs = c.breaking_strategy
-    assert bs.chain_order == DEFAULT_CHAIN_ORDER
-    assert sorted(bs.chain_order) == sorted(STRATEGY_NAMES)
+    assert bs.chain_order == DEFAULT_CHAIN
+    assert sorted(bs.chain_order) == sorted(tuple(STRATEGIES))
     assert bs.params("summarize_old") == {
         "old_threshold": 0.6,
         "summary_length": 300,
@@ -136,8 +135,8 @@ BAD = [
     (
         {"context_config": {"breaking_strategy": {"summarise_old": {}}}},
         "f.yaml: context_config.breaking_strategy.summarise_old: unknown key; allowed: chain_order, "
-        "summarize_old, prioritize_recent, content_type_chunking, discard_low_rel, offload, "
-        "mask_observations, hybrid",
+        "offload, mask_observations, content_type_chunking, summarize_old, prioritize_recent, "
+        "discard_low_rel, hybrid",
     ),
     (
         {"context_config": {"breaking_strategy": {"chain_order": ["offload", "magic"]}}},
@@ -311,3 +310,46 @@ def test_config_show_bad_file_one_line(tmp_path: Path) -> None:
 def test_config_flags_conflict(tmp_path: Path) -> None:
     r = invoke(["config", "--show", "--init"], tmp_path)
     assert r.exit_code == 2 and "give --show or --init, not both" in r.stderr
+
+
+def test_a_registered_strategy_is_configurable_without_touching_config(tmp_path: Path) -> None:
+    """Adding a strategy is its module plus one registry line: the YAML section, its checks,
+    `chain_order` and `config --init` follow from the registry."""
+    import dataclasses as dc
+    from types import SimpleNamespace
+
+    from ctxkit import strategies
+    from ctxkit.schema import integer, setting
+
+    @dc.dataclass(frozen=True)
+    class Params:
+        """A toy strategy's parameters."""
+
+        keep: int = setting(2, integer(1), "units kept")
+
+    module = SimpleNamespace(NAME="toy", toy=lambda state, params: None, Params=Params)
+    saved = (dict(strategies.STRATEGIES), dict(strategies.PARAMS))
+    strategies.STRATEGIES["toy"] = module.toy  # what one more line in _MODULES produces
+    strategies.PARAMS["toy"] = Params
+    try:
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(
+            "context_config:\n  breaking_strategy:\n    chain_order: [toy, offload]\n"
+            "    toy:\n      keep: 5\n"
+        )
+        c = load_config(str(cfg))
+        assert c.breaking_strategy.chain_order == ("toy", "offload")
+        assert c.breaking_strategy.params("toy") == {"keep": 5}
+        assert "    toy:\n      keep: 2  # units kept\n" in default_config_text()
+        cfg.write_text("context_config:\n  breaking_strategy:\n    toy:\n      keep: 0\n")
+        with pytest.raises(ConfigError) as err:
+            load_config(str(cfg))
+        assert str(err.value) == (
+            f"{cfg}: context_config.breaking_strategy.toy.keep: 0 is out of range; "
+            "allowed: an integer >= 1"
+        )
+    finally:
+        strategies.STRATEGIES.clear()
+        strategies.STRATEGIES.update(saved[0])
+        strategies.PARAMS.clear()
+        strategies.PARAMS.update(saved[1])

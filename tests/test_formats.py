@@ -19,6 +19,7 @@ from ctxkit.errors import InputError, UsageError
 from ctxkit.formats import (
     FORMATS,
     WRITABLE,
+    ReadOptions,
     ReadStats,
     detect_format,
     expand_paths,
@@ -64,8 +65,8 @@ def assert_paired(t: Transcript) -> None:
             assert u.tool_call_id in seen, f"{t.id}: result {u.tool_call_id} without its call"
 
 
-def one(path: Path | str, **kw: Any) -> Transcript:
-    ts = list(read_path(str(path), **kw))
+def one(path: Path | str, opts: ReadOptions | str | None = None, **kw: Any) -> Transcript:
+    ts = list(read_path(str(path), opts, **kw))
     assert len(ts) == 1
     return ts[0]
 
@@ -159,7 +160,7 @@ def test_claude_code_realdata(realdata: Path) -> None:
     for path in files(realdata, "claude-code"):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         stats = ReadStats()
-        t = one(path, stats=stats, include_compacted=True)
+        t = one(path, ReadOptions(include_compacted=True), stats=stats)
         assert (t.source_format, t.layout) == ("claude-code", "lines")
         assert t.id == records[0].get("sessionId") or t.id == next(r["sessionId"] for r in records if "sessionId" in r)
         kinds: dict[str, int] = {}
@@ -192,7 +193,7 @@ def test_claude_code_sidechains_included(realdata: Path) -> None:
     path = next(p for p in files(realdata, "claude-code") if "666ba1ad" in p.name)
     main = one(path)
     stats = ReadStats()
-    full = one(path, include_sidechains=True, stats=stats)
+    full = one(path, ReadOptions(include_sidechains=True), stats=stats)
     assert stats.skipped_sidechain == 0
     side = [u for u in full.units if u.meta.get("sidechain")]
     assert side and len(full.units) == len(main.units) + len(side)
@@ -440,7 +441,7 @@ CLAUDE_LOG = [
 def test_claude_code_synthetic_log() -> None:
     text = "".join(json.dumps(r) + "\n" for r in CLAUDE_LOG)
     stats = ReadStats()
-    (t,) = read_text(text, path="session.jsonl", stats=stats, include_compacted=True)
+    (t,) = read_text(text, ReadOptions(include_compacted=True), path="session.jsonl", stats=stats)
     assert (t.source_format, t.id) == ("claude-code", "sess-1")
     assert [(u.role, u.type) for u in t.units] == [
         ("user", "message"), ("assistant", "tool_call"), ("tool", "tool_result"), ("tool", "code"),
@@ -461,7 +462,7 @@ def test_claude_code_synthetic_log() -> None:
         {"after_unit": 0, "input_tokens": 115, "output_tokens": 12},
         {"after_unit": 4, "input_tokens": 117, "output_tokens": 3},
     ]}
-    (side,) = read_text(text, include_sidechains=True, include_compacted=True)
+    (side,) = read_text(text, ReadOptions(include_sidechains=True, include_compacted=True))
     assert [u.content for u in side.units if u.meta.get("sidechain")] == ["subagent says hi"]
     # written as anthropic: one assistant message, both results in one user message
     doc = orjson.loads(written(t, "anthropic"))
@@ -490,7 +491,7 @@ def test_claude_code_keeps_only_the_context_after_its_last_compaction() -> None:
     assert [u.id for u in one_summary.units] == ["c1", "a4"]
     assert one_summary.metadata["provider_usage"]["calls"] == [
         {"after_unit": 0, "input_tokens": 117, "output_tokens": 3}]
-    (full,) = read_text(text, include_compacted=True)
+    (full,) = read_text(text, ReadOptions(include_compacted=True))
     assert len(full.units) == 8 and [c["after_unit"] for c in full.metadata["provider_usage"]["calls"]] == [0, 4, 6]
 
 
@@ -501,7 +502,7 @@ def test_claude_code_compaction_realdata(realdata: Path) -> None:
     before = sum(1 for r in records[:k] if r["type"] in ("user", "assistant") and not r.get("isSidechain"))
     stats = ReadStats()
     t = one(path, stats=stats)
-    full = one(path, include_compacted=True)
+    full = one(path, ReadOptions(include_compacted=True))
     assert t.units[0].type == "summary" and t.units[0].raw is not None and t.units[0].raw["uuid"] == records[k]["uuid"]
     assert stats.skipped_non_message["before Claude Code's last compaction"] == before > 0
     assert [u.id for u in t.units] == [u.id for u in full.units[len(full.units) - len(t.units):]]
@@ -651,7 +652,7 @@ def test_forced_app_format_on_another_format_is_an_error(fmt: str, text: str, fo
 def test_forced_app_format_on_its_own_format_still_reads(realdata: Path) -> None:
     for folder, fmt in (("claude-code", "claude-code"), ("codex", "codex")):
         for path in files(realdata, folder):
-            assert one(path, fmt=fmt).source_format == fmt
+            assert one(path, fmt).source_format == fmt
 
 
 def test_guard_with_wrong_from_exits_1(repo_root: Path) -> None:
@@ -952,7 +953,7 @@ def test_bad_input_skipped_and_counted(tmp_path: Path, name: str, data: bytes, l
     path = tmp_path / name
     path.write_bytes(data)
     stats = ReadStats()
-    ts = list(read_path(str(path), skip_invalid=True, stats=stats))
+    ts = list(read_path(str(path), ReadOptions(skip_invalid=True), stats=stats))
     assert stats.skipped_invalid == 1
     assert stats.warnings and problem in stats.warnings[0]
     if name in ("trunc.jsonl", "midbad.jsonl"):
@@ -971,7 +972,7 @@ def test_bad_record_inside_a_document() -> None:
     with pytest.raises(InputError, match="record 2: expected a chat message"):
         read_text(text, "openai")
     stats = ReadStats()
-    (t,) = read_text(text, "openai", skip_invalid=True, stats=stats)
+    (t,) = read_text(text, ReadOptions(format="openai", skip_invalid=True), stats=stats)
     assert len(t.units) == 2 and stats.skipped_invalid == 1
 
 

@@ -14,7 +14,7 @@ from ctxkit.guard import (
     evaluate,
     exit_code_for,
     plan_pending,
-    replay,
+    threshold_history,
 )
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.tokens import CountOptions, TokenizerCache, count_transcript, get_tokenizer
@@ -168,7 +168,7 @@ def test_pending_counts_in_status() -> None:
 def test_replay_first_crossings_and_over_hits() -> None:
     units = [Unit(id=f"u{i}", role="user", content="x", timestamp=100.0 * i) for i in range(10)]
     # each unit 10 tokens: totals 10, 20, ... 100 against a limit of 50
-    rp = replay(units, [10] * 10, 0, 50, resolve_target().thresholds)
+    rp = threshold_history(units, [10] * 10, 0, 50, resolve_target().thresholds)
     assert rp.first["warn"] == {"message": 4, "unit_id": "u3", "tokens": 40, "timestamp": 300.0}
     assert rp.first["block"]["message"] == 5 and rp.first["overflow"]["message"] == 6
     assert rp.by_status == {"ok": 3, "warn": 1, "compact": 0, "block": 1, "overflow": 5}
@@ -179,10 +179,10 @@ def test_replay_first_crossings_and_over_hits() -> None:
 
 def test_replay_over_hits_spread_over_hours_do_not_trigger() -> None:
     units = [Unit(id=f"u{i}", role="user", content="x", timestamp=4000.0 * i) for i in range(6)]
-    rp = replay(units, [100] * 6, 0, 50, resolve_target().thresholds)
+    rp = threshold_history(units, [100] * 6, 0, 50, resolve_target().thresholds)
     assert rp.over_hits == 6 and rp.max_over_hits_per_hour == 1 and rp.trigger is None
     no_time = [Unit(id=f"u{i}", role="user", content="x") for i in range(4)]
-    rp = replay(no_time, [100] * 4, 0, 50, resolve_target().thresholds)
+    rp = threshold_history(no_time, [100] * 4, 0, 50, resolve_target().thresholds)
     assert rp.over_hits == 4 and rp.max_over_hits_per_hour is None and rp.trigger is None
 
 
@@ -304,6 +304,6 @@ def test_pending_output_smaller_than_its_stub_is_cut() -> None:
 def test_replay_over_hits_with_unordered_timestamps() -> None:
     stamps = [0.0, 5000.0, 100.0, 200.0, 9000.0]
     units = [Unit(id=f"u{i}", role="user", content="x", timestamp=s) for i, s in enumerate(stamps)]
-    rp = replay(units, [100] * 5, 0, 50, resolve_target().thresholds)
+    rp = threshold_history(units, [100] * 5, 0, 50, resolve_target().thresholds)
     assert rp.max_over_hits_per_hour == 3
     assert rp.trigger is not None and rp.trigger["unit_id"] == "u3"

@@ -128,6 +128,11 @@ BAD = [
         "unknown agent 'nobody'; known: coding, verification (add it under context_config.agents)",
     ),
     (
+        ["--llm", "unknown"],
+        2,
+        "unknown LLM type 'unknown'; known: (none configured) (add it under context_config.per_llm)",
+    ),
+    (
         ["--warn-threshold", "1.5"],
         2,
         "--warn-threshold: 1.5 is out of range; allowed: a number above 0 and up to 1",

@@ -273,3 +273,104 @@ def test_handover_prompt_shortens_a_pasted_dump_in_a_request() -> None:
     assert dump[-1000:] in user["content"]
     assert "characters left out" in user["content"]
     assert len(user["content"]) < 21_000
+
+
+# --------------------------------------------------------------------------- the key stays home
+
+SECRET = "sk-proj-4f8Qz1xTopSecretValue9"
+ODD_KEY = "corp-token-7c1e99-not-sk-shaped"
+
+
+def keyed(url: str, key: str = SECRET, **kw: Any) -> LLMSettings:
+    return LLMSettings(url=url, model="m", api_key=key, max_attempts=1, **kw)
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_to_another_origin_is_refused_with_the_key_unsent(
+    serve: Callable[..., ChatServer], code: int
+) -> None:
+    other = serve(lambda n: Reply())  # another port: another origin
+    target = other.url + "/chat/completions"
+    here = serve(lambda n: Reply(status=code, body=b"moved", headers={"Location": target}))
+    with pytest.raises(LLMError) as err:
+        summarize_llm(UNITS, keyed(here.url), sleep=Sleeps())
+    assert other.requests == []
+    assert len(here.requests) == 1
+    message = str(err.value)
+    assert f"redirects (HTTP {code}) to another origin, {target}; not followed" in message
+    assert SECRET not in message and err.value.__cause__ is None
+
+
+def test_https_to_http_and_other_ports_are_other_origins() -> None:
+    from ctxkit.llm import origin
+
+    assert origin("https://api.example.com/v1") != origin("http://api.example.com/v1")
+    assert origin("https://API.example.com/v1") == origin("https://api.example.com:443/x")
+    assert origin("http://127.0.0.1/v1") == origin("http://127.0.0.1:80/")
+    assert origin("http://127.0.0.1:8000/v1") != origin("http://127.0.0.1:8001/v1")
+
+
+def test_a_same_origin_307_is_followed_with_the_post_and_the_key(
+    serve: Callable[..., ChatServer],
+) -> None:
+    server = serve(
+        lambda n: (
+            Reply(status=307, body=b"", headers={"Location": "/v2/chat/completions"})
+            if n == 0
+            else Reply()
+        )
+    )
+    assert summarize_llm(UNITS, keyed(server.url), sleep=Sleeps()) == SUMMARY
+    second = server.requests[1]
+    assert second["method"] == "POST" and second["path"] == "/v2/chat/completions"
+    assert second["json"]["model"] == "m"
+    assert second["headers"]["Authorization"] == f"Bearer {SECRET}"
+
+
+@pytest.mark.parametrize("status", [401, 500])
+@pytest.mark.parametrize("key", [SECRET, ODD_KEY])
+def test_an_error_body_that_echoes_the_key_is_redacted(
+    serve: Callable[..., ChatServer], status: int, key: str
+) -> None:
+    body = json.dumps(
+        {"error": f"bad key {key}; header was Bearer {key}; also saw sk-live-abcdef123456"}
+    ).encode()
+    server = serve(lambda n: Reply(status=status, body=body))
+    warnings: list[str] = []
+    from ctxkit.summarize import make_summarizer
+
+    summarize = make_summarizer("llm", llm_settings=keyed(server.url, key), warn=warnings.append)
+    text = summarize(UNITS, 200, None)  # falls back to the extractive summarizer
+    assert text and len(warnings) == 1
+    with pytest.raises(LLMError) as err:
+        summarize_llm(UNITS, keyed(server.url, key), sleep=Sleeps())
+    for message in (str(err.value), warnings[0]):
+        assert key not in message and "abcdef123456" not in message
+        assert "[redacted]" in message
+    assert err.value.__cause__ is None
+
+
+def test_userinfo_in_the_url_is_redacted() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(LLMError) as err:
+        summarize_llm(UNITS, keyed(f"http://alice:hunter2@127.0.0.1:{port}/v1"), sleep=Sleeps())
+    assert "hunter2" not in str(err.value) and "alice" not in str(err.value)
+    assert "http://[redacted]@127.0.0.1" in str(err.value)
+    with pytest.raises(UsageError) as usage:
+        settings_from_env("ftp://bob:pw-123@example.com/v1", "m")
+    assert "pw-123" not in str(usage.value)
+
+
+def test_redact() -> None:
+    from ctxkit.llm import redact
+
+    assert redact("key sk-abc123xyz and Bearer zzz.yyy", None) == (
+        "key sk-[redacted] and Bearer [redacted]"
+    )
+    assert redact("token=hush-hush!", "hush-hush") == "token=[redacted]!"
+    assert redact("see https://u:p@h.example/x and http://h.example/") == (
+        "see https://[redacted]@h.example/x and http://h.example/"
+    )
+    assert redact("nothing secret here", "") == "nothing secret here"

@@ -12,19 +12,21 @@ from click.testing import CliRunner
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds
 from ctxkit.cli import cli
-from ctxkit.compaction import ChainOptions
+from ctxkit.compaction import ChainOptions, CompactSettings
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.replay import (
-    TruthMatcher,
-    attach_truth,
     call_points,
-    read_truth_records,
     replay,
-    truth_priorities,
 )
 from ctxkit.simulate import SCENARIOS, generate, save
 from ctxkit.tokens import count_transcript, get_tokenizer
+from ctxkit.truth import (
+    TruthMatcher,
+    attach_truth,
+    read_truth_records,
+    truth_priorities,
+)
 
 TOK = get_tokenizer()
 
@@ -97,7 +99,7 @@ def test_without_pressure_nothing_compacts_and_cost_is_the_sum_of_prefixes() -> 
 def test_compacts_when_the_guard_says_compact_and_keeps_every_call_under_the_limit() -> None:
     t = _session()
     limit = 1500
-    r = replay(t, limit=limit, options=ChainOptions(chain=("mask_observations",)))
+    r = replay(t, CompactSettings(limit=limit, options=ChainOptions(chain=("mask_observations",))))
     assert r.compactions >= 2
     assert r.over_limit_calls == 0 and r.fits and r.invariants_ok
     assert r.peak_tokens <= limit
@@ -139,7 +141,11 @@ def test_needle_is_judged_when_needed_present_or_recallable() -> None:
             {"id": "absent", "unit_id": "r1", "needed_by_unit_id": "last", "pattern": "NOPE-000"},
         ]
     }
-    r = replay(t, limit=1500, options=ChainOptions(chain=("mask_observations",)), truth=truth)
+    r = replay(
+        t,
+        CompactSettings(limit=1500, options=ChainOptions(chain=("mask_observations",))),
+        truth=truth,
+    )
     by = {n.id: n for n in r.needles}
     assert [n.id for n in r.needles] == ["late", "early", "absent"]
     assert (by["late"].present, by["late"].recallable) == (False, True)
@@ -160,7 +166,9 @@ def test_a_given_archive_keeps_what_the_replay_removed() -> None:
     t = _session()
     with Archive(":memory:") as archive:
         r = replay(
-            t, limit=1500, options=ChainOptions(chain=("mask_observations",)), archive=archive
+            t,
+            CompactSettings(limit=1500, options=ChainOptions(chain=("mask_observations",))),
+            archive=archive,
         )
         stored = archive.list("session")
         assert r.compactions and stored
@@ -169,7 +177,12 @@ def test_a_given_archive_keeps_what_the_replay_removed() -> None:
 
 def test_failed_compaction_is_reported_and_the_loop_goes_on() -> None:
     t = _session()
-    r = replay(t, limit=1500, options=ChainOptions(chain=("offload",), recovery_mode="error"))
+    r = replay(
+        t,
+        CompactSettings(
+            limit=1500, options=ChainOptions(chain=("offload",), recovery_mode="error")
+        ),
+    )
     assert r.errors and all(e.startswith("BREAKER_FAILED") for e in r.errors)
     assert not r.fits
     assert r.over_limit_calls > 0
@@ -177,7 +190,9 @@ def test_failed_compaction_is_reported_and_the_loop_goes_on() -> None:
 
 def test_bad_chain_names_fail_before_the_loop() -> None:
     with pytest.raises(UsageError, match="unknown strategy 'nope'"):
-        replay(_session(turns=2), limit=1000, options=ChainOptions(chain=("nope",)))
+        replay(
+            _session(turns=2), CompactSettings(limit=1000, options=ChainOptions(chain=("nope",)))
+        )
 
 
 def test_same_input_gives_the_same_replay() -> None:
@@ -201,7 +216,7 @@ def test_replay_every_scenario_stays_under_the_limit(scenario: str, chain: str) 
     truth = t.metadata["ground_truth"]
     limit = truth["limit"]
     options = ChainOptions() if chain == "default" else ChainOptions(chain=(chain,))
-    r = replay(t, limit=limit, options=options)
+    r = replay(t, CompactSettings(limit=limit, options=options))
     assert r.over_limit_calls == 0 and not r.errors
     assert r.invariants_ok
     assert r.final_tokens <= limit

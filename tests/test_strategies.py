@@ -160,12 +160,20 @@ def test_registry_names_and_defaults() -> None:
         "prioritize_recent",
         "summarize_old",
     ]
-    assert DEFAULT_PARAMS["summarize_old"] == {"old_threshold": 0.6, "summary_length": 300}
+    assert DEFAULT_PARAMS["summarize_old"] == {
+        "old_threshold": 0.6,
+        "summary_length": 300,
+        "min_coherence": 0.7,
+    }
     assert DEFAULT_PARAMS["prioritize_recent"] == {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
     assert DEFAULT_PARAMS["content_type_chunking"]["compress_ratios"] == {
         "code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6
     }
-    assert DEFAULT_PARAMS["discard_low_rel"] == {"discard_percent": 0.3, "placeholder_detail": "brief"}
+    assert DEFAULT_PARAMS["discard_low_rel"] == {
+        "discard_percent": 0.3,
+        "placeholder_detail": "brief",
+        "min_coherence": 0.6,
+    }
     assert DEFAULT_PARAMS["offload"] == {"threshold_bytes": 4096, "preview_chars": 200}
     assert DEFAULT_PARAMS["mask_observations"] == {"keep_last_turns": 3}
 

@@ -290,10 +290,11 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _settings(limit: int) -> Any:
+    """The default configuration's settings at `limit`, with the lexical embedder."""
     from ctxkit.config import Config
     from ctxkit.settings import compact_settings
 
-    return compact_settings(limit=limit, config=Config())
+    return compact_settings(limit=limit, config=Config()).replace(embedder=None)
 
 
 def _mean(xs: Sequence[float]) -> float | None:

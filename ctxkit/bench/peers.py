@@ -151,7 +151,7 @@ def run_peer(
     from ctxkit.truth import needle_retention
 
     s = _settings(limit)
-    goal = s.target
+    goal = s.goal
     enc = raw_encoding()
     tok = s.tokenizer
     before = count_transcript(t, tok).total
@@ -171,15 +171,7 @@ def run_peer(
         start = time.perf_counter()
         try:
             if peer == "ctxkit":
-                result = compact(
-                    t,
-                    limit=s.limit,
-                    target=goal,
-                    options=s.options,
-                    tokenizer=tok,
-                    count_opts=s.count_opts,
-                    archive=archive,
-                ).transcript
+                result = compact(t, s.replace(target=goal), archive=archive).transcript
             elif peer == "langchain_trim":
                 result = langchain_trim(t, goal, enc)
             elif peer == "drop_oldest":

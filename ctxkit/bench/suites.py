@@ -393,16 +393,7 @@ def _compact(t: Transcript, limit: int, embedder: Any = None, chain: str | None 
 
     s = compact_settings(limit=limit, config=Config(), chain=chain)
     with Archive(":memory:") as archive:
-        return compact(
-            t,
-            limit=s.limit,
-            target=s.target,
-            options=s.options,
-            tokenizer=s.tokenizer,
-            count_opts=s.count_opts,
-            archive=archive,
-            embedder=embedder,
-        )
+        return compact(t, s.replace(embedder=embedder), archive=archive)
 
 
 def _cached_minilm(cache_dir: str) -> Any:
@@ -671,7 +662,7 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
     # Warm up on a small transcript first, so lazy imports are not billed to the first size.
     warm = generate(scenario, seed=seed + 1, tokens=2_000)
     ws = _settings(int(warm.metadata["ground_truth"]["limit"]))
-    compact(warm, limit=ws.limit, target=ws.target, options=ws.options, tokenizer=ws.tokenizer)
+    compact(warm, ws)
     g_wall, _c, t = _timed(lambda: generate(scenario, seed=seed, tokens=tokens))
     texts = [x for x in unit_texts(t.units)[0] if x]
     chars = sum(len(x) for x in texts)
@@ -685,15 +676,7 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
             tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as tmp,
             Archive(os.path.join(tmp, "a.ctx.db") if on_disk else ":memory:") as archive,
         ):
-            return compact(
-                t,
-                limit=s.limit,
-                target=s.target,
-                options=s.options,
-                tokenizer=s.tokenizer,
-                count_opts=s.count_opts,
-                archive=archive,
-            )
+            return compact(t, s, archive=archive)
 
     _clear()
     gc.collect()

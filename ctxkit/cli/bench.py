@@ -7,9 +7,10 @@ from pathlib import Path
 import click
 import orjson
 
+from ctxkit.bench.suites import SUITES
 from ctxkit.cli.options import echo_err
 
-SUITE_CHOICES = ["count", "guard", "compact", "embed", "quality", "scale", "all"]
+SUITE_CHOICES = [*SUITES, "all"]
 
 
 @click.command("bench")

@@ -14,13 +14,13 @@ import orjson
 from ctxkit.cli.options import (
     budget_options,
     echo_err,
-    include_compacted,
     input_options,
     progress_option,
     reading_summary,
     tokenizer_options,
     want_progress,
 )
+from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.errors import UsageError
 from ctxkit.fileio import (
     atomic_writer,
@@ -31,9 +31,12 @@ from ctxkit.fileio import (
     spooled_input,
     write_output,
 )
+from ctxkit.formats import WRITABLE
+from ctxkit.summarize import SUMMARIZER_NAMES
 
 if TYPE_CHECKING:
     from ctxkit.compaction import Event
+    from ctxkit.formats import ReadOptions
 
 
 @click.command("compact")
@@ -46,7 +49,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--recovery",
-    type=click.Choice(["fresh_start", "truncate", "error"]),
+    type=click.Choice(RECOVERY_MODES),
     default=None,
     help="What to do when the chain cannot reach the target (default from config: fresh_start).",
 )
@@ -70,7 +73,7 @@ if TYPE_CHECKING:
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(["units", "openai", "anthropic"]),
+    type=click.Choice(WRITABLE),
     default=None,
     help="Output format (default: the input's, when it can be written).",
 )
@@ -88,7 +91,7 @@ if TYPE_CHECKING:
 @click.option("--no-cache", is_flag=True, help="Do not use the persistent embedding cache.")
 @click.option(
     "--summarizer",
-    type=click.Choice(["extractive", "llm"]),
+    type=click.Choice(SUMMARIZER_NAMES),
     default=None,
     help="extractive (offline, the default) or llm (an OpenAI-compatible endpoint).",
 )
@@ -118,9 +121,7 @@ if TYPE_CHECKING:
 @tokenizer_options
 def compact(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     output: str,
     limit: int | None,
     model: str | None,
@@ -198,7 +199,7 @@ def compact(
         warn=echo_err,
     )
     if replay:
-        _replay(source, from_format, include_sidechains, skip_invalid, budget, output, archive_path)
+        _replay(source, read_opts, budget, output, archive_path)
         return
 
     # Nothing is written unless everything can be: check the outputs before any work.
@@ -212,15 +213,7 @@ def compact(
         check_writable(events_path, "events")
     with spooled_input(source) as path, _event_sink(events_path, verbose) as observe:
         stats = ReadStats()
-        reader = read_path(
-            path,
-            from_format,
-            include_sidechains=include_sidechains,
-            include_compacted=include_compacted(),
-            skip_invalid=skip_invalid,
-            stats=stats,
-            label=_label(source, path),
-        )
+        reader = read_path(path, read_opts, stats=stats, label=_label(source, path))
         # A dataset is read, compacted and written one conversation at a time: memory follows
         # the largest conversation, not the file. Two are read ahead to know which it is.
         head = list(itertools.islice(reader, 2))
@@ -235,16 +228,10 @@ def compact(
         try:
             runs: Iterable[Any] = compact_many(
                 itertools.chain(head, (check_depth(t) for t in reader)),
+                budget,
                 jobs=jobs,
                 archive=archive,
                 observe=observe,
-                limit=budget.limit,
-                target=budget.target,
-                options=budget.options,
-                tokenizer=budget.tokenizer,
-                count_opts=budget.count_opts,
-                embedder=budget.embedder,
-                summarizer=budget.summarizer,
             )
             if len(head) > 1 and want_progress(progress):
                 from tqdm import tqdm
@@ -254,8 +241,12 @@ def compact(
                 write_transcripts((seen.add(r) for r in runs), out, to_format)
                 if not seen.changed and to_format is None:
                     rewrite_with(out, path)  # unchanged: the input, byte for byte
-        finally:
-            archive.close()
+                # The archive commits before the output appears: a compacted file always
+                # finds its refs.
+                archive.close()
+        except BaseException:
+            archive.abort()  # a failed run leaves the archive as it was
+            raise
         if stats.skipped_invalid:
             echo_err(reading_summary(stats))
         results = seen
@@ -365,50 +356,24 @@ def _explain_steps(result: Any) -> None:
 
 def _replay(
     source: str,
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     budget: Any,
     output: str,
     archive_path: str | None,
 ) -> None:
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
-    from ctxkit.archive import Archive
-    from ctxkit.formats import ReadStats, read_path
-    from ctxkit.replay import attach_truth, read_truth_records, replay, sidecar_for
+    from ctxkit.replay import replay_path
 
     with spooled_input(source) as path:
-        transcripts = list(
-            read_path(
-                path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
-                stats=ReadStats(),
-                label=_label(source, path),
-            )
+        results = replay_path(
+            path,
+            budget,
+            read_opts,
+            archive_path=archive_path,
+            label=_label(source, path),
+            sidecar_of=source,
+            warn=echo_err,
         )
-    if not transcripts:
-        raise UsageError(f"{source}: no transcript to replay")
-    sidecar = sidecar_for(source)
-    if sidecar is not None:
-        attach_truth(transcripts, read_truth_records(sidecar), warn=echo_err)
-    # The archive is scratch unless asked for: a replay writes no compacted transcript to recall into.
-    with Archive(archive_path or ":memory:") as archive:
-        results = [
-            replay(
-                t,
-                limit=budget.limit,
-                target=budget.target,
-                options=budget.options,
-                tokenizer=budget.tokenizer,
-                count_opts=budget.count_opts,
-                archive=archive,
-                thresholds=budget.budget.thresholds,
-            )
-            for t in transcripts
-        ]
     reports = [r.to_dict(include_transcript=True) for r in results]
     doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
     write_output(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

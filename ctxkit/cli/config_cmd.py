@@ -7,6 +7,7 @@ import os
 import click
 
 from ctxkit.cli.options import echo_err
+from ctxkit.config import DUMP_FORMATS
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths, write_bytes_atomic
 
@@ -29,7 +30,7 @@ from ctxkit.fileio import check_paths, write_bytes_atomic
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["yaml", "json"]),
+    type=click.Choice(DUMP_FORMATS),
     default="yaml",
     show_default=True,
     help="Output format of --show.",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import click
@@ -14,16 +13,17 @@ import click
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
-    include_compacted,
     input_options,
     progress_option,
     reading_summary,
     tokenizer_options,
     want_progress,
 )
-from ctxkit.counting import BREAKDOWNS, CALIBRATION_TOKENIZERS, Breakdown, Calibration
-from ctxkit.errors import CtxkitError, InputError, TokenizerError
-from ctxkit.model import Transcript, Unit
+from ctxkit.counting import BREAKDOWNS, Breakdown, Calibration, calibrate_usage
+from ctxkit.errors import CtxkitError
+from ctxkit.formats import ReadOptions
+from ctxkit.formats.extras import load_tools, read_text_file, with_context
+from ctxkit.model import Transcript
 from ctxkit.report import FORMATS, default_format, render_table, write_rows
 from ctxkit.tokens import (
     REGIONS,
@@ -79,9 +79,7 @@ CALIBRATION_NOTE = (
 @debug_option
 def count(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     tokenizer: str | None,
     image_tokens: int | None,
     tool_schema_scale: float | None,
@@ -110,8 +108,8 @@ def count(
     if tool_schema_scale is not None:
         opts = replace(opts, tool_schema_scale=tool_schema_scale)
     fmt = fmt or default_format()
-    extra_system = Path(system_file).read_text(encoding="utf-8") if system_file else None
-    extra_tools = _read_tools(tools_file) if tools_file else []
+    extra_system = read_text_file(system_file) if system_file else None
+    extra_tools = load_tools(tools_file) if tools_file else []
 
     tok = get_tokenizer(tokenizer)
     files = expand_paths(list(paths) or ["-"])
@@ -121,17 +119,14 @@ def count(
         for path in files:
             for t in read_path(
                 path,
-                from_format,
-                include_sidechains=include_sidechains,
-                include_compacted=include_compacted(),
-                skip_invalid=skip_invalid,
+                read_opts,
                 stats=stats,
             ):
-                yield _augment(t, extra_system, extra_tools)
+                yield with_context(t, extra_system, extra_tools)
 
     items = _with_progress(transcripts(), len(files), want_progress(progress))
     if calibrate:
-        cal = _calibrate(items, tokenizer, opts)
+        cal = calibrate_usage(items, tokenizer, opts, label=_label)
         _report_reading(None, stats, debug)
         loaded = [n for n in cal.tokenizers if n not in cal.unavailable]
         missing = f" ({', '.join(cal.unavailable)} unavailable)" if cal.unavailable else ""
@@ -178,36 +173,6 @@ def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
     if isinstance(label, str) and len(label) > width:
         return {**row, "transcript": "…" + label[-(width - 1) :]}
     return row
-
-
-def _read_tools(path: str) -> list[dict[str, Any]]:
-    import orjson
-
-    try:
-        data = orjson.loads(Path(path).read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise InputError(path, getattr(exc, "lineno", None), f"not JSON: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
-        raise InputError(path, None, "expected a JSON list of tool schemas (objects)")
-    return data
-
-
-def _augment(t: Transcript, system: str | None, tools: list[dict[str, Any]]) -> Transcript:
-    """Add a system prompt and tool schemas the log did not record."""
-    if system is None and not tools:
-        return t
-    units = t.units
-    metadata = t.metadata
-    if system is not None:
-        units = [Unit(id="--system", role="system", content=system), *units]
-        usage = metadata.get("provider_usage")
-        if isinstance(usage, dict) and usage.get("calls"):
-            # Provider calls point at unit indexes, which moved by one.
-            shifted = [{**c, "after_unit": int(c.get("after_unit", 0)) + 1} for c in usage["calls"]]
-            metadata = {**metadata, "provider_usage": {**usage, "calls": shifted}}
-    return t.replace(units=units, tools=[*t.tools, *tools], metadata=metadata)
 
 
 def _label(t: Transcript) -> str:
@@ -268,40 +233,9 @@ def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
             echo_err(f"{len(stats.warnings):,} warnings (--debug lists them)")
 
 
-def _calibrate(
-    items: Iterator[Transcript], tokenizer: str | None, opts: CountOptions
-) -> Calibration:
-    names = list(CALIBRATION_TOKENIZERS)
-    if tokenizer and tokenizer not in names:
-        names.insert(0, tokenizer)
-    cal = Calibration(tokenizers=names)
-    toks: dict[str, Tokenizer] = {}
-    for name in names:
-        try:
-            toks[name] = get_tokenizer(name)
-        except TokenizerError as exc:
-            cal.unavailable[name] = f"unavailable offline: {_first_sentence(str(exc))}"
-    n_calls = 0
-    for t in items:
-        n_calls += cal.add(t, toks, _label(t), opts)
-    if not n_calls:
-        raise CtxkitError(
-            "no provider usage found in the input: --calibrate needs transcripts that record "
-            "the provider's token counts (Claude Code `usage`, Codex `token_count`, "
-            "mini-swe-agent model stats)"
-        )
-    return cal
-
-
-def _first_sentence(text: str) -> str:
-    head, sep, _ = text.partition(". ")
-    return head + ("." if sep else "")
-
-
 def _short_name(name: str) -> str:
-    return {"cl100k_base": "cl100k", "o200k_base": "o200k", "max:cl100k_base": "max"}.get(
-        name, name
-    )
+    """A column label: the encoding without its `_base`, `max:<name>` as `max`."""
+    return "max" if name.startswith("max:") else name.removesuffix("_base")
 
 
 def _write_calibration(cal: Calibration, fmt: str) -> None:

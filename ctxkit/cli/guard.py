@@ -12,12 +12,14 @@ from ctxkit.cli.options import (
     FiniteFloat,
     debug_option,
     echo_err,
-    include_compacted,
     input_options,
     reading_summary,
     tokenizer_options,
 )
 from ctxkit.errors import InputError
+from ctxkit.guard import FAIL_ON
+
+REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
 
 EXIT_HELP = """\b
 Exit codes:
@@ -99,7 +101,7 @@ Exit codes:
 )
 @click.option(
     "--fail-on",
-    type=click.Choice(["warn", "compact", "block", "overflow"]),
+    type=click.Choice(FAIL_ON),
     default="compact",
     show_default=True,
     help="The lowest status that exits non-zero.",
@@ -121,7 +123,7 @@ Exit codes:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json"]),
+    type=click.Choice(REPORT_FORMATS),
     default="table",
     show_default=True,
     help="table for people, json (one object per transcript per line) for machines.",
@@ -152,7 +154,8 @@ def run_guard(**kw: Any) -> int:
     from ctxkit.budget import resolve_target
     from ctxkit.config import load_config
     from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.guard import evaluate
+    from ctxkit.formats.extras import load_tools, read_text_file
+    from ctxkit.guard import combine_exit_codes, evaluate, load_pending
     from ctxkit.tokens import CountOptions, TokenizerCache
 
     debug = kw["debug"]
@@ -185,7 +188,7 @@ def run_guard(**kw: Any) -> int:
             else kw["tool_schema_scale"]
         ),
     )
-    system = _read_text(kw["system_file"]) if kw["system_file"] else None
+    system = read_text_file(kw["system_file"]) if kw["system_file"] else None
     tools = load_tools(kw["tools_file"]) if kw["tools_file"] else None
     pending = load_pending(kw["pending_file"]) if kw["pending_file"] else None
     fmt, fail_on = kw["fmt"], kw["fail_on"]
@@ -199,10 +202,7 @@ def run_guard(**kw: Any) -> int:
     for path in expand_paths(kw["paths"]):
         for t in read_path(
             path,
-            kw["from_format"],
-            include_sidechains=kw["include_sidechains"],
-            include_compacted=include_compacted(),
-            skip_invalid=kw["skip_invalid"],
+            kw["read_opts"],
             stats=stats,
         ):
             verdict = evaluate(
@@ -241,13 +241,13 @@ def run_guard(**kw: Any) -> int:
             for name in ("ok", "warn", "compact", "block", "overflow", "final")
             if name in tally
         )
-        click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_codes(codes)}")
+        click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}")
     if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
         echo_err(reading_summary(stats))
     if not codes:
         names = ", ".join(expand_paths(kw["paths"]))
         raise InputError(names, None, "no transcript found in the input")
-    return combine_codes(codes)
+    return combine_exit_codes(codes)
 
 
 def with_threshold_flags(
@@ -270,90 +270,6 @@ def with_threshold_flags(
         ):
             text = text.replace(f"{ROOT}.{key}", flag).replace(key, flag)
         raise UsageError(text) from None
-
-
-def combine_codes(codes: list[int]) -> int:
-    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
-    order = {0: 0, 6: 1, 3: 2, 4: 3, 5: 4}
-    return max(codes, key=lambda c: order.get(c, 5))
-
-
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError(path, None, "no such file") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
-
-
-def load_tools(path: str) -> list[dict[str, Any]]:
-    """Tool schemas from a JSON list (or an object with a `tools` list)."""
-    import orjson
-
-    text = _read_text(path)
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(path, _line_of(text, exc.pos), f"not valid JSON: {exc.msg}") from None
-    if isinstance(data, dict) and isinstance(data.get("tools"), list):
-        data = data["tools"]
-    if not isinstance(data, list):
-        raise InputError(
-            path, None, "expected a JSON list of tool schemas (OpenAI or Anthropic shape)"
-        )
-    for i, item in enumerate(data):
-        if not isinstance(item, dict):
-            raise InputError(path, None, f"tool schema #{i + 1} is not a JSON object")
-    return data
-
-
-def load_pending(path: str) -> list[Any]:
-    """Pending tool outputs: a JSON list of strings or {name, content}, or JSONL of either."""
-    import orjson
-
-    from ctxkit.guard import PendingOutput
-
-    text = _read_text(path)
-    items: list[tuple[int | None, Any]]
-    try:
-        data = orjson.loads(text)
-        if not isinstance(data, list):
-            data = [data]
-        items = [(None, d) for d in data]
-    except orjson.JSONDecodeError:
-        items = []
-        for n, text_line in enumerate(text.splitlines(), 1):
-            if not text_line.strip():
-                continue
-            try:
-                items.append((n, orjson.loads(text_line)))
-            except orjson.JSONDecodeError as exc:
-                raise InputError(path, n, f"not valid JSON: {exc.msg}", text_line) from None
-    out = []
-    for i, (line, item) in enumerate(items):
-        if isinstance(item, str):
-            out.append(PendingOutput(name=f"output{i + 1}", content=item))
-        elif isinstance(item, dict) and isinstance(item.get("content"), str):
-            out.append(
-                PendingOutput(
-                    name=str(item.get("name") or f"output{i + 1}"), content=item["content"]
-                )
-            )
-        else:
-            raise InputError(
-                path,
-                line,
-                f'pending output #{i + 1}: expected a string or {{"name", "content"}} with string content',
-            )
-    return out
-
-
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
 
 
 # --- the table for people ---------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sys
@@ -10,10 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
+from ctxkit.formats import FORMATS, ReadOptions
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_NAMES = ["units", "openai", "anthropic", "claude-code", "codex", "sharegpt"]
-WRITE_FORMAT_NAMES = ["units", "openai", "anthropic"]
 
 
 class FiniteFloat(click.FloatRange):
@@ -37,26 +38,34 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
-def _remember(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Keep a reader flag in the context, so every reader call can ask for it."""
-    ctx.meta[f"ctxkit.{param.name}"] = value
-    return value
-
-
-def include_compacted() -> bool:
-    """Whether --include-compacted was given to the running command."""
-    ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.meta.get("ctxkit.include_compacted"))
-
-
 def input_options(f: F) -> F:
-    """PATH... (files, globs, or stdin when none or `-`), --from, --include-sidechains, --skip-invalid."""
+    """PATH... (files, globs, or stdin when none or `-`) and the reading flags, which reach the
+    command as one `read_opts: ReadOptions` (--from, --include-sidechains, --include-compacted,
+    --skip-invalid)."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any,
+        from_format: str | None,
+        include_sidechains: bool,
+        include_compacted: bool,
+        skip_invalid: bool,
+        **kwargs: Any,
+    ) -> Any:
+        read_opts = ReadOptions(
+            format=from_format,
+            include_sidechains=include_sidechains,
+            include_compacted=include_compacted,
+            skip_invalid=skip_invalid,
+        )
+        return f(*args, read_opts=read_opts, **kwargs)
+
     return _stack(
         click.argument("paths", nargs=-1, type=str),
         click.option(
             "--from",
             "from_format",
-            type=click.Choice(FORMAT_NAMES),
+            type=click.Choice(sorted(FORMATS)),
             default=None,
             help="Input format (default: detected per file, per line for datasets).",
         ),
@@ -68,8 +77,6 @@ def input_options(f: F) -> F:
         click.option(
             "--include-compacted",
             is_flag=True,
-            expose_value=False,
-            callback=_remember,
             help="Claude Code: also read the records its own compaction summarized away "
             "(by default a log is read from its last compaction summary on, as the model sees it).",
         ),
@@ -78,7 +85,7 @@ def input_options(f: F) -> F:
             is_flag=True,
             help="Skip lines that cannot be read and report how many, instead of stopping.",
         ),
-    )(f)
+    )(command)  # type: ignore[return-value]
 
 
 def tokenizer_options(f: F) -> F:

@@ -9,9 +9,12 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from ctxkit.cli.options import FORMAT_NAMES, WRITE_FORMAT_NAMES, echo_err
+from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths, rewindable_output, rewrite_with, spooled_input
+from ctxkit.formats import FORMATS, WRITABLE
+
+LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -79,7 +82,7 @@ def _open_for_reading(path: str) -> Archive:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "jsonl"]),
+    type=click.Choice(LIST_FORMATS),
     default="table",
     help="With --list: a table for people or JSON lines.",
 )
@@ -212,14 +215,14 @@ def _preview(text: str) -> str:
 @click.option(
     "--from",
     "from_format",
-    type=click.Choice(FORMAT_NAMES),
+    type=click.Choice(sorted(FORMATS)),
     default=None,
     help="Format of COMPACTED (default: detected).",
 )
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(WRITE_FORMAT_NAMES),
+    type=click.Choice(WRITABLE),
     default=None,
     help="Output format (default: the original's, when it can be written).",
 )

@@ -18,7 +18,10 @@ from ctxkit.cli.options import (
     want_progress,
 )
 from ctxkit.errors import UsageError
+from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
+from ctxkit.rl.actions import MODES
+from ctxkit.rl.datasets import EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
 from ctxkit.simulate.builder import MAX_TOKENS, MIN_TOKENS
 
@@ -86,7 +89,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option("--list-actions", is_flag=True, help="List the actions and exit.")
 @click.option(
     "--mode",
-    type=click.Choice(["oneshot", "replay"]),
+    type=click.Choice(MODES),
     default="oneshot",
     show_default=True,
     help="Compact each transcript once, or replay it through an agent loop.",
@@ -101,7 +104,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option(
     "--export",
     "export",
-    type=click.Choice(["rl", "dpo", "sft"]),
+    type=click.Choice(EXPORTS),
     default="rl",
     show_default=True,
     help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst pairs; "
@@ -110,7 +113,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "parquet"]),
+    type=click.Choice(FORMATS),
     default="jsonl",
     show_default=True,
     help="Dataset file format (parquet needs -o).",
@@ -121,9 +124,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @tokenizer_options
 def score_rl(
     paths: tuple[str, ...],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     scenario: tuple[str, ...],
     scenarios: str | None,
     seed: int,
@@ -190,7 +191,6 @@ def score_rl(
         {"-o": output},
     )
 
-    from ctxkit.budget import compaction_target
     from ctxkit.relevance import get_embedder
     from ctxkit.settings import compact_settings
 
@@ -205,27 +205,19 @@ def score_rl(
         seed=seed,
         warn=echo_err,
     )
-    fixed_limit = settings.limit if (limit is not None or model is not None) else None
-    thresholds = settings.budget.thresholds
-    emb = get_embedder(embedder, warn=echo_err)
+    settings = settings.replace(embedder=get_embedder(embedder, warn=echo_err))
+    fixed_limit = limit is not None or model is not None
 
     def limit_for(t: Transcript) -> int:
-        if fixed_limit is not None:
-            return fixed_limit
         truth = t.metadata.get("ground_truth")
-        if truth and truth.get("limit"):
+        if not fixed_limit and truth and truth.get("limit"):
             return int(truth["limit"])
         return settings.limit
-
-    def target_for(lim: int) -> int:
-        return min(target, lim) if target is not None else compaction_target(lim, thresholds)
 
     transcripts = _transcripts(
         paths,
         names,
-        from_format,
-        include_sidechains,
-        skip_invalid,
+        read_opts,
         truth_path,
         seed=seed,
         count=count,
@@ -236,23 +228,7 @@ def score_rl(
     bar = _bar(total, want_progress(progress))
     summary = rl.Summary()
     with rl.DatasetWriter(output, fmt, export) as writer:
-        for t in transcripts:
-            lim = limit_for(t)
-            trials = [
-                rl.run_action(
-                    t,
-                    a,
-                    limit=lim,
-                    mode=mode,
-                    target=target_for(lim),
-                    tokenizer=settings.tokenizer,
-                    count_opts=settings.count_opts,
-                    embedder=emb,
-                    thresholds=thresholds,
-                    seed=seed,
-                )
-                for a in actions
-            ]
+        for trials in rl.score(transcripts, actions, settings, limit_for=limit_for, mode=mode):
             for tr in trials:
                 summary.add(tr)
             writer.write(rl.export_rows(trials, export))
@@ -269,9 +245,7 @@ def score_rl(
 def _transcripts(
     paths: tuple[str, ...],
     names: list[str],
-    from_format: str | None,
-    include_sidechains: bool,
-    skip_invalid: bool,
+    read_opts: ReadOptions,
     truth_path: str | None,
     *,
     seed: int,
@@ -279,55 +253,12 @@ def _transcripts(
     tokens: int | None,
     p1_ratio: float | None,
 ) -> Iterator[Transcript]:
-    """Input files first (read lazily, ground truth attached from the sidecar, see
-    `ctxkit.replay.TruthMatcher`), then generated scenarios."""
-    from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.replay import (
-        TruthMatcher,
-        no_truth_message,
-        read_truth_records,
-        sidecar_for,
-        truth_priorities,
-    )
+    """Input files first (read lazily, with their ground truth), then generated scenarios."""
     from ctxkit.simulate import generate_many
+    from ctxkit.truth import read_with_truth
 
-    explicit = TruthMatcher(read_truth_records(truth_path), truth_path) if truth_path else None
-    found: dict[str, TruthMatcher] = {}  # a directory's truth.jsonl serves all its files
-    warned = False
     if paths:
-        stats = ReadStats()
-        files = expand_paths(list(paths))
-        if len(files) > 1:
-            # a directory of `simulate` output holds its ground-truth sidecars too
-            files = [f for f in files if not f.endswith(("/truth.jsonl", ".truth.jsonl"))]
-        for path in files:
-            matcher = explicit
-            if matcher is None:
-                sidecar = sidecar_for(path)
-                if sidecar is not None:
-                    key = str(sidecar)
-                    if key not in found:
-                        found[key] = TruthMatcher(read_truth_records(sidecar), sidecar)
-                    matcher = found[key]
-            for t in read_path(
-                path,
-                from_format,
-                include_sidechains=include_sidechains,
-                skip_invalid=skip_invalid,
-                stats=stats,
-            ):
-                if matcher is not None:
-                    truth = matcher.match(t)
-                    if "ground_truth" in t.metadata:
-                        truth = t.metadata["ground_truth"]
-                    elif truth is not None:
-                        t.metadata["ground_truth"] = truth
-                    elif not warned:
-                        echo_err(no_truth_message(t.id, matcher.source))
-                        warned = True
-                    if truth:
-                        t.units = truth_priorities(t, truth).units
-                yield t
+        yield from read_with_truth(paths, read_opts, truth_path=truth_path, warn=echo_err)
     if names:
         yield from generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
 

@@ -36,7 +36,7 @@ def _scenario_names(values: tuple[str, ...]) -> list[str]:
     "-s",
     "scenarios",
     multiple=True,
-    type=click.Choice([*SCENARIOS, "all"]),
+    type=click.Choice((*SCENARIOS, "all")),
     metavar="NAME",
     help="Scenario to generate (repeatable; `all` for every one). See --list.",
 )

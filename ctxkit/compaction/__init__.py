@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from ctxkit.compaction.chain import check_invariants, coherence, compact, unit_texts
-from ctxkit.compaction.options import ChainOptions, expand_chain
+from ctxkit.compaction.options import ChainOptions, CompactSettings, expand_chain
 from ctxkit.compaction.parallel import compact_many
 from ctxkit.compaction.recovery import (
     MAX_SUFFIX_TRIES,
@@ -26,6 +26,7 @@ from ctxkit.compaction.result import PHASES, CompactResult, Event, Observer, Ste
 __all__ = [
     "ChainOptions",
     "CompactResult",
+    "CompactSettings",
     "Event",
     "MAX_SUFFIX_TRIES",
     "MIN_HANDOVER_TOKENS",

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit import structure
-from ctxkit.archive import Archive, make_ref
-from ctxkit.compaction.options import ChainOptions, expand_chain
+from ctxkit.archive import Archive, ref_scope
+from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.strategies import STRATEGIES
+from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
 def check_invariants(
@@ -23,7 +23,7 @@ def check_invariants(
     state: State,
     keep: set[str],
     archive: Archive | None,
-    transcript_id: str,
+    scope: str,
 ) -> list[str]:
     """Everything that must hold after a step; an empty list means it holds."""
     problems = [f"{p.kind}: {p.message}" for p in structure.pairs_intact(original, state.units)]
@@ -39,7 +39,7 @@ def check_invariants(
             got = by_id.get(u.id)
             if got is not None and got.content == u.content and got.tool_calls == u.tool_calls:
                 continue
-            if not archive.has(make_ref(transcript_id, u.id, u.content)):
+            if not archive.ref_for(scope, u)[1]:
                 problems.append(f"unit {u.id} was removed or shortened but is not in the archive")
     return problems
 
@@ -78,24 +78,33 @@ def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int
 
 def compact(
     transcript: Transcript,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
-    target: int | None = None,
-    options: ChainOptions | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
+    limit: int | None = None,
     archive: Archive | None = None,
     query: str | None = None,
-    embedder: Any = None,
-    summarizer: Callable[..., str] | None = None,
     observe: Observer | None = None,
 ) -> CompactResult:
-    """Return the best transcript under `target` (default: the limit) that keeps the task alive."""
+    """Return the best transcript under the goal that keeps the task alive.
+
+    `settings` says how (`CompactSettings`); `limit` alone is shorthand for
+    `CompactSettings(limit=limit)`. The goal is `settings.goal`: the warn threshold of the limit
+    unless a target is set, the same from the library as from `ctxkit compact --limit`.
+    """
+    if settings is None:
+        if limit is None:
+            raise TypeError("compact() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
     started = time.perf_counter()
-    options = options or ChainOptions()
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = limit if target is None else min(target, limit)
+    limit = settings.limit
+    options = settings.options
+    tok = settings.tok
+    copts = settings.count_opts
+    embedder = settings.embedder
+    summarizer = settings.summarizer
+    goal = settings.goal
     if options.recovery_mode not in RECOVERY_MODES:
         raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
     chain = expand_chain(options.chain)
@@ -115,8 +124,12 @@ def compact(
         query = task_query(transcript)
     # The id refs and the stored original go under: the transcript's own, unless the archive
     # already holds a different transcript of that name.
+    # Refs are made from the messages, not the id (the file name): same messages, same output.
+    if archive is not None:
+        archive.begin()  # hold the write lock from choosing the key to the commit
     key = archive.key_for(transcript) if archive is not None else transcript.id
     ctx = Context(
+        ref_scope=ref_scope(transcript),
         tokenizer=tok,
         count_opts=copts,
         archive=archive,
@@ -205,7 +218,7 @@ def compact(
             elapsed = (time.perf_counter() - t0) * 1000
 
             note = _judge(
-                new, state, name, params, original, keep, archive, key, coherence_embedder
+                new, state, name, params, original, keep, archive, ctx.ref_scope, coherence_embedder
             )
             if note is not None:
                 steps.append(
@@ -276,7 +289,7 @@ def compact(
             # Recovery made it bigger (a handover on a tiny transcript): the chain's result
             # already fits the limit, if not the goal; keep it.
             state = chained
-        problems = check_invariants(original, state, keep, archive, key)
+        problems = check_invariants(original, state, keep, archive, ctx.ref_scope)
         violations.extend(f"recovery: {p}" for p in problems)
         steps.append(
             Step(
@@ -329,13 +342,13 @@ def _judge(
     original: Sequence[Unit],
     keep: set[str],
     archive: Archive | None,
-    transcript_id: str,
+    scope: str,
     embedder: Any,
 ) -> str | None:
     """Why a step's result is not taken (None: take it)."""
     if new is None:
         return "cannot help"
-    problems = check_invariants(original, new, keep, archive, transcript_id)
+    problems = check_invariants(original, new, keep, archive, scope)
     if problems:
         return "rejected: " + "; ".join(problems)
     if new.tokens() >= state.tokens():
@@ -350,15 +363,7 @@ def _judge(
 
 
 def _phase_message(name: str, tokens: int, goal: int) -> str:
-    labels = {
-        "summarize_old": "Summarizing old context",
-        "prioritize_recent": "Prioritizing recent and relevant units",
-        "content_type_chunking": "Compressing content by type",
-        "discard_low_rel": "Discarding low-relevance units",
-        "offload": "Offloading large tool outputs",
-        "mask_observations": "Masking old observations",
-    }
-    return f"{labels.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
+    return f"{LABELS.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
 
 
 def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:

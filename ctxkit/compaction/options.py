@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.budget import Target, Thresholds, compaction_goal
+from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import unknown_name
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
+from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, get_tokenizer
 
 
 @dataclass(frozen=True)
@@ -17,7 +21,7 @@ class ChainOptions:
     chain: tuple[str, ...] = DEFAULT_CHAIN
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _config_params())
     max_iterations: int = 3
-    recovery_mode: str = "fresh_start"
+    recovery_mode: str = DEFAULT_RECOVERY
     handover_tokens: int = 500
     seed: int = 0
 
@@ -29,10 +33,10 @@ class ChainOptions:
 
 def _config_params() -> dict[str, dict[str, Any]]:
     """Every strategy's parameters as the default configuration sets them."""
-    from ctxkit.config import STRATEGY_NAMES, Config
+    from ctxkit.config import Config
 
     bs = Config().breaking_strategy
-    return {name: bs.params(name) for name in STRATEGY_NAMES}
+    return {name: bs.params(name) for name in bs.strategies}
 
 
 def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
@@ -46,3 +50,41 @@ def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
         else:
             raise unknown_name("strategy", name, [*STRATEGIES, "hybrid"])
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class CompactSettings:
+    """Everything a compaction needs besides the transcript, built once and passed whole (as
+    black passes `mode=`): `compact(t, CompactSettings(limit=8000))`.
+
+    The CLI builds one from flags and the configuration (`ctxkit.settings.compact_settings`), the
+    library from keywords; both aim at the same goal (`budget.compaction_goal`).
+
+    >>> CompactSettings(limit=5000).goal
+    4000
+    """
+
+    limit: int
+    target: int | None = None  # None: the warn threshold of the limit
+    thresholds: Thresholds = Thresholds()
+    options: ChainOptions = field(default_factory=ChainOptions)
+    tokenizer: Tokenizer | None = None  # None: the default tokenizer
+    tokenizer_label: str = DEFAULT_TOKENIZER
+    count_opts: CountOptions = CountOptions()
+    embedder: Any = None  # relevance and coherence; None: lexical
+    summarizer: Callable[..., str] | None = None  # None: extractive
+    budget: Target | None = None  # where the limit came from, when resolved from a model or config
+
+    @property
+    def goal(self) -> int:
+        """What the chain aims for (see `budget.compaction_goal`)."""
+        return compaction_goal(self.limit, self.target, self.thresholds)
+
+    @property
+    def tok(self) -> Tokenizer:
+        """The tokenizer in use."""
+        return self.tokenizer if self.tokenizer is not None else get_tokenizer()
+
+    def replace(self, **changes: Any) -> CompactSettings:
+        """A copy with some fields changed (a replay at another limit, an action's chain)."""
+        return dataclasses.replace(self, **changes)

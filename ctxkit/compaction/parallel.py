@@ -9,13 +9,14 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
-from ctxkit.archive import Archive
+from ctxkit.archive import Archive, ref_scope
 from ctxkit.compaction.chain import compact
+from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Observer
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 
-_WORK: dict[str, Any] = {}  # what forked workers inherit: the compact() keyword arguments
+_WORK: dict[str, CompactSettings] = {}  # what forked workers inherit: the run's settings
 
 
 def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcript | None]:
@@ -24,7 +25,7 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcri
     events: list[Event] = []
     scratch = Archive(":memory:")
     try:
-        result = compact(t, archive=scratch, observe=events.append, **_WORK)
+        result = compact(t, _WORK["settings"], archive=scratch, observe=events.append)
     except CtxkitError as exc:
         return ("error", (type(exc).__name__, str(exc), exc.exit_code), events, [], None)
     rows = scratch.list(t.id) if result.changed else []
@@ -66,11 +67,11 @@ _PR_SET_PDEATHSIG = 1
 
 def compact_many(
     transcripts: Iterable[Transcript],
+    settings: CompactSettings,
     *,
     jobs: int = 1,
     archive: Archive | None = None,
     observe: Observer | None = None,
-    **kwargs: Any,
 ) -> Iterator[CompactResult]:
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
@@ -88,12 +89,12 @@ def compact_many(
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
     if workers <= 1 or "torch" in sys.modules:
         for t in chain(head, items):
-            yield compact(t, archive=archive, observe=observe, **kwargs)
+            yield compact(t, settings, archive=archive, observe=observe)
         return
     import multiprocessing
 
     _WORK.clear()
-    _WORK.update(kwargs)
+    _WORK["settings"] = settings
     try:
         with multiprocessing.get_context("fork").Pool(
             workers, initializer=_quiet_worker, initargs=(os.getpid(),)
@@ -110,16 +111,18 @@ def compact_many(
                     error.exit_code = code
                     raise error
                 if archive is not None and original is not None:
-                    if archive.key_for(original) != original.id:
-                        # Another transcript of this name is archived already: redo this one
-                        # here, so its refs carry the archive's distinct key.
-                        yield compact(original, archive=archive, observe=observe, **kwargs)
+                    archive.begin()
+                    key = archive.key_for(original)  # refs do not depend on it, rows do
+                    scope = ref_scope(original)
+                    units = [(row, row.unit()) for row in rows]
+                    if any(archive.ref_for(scope, u)[0] != row.ref for row, u in units):
+                        # A ref clashes with a unit this archive already holds: redo this one
+                        # here, where the ref can grow.
+                        yield compact(original, settings, archive=archive, observe=observe)
                         continue
-                    archive.put_transcript(original)
-                    for row in rows:
-                        archive.put(
-                            row.transcript_id, row.unit(), summary=row.summary, tokens=row.tokens
-                        )
+                    archive.put_transcript(original, key=key)
+                    for row, u in units:
+                        archive.put(key, u, summary=row.summary, tokens=row.tokens, scope=scope)
                 yield payload
     finally:
         _WORK.clear()

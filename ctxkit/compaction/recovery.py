@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ctxkit import structure
-from ctxkit.compaction.options import ChainOptions
 from ctxkit.model import Unit
 from ctxkit.strategies.base import State, archive_unit, refs_hint
+
+if TYPE_CHECKING:
+    from ctxkit.compaction.options import ChainOptions
 
 
 def _last_request_index(units: Sequence[Unit]) -> int | None:
@@ -237,3 +240,4 @@ RECOVERY: dict[str, Callable[[State, Sequence[Unit], ChainOptions], State] | Non
     "error": None,
 }
 RECOVERY_MODES = tuple(RECOVERY)
+DEFAULT_RECOVERY = "fresh_start"

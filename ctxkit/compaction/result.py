@@ -7,20 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.model import Transcript
+from ctxkit.strategies import STRATEGIES
 
-PHASES = (
-    "detection",
-    "offload",
-    "mask_observations",
-    "content_type_chunking",
-    "summarize_old",
-    "prioritize_recent",
-    "discard_low_rel",
-    "hybrid",
-    "recovery",
-    "handover",
-    "success",
-)
+# The phases an observer sees: detection, each strategy as it runs, recovery, the end.
+PHASES = ("detection", *STRATEGIES, "hybrid", "recovery", "handover", "success")
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,14 @@ import orjson
 from ctxkit.errors import InputError, unknown_name
 from ctxkit.fileio import atomic_writer
 from ctxkit.formats import anthropic, claude_code, codex, openai, sharegpt, units
-from ctxkit.formats.common import ReadStats, Source, snippet_of
+from ctxkit.formats.common import ReadOptions, ReadStats, Source, dumps, loads, snippet_of
 from ctxkit.model import Transcript
 
 __all__ = [
     "FORMATS",
     "MAX_RECORD_DEPTH",
     "WRITABLE",
+    "ReadOptions",
     "ReadStats",
     "detect_format",
     "expand_paths",
@@ -46,21 +47,19 @@ __all__ = [
     "write_transcripts",
 ]
 
-FORMATS: dict[str, ModuleType] = {
-    "units": units,
-    "openai": openai,
-    "anthropic": anthropic,
-    "claude-code": claude_code,
-    "codex": codex,
-    "sharegpt": sharegpt,
-}
-WRITABLE = ("units", "openai", "anthropic")
+# The registry: one line per format module, in detection order. A list of message records is
+# tried against each record format in turn: the app logs have unmistakable keys, the two API
+# shapes overlap (a plain {"role","content"} list is both), so openai is the fallback. A module
+# has NAME, detect() and read(); write() when it can be written; APP_LABEL for an app's own log
+# (skips records it does not know, so a forced one must see its own shape); RECORDS = False for
+# a conversation-level format (ShareGPT) that no list of records is detected as.
+_MODULES: tuple[ModuleType, ...] = (units, claude_code, codex, anthropic, openai, sharegpt)
 
-# Detection order for a list of message records: the app logs have unmistakable keys, the two
-# API shapes overlap (a plain {"role","content"} list is both), so openai is the fallback.
-_DETECT_ORDER = ("units", "claude-code", "codex", "anthropic", "openai")
-# Read-only app logs skip records they do not know, so a forced one must see its own shape.
-_APP_FORMATS = {"claude-code": "Claude Code", "codex": "Codex rollout"}
+FORMATS: dict[str, ModuleType] = {m.NAME: m for m in _MODULES}
+WRITABLE = tuple(name for name, m in FORMATS.items() if hasattr(m, "write"))
+_DETECT_ORDER = tuple(name for name, m in FORMATS.items() if getattr(m, "RECORDS", True))
+_APP_FORMATS = {name: m.APP_LABEL for name, m in FORMATS.items() if hasattr(m, "APP_LABEL")}
+
 _SNIFF_BYTES = 8192
 _LEADING_SPACE = re.compile(rb"\s*")
 
@@ -167,20 +166,12 @@ def _diagnose(data: bytes, exc: Exception | None, *, last: bool) -> str:
 class _Reader:
     """Reads one stream: sniffs JSON document vs JSONL, then hands records to a format."""
 
-    def __init__(
-        self,
-        path: str,
-        fmt: str | None,
-        include_sidechains: bool,
-        skip_invalid: bool,
-        stats: ReadStats,
-        include_compacted: bool = False,
-    ) -> None:
+    def __init__(self, path: str, opts: ReadOptions, stats: ReadStats) -> None:
         self.path = path
-        self.fmt = fmt
-        self.include_sidechains = include_sidechains
-        self.include_compacted = include_compacted
-        self.skip_invalid = skip_invalid
+        self.fmt = opts.format
+        self.include_sidechains = opts.include_sidechains
+        self.include_compacted = opts.include_compacted
+        self.skip_invalid = opts.skip_invalid
         self.stats = stats
         self.stem = _stem(path)
         self.seen_blocks: set[str] = set()
@@ -219,7 +210,7 @@ class _Reader:
         bare = len(first) < 64 and first.strip() in (b"{", b"[")
         if head == b"{" and not bare:
             try:
-                obj = orjson.loads(first)
+                obj = loads(first)
             except orjson.JSONDecodeError:
                 obj = None
             if obj is None:
@@ -227,7 +218,7 @@ class _Reader:
                 # broken first line: the document reading decides, else the lines do.
                 rest = stream.read()
                 try:
-                    doc = orjson.loads(first + rest)
+                    doc = loads(first + rest)
                 except orjson.JSONDecodeError:
                     yield from self.jsonl([(lineno, first, None)], io.BytesIO(rest), lineno)
                     return
@@ -249,7 +240,7 @@ class _Reader:
             data = first + rest if rest else first
             del rest
             try:
-                doc = orjson.loads(data)
+                doc = loads(data)
             except orjson.JSONDecodeError as exc:
                 line = lineno + (getattr(exc, "lineno", 1) or 1) - 1
                 problem = _diagnose(data, exc, last=False)
@@ -270,7 +261,6 @@ class _Reader:
                     continue
             yield n, obj
         n = start
-        loads = orjson.loads
         for raw in stream:
             n += 1
             try:
@@ -285,7 +275,7 @@ class _Reader:
     def _parse_line(self, n: int, raw: bytes) -> Any:
         """A line's record, or None after reporting (or counting) why it is not one."""
         try:
-            return orjson.loads(raw)
+            return loads(raw)
         except orjson.JSONDecodeError as exc:
             problem = _diagnose(raw, exc, last=not raw.endswith(b"\n"))
             self.fail(n, problem, None if problem.startswith("binary") else raw)
@@ -471,28 +461,36 @@ def _unknown_shape(obj: Any) -> str:
     )
 
 
+def _read_options(opts: ReadOptions | str | None) -> ReadOptions:
+    """`opts` as a record: a bare format name is `ReadOptions(format=name)`."""
+    if opts is None:
+        return ReadOptions()
+    if isinstance(opts, str):
+        opts = ReadOptions(format=opts)
+    if opts.format is not None and opts.format not in FORMATS:
+        raise unknown_name("format", opts.format, FORMATS)
+    return opts
+
+
 def read_path(
     path: str,
-    fmt: str | None = None,
+    opts: ReadOptions | str | None = None,
     *,
-    include_sidechains: bool = False,
-    skip_invalid: bool = False,
     stats: ReadStats | None = None,
     label: str | None = None,
-    include_compacted: bool = False,
 ) -> Iterator[Transcript]:
     """Transcripts in a file ("-" = stdin), read lazily; one per conversation (datasets yield many).
 
-    `label` names the input in transcript ids, `Transcript.path` and error messages instead of
-    `path` (a CLI that spools stdin to a temp file passes "<stdin>", so ids stay deterministic).
-    A Claude Code log keeps only its last compaction summary and what follows (what the model
-    still sees) unless `include_compacted`.
+    `opts` says how to read (`ReadOptions`, or just a format name). `label` names the input in
+    transcript ids, `Transcript.path` and error messages instead of `path` (a CLI that spools
+    stdin to a temp file passes "<stdin>", so ids stay deterministic). A Claude Code log keeps
+    only its last compaction summary and what follows (what the model still sees) unless
+    `opts.include_compacted`.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise unknown_name("format", fmt, FORMATS)
+    opts = _read_options(opts)
     stats = stats if stats is not None else ReadStats()
     name = label if label is not None else ("<stdin>" if path == "-" else path)
-    reader = _Reader(name, fmt, include_sidechains, skip_invalid, stats, include_compacted)
+    reader = _Reader(name, opts, stats)
     if path == "-":
         stats.files += 1
         yield from reader.read(sys.stdin.buffer)
@@ -510,21 +508,16 @@ def read_path(
         stream.close()
 
 
-def read_text(text: str, fmt: str | None = None, *, path: str = "<string>", **kw: Any) -> list[Transcript]:
+def read_text(
+    text: str,
+    opts: ReadOptions | str | None = None,
+    *,
+    path: str = "<string>",
+    stats: ReadStats | None = None,
+) -> list[Transcript]:
     """Transcripts in a string (tests, library use); same rules as `read_path`."""
-    if fmt is not None and fmt not in FORMATS:
-        raise unknown_name("format", fmt, FORMATS)
-    stats = kw.pop("stats", None) or ReadStats()
-    reader = _Reader(
-        path,
-        fmt,
-        bool(kw.pop("include_sidechains", False)),
-        bool(kw.pop("skip_invalid", False)),
-        stats,
-        bool(kw.pop("include_compacted", False)),
-    )
-    if kw:
-        raise TypeError(f"unexpected arguments: {', '.join(kw)}")
+    stats = stats if stats is not None else ReadStats()
+    reader = _Reader(path, _read_options(opts), stats)
     stats.files += 1
     return list(reader.read(io.BytesIO(text.encode("utf-8"))))
 
@@ -564,8 +557,7 @@ def output_format_for(t: Transcript, fmt: str | None) -> str:
 
 
 def _dump(obj: Any, *, indent: bool = False) -> str:
-    opts = orjson.OPT_INDENT_2 if indent else 0
-    return orjson.dumps(obj, option=opts).decode("utf-8")
+    return dumps(obj, indent=indent)
 
 
 def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str, Any]) -> dict[str, Any]:

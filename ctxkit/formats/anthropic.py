@@ -20,6 +20,7 @@ from ctxkit.formats.common import (
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "anthropic"
+EXTENSION = ".json"  # what `simulate` names its files
 
 _ANTHROPIC_BLOCKS = frozenset(
     {"tool_use", "tool_result", "thinking", "redacted_thinking", "server_tool_use", "document", "search_result"}

@@ -10,6 +10,7 @@ from ctxkit.formats.common import Source, blocks_text, link_group_sizes, timesta
 from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
+APP_LABEL = "Claude Code"
 # The skip kind counting message records a compaction summary replaced.
 COMPACTED = "before Claude Code's last compaction"
 

@@ -8,6 +8,7 @@ from ctxkit.formats.common import Source, args_text, blocks_text, dumps, finish,
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "codex"
+APP_LABEL = "Codex rollout"
 
 _KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,6 +14,17 @@ import orjson
 from ctxkit.classify import classify
 from ctxkit.errors import InputError
 from ctxkit.model import Unit
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read transcripts: built once from the flags (`--from`, `--include-sidechains`,
+    `--include-compacted`, `--skip-invalid`) and passed whole to every reader."""
+
+    format: str | None = None  # None: detected per file (per line for datasets)
+    include_sidechains: bool = False  # Claude Code: keep subagent records in the main thread
+    include_compacted: bool = False  # Claude Code: also read what its own compaction summarized
+    skip_invalid: bool = False  # count and skip unreadable lines instead of stopping
 
 
 @dataclass
@@ -103,9 +116,40 @@ def snippet_of(record: Any) -> str:
         return repr(record)[:60]
 
 
-def dumps(obj: Any) -> str:
-    """Compact JSON text (orjson), as sources and JSONL outputs use."""
-    return orjson.dumps(obj).decode("utf-8")
+# orjson reads an integer beyond 64 bits as a float (123456789012345678901234567890 comes back
+# as 1.2345678901234568e+29) and will not write one: a record holding a run of 19 digits (the
+# shortest such integer) is read again, and written, by the standard library, which keeps
+# integers exact. Floats round-trip either way (both write the shortest exact form).
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_LONG_DIGITS_TEXT = re.compile(r"\d{19}")
+
+
+def loads(data: bytes | str) -> Any:
+    """JSON text to Python, numbers exact: orjson, or the standard library for huge integers.
+
+    Raises `orjson.JSONDecodeError` (a `ValueError`) on text that is not JSON.
+    """
+    obj = orjson.loads(data)
+    pattern = _LONG_DIGITS_TEXT if isinstance(data, str) else _LONG_DIGITS
+    if pattern.search(data) is None:  # type: ignore[arg-type]
+        return obj
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's own limit)
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+        raise orjson.JSONDecodeError(f"number too long: {exc}", text, 0) from None
+
+
+def dumps(obj: Any, *, indent: bool = False) -> str:
+    """Compact JSON text (orjson, or the standard library when an integer exceeds 64 bits)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_INDENT_2 if indent else 0).decode("utf-8")
+    except TypeError as exc:
+        if "64-bit" not in str(exc):
+            raise
+    if indent:
+        return json.dumps(obj, ensure_ascii=False, indent=2)
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def args_text(value: Any) -> str:
@@ -122,7 +166,7 @@ def args_object(text: str) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = orjson.loads(text)
+        value = loads(text)
     except orjson.JSONDecodeError:
         return {"arguments": text}
     return value if isinstance(value, dict) else {"arguments": value}

@@ -17,6 +17,7 @@ from ctxkit.formats.common import (
 from ctxkit.model import ROLES, ToolCall, Transcript, Unit
 
 NAME = "openai"
+EXTENSION = ".json"  # what `simulate` names its files
 
 # Roles outside the four canonical ones, mapped to the closest; the source role is kept in meta.
 ROLE_MAP = {

@@ -6,10 +6,11 @@ from typing import Any
 
 import orjson
 
-from ctxkit.formats.common import Source, args_text, finish
+from ctxkit.formats.common import Source, args_text, finish, loads
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "sharegpt"
+RECORDS = False  # detected per conversation, never as a list of message records
 
 ROLES = {
     "human": "user",
@@ -37,7 +38,7 @@ def detect(obj: Any) -> bool:
 def _tools(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, str) and value.strip():
         try:
-            value = orjson.loads(value)
+            value = loads(value)
         except orjson.JSONDecodeError:
             return []
     if isinstance(value, dict):
@@ -67,7 +68,7 @@ def read(turns: list[Any], src: Source) -> Transcript:
         meta: dict[str, Any] = {"source_role": source} if source not in ("human", "gpt", "system") else {}
         if source == "function_call":
             try:
-                call = orjson.loads(value)
+                call = loads(value)
             except orjson.JSONDecodeError:
                 call = {"name": "", "arguments": value}
             if not isinstance(call, dict):

@@ -8,6 +8,7 @@ from ctxkit.formats.common import Source
 from ctxkit.model import Transcript, Unit
 
 NAME = "units"
+EXTENSION = ".jsonl"  # what `simulate` names its files
 
 # Keys only ctxkit unit records carry; `type`+`content`+`id` alone also identify one.
 _MARKERS = ("priorityTag", "tokenCount", "relevanceScore")

@@ -10,6 +10,7 @@ import orjson
 
 from ctxkit.budget import Thresholds
 from ctxkit.compaction import RECOVERY_MODES, ChainOptions, expand_chain
+from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import SettingsFileError
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
@@ -29,7 +30,7 @@ class Action:
     name: str
     chain: tuple[str, ...]
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    recovery_mode: str = "fresh_start"
+    recovery_mode: str = DEFAULT_RECOVERY
 
     def options(self, seed: int = 0) -> ChainOptions:
         """The chain options this action runs with."""
@@ -81,7 +82,7 @@ class Action:
                 raise bad(f"params for unknown strategy {key!r}; known: {', '.join(STRATEGIES)}")
             if not isinstance(value, Mapping):
                 raise bad(f"params of {key} must be a mapping")
-        recovery = d.get("recovery_mode") or "fresh_start"
+        recovery = d.get("recovery_mode") or DEFAULT_RECOVERY
         if recovery not in RECOVERY_MODES:
             raise bad(f"unknown recovery_mode {recovery!r}; known: {', '.join(RECOVERY_MODES)}")
         name = str(d.get("name") or "+".join(chain_value))

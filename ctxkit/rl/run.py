@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ctxkit.archive import Archive
-from ctxkit.budget import Thresholds, compaction_target, used_fraction
+from ctxkit.budget import used_fraction
+from ctxkit.compaction import CompactSettings
 from ctxkit.compaction import compact as run_chain
-from ctxkit.errors import CtxkitError, UsageError
+from ctxkit.errors import CtxkitError, unknown_name
 from ctxkit.model import TYPES, Transcript
-from ctxkit.rl.actions import DEFAULT_THRESHOLDS, MODES, Action
+from ctxkit.rl.actions import MODES, Action
 from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript, get_tokenizer
+from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
 @dataclass
@@ -42,6 +44,14 @@ class Outcome:
     retention: float | None = None
     retention_with_recall: float | None = None
     error: str | None = None
+
+    def add_retention(self, retention: Mapping[str, Any]) -> None:
+        """Record needle retention (`truth.needle_retention`'s figures)."""
+        self.needles_total = int(retention["total"])
+        self.needles_present = int(retention["present"])
+        self.needles_recallable = int(retention["recallable"])
+        self.retention = float(retention["retention"])
+        self.retention_with_recall = float(retention["retention_with_recall"])
 
     @property
     def reduction_ratio(self) -> float:
@@ -144,53 +154,50 @@ class Trial:
 def run_action(
     t: Transcript,
     action: Action,
+    settings: CompactSettings | None = None,
     *,
-    limit: int,
+    limit: int | None = None,
     mode: str = "oneshot",
-    target: int | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
-    embedder: Any = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    seed: int = 0,
 ) -> Trial:
-    """Apply one action to one transcript (one-shot or replayed) and measure the outcome."""
+    """Apply one action to one transcript (one-shot or replayed) and measure the outcome.
+
+    `settings` gives the budget, tokenizer and embedder (`limit` alone is shorthand for
+    `CompactSettings(limit=limit)`, or overrides the settings' limit); the action replaces
+    their chain, parameters and recovery mode.
+    """
     from ctxkit.truth import needle_retention
 
     if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
-    tok = tokenizer or get_tokenizer()
-    copts = count_opts or CountOptions()
-    goal = target if target is not None else compaction_target(limit, thresholds)
-    options = action.options(seed)
+        raise unknown_name("mode", mode, MODES)
+    if settings is None:
+        if limit is None:
+            raise TypeError("run_action() needs settings or a limit")
+        settings = CompactSettings(limit=limit)
+    elif limit is not None:
+        settings = settings.replace(limit=limit)
+    settings = settings.replace(options=action.options(settings.options.seed))
+    limit, tok, copts, embedder = (
+        settings.limit,
+        settings.tok,
+        settings.count_opts,
+        settings.embedder,
+    )
     truth = t.metadata.get("ground_truth")
     if truth:
-        from ctxkit.replay import truth_priorities
+        from ctxkit.truth import truth_priorities
 
         t = truth_priorities(t, truth)
     before = state_features(t, limit, tok, copts)
+    outcome = partial(Outcome, transcript_id=t.id, action=action.name, mode=mode, limit=limit)
+    retention: dict[str, Any] | None = None
     with Archive(":memory:") as archive:
         if mode == "replay":
             from ctxkit.replay import replay
 
-            r = replay(
-                t,
-                limit=limit,
-                target=goal,
-                options=options,
-                tokenizer=tok,
-                count_opts=copts,
-                archive=archive,
-                thresholds=thresholds,
-                truth=truth,
-                embedder=embedder,
-            )
+            r = replay(t, settings, archive=archive, truth=truth)
             result_t = r.transcript
-            retention: dict[str, Any] | None = r.retention if truth else None
-            outcome = Outcome(
-                transcript_id=t.id,
-                action=action.name,
-                mode=mode,
+            retention = r.retention if truth else None
+            out = outcome(
                 success=r.fits and r.invariants_ok,
                 fits=r.fits,
                 invariants_ok=r.invariants_ok,
@@ -199,7 +206,6 @@ def run_action(
                 tokens_reduced=max(0, r.original_tokens - r.final_tokens),
                 original_tokens=r.original_tokens,
                 final_tokens=r.final_tokens,
-                limit=limit,
                 time_ms=r.compaction_time_ms,
                 priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
                 compactions=r.compactions,
@@ -208,46 +214,28 @@ def run_action(
             )
         else:
             try:
-                c = run_chain(
-                    t,
-                    limit=limit,
-                    target=goal,
-                    options=options,
-                    tokenizer=tok,
-                    count_opts=copts,
-                    archive=archive,
-                    embedder=embedder,
-                )
+                c = run_chain(t, settings, archive=archive)
             except CtxkitError as exc:
                 # No context came out: nothing of the original is usable, so no coherence,
                 # reduction or priority credit.
                 result_t = t
-                original_tokens = before["tokens"]
-                outcome = Outcome(
-                    transcript_id=t.id,
-                    action=action.name,
-                    mode=mode,
+                out = outcome(
                     success=False,
                     fits=False,
                     invariants_ok=True,
                     used_recovery=False,
                     coherence_delta=0.0,
                     tokens_reduced=0,
-                    original_tokens=original_tokens,
-                    final_tokens=original_tokens,
-                    limit=limit,
+                    original_tokens=before["tokens"],
+                    final_tokens=before["tokens"],
                     time_ms=0.0,
                     priority_preserved=0.0,
                     compactions=1,
                     error=str(exc),
                 )
-                retention = None
             else:
                 result_t = c.transcript
-                outcome = Outcome(
-                    transcript_id=t.id,
-                    action=action.name,
-                    mode=mode,
+                out = outcome(
                     success=c.fits and bool(c.invariants["ok"]),
                     fits=c.fits,
                     invariants_ok=bool(c.invariants["ok"]),
@@ -256,54 +244,35 @@ def run_action(
                     tokens_reduced=max(0, c.tokens_before - c.tokens_after),
                     original_tokens=c.tokens_before,
                     final_tokens=c.tokens_after,
-                    limit=limit,
                     time_ms=c.time_ms,
                     priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
                     compactions=1 if c.changed else 0,
                 )
                 retention = needle_retention(result_t, truth, archive) if truth else None
-        if retention is not None:
-            outcome.needles_total = int(retention["total"])
-            outcome.needles_present = int(retention["present"])
-            outcome.needles_recallable = int(retention["recallable"])
-            outcome.retention = float(retention["retention"])
-            outcome.retention_with_recall = float(retention["retention_with_recall"])
+    if retention is not None:
+        out.add_retention(retention)
     after = state_features(result_t, limit, tok, copts)
-    return Trial(t, result_t, action, outcome, before, after)
+    return Trial(t, result_t, action, out, before, after)
 
 
 def score(
     transcripts: Iterable[Transcript],
     actions: Sequence[Action],
+    settings: CompactSettings | None = None,
     *,
-    limit_for: Callable[[Transcript], int],
+    limit_for: Callable[[Transcript], int] | None = None,
     mode: str = "oneshot",
-    target: int | None = None,
-    tokenizer: Tokenizer | None = None,
-    count_opts: CountOptions | None = None,
-    embedder: Any = None,
-    thresholds: Thresholds = DEFAULT_THRESHOLDS,
-    seed: int = 0,
 ) -> Iterator[list[Trial]]:
-    """For each transcript (read lazily), the trials of every action, in action order."""
-    tok = tokenizer or get_tokenizer()
+    """For each transcript (read lazily), the trials of every action, in action order.
+
+    `limit_for` picks each transcript's limit (e.g. from its ground truth); default the
+    settings' own. One of the two is needed.
+    """
+    if settings is None and limit_for is None:
+        raise TypeError("score() needs settings or limit_for")
     for t in transcripts:
-        limit = limit_for(t)
-        yield [
-            run_action(
-                t,
-                a,
-                limit=limit,
-                mode=mode,
-                target=target,
-                tokenizer=tok,
-                count_opts=count_opts,
-                embedder=embedder,
-                thresholds=thresholds,
-                seed=seed,
-            )
-            for a in actions
-        ]
+        limit = limit_for(t) if limit_for is not None else None
+        yield [run_action(t, a, settings, limit=limit, mode=mode) for a in actions]
 
 
 @dataclass

@@ -9,13 +9,12 @@ from pathlib import Path
 
 from ctxkit.errors import CtxkitError, unknown_name
 from ctxkit.fileio import atomic_set
+from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
 from ctxkit.truth import truth_lines
 
-OUTPUT_FORMATS = ("units", "openai", "anthropic")
-
-
-_EXTENSIONS = {"units": ".jsonl", "openai": ".json", "anthropic": ".json"}
+OUTPUT_FORMATS = WRITABLE
+_EXTENSIONS = {name: FORMATS[name].EXTENSION for name in WRITABLE}
 
 
 TRUTH_NAME = "truth.jsonl"

@@ -6,9 +6,11 @@ Each is a pure function `(state, params) -> state | None` (None = cannot help); 
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from ctxkit.errors import unknown_name
+from ctxkit.schema import plain
 from ctxkit.strategies import content_type_chunking as _chunking
 from ctxkit.strategies import discard_low_rel as _discard
 from ctxkit.strategies import mask_observations as _mask
@@ -24,24 +26,21 @@ from ctxkit.strategies.base import (
     protected,
 )
 
-STRATEGIES: dict[str, Strategy] = {
-    "offload": _offload.offload,
-    "mask_observations": _mask.mask_observations,
-    "content_type_chunking": _chunking.content_type_chunking,
-    "summarize_old": _summarize_old.summarize_old,
-    "prioritize_recent": _recent.prioritize_recent,
-    "discard_low_rel": _discard.discard_low_rel,
-}
+# The registry: one line per strategy module. Each module has `NAME`, a function of that name
+# (the strategy) and `Params` (its parameters: defaults, checks and help for the config file).
+_MODULES: tuple[ModuleType, ...] = (
+    _offload,
+    _mask,
+    _chunking,
+    _summarize_old,
+    _recent,
+    _discard,
+)
 
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "summarize_old": dict(_summarize_old.DEFAULTS),
-    "prioritize_recent": dict(_recent.DEFAULTS),
-    "content_type_chunking": {"compress_ratios": dict(_chunking.DEFAULT_RATIOS)},
-    "discard_low_rel": dict(_discard.DEFAULTS),
-    "offload": dict(_offload.DEFAULTS),
-    "mask_observations": dict(_mask.DEFAULTS),
-}
-
+STRATEGIES: dict[str, Strategy] = {m.NAME: getattr(m, m.NAME) for m in _MODULES}
+PARAMS: dict[str, type] = {m.NAME: m.Params for m in _MODULES}
+LABELS: dict[str, str] = {m.NAME: m.LABEL for m in _MODULES}
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {name: plain(p()) for name, p in PARAMS.items()}
 
 # Offloading first keeps huge outputs one `recall` away; summarizing old turns next keeps the most
 # meaning per token (measured with score-rl over every scenario and on the real transcripts:
@@ -68,6 +67,8 @@ __all__ = [
     "Context",
     "DEFAULT_CHAIN",
     "DEFAULT_PARAMS",
+    "LABELS",
+    "PARAMS",
     "STRATEGIES",
     "State",
     "Strategy",

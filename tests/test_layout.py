@@ -1,0 +1,108 @@
+"""One home for each decision: source checks that fail when a name list or a default is copied
+(issue "One engine, one source of truth")."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import ctxkit
+from ctxkit.compaction.recovery import RECOVERY_MODES
+from ctxkit.formats import FORMATS
+from ctxkit.strategies import STRATEGIES
+
+SRC = Path(ctxkit.__file__).parent
+
+
+def _modules() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(SRC.rglob("*.py")):
+        yield str(path.relative_to(SRC)), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _strings(tree: ast.Module) -> Iterator[ast.Constant]:
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            yield node
+
+
+def _places(value: str) -> list[str]:
+    return [name for name, tree in _modules() for n in _strings(tree) if n.value == value]
+
+
+def test_no_click_choice_copies_a_list() -> None:
+    """Every `click.Choice` takes a registry's names (or a named tuple), never a literal list."""
+    found = []
+    for name, tree in _modules():
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "Choice"
+                and node.args
+                and isinstance(node.args[0], ast.List)
+                and all(isinstance(e, ast.Constant) for e in node.args[0].elts)
+            ):
+                found.append(f"{name}:{node.lineno}")
+    assert found == []
+
+
+def test_the_default_tokenizer_is_named_once() -> None:
+    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name
+    assert _places("cl100k_base") == ["tokens/loaders.py"] * 3
+
+
+def test_one_compaction_goal() -> None:
+    """The goal is decided by `budget.compaction_goal` alone: no other code multiplies a limit
+    by the warn threshold."""
+    defs = [
+        name
+        for name, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name in ("compaction_goal", "compaction_target")
+    ]
+    assert defs == ["budget.py"]
+    products = [
+        name
+        for name, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mult)
+        and any(isinstance(s, ast.Attribute) and s.attr == "warn" for s in (node.left, node.right))
+    ]
+    assert products == ["budget.py", "budget.py"]  # Thresholds.bounds and compaction_goal
+
+
+def test_registry_names_live_in_their_registry() -> None:
+    """Strategy, recovery and format names are spelled in their own module; elsewhere code
+    refers to the registry. The listed exceptions are decisions about one named member."""
+    allowed = {
+        # an undone discard gives way to a summary; fresh_start announces its handover
+        "compaction/chain.py": {"discard_low_rel", "summarize_old", "fresh_start"},
+        "compaction/recovery.py": set(RECOVERY_MODES),  # the registry itself
+        # the builtin actions: deliberate parameter variants of named strategies
+        "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
+        "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
+        "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
+        "guard.py": {"offload"},  # a pending output's planned action
+    }
+    # "error" and "units" are also ordinary words (severities, token units)
+    names = {*STRATEGIES, "fresh_start", "truncate", *(n for n in FORMATS if n != "units")}
+    found = []
+    for name, tree in _modules():
+        home = name.startswith(("strategies/", "formats/"))
+        for node in _strings(tree):
+            if node.value in names and not home and node.value not in allowed.get(name, ()):
+                found.append(f"{name}:{node.lineno} {node.value!r}")
+    assert found == []
