@@ -658,7 +658,9 @@ def test_jobs_are_capped_at_the_work_and_the_cores(
     monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
     one = next(read_path(str(SAMPLE)))
     items = [one.replace(id=f"t{i}") for i in range(transcripts)]
-    runs = list(parallel.compact_many(iter(items), jobs=jobs, limit=3000, target=2400))
+    from ctxkit.compaction import CompactSettings
+
+    runs = list(parallel.compact_many(iter(items), CompactSettings(limit=3000), jobs=jobs))
     assert [r.transcript.id for r in runs] == [f"t{i}" for i in range(transcripts)]
     assert pools == ([] if expected is None else [expected])
 
