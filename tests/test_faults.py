@@ -325,6 +325,17 @@ def test_full_disk_is_one_line_and_leaves_nothing(
     assert files(work) == before  # no partial file, no temp file, no half set
 
 
+@pytest.mark.parametrize("room", [0, 100])
+def test_full_disk_on_expand(work: Path, full_disk: Callable[[int], None], room: int) -> None:
+    assert run(["compact", "a.json", *FAST, "-o", "c.json"]).exit_code == 0
+    before = files(work)
+    full_disk(room)
+    result = run(["expand", "c.json", "-o", "r.json"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: cannot write r.json: {ENOSPC_TEXT}"
+    assert files(work) == before
+
+
 def test_full_disk_while_spooling_stdin(work: Path, full_disk: Callable[[int], None]) -> None:
     full_disk(10)
     result = run(["compact", "-", *FAST, "-o", "out.json"], stdin=SAMPLE.read_bytes())
