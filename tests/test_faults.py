@@ -512,19 +512,24 @@ def _env() -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay_s", [0.05, 0.2, 0.5, 1.0])
+@pytest.mark.parametrize("delay_s", [0.05, 0.2, 0.4, 0.7, 1.0, 1.5])
 def test_sigint_during_start_up_is_quiet(work: Path, delay_s: float) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "ctxkit", "compact", "a.json", *FAST, "-o", "o.json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=_env(),
+        # a shell's background job ignores SIGINT, and a child would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
+    if b"Fatal Python error: init_import_site" in err:
+        return  # the interpreter's own start-up (site.py), before any ctxkit code runs
     assert b"Traceback" not in err, err.decode()
-    assert proc.returncode in (130, -signal.SIGINT, 0), err.decode()
+    finished = proc.returncode == 0 and delay_s >= 1.0  # a late signal may find it done
+    assert finished or proc.returncode in (130, -signal.SIGINT), err.decode()
     leftovers = [p.name for p in work.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
 
