@@ -649,36 +649,39 @@ def test_explicit_o200k_offline_is_a_clear_error(work: Path, no_network: list[st
 
 @pytest.mark.parametrize(
     "jobs,transcripts,cpus,expected",
-    [(100000, 1, 8, None), (100000, 3, 8, 3), (100000, 5, 2, 2), (2, 5, 8, 2), (1, 5, 8, None)],
+    [(100000, 1, 8, 1), (100000, 3, 8, 3), (100000, 5, 2, 2), (2, 5, 8, 2), (1, 5, 8, 1)],
 )
 def test_jobs_are_capped_at_the_work_and_the_cores(
-    monkeypatch: pytest.MonkeyPatch, jobs: int, transcripts: int, cpus: int, expected: int | None
+    monkeypatch: pytest.MonkeyPatch, jobs: int, transcripts: int, cpus: int, expected: int
 ) -> None:
+    from ctxkit.compaction import parallel
+
+    monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
+    pulled: list[int] = []
+
+    def lazy() -> Iterator[Any]:
+        for i in range(transcripts):
+            pulled.append(i)
+            yield f"t{i}"
+
+    workers, head = parallel.plan_workers(jobs, lazy())
+    assert workers == expected
+    assert len(pulled) == len(head) == expected  # read ahead no further than the workers
+
+
+def test_one_transcript_forks_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
-    from ctxkit.compaction import parallel
+    from ctxkit.compaction import CompactSettings, parallel
     from ctxkit.formats import read_path
 
-    pools: list[int] = []
-    real = multiprocessing.get_context
+    def no_fork(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("a pool was made for one transcript")
 
-    class Recording:
-        def __init__(self, method: str) -> None:
-            self.ctx = real(method)
-
-        def Pool(self, processes: int, **kw: Any) -> Any:  # noqa: N802 - multiprocessing's name
-            pools.append(processes)
-            return self.ctx.Pool(processes, **kw)
-
-    monkeypatch.setattr(multiprocessing, "get_context", Recording)
-    monkeypatch.setattr(parallel, "usable_cpus", lambda: cpus)
-    one = next(read_path(str(SAMPLE)))
-    items = [one.replace(id=f"t{i}") for i in range(transcripts)]
-    from ctxkit.compaction import CompactSettings
-
-    runs = list(parallel.compact_many(iter(items), CompactSettings(limit=3000), jobs=jobs))
-    assert [r.transcript.id for r in runs] == [f"t{i}" for i in range(transcripts)]
-    assert pools == ([] if expected is None else [expected])
+    monkeypatch.setattr(multiprocessing, "get_context", no_fork)
+    (t,) = read_path(str(SAMPLE))
+    (result,) = parallel.compact_many([t], CompactSettings(limit=3000), jobs=100000)
+    assert result.changed
 
 
 @pytest.mark.slow

@@ -65,6 +65,13 @@ def _quiet_worker(parent: int) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
+def plan_workers(jobs: int, items: Iterator[Transcript]) -> tuple[int, list[Transcript]]:
+    """How many workers `--jobs N` gets: min(N, transcripts, usable CPUs); and the transcripts
+    read ahead to know (at most one per worker, so a lazy input stays lazy)."""
+    head = list(islice(items, min(jobs, usable_cpus())))
+    return len(head), head
+
+
 def compact_many(
     transcripts: Iterable[Transcript],
     settings: CompactSettings,
@@ -83,8 +90,7 @@ def compact_many(
     import sys
 
     items = iter(transcripts)
-    head = list(islice(items, min(jobs, usable_cpus())))  # a worker per transcript at most
-    workers = len(head)
+    workers, head = plan_workers(jobs, items)
     # Forking a process whose torch threads are running can deadlock the children: fork only
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
     if workers <= 1 or "torch" in sys.modules:
