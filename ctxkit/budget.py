@@ -22,6 +22,7 @@ Statuses, as fractions of the limit in force: ok < warn (0.80) <= compact (0.95)
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -60,6 +61,17 @@ class ModelInfo:
     tokenizer_note: str = ""
     extended_context_window: int | None = None
     notes: str = ""
+    aliases: tuple[str, ...] = ()
+    input_per_mtok: float | None = None  # USD per million input tokens
+    cached_input_per_mtok: float | None = None  # a prompt-cache read
+    cache_write_per_mtok: float | None = None  # a prompt-cache write (Anthropic)
+    output_per_mtok: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as `ctxkit models --format json` prints it."""
+        return {f: getattr(self, f) for f in self.__dataclass_fields__} | {
+            "aliases": list(self.aliases)
+        }
 
 
 @lru_cache(maxsize=1)
@@ -67,26 +79,49 @@ def load_models() -> dict[str, ModelInfo]:
     """The bundled models table, by name."""
     text = resources.files("ctxkit").joinpath("models.toml").read_text(encoding="utf-8")
     table = tomllib.loads(text)["models"]
-    return {name: ModelInfo(name=name, **row) for name, row in table.items()}
+    return {
+        name: ModelInfo(name=name, **{**row, "aliases": tuple(row.get("aliases", ()))})
+        for name, row in table.items()
+    }
+
+
+@lru_cache(maxsize=1)
+def _aliases() -> dict[str, str]:
+    return {alias: m.name for m in load_models().values() for alias in m.aliases}
+
+
+# A vendor's dated snapshot of a model (`gpt-4o-2024-08-06`, `claude-sonnet-4-20250514`) or its
+# moving `-latest` pointer: the same window and prices as the model itself.
+_SNAPSHOT = re.compile(r"^(?P<base>.+?)-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
 
 
 def find_model(name: str) -> tuple[ModelInfo | None, str]:
-    """The table row for a model name (exact, without a `provider/` prefix, or by the longest
-    entry that prefixes it followed by "-"), and the name it matched as ("" when none)."""
+    """The table row for a model name and the name it matched as ("" when none).
+
+    Names are strict: a row's name or one of its aliases, without a `provider/` prefix,
+    optionally followed by a dated snapshot suffix or `-latest`. Nothing else matches: a typo
+    is an error (`model_suggestions` says what was meant), never another model.
+    """
     models = load_models()
     key = name.strip().lower()
-    candidates = [key]
     if "/" in key:
-        candidates.append(key.rsplit("/", 1)[1])
-    for cand in candidates:
-        if cand in models:
-            return models[cand], cand
-    for cand in candidates:
-        prefixes = [m for m in models if cand.startswith(m + "-")]
-        if prefixes:
-            best = max(prefixes, key=len)
-            return models[best], best
+        key = key.rsplit("/", 1)[1]
+    snapshot = _SNAPSHOT.match(key)
+    for cand in (key, snapshot.group("base") if snapshot else None):
+        if cand is None:
+            continue
+        canonical = cand if cand in models else _aliases().get(cand)
+        if canonical is not None:
+            return models[canonical], canonical
     return None, ""
+
+
+def model_suggestions(name: str, n: int = 3) -> list[str]:
+    """The known model names (and aliases) closest to `name`, best first."""
+    import difflib
+
+    key = name.strip().lower().rsplit("/", 1)[-1]
+    return difflib.get_close_matches(key, [*load_models(), *_aliases()], n=n, cutoff=0.6)
 
 
 # --- thresholds and statuses ----------------------------------------------------------------
@@ -211,10 +246,11 @@ def resolve_model_budget(
     name = model or ("custom" if any(v is not None for v in given) else "default")
     model_cfg = _lookup(config.models, model, matched)
     if model and info is None and model_cfg is None and context_window is None:
-        known = ", ".join(sorted(load_models()))
+        close = model_suggestions(model)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
         raise UsageError(
-            f"unknown model {model!r}; known: {known}. Give --window (and --max-output), "
-            "or add it under context_config.models"
+            f"unknown model {model!r}; {hint}`ctxkit models` lists the known ones. Give "
+            "--window (and --max-output), or add it under context_config.models"
         )
     provider = info.provider if info else (model.split("/", 1)[0] if model and "/" in model else "")
     provider_cfg = config.providers.get(provider) if provider else None

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.agents import AgentForecast, forecast, get_rule
 from ctxkit.budget import (
     STATUSES,
     Target,
@@ -37,6 +38,7 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.config import Config
+from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import (
@@ -321,6 +323,9 @@ class TargetResult:
     notes: list[str] = field(default_factory=list)
     pending: PendingPlan | None = None
     replay: ThresholdHistory | None = None
+    usage: RecordedUsage | None = None  # what the provider recorded, when the log says
+    basis: str = "local count"  # or "recorded usage": what `used` rests on
+    agents: list[AgentForecast] = field(default_factory=list)  # guard --as AGENT
 
     @property
     def limit(self) -> int:
@@ -362,7 +367,11 @@ class TargetResult:
             "tokenizer_note": self.target.tokenizer_note or None,
             "notes": list(self.notes),
             "budget": self.target.to_dict(),
+            "basis": self.basis,
+            "recorded_usage": self.usage.to_dict() if self.usage is not None else None,
         }
+        if self.agents:
+            d["agents"] = [a.to_dict() for a in self.agents]
         if self.pending is not None:
             d["pending"] = self.pending.to_dict()
         if self.replay is not None:
@@ -450,13 +459,21 @@ def evaluate(
     opts: CountOptions | None = None,
     tokenizers: TokenizerCache | None = None,
     trace: Trace | None = None,
+    use_usage: bool = True,
+    as_agents: Sequence[str] = (),
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
     `system` is a system prompt sent before the transcript's units, `tools` the tool schemas
     sent with the call (they replace any the transcript carries), `pending` tool outputs about
-    to be appended.
+    to be appended. Where the log records what the provider counted, the gap between that and
+    ctxkit's count of the same context is the `unlogged` region (what the log never shows),
+    carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
+    recorded usage. `as_agents` names coding agents (`ctxkit.agents.RULES`) whose own
+    auto-compaction trigger is applied to each target's window; with `do_replay` also at which
+    unit each would first have compacted and how many times.
     """
+    rules = [get_rule(name) for name in as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
     config = config or Config()
@@ -485,6 +502,15 @@ def evaluate(
         tc = counted[key]
         regions = dict(tc.regions)
         used = tc.total
+        usage = recorded_usage(t, tok, opts) if use_usage else None
+        if usage is not None and usage.unlogged > 0:
+            regions["unlogged"] = usage.unlogged
+            used += usage.unlogged
+            say(
+                f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
+                f"{usage.after_unit}); counted {usage.estimated} for that context; unlogged "
+                f"{usage.unlogged} carried forward"
+            )
         plan: PendingPlan | None = None
         if pending:
             plan = plan_pending(pending, used, target.limit, tok, opts, config)
@@ -496,6 +522,28 @@ def evaluate(
             )
         result = _judge(target, used, regions, label, config)
         result.pending = plan
+        result.usage = usage
+        if usage is not None and usage.unlogged > 0:
+            result.basis = "recorded usage"
+        thrash = thrash_note(t, tc, regions, target)
+        if thrash:
+            result.notes.append(thrash)
+        fixed = (
+            regions.get("tools", 0)
+            + regions.get("unlogged", 0)
+            + (opts.reply_priming if t.units else 0)
+        )
+        result.agents = [
+            forecast(
+                rule,
+                target.context_window,
+                target.max_output_tokens,
+                used,
+                [u.total for u in tc.units] if do_replay else None,
+                fixed,
+            )
+            for rule in rules
+        ]
         if do_replay:
             fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
             result.replay = threshold_history(
@@ -534,6 +582,32 @@ def evaluate(
         + f", exit {verdict.exit_code(fail_on)} (fail-on {fail_on})"
     )
     return verdict
+
+
+def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Target) -> str | None:
+    """A warning when what compaction can never remove (system, tool schemas, unlogged, P1
+    units and the protected requests, with their tool blocks) already reaches the compact
+    threshold (compaction would fire again on every turn), or stays above the goal it aims for.
+    """
+    from ctxkit.structure import protected_indices
+
+    keep = protected_indices(t.units)
+    floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
+    floor += regions.get("unlogged", 0)
+    bounds = target.thresholds.bounds(target.limit)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
+    if floor >= bounds["compact"]:
+        return (
+            f"thrash: {floor:,} tokens that no compaction can remove ({what}) reach the compact "
+            f"threshold ({bounds['compact']:,}): compaction would repeat on every turn"
+        )
+    if floor > goal:
+        return (
+            f"thrash risk: {floor:,} tokens that no compaction can remove ({what}) are above the "
+            f"compaction goal ({goal:,}): every compaction ends short of it and fires again soon"
+        )
+    return None
 
 
 def _judge(

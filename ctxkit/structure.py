@@ -368,3 +368,24 @@ def pairs_intact(before: Sequence[Unit], after: Sequence[Unit]) -> list[Problem]
                 Problem("missing_result", after[i].id, f"tool call {cid!r} lost its result")
             )
     return problems
+
+
+def protected_indices(units: Sequence[Unit], *, in_recovery: bool = False) -> set[int]:
+    """Indices that must survive compaction verbatim: system units, first and last user
+    requests, P1 units, and every unit of the atomic block (call + results) that holds one.
+
+    In recovery only the system units and the last user request are protected: recovery may
+    move P1 units to the archive (the handover names them).
+    """
+    keep: set[int] = {i for i, u in enumerate(units) if u.role == "system"}
+    requests = [i for i, u in enumerate(units) if is_user_request(u)]
+    if requests:
+        keep.add(requests[-1])
+        if not in_recovery:
+            keep.add(requests[0])
+    if not in_recovery:
+        keep.update(i for i, u in enumerate(units) if u.is_p1)
+    for start, end in blocks(list(units)):
+        if end - start > 1 and any(i in keep for i in range(start, end)):
+            keep.update(range(start, end))
+    return keep

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -88,27 +90,39 @@ def test_qwen_yarn_window() -> None:
     [
         ("gpt-4o-2024-08-06", "gpt-4o"),
         ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
-        ("gpt-4.1-mini", "gpt-4.1"),
+        ("gpt-4.1-mini", "gpt-4.1-mini"),
+        ("gpt-4o-latest", "gpt-4o"),
+        ("claude-3.5-sonnet", "claude-3-5-sonnet"),
         ("claude-sonnet-4-20250514", "claude-sonnet-4"),
         ("anthropic/claude-opus-4", "claude-opus-4"),
         ("GPT-4", "gpt-4"),
         ("gpt-4-turbo-preview", "gpt-4-turbo"),
     ],
 )
-def test_find_model_by_prefix(given: str, matched: str) -> None:
+def test_find_model_by_name_alias_or_snapshot(given: str, matched: str) -> None:
     info, name = find_model(given)
     assert info is not None and name == matched
 
 
-def test_unknown_model_lists_known() -> None:
+@pytest.mark.parametrize("typo", ["gpt-4o-mnii", "gpt-4o-mini-foo", "claude-sonnet-4-5", "gpt-4.1-nano"])
+def test_names_are_strict(typo: str) -> None:
+    """A name that is not a model, an alias or a dated snapshot is never taken for another."""
+    assert find_model(typo) == (None, "")
+    with pytest.raises(UsageError):
+        resolve_target(typo)
+
+
+def test_unknown_model_suggests_the_closest() -> None:
+    with pytest.raises(UsageError) as exc:
+        resolve_target("gpt-4o-mnii")
+    assert str(exc.value) == (
+        "unknown model 'gpt-4o-mnii'; did you mean gpt-4o-mini or gpt-4.1-mini or gpt-4o? "
+        "`ctxkit models` lists the known ones. Give --window (and --max-output), or add it "
+        "under context_config.models"
+    )
     with pytest.raises(UsageError) as exc:
         resolve_target("gpt-9")
-    assert str(exc.value).startswith(
-        "unknown model 'gpt-9'; known: claude-3-5-haiku, claude-3-5-sonnet"
-    )
-    assert str(exc.value).endswith(
-        "Give --window (and --max-output), or add it under context_config.models"
-    )
+    assert str(exc.value).startswith("unknown model 'gpt-9'; did you mean ")
     # a window makes any name usable
     assert resolve_target("gpt-9", context_window=10000).context_window == 10000
 
@@ -297,3 +311,31 @@ def test_model_binds_when_smaller_than_policy() -> None:
     t = resolve_target("gpt-4", limit=5000)
     assert (t.limit, t.bound_by, t.policy_limit) == (3072, "model", 5000)
     assert t.rule == "model: window - buffer - max output"
+
+
+def test_every_priced_model_lists_input_and_output() -> None:
+    for m in load_models().values():
+        if m.cached_input_per_mtok is not None or m.cache_write_per_mtok is not None:
+            assert m.input_per_mtok is not None and m.output_per_mtok is not None, m.name
+        if m.provider in ("openai", "anthropic", "google"):
+            assert m.input_per_mtok is not None, m.name
+    assert load_models()["claude-sonnet-4"].cache_write_per_mtok == 3.75
+
+
+def test_models_command_lists_and_checks_names() -> None:
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    runner = CliRunner()
+    r = runner.invoke(cli, ["models", "--format", "jsonl"], catch_exceptions=False)
+    assert r.exit_code == 0
+    names = [json.loads(line)["name"] for line in r.stdout.splitlines()]
+    assert names == list(load_models())
+    r = runner.invoke(cli, ["models", "gpt-4o-2024-08-06", "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["name"] == "gpt-4o"
+    r = runner.invoke(cli, ["models", "gpt-4o-mnii"])
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: unknown model 'gpt-4o-mnii'; did you mean gpt-4o-mini or gpt-4.1-mini or gpt-4o?"
+    )

@@ -494,11 +494,56 @@ def test_claude_code_is_counted_from_its_last_compaction(realdata: Path) -> None
         / "claude-code"
         / "conneroisu__templar__logs-chat-json@a46211b7__session-b9712494.jsonl"
     )
-    live = CliRunner().invoke(cli, ["count", str(log), "--format", "json"], catch_exceptions=False)
+    live = CliRunner().invoke(
+        cli, ["count", str(log), "--format", "json", "--no-usage"], catch_exceptions=False
+    )
     whole = CliRunner().invoke(
-        cli, ["count", str(log), "--format", "json", "--include-compacted"], catch_exceptions=False
+        cli,
+        ["count", str(log), "--format", "json", "--include-compacted", "--no-usage"],
+        catch_exceptions=False,
     )
     assert live.exit_code == whole.exit_code == 0
     assert orjson.loads(live.stdout)[0]["total"] == 92_571
     assert orjson.loads(whole.stdout)[0]["total"] == 194_206
     assert "before Claude Code's last compaction" in live.stderr
+
+
+def test_cost_prices_recorded_calls_with_prompt_caching() -> None:
+    """`--cost` bills each recorded call's uncached input, cache reads, cache writes and output at
+    the model's prices, computed here straight from the log's own `usage` records."""
+    log = Path(__file__).parents[1] / "sample_transcripts" / "claude-code-session.jsonl"
+    usage: dict[str, dict[str, int]] = {}
+    for line in log.read_text().splitlines():
+        rec = orjson.loads(line)
+        msg = rec.get("message") or {}
+        if rec.get("type") == "assistant" and isinstance(msg.get("usage"), dict):
+            usage[msg["id"]] = msg["usage"]  # repeated per record of a response; the last wins
+    price = {
+        "input_tokens": 3.0,
+        "cache_read_input_tokens": 0.3,
+        "cache_creation_input_tokens": 3.75,
+        "output_tokens": 15.0,
+    }  # claude-sonnet-4, $/M
+    billed = sum(u.get(k, 0) * p for u in usage.values() for k, p in price.items()) / 1e6
+    no_cache = (
+        sum(
+            (u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"])
+            * 3.0
+            + u["output_tokens"] * 15.0
+            for u in usage.values()
+        )
+        / 1e6
+    )
+    r = CliRunner().invoke(
+        cli,
+        ["count", str(log), "--cost", "claude-sonnet-4", "--format", "json"],
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, r.stderr
+    (row,) = orjson.loads(r.stdout)
+    assert (row["model"], row["calls"]) == ("claude-sonnet-4", len(usage))
+    assert row["$ billed"] == round(billed, 4)
+    assert row["$ without cache"] == round(no_cache, 4)
+    assert row["$ next call warm"] < row["$ next call cold"]
+    bad = CliRunner().invoke(cli, ["count", str(log), "--cost", "phi-4"])
+    assert bad.exit_code == 2 and "models.toml lists no prices for phi-4" in bad.stderr

@@ -459,8 +459,8 @@ def test_claude_code_synthetic_log() -> None:
     assert stats.skipped_sidechain == 1
     # usage once per response, from its last record; the model had seen unit 0 before msg_1
     assert t.metadata["provider_usage"] == {"source": "claude-code", "calls": [
-        {"after_unit": 0, "input_tokens": 115, "output_tokens": 12},
-        {"after_unit": 4, "input_tokens": 117, "output_tokens": 3},
+        {"after_unit": 0, "input_tokens": 115, "cache_read_tokens": 100, "cache_write_tokens": 10, "output_tokens": 12},
+        {"after_unit": 4, "input_tokens": 117, "cache_read_tokens": 100, "cache_write_tokens": 10, "output_tokens": 3},
     ]}
     (side,) = read_text(text, ReadOptions(include_sidechains=True, include_compacted=True))
     assert [u.content for u in side.units if u.meta.get("sidechain")] == ["subagent says hi"]
@@ -484,13 +484,14 @@ def test_claude_code_keeps_only_the_context_after_its_last_compaction() -> None:
         "summary": 1, "system": 1, "file-history-snapshot": 1, "before Claude Code's last compaction": 7}
     assert stats.skipped_sidechain == 1
     assert "session.jsonl: 7 records before Claude Code's last compaction summary left out" in stats.warnings[0]
-    assert t.metadata["provider_usage"]["calls"] == [{"after_unit": 0, "input_tokens": 119, "output_tokens": 2}]
+    assert t.metadata["provider_usage"]["calls"] == [
+        {"after_unit": 0, "input_tokens": 119, "cache_read_tokens": 100, "cache_write_tokens": 10, "output_tokens": 2}]
     assert t.units[0].raw == second  # still the source record: writes back unchanged
     # one summary: the units from it on, calls moved to the kept units
     (one_summary,) = read_text("".join(json.dumps(r) + "\n" for r in CLAUDE_LOG))
     assert [u.id for u in one_summary.units] == ["c1", "a4"]
     assert one_summary.metadata["provider_usage"]["calls"] == [
-        {"after_unit": 0, "input_tokens": 117, "output_tokens": 3}]
+        {"after_unit": 0, "input_tokens": 117, "cache_read_tokens": 100, "cache_write_tokens": 10, "output_tokens": 3}]
     (full,) = read_text(text, ReadOptions(include_compacted=True))
     assert len(full.units) == 8 and [c["after_unit"] for c in full.metadata["provider_usage"]["calls"]] == [0, 4, 6]
 
@@ -560,7 +561,7 @@ def test_codex_synthetic_rollout() -> None:
     assert (t.units[4].name, t.units[6].name) == ("shell", "apply_patch")
     assert t.units[5].tool_calls[0].arguments == "*** Begin Patch"
     assert t.metadata["provider_usage"] == {"source": "codex", "calls": [
-        {"after_unit": 1, "input_tokens": 900, "output_tokens": 20}]}
+        {"after_unit": 1, "input_tokens": 900, "cache_read_tokens": 800, "output_tokens": 20}]}
     assert stats.skipped_non_message == {
         "session_meta": 1, "event_msg:user_message": 1, "turn_context": 1, "event_msg:token_count": 3,
         "response_item:reasoning": 1, "response_item:ghost_snapshot": 1,

@@ -307,3 +307,31 @@ def test_replay_over_hits_with_unordered_timestamps() -> None:
     rp = threshold_history(units, [100] * 5, 0, 50, resolve_target().thresholds)
     assert rp.max_over_hits_per_hour == 3
     assert rp.trigger is not None and rp.trigger["unit_id"] == "u3"
+
+
+def test_thrash_warning_when_what_cannot_be_removed_reaches_the_threshold() -> None:
+    """A system prompt at 96% of the limit: compaction cannot get under the compact threshold,
+    so it would fire on every turn; at 85% it ends above its goal; at 30% nothing is said."""
+    base = session()
+    tok = get_tokenizer("cl100k_base")
+
+    def with_system(words: int) -> Transcript:
+        units = [Unit(id="s", role="system", content=" ".join(["rule"] * words)), *base.units[1:]]
+        return base.replace(units=units)
+
+    limit = 2000
+    notes = {}
+    for share in (0.96, 0.85, 0.30):
+        words = 1
+        while (
+            count_transcript(
+                with_system(words).replace(units=[with_system(words).units[0]]), tok
+            ).total
+            < share * limit
+        ):
+            words += 25
+        v = evaluate(with_system(words), [window(limit)])
+        notes[share] = [n for n in v.results[0].notes if n.startswith("thrash")]
+    assert notes[0.96] and notes[0.96][0].endswith("compaction would repeat on every turn")
+    assert notes[0.85] and notes[0.85][0].startswith("thrash risk: ")
+    assert notes[0.30] == []

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data" / "guard"
+SAMPLES = Path(__file__).parents[1] / "sample_transcripts"
 CASES = json.loads((DATA / "cases.json").read_text())
 REGEN = os.environ.get("CTXKIT_REGEN_GOLDEN") == "1"
 
@@ -121,7 +122,7 @@ def test_check_reports_unit_ids() -> None:
 
 
 BAD = [
-    (["--model", "gpt-9"], 2, "unknown model 'gpt-9'; known: claude-3-5-haiku,"),
+    (["--model", "gpt-9"], 2, "unknown model 'gpt-9'; did you mean "),
     (
         ["--agent", "nobody"],
         2,
@@ -350,3 +351,56 @@ def test_real_transcripts(realdata: Path, name: str) -> None:
         assert all(v is None or v["tokens"] <= target["used"] for v in last.values())
     first = got["targets"][0]
     assert first["decision"] == ("chosen" if first["status"] != "overflow" else "does not fit")
+
+
+def _logs_with_usage(realdata: Path) -> list[Path]:
+    return sorted(
+        p
+        for folder in ("claude-code", "codex", "mini-swe-agent")
+        for p in (realdata / folder).iterdir()
+        if p.is_file()
+    )
+
+
+def test_guard_never_says_ok_where_the_provider_saw_more(realdata: Path) -> None:
+    """On every real log that records usage, a limit between the local count and what the
+    provider recorded is an overflow, not `ok`; `--no-usage` is the local count alone."""
+    from ctxkit.counting import recorded_usage
+    from ctxkit.formats import read_path
+    from ctxkit.tokens import count_transcript, get_tokenizer
+
+    tok = get_tokenizer()
+    checked = 0
+    for path in _logs_with_usage(realdata):
+        (t,) = read_path(str(path))
+        usage = recorded_usage(t, tok)
+        assert usage is not None, path.name
+        local = count_transcript(t, tok).total
+        if usage.recorded <= local:
+            continue
+        limit = (local + usage.recorded) // 2  # the local count fits, the provider's does not
+        r = run(["guard", str(path), "--limit", str(limit), "--format", "json"], cwd=path.parent)
+        (res,) = json.loads(r.stdout)["targets"]
+        assert r.exit_code == 5 and res["status"] == "overflow", path.name
+        assert res["basis"] == "recorded usage"
+        assert res["used"] == local + usage.unlogged >= usage.recorded
+        assert res["regions"]["unlogged"] == usage.unlogged
+        r = run(["guard", str(path), "--limit", str(limit), "--no-usage", "--format", "json"])
+        (res,) = json.loads(r.stdout)["targets"]
+        assert res["used"] == local and res["basis"] == "local count"
+        checked += 1
+    assert checked >= 9  # every Claude Code log and the Codex rollout
+
+
+def test_count_reports_recorded_usage_and_the_unlogged_region() -> None:
+    r = run(["count", "claude-code-session.jsonl", "--format", "json"], cwd=SAMPLES)
+    (row,) = json.loads(r.stdout)
+    assert (row["history"], row["unlogged"], row["total"], row["recorded"]) == (
+        1682,
+        15827,
+        17509,
+        17437,
+    )
+    r = run(["count", "claude-code-session.jsonl", "--format", "json", "--no-usage"], cwd=SAMPLES)
+    (row,) = json.loads(r.stdout)
+    assert "unlogged" not in row and row["total"] == 1682

@@ -19,8 +19,15 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
-from ctxkit.counting import BREAKDOWNS, Breakdown, Calibration, calibrate_usage
-from ctxkit.errors import CtxkitError
+from ctxkit.counting import (
+    BREAKDOWNS,
+    Breakdown,
+    Calibration,
+    calibrate_usage,
+    recorded_usage,
+    transcript_cost,
+)
+from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
@@ -71,6 +78,21 @@ CALIBRATION_NOTE = (
     help="A JSON list of tool schemas the log does not record; counted as tools.",
 )
 @click.option(
+    "--cost",
+    "cost_models",
+    multiple=True,
+    metavar="MODEL",
+    help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
+    "MODEL's prices from models.toml; repeat for several models.",
+)
+@click.option(
+    "--no-usage",
+    "no_usage",
+    is_flag=True,
+    help="Ignore the provider usage a log records (by default its gap to the local count is "
+    "the `unlogged` region).",
+)
+@click.option(
     "--calibrate",
     is_flag=True,
     help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
@@ -87,6 +109,8 @@ def count(
     fmt: str | None,
     system_file: str | None,
     tools_file: str | None,
+    cost_models: tuple[str, ...],
+    no_usage: bool,
     calibrate: bool,
     progress: bool | None,
     debug: bool,
@@ -135,29 +159,47 @@ def count(
         _write_calibration(cal, fmt)
         return
 
+    priced = [_priced_model(name) for name in cost_models]
     breakdown = Breakdown(by, tok, opts) if by else None
     region_rows: list[dict[str, Any]] = []
+    cost_rows: list[dict[str, Any]] = []
+    any_usage = False
     for t in items:
         counted = count_transcript(t, tok, opts)
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
+        usage = None if no_usage else recorded_usage(t, tok, opts)
+        any_usage = any_usage or usage is not None
+        unlogged = usage.unlogged if usage is not None else 0
         region_rows.append(
             {
                 "transcript": label,
                 "format": t.source_format,
                 "units": len(t.units),
                 **counted.regions,
-                "total": counted.total,
+                "unlogged": unlogged,
+                "total": counted.total + unlogged,
+                "recorded": usage.recorded if usage is not None else None,
             }
         )
+        for model in priced:
+            cost = transcript_cost(t, model, counted.total + unlogged)
+            cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")
     _report_reading(tok, stats, debug)
     if not region_rows:
         raise CtxkitError("no conversation found in the input")
+    if not any_usage:
+        # no log recorded usage: the columns would say nothing
+        region_rows = [
+            {k: v for k, v in r.items() if k not in ("unlogged", "recorded")} for r in region_rows
+        ]
     rows = breakdown.rows() if breakdown is not None else region_rows
-    if breakdown is None and len(rows) > 1:
+    if priced:
+        rows = cost_rows
+    elif breakdown is None and len(rows) > 1:
         rows = rows + [_total_row(rows)]
     if not rows:
         what = "tool calls or results" if by == "tool" else "messages"
@@ -165,6 +207,34 @@ def count(
     if fmt == "table":
         rows = [_short_labels(r) for r in rows]
     write_rows(rows, fmt, sys.stdout)
+
+
+def _priced_model(name: str) -> Any:
+    from ctxkit.budget import find_model, model_suggestions
+
+    info, _ = find_model(name)
+    if info is None:
+        close = model_suggestions(name)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"--cost: unknown model {name!r}{hint}")
+    if info.input_per_mtok is None or info.output_per_mtok is None:
+        raise UsageError(f"--cost: models.toml lists no prices for {info.name}")
+    return info
+
+
+def _cost_row(cost: Any) -> dict[str, Any]:
+    return {
+        "model": cost.model,
+        "calls": cost.calls,
+        "input": cost.input_tokens,
+        "cache read": cost.cache_read_tokens,
+        "cache write": cost.cache_write_tokens,
+        "output": cost.output_tokens,
+        "$ billed": round(cost.usd, 4),
+        "$ without cache": round(cost.usd_no_cache, 4),
+        "$ next call cold": round(cost.next_call_cold_usd, 4),
+        "$ next call warm": round(cost.next_call_warm_usd, 4),
+    }
 
 
 def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
@@ -186,8 +256,9 @@ def _label(t: Transcript) -> str:
 
 def _total_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {"transcript": f"total ({len(rows)} conversations)", "format": None}
-    for key in ("units", *REGIONS, "total"):
-        total[key] = sum(r[key] for r in rows)
+    for key in ("units", *REGIONS, "unlogged", "total", "recorded"):
+        if key in rows[0]:
+            total[key] = sum(r[key] or 0 for r in rows)
     return total
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ctxkit.agents import RULES
 from ctxkit.cli.options import (
     FiniteFloat,
     debug_option,
@@ -98,6 +99,21 @@ Exit codes:
     "do_check",
     is_flag=True,
     help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
+)
+@click.option(
+    "--as",
+    "as_agents",
+    multiple=True,
+    type=click.Choice(tuple(RULES)),
+    help="Apply this coding agent's own auto-compact trigger to each target's window (with "
+    "--replay: where it would first have compacted, and how often); repeatable.",
+)
+@click.option(
+    "--no-usage",
+    "no_usage",
+    is_flag=True,
+    help="Ignore the provider usage a log records (by default the larger of it and the local "
+    "count decides).",
 )
 @click.option(
     "--fail-on",
@@ -218,6 +234,8 @@ def run_guard(**kw: Any) -> int:
                 opts=opts,
                 tokenizers=tokenizers,
                 trace=trace,
+                use_usage=not kw["no_usage"],
+                as_agents=kw["as_agents"],
             )
             for w in verdict.warnings:
                 if w not in warned:
@@ -279,6 +297,57 @@ def _pct(frac: float) -> float | None:
     return round(frac * 100, 1) if math.isfinite(frac) else None
 
 
+def _render_agents(verdict: Any) -> list[str]:
+    out = []
+    for r in verdict.results:
+        for a in r.agents:
+            line = (
+                f"as {a.agent} on {r.target.name}: compacts at {a.trigger:,} ({a.formula}); "
+                f"at {a.used:,} it {'would compact now' if a.compacts_now else 'would not yet'}"
+            )
+            if a.compactions is not None:
+                units = verdict.transcript.units
+                if a.first_at is None:
+                    line += "; over the transcript: never"
+                else:
+                    line += (
+                        f"; over the transcript: first at message {a.first_at + 1} "
+                        f"({units[a.first_at].id}), {a.compactions} time"
+                        + ("s" if a.compactions != 1 else "")
+                    )
+            out.append(line)
+    return out
+
+
+def _render_usage(verdict: Any) -> list[str]:
+    """What the provider recorded beside the local count, once per distinct figure."""
+    out: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for r in verdict.results:
+        u = r.usage
+        if u is None or (u.recorded, u.estimated) in seen:
+            continue
+        seen.add((u.recorded, u.estimated))
+        line = (
+            f"usage: the log records {u.recorded:,} input tokens at its last call ({u.calls:,} "
+            f"calls); ctxkit counts {u.estimated:,} for that context ({r.tokenizer})"
+        )
+        if u.unlogged:
+            line += (
+                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows) "
+                "carried forward: decided on recorded usage (--no-usage ignores it)"
+            )
+        else:
+            line += "; decided on the local count"
+        out.append(line)
+    if not out and verdict.transcript.source_format == "claude-code":
+        out.append(
+            "note: this Claude Code log records no usage and never logs the system prompt or "
+            "tool schemas; the count leaves them out (give --system/--tools)"
+        )
+    return out
+
+
 def render_verdict(verdict: Any, fail_on: str) -> str:
     """The human report of one verdict: a row per target, then the why, the decision and notes."""
     from ctxkit.report import render_table
@@ -322,6 +391,8 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
     errors = verdict.structural_errors() if verdict.checked else []
     if errors:
         lines[-1] += f"; --check found {len(errors)} structural errors"
+    lines.extend(_render_usage(verdict))
+    lines.extend(_render_agents(verdict))
     for r in verdict.results:
         for note in r.notes:
             lines.append(f"note {r.target.name}: {note}")

@@ -33,12 +33,21 @@ def detect(obj: Any) -> bool:
     return hits > 0 and hits >= min(len(records), 20) // 2
 
 
-def _usage(usage: dict[str, Any]) -> tuple[int, int]:
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    """One call's usage: the whole input (uncached + cache reads + cache writes), its cache
+    reads and writes, and the output."""
+
     def n(key: str) -> int:
         v = usage.get(key)
         return v if isinstance(v, int) else 0
 
-    return n("input_tokens") + n("cache_read_input_tokens") + n("cache_creation_input_tokens"), n("output_tokens")
+    read, write = n("cache_read_input_tokens"), n("cache_creation_input_tokens")
+    return {
+        "input_tokens": n("input_tokens") + read + write,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "output_tokens": n("output_tokens"),
+    }
 
 
 def read(records: list[Any], src: Source) -> Transcript:
@@ -111,15 +120,15 @@ def read(records: list[Any], src: Source) -> Transcript:
                 units.append(unit)
             usage = msg.get("usage")
             if isinstance(mid, str) and isinstance(usage, dict):
-                inp, out = _usage(usage)
+                got = _usage(usage)
                 call = calls.get(mid)
                 if call is None:
                     # The model had seen everything before the first record of its response.
-                    calls[mid] = {"after_unit": index - 1, "input_tokens": inp, "output_tokens": out}
+                    calls[mid] = {"after_unit": index - 1, **got}
                 else:
                     # Usage repeats on every record of a response; the last one is final.
-                    call["input_tokens"] = max(call["input_tokens"], inp)
-                    call["output_tokens"] = max(call["output_tokens"], out)
+                    for key, value in got.items():
+                        call[key] = max(call[key], value)
             continue
         summary = bool(rec.get("isCompactSummary"))
         if rec.get("isMeta"):

@@ -73,6 +73,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                             "after_unit": len(units) - 1,
                             # input_tokens already includes cached_input_tokens.
                             "input_tokens": int(last.get("input_tokens") or 0),
+                            "cache_read_tokens": int(last.get("cached_input_tokens") or 0),
                             "output_tokens": int(last.get("output_tokens") or 0),
                         }
                     )

@@ -97,27 +97,10 @@ def merged(defaults: Mapping[str, Any], params: Mapping[str, Any] | None) -> dic
 
 
 def protected(state: State) -> set[int]:
-    """Indices that must survive verbatim: system units, first and last user requests, P1 units,
-    and every unit of the atomic block (call + results) that holds one of them.
+    """Indices that must survive verbatim (see `structure.protected_indices`)."""
+    from ctxkit.structure import protected_indices
 
-    In recovery only the system units and the last user request are protected: recovery may
-    move P1 units to the archive (the handover names them).
-    """
-    from ctxkit.structure import blocks, is_user_request
-
-    units = state.units
-    keep: set[int] = {i for i, u in enumerate(units) if u.role == "system"}
-    requests = [i for i, u in enumerate(units) if is_user_request(u)]
-    if requests:
-        keep.add(requests[-1])
-        if not state.in_recovery:
-            keep.add(requests[0])
-    if not state.in_recovery:
-        keep.update(i for i, u in enumerate(units) if u.is_p1)
-    for start, end in blocks(list(units)):
-        if end - start > 1 and any(i in keep for i in range(start, end)):
-            keep.update(range(start, end))
-    return keep
+    return protected_indices(state.units, in_recovery=state.in_recovery)
 
 
 def make_ref(scope: str, unit: Unit) -> str:
