@@ -1,6 +1,11 @@
 """python -m ctxkit"""
 
-from ctxkit.cli import main
+import sys
+
+try:
+    from ctxkit.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python is still importing: no traceback
+    sys.exit(130)
 
 if __name__ == "__main__":
     main()

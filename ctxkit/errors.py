@@ -30,6 +30,13 @@ class InputError(CtxkitError):
         super().__init__(text)
 
 
+class SettingsFileError(InputError):
+    """A bad settings file other than the config (an `--actions` list): exit 2, as a config
+    error is, with the file and line."""
+
+    exit_code = 2
+
+
 class ConfigError(CtxkitError):
     """A bad configuration key or value; names the key, the value and what is allowed."""
 

@@ -9,6 +9,7 @@ module), so the configuration, its checks and `config --init` follow from the re
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import field, fields
 from typing import Any
@@ -57,6 +58,8 @@ def number(low: float, high: float | None, *, low_open: bool = False) -> Parser:
     def parse(value: Any, path: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(path, value, "is not a number", allowed)
+        if not math.isfinite(value):
+            raise fail(path, value, "is not a finite number", allowed)
         bad_low = value <= low if low_open else value < low
         if bad_low or (high is not None and value > high):
             raise fail(path, value, "is out of range", allowed)

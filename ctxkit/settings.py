@@ -22,7 +22,7 @@ def chain_options(
 ) -> ChainOptions:
     """The chain, parameters and recovery a configuration (and flags) ask for."""
     bs = config.breaking_strategy
-    names = tuple(n.strip() for n in chain.split(",") if n.strip()) if chain else bs.chain_order
+    names = tuple(n.strip() for n in chain.split(",") if n.strip()) if chain is not None else bs.chain_order
     if not names:
         raise UsageError("--chain is empty; give strategy names separated by commas")
     return ChainOptions(

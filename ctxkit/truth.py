@@ -34,19 +34,26 @@ def write_truth(
     With `files` (one name per transcript) each record names its file; without, records
     number the transcripts' lines in the one file they share (when there are several).
     """
+    lines = truth_lines(transcripts, files)
+    with atomic_writer(Path(path), "wb") as fh:
+        for line in lines:
+            fh.write(line)
+    return len(lines)
+
+
+def truth_lines(
+    transcripts: Iterable[Transcript], files: Sequence[str | None] | None = None
+) -> list[bytes]:
+    """The sidecar's lines, as `write_truth` writes them."""
     items = list(transcripts)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with atomic_writer(target, "wb") as fh:
-        for i, t in enumerate(items):
-            if files is not None:
-                rec = truth_record(t, file=files[i])
-            else:
-                rec = truth_record(t, line=i + 1 if len(items) > 1 else None)
-            fh.write(orjson.dumps(rec) + b"\n")
-            n += 1
-    return n
+    out = []
+    for i, t in enumerate(items):
+        if files is not None:
+            rec = truth_record(t, file=files[i])
+        else:
+            rec = truth_record(t, line=i + 1 if len(items) > 1 else None)
+        out.append(orjson.dumps(rec) + b"\n")
+    return out
 
 
 def read_truth(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

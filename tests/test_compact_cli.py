@@ -307,15 +307,17 @@ def test_same_named_inputs_share_an_archive_without_mixing(tmp_path: Path, reald
 def test_compacting_a_compacted_file_still_expands_to_the_first_original(tmp_path: Path) -> None:
     src = tmp_path / "s.json"
     src.write_bytes(_input("tau-bench").read_bytes())
-    out = tmp_path / "out.json"
-    for limit in ("5000", "2500"):
-        source = src if limit == "5000" else out
+    # An output never overwrites its input (issue 16): the second pass writes a new file into
+    # the same archive.
+    db, first, out = tmp_path / "a.db", tmp_path / "first.json", tmp_path / "out.json"
+    for source, target, limit in ((src, first, "5000"), (first, out, "2500")):
         r = _run(
-            ["compact", str(source), "--limit", limit, "--embedder", "lexical", "-o", str(out)]
+            ["compact", str(source), "--limit", limit, "--embedder", "lexical", "-o", str(target),
+             "--archive", str(db)]
         )
         assert r.exit_code == 0, r.stderr
     back = tmp_path / "x.json"
-    r = _run(["expand", str(out), "-o", str(back)])
+    r = _run(["expand", str(out), "--archive", str(db), "-o", str(back)])
     assert r.exit_code == 0, r.stderr
     assert orjson.loads(back.read_bytes()) == orjson.loads(src.read_bytes())
 

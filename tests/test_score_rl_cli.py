@@ -145,7 +145,7 @@ def test_bad_actions_file_names_the_file(tmp_path: Path) -> None:
     f = tmp_path / "a.yaml"
     f.write_text("- {chain: [nope]}\n")
     r = run("--scenario", "long_chat", "--actions", str(f))
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # a bad settings file, like a bad config (issue 16)
     assert f"{f}: action 1: unknown strategy 'nope' in chain" in r.stderr
 
 
@@ -185,7 +185,7 @@ def test_actions_file_params_are_checked_like_the_config(tmp_path: Path) -> None
     f = tmp_path / "a.yaml"
     f.write_text("- {name: tiny, chain: [offload], params: {offload: {threshold_bytes: -5}}}\n")
     r = run("--scenario", "long_chat", *SMALL, "--actions", str(f), "-o", str(tmp_path / "o"))
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # as the config's own check exits
     assert "Traceback" not in r.stderr
     (line,) = r.stderr.strip().splitlines()
     assert line.endswith(

@@ -217,7 +217,8 @@ def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path
         assert line.startswith("ERROR"), line
         assert float(line.split()[1]) < 30  # fails, does not hang
         assert "'p50k_base'" in line
-        assert "network blocked by test" in line
+        assert "network blocked by test" not in line  # no download was even tried
+        assert "ctxkit never downloads" in line
         assert "--tokenizer cl100k_base" in line and "--tokenizer approx" in line
         assert "TIKTOKEN_CACHE_DIR" in line
 

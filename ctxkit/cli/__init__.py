@@ -6,6 +6,7 @@ Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules the
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -59,8 +60,39 @@ class LazyGroup(click.Group):
         except CtxkitError as exc:
             raise _Failure(str(exc), exc.exit_code) from None
         except BrokenPipeError:
-            sys.stderr.close()
-            sys.exit(1)
+            _quiet_exit_on_broken_pipe()
+        except KeyboardInterrupt:
+            # Ctrl-C: the atomic writers have removed their temp files on the way up.
+            sys.exit(130)
+        except RecursionError:
+            raise _Failure(
+                "input nested too deeply to process (JSON of hundreds of levels); "
+                "flatten it or remove the record",
+                1,
+            ) from None
+        except OSError as exc:
+            # A disk or permission error the engine did not name: still one line, no traceback.
+            raise _Failure(_os_error_text(exc), 1) from None
+
+
+def _os_error_text(exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{exc.filename}: {what[:1].lower()}{what[1:]}"
+    return what
+
+
+def _quiet_exit_on_broken_pipe() -> None:
+    """`ctxkit ... | head -1`: the reader left; stop as a Unix filter does, without a word.
+
+    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a filter killed by the pipe
 
 
 class _Failure(click.ClickException):
@@ -94,4 +126,9 @@ def cli() -> None:
 
 def main() -> None:
     """Console entry point."""
-    cli(prog_name="ctxkit")
+    try:
+        cli(prog_name="ctxkit")
+    except KeyboardInterrupt:  # Ctrl-C before a subcommand runs (parsing, loading)
+        sys.exit(130)
+    except BrokenPipeError:  # --help or --version into `head`
+        _quiet_exit_on_broken_pipe()

@@ -41,7 +41,7 @@ SUITE_CHOICES = [*SUITES, "all"]
 )
 @click.option(
     "--realdata",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="Folder of real transcripts (default ../shared/realdata beside the checkout; skipped when absent).",
 )
@@ -65,12 +65,13 @@ def bench(
     """
     from ctxkit.bench import REALDATA, BenchOptions, plot, render_table, run
     from ctxkit.errors import UsageError
-    from ctxkit.fileio import write_bytes_atomic
+    from ctxkit.fileio import check_paths, write_bytes_atomic
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot_path}: give a .png or .svg file name")
     if plot_path is not None and not {"scale", "quality", "all"} & set(suites):
         raise UsageError("--plot charts the scale and quality suites; add --suite scale or quality")
+    check_paths({}, {"-o": output, "--plot": plot_path})
     options = BenchOptions(quick=quick, realdata=realdata or REALDATA, repeat=repeat)
     report = run(suites, options, progress=echo_err)
     if as_json:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,15 @@ from ctxkit.cli.options import (
 )
 from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_writable, copy_output, spooled_stdin, write_output
+from ctxkit.fileio import (
+    atomic_writer,
+    check_paths,
+    check_writable,
+    rewindable_output,
+    rewrite_with,
+    spooled_input,
+    write_output,
+)
 from ctxkit.formats import WRITABLE
 from ctxkit.summarize import SUMMARIZER_NAMES
 
@@ -151,7 +160,7 @@ def compact(
     """
     from ctxkit.archive import Archive, default_archive_path
     from ctxkit.compaction import compact_many
-    from ctxkit.formats import ReadStats, expand_paths, read_path, write_path
+    from ctxkit.formats import ReadStats, expand_paths, read_path, write_transcripts
     from ctxkit.settings import compact_settings
 
     inputs = expand_paths(paths)  # globs too, as count and guard take them
@@ -160,6 +169,16 @@ def compact(
             f"compact takes one input (a file or -), got {len(inputs)}; run it once per file"
         )
     source = inputs[0]
+    archive_file = archive_path or default_archive_path(None if output == "-" else output)
+    check_paths(
+        {"PATH": source, "--config": config_path},
+        {
+            "-o": None if dry_run else output,
+            "--archive": None if (dry_run or replay and not archive_path) else archive_file,
+            "--report": report_path,
+            "--events": events_path,
+        },
+    )
     budget = compact_settings(
         limit=limit,
         model=model,
@@ -190,62 +209,58 @@ def compact(
         raise UsageError("--report - needs -o FILE: stdout already carries the transcript")
     if report_path:
         check_writable(report_path, "report")
-    with spooled_stdin(source) as path, _event_sink(events_path, verbose) as observe:
+    if events_path and events_path != "-":
+        check_writable(events_path, "events")
+    with spooled_input(source) as path, _event_sink(events_path, verbose) as observe:
         stats = ReadStats()
-        transcripts = list(
-            read_path(
-                path,
-                read_opts,
-                stats=stats,
-                label="<stdin>" if source == "-" else None,
-            )
-        )
-        if stats.skipped_invalid:
-            echo_err(reading_summary(stats))
-        if not transcripts:
+        reader = read_path(path, read_opts, stats=stats, label=_label(source, path))
+        # A dataset is read, compacted and written one conversation at a time: memory follows
+        # the largest conversation, not the file. Two are read ahead to know which it is.
+        head = list(itertools.islice(reader, 2))
+        if not head:
+            if stats.skipped_invalid:
+                echo_err(reading_summary(stats))
             raise UsageError(f"{source}: no transcript to compact")
-        archive_file = archive_path or default_archive_path(None if output == "-" else output)
+        for t in head:
+            check_depth(t)  # before the archive exists; the rest as they come
         archive = Archive(":memory:" if dry_run else archive_file)
+        seen = _Seen(explain, keep_reports=bool(report_path))
         try:
-            runs = compact_many(transcripts, budget, jobs=jobs, archive=archive, observe=observe)
-            if len(transcripts) > 1 and want_progress(progress):
+            runs: Iterable[Any] = compact_many(
+                itertools.chain(head, (check_depth(t) for t in reader)),
+                budget,
+                jobs=jobs,
+                archive=archive,
+                observe=observe,
+            )
+            if len(head) > 1 and want_progress(progress):
                 from tqdm import tqdm
 
-                runs = tqdm(runs, total=len(transcripts), unit="conv", file=sys.stderr)
-            results = []
-            for result in runs:
-                results.append(result)
-                if explain:
-                    _explain_steps(result)
+                runs = tqdm(runs, unit="conv", file=sys.stderr)
+            with rewindable_output("-" if dry_run else output, discard=dry_run) as out:
+                write_transcripts((seen.add(r) for r in runs), out, to_format)
+                if not seen.changed and to_format is None:
+                    rewrite_with(out, path)  # unchanged: the input, byte for byte
+                # The archive commits before the output appears: a compacted file always
+                # finds its refs.
+                archive.close()
         except BaseException:
             archive.abort()  # a failed run leaves the archive as it was
             raise
-        archive.close()
-
-        for r in results:
-            for v in r.invariants["violations"]:
-                echo_err(f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)")
-        changed = any(r.changed for r in results)
-        if not dry_run:
-            if not changed and to_format is None:
-                copy_output(path, output)
-            else:
-                write_path([r.transcript for r in results], output, to_format)
+        if stats.skipped_invalid:
+            echo_err(reading_summary(stats))
+        results = seen
+        changed = seen.changed
         if report_path:
             report: dict[str, Any] = (
-                results[0].report()
-                if len(results) == 1
-                else {"transcripts": [r.report() for r in results]}
+                seen.reports[0] if seen.count == 1 else {"transcripts": seen.reports}
             )
             report["archive"] = None if dry_run else archive_file
             report["dry_run"] = dry_run
             write_output(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
 
-    for r in results:
-        line = r.summary_line()
-        if len(results) > 1:
-            line = f"{r.transcript.id}: {line}"
-        echo_err(line)
+    for tid, line in results.lines:
+        echo_err(f"{tid}: {line}" if results.count > 1 else line)
     if changed and not dry_run:
         echo_err(f"Archive: {archive_file} (ctxkit recall --list --archive {archive_file})")
     if dry_run:
@@ -255,11 +270,17 @@ def compact(
 @contextmanager
 def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
     """The chain's observer: phase messages on stderr with -v, JSON events to a file or stderr."""
-    out = None
-    if path == "-":
-        out = sys.stderr
-    elif path:
-        out = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    if path and path != "-":
+        # Whole or nothing, like every output: the events of a failed run are not left half.
+        with atomic_writer(path) as stream, _event_sink_to(stream, verbose) as observe:
+            yield observe
+        return
+    with _event_sink_to(sys.stderr if path == "-" else None, verbose) as observe:
+        yield observe
+
+
+@contextmanager
+def _event_sink_to(out: Any, verbose: bool) -> Iterator[Any]:
     if out is None and not verbose:
         yield None
         return
@@ -271,11 +292,56 @@ def _event_sink(path: str | None, verbose: bool) -> Iterator[Any]:
             out.write(orjson.dumps(event.to_dict()).decode() + "\n")
             out.flush()
 
-    try:
-        yield observe
-    finally:
-        if out is not None and out is not sys.stderr:
-            out.close()
+    yield observe
+
+
+def _label(source: str, path: str) -> str | None:
+    """The input's name in ids and messages when it was spooled to a temp file."""
+    if path == source:
+        return None
+    return "<stdin>" if source == "-" else source
+
+
+def check_depth(t: Any) -> Any:
+    """Refuse, before anything is archived, a record nested deeper than a JSON writer goes."""
+    from ctxkit.errors import InputError
+    from ctxkit.formats import MAX_RECORD_DEPTH, json_depth
+
+    for u in t.units:
+        depth = json_depth(u.raw, MAX_RECORD_DEPTH + 1)
+        if depth > MAX_RECORD_DEPTH:
+            raise InputError(
+                t.path,
+                None,
+                f"transcript {t.id}, unit {u.id}: JSON nested more than {MAX_RECORD_DEPTH} "
+                "levels deep, which cannot be written back; flatten that record",
+            )
+    return t
+
+
+class _Seen:
+    """What a streamed run keeps of each result: its summary line and report, not its transcript."""
+
+    def __init__(self, explain: bool, keep_reports: bool) -> None:
+        self.explain = explain
+        self.keep_reports = keep_reports
+        self.count = 0
+        self.changed = False
+        self.lines: list[tuple[str, str]] = []
+        self.reports: list[dict[str, Any]] = []
+
+    def add(self, r: Any) -> Any:
+        """Take note of `r` (explain it, report broken invariants); its transcript, to write."""
+        self.count += 1
+        self.changed = self.changed or r.changed
+        if self.explain:
+            _explain_steps(r)
+        for v in r.invariants["violations"]:
+            echo_err(f"ctxkit: invariant violated in {r.transcript.id}: {v} (step rejected)")
+        self.lines.append((r.transcript.id, r.summary_line()))
+        if self.keep_reports:
+            self.reports.append(r.report())
+        return r.transcript
 
 
 def _explain_steps(result: Any) -> None:
@@ -298,13 +364,13 @@ def _replay(
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
     from ctxkit.replay import replay_path
 
-    with spooled_stdin(source) as path:
+    with spooled_input(source) as path:
         results = replay_path(
             path,
             budget,
             read_opts,
             archive_path=archive_path,
-            label="<stdin>" if source == "-" else None,
+            label=_label(source, path),
             sidecar_of=source,
             warn=echo_err,
         )

@@ -9,7 +9,7 @@ import click
 from ctxkit.cli.options import echo_err
 from ctxkit.config import DUMP_FORMATS
 from ctxkit.errors import UsageError
-from ctxkit.fileio import write_bytes_atomic
+from ctxkit.fileio import check_paths, write_bytes_atomic
 
 
 @click.command("config")
@@ -56,6 +56,7 @@ def config(
         if config_path is not None:
             raise UsageError("--config is for --show; give the file to write as PATH")
         target = path or DEFAULT_PATH
+        check_paths({}, {"PATH": target})
         if os.path.exists(target) and not force:
             raise UsageError(f"{target} exists; use --force to overwrite it")
         write_atomic(target, default_config_text())

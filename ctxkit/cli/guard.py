@@ -10,6 +10,7 @@ import click
 
 from ctxkit.agents import RULES
 from ctxkit.cli.options import (
+    FiniteFloat,
     debug_option,
     echo_err,
     input_options,
@@ -122,12 +123,12 @@ Exit codes:
     help="The lowest status that exits non-zero.",
 )
 @click.option(
-    "--warn-threshold", type=float, default=None, help="Warn at this fraction of the limit (0.80)."
+    "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
 )
 @click.option(
-    "--compact-threshold", type=float, default=None, help="Compact at this fraction (0.95)."
+    "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
 )
-@click.option("--block-threshold", type=float, default=None, help="Block at this fraction (0.98).")
+@click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98).")
 @click.option(
     "--config",
     "config_path",

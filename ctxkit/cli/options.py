@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +15,18 @@ from ctxkit.formats import FORMATS, ReadOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+
+class FiniteFloat(click.FloatRange):
+    """A float flag that refuses nan and inf (which pass every range check)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
@@ -93,7 +106,7 @@ def tokenizer_options(f: F) -> F:
         ),
         click.option(
             "--tool-schema-scale",
-            type=click.FloatRange(min=0.0),
+            type=FiniteFloat(min=0.0),
             default=None,
             help="Multiply tool-schema tokens (the spec uses 2.09; default 1.0).",
         ),

@@ -11,13 +11,16 @@ import orjson
 
 from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import copy_output, spooled_stdin
+from ctxkit.fileio import check_paths, rewindable_output, rewrite_with, spooled_input
 from ctxkit.formats import FORMATS, WRITABLE
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from ctxkit.archive import Archive
+    from ctxkit.model import Transcript
 
 _LINES = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 _PREVIEW_CHARS = 48
@@ -238,25 +241,30 @@ def expand(
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
     from ctxkit.archive import Archive, default_archive_path
-    from ctxkit.formats import read_path, write_path
+    from ctxkit.formats import read_path, write_transcripts
 
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
+    check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
     if not os.path.exists(path):
         Archive(path, create=False)  # raises the clear error before stdin is read
-    with spooled_stdin(compacted) as source, _open_for_reading(path) as archive:
-        originals = []
-        untouched = 0
-        for t in read_path(source, from_format):
-            restored = archive.restore(t)
-            untouched += restored is t
-            originals.append(restored)
-        if not originals:
-            raise UsageError(f"{compacted}: no transcript to expand")
-        if untouched == len(originals) and to_format is None:
-            # nothing was compacted: the input is the original, byte for byte
-            copy_output(source, output)
-        else:
-            write_path(originals, output, to_format)
-    n = len(originals)
+    with spooled_input(compacted) as source, _open_for_reading(path) as archive:
+        label = None if source == compacted else ("<stdin>" if compacted == "-" else compacted)
+        tally = {"read": 0, "untouched": 0}
+
+        def restored() -> Iterator[Transcript]:
+            # one conversation at a time: a dataset is never held whole
+            for t in read_path(source, from_format, label=label):
+                original = archive.restore(t)
+                tally["read"] += 1
+                tally["untouched"] += original is t
+                yield original
+
+        with rewindable_output(output) as out:
+            write_transcripts(restored(), out, to_format)
+            if not tally["read"]:
+                raise UsageError(f"{compacted}: no transcript to expand")
+            if tally["untouched"] == tally["read"] and to_format is None:
+                rewrite_with(out, source)  # nothing was compacted: the input, byte for byte
+    n, untouched = tally["read"], tally["untouched"]
     note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import (
+    FiniteFloat,
     budget_options,
     echo_err,
     input_options,
@@ -22,6 +23,7 @@ from ctxkit.model import Transcript
 from ctxkit.rl.actions import MODES
 from ctxkit.rl.datasets import EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
+from ctxkit.simulate.builder import MAX_TOKENS, MIN_TOKENS
 
 
 def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]:
@@ -58,12 +60,12 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=1000),
+    type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
     default=None,
     help="Size of each generated transcript (default: the scenario's).",
 )
 @click.option(
-    "--p1-ratio", type=click.FloatRange(0.0, 1.0), default=None, help="P1 share of generated units."
+    "--p1-ratio", type=FiniteFloat(0.0, 1.0), default=None, help="P1 share of generated units."
 )
 @click.option(
     "--truth",
@@ -175,6 +177,19 @@ def score_rl(
         raise UsageError("give transcript files, or --scenario NAME / --scenarios all")
     if fmt == "parquet" and output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
+
+    from ctxkit.fileio import check_paths
+    from ctxkit.formats import expand_paths
+
+    check_paths(
+        {
+            "PATH": expand_paths(list(paths)) if paths else None,
+            "--truth": truth_path,
+            "--actions": actions_path,
+            "--config": config_path,
+        },
+        {"-o": output},
+    )
 
     from ctxkit.relevance import get_embedder
     from ctxkit.settings import compact_settings

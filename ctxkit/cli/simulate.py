@@ -6,14 +6,17 @@ import sys
 
 import click
 
-from ctxkit.cli.options import echo_err
+from ctxkit.cli.options import FiniteFloat, echo_err
 from ctxkit.simulate import (
+    MAX_TOKENS,
     MIN_TOKENS,
     OUTPUT_FORMATS,
     SCENARIOS,
     for_output,
     generate_many,
+    is_dir_target,
     save,
+    truth_path_for,
 )
 from ctxkit.truth import write_truth
 
@@ -43,14 +46,14 @@ def _scenario_names(values: tuple[str, ...]) -> list[str]:
 )
 @click.option(
     "--tokens",
-    type=click.IntRange(min=MIN_TOKENS),
+    type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
     default=None,
     help="Size of each transcript in cl100k_base tokens (default: the scenario's; the limit "
     "scales with it).",
 )
 @click.option(
     "--p1-ratio",
-    type=click.FloatRange(0.0, 1.0),
+    type=FiniteFloat(0.0, 1.0),
     default=None,
     help="Fraction of units marked P1 (a tool call always with its results).",
 )
@@ -114,6 +117,14 @@ def simulate(
     names = _scenario_names(scenarios)
     if not names:
         raise click.UsageError("name a scenario with --scenario (see --list), or --scenario all")
+    from ctxkit.fileio import check_paths
+
+    to_file = output not in (None, "-") and not is_dir_target(output)
+    sidecar = truth or (str(truth_path_for(output)) if output not in (None, "-") else None)
+    check_paths(
+        {},
+        {"-o": output if to_file else None, "--truth" if truth else "its ground truth": sidecar},
+    )
     transcripts = list(
         generate_many(names, seed=seed, count=count, tokens=tokens, p1_ratio=p1_ratio)
     )

@@ -33,11 +33,13 @@ from ctxkit.model import Transcript
 
 __all__ = [
     "FORMATS",
+    "MAX_RECORD_DEPTH",
     "WRITABLE",
     "ReadOptions",
     "ReadStats",
     "detect_format",
     "expand_paths",
+    "json_depth",
     "output_format_for",
     "read_path",
     "read_text",
@@ -88,6 +90,12 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         elif os.path.exists(p):
             out.append(p)
         else:
+            try:
+                os.stat(p)
+            except PermissionError:
+                raise InputError(p, None, "permission denied (a folder on the path cannot be searched)") from None
+            except OSError:
+                pass
             raise InputError(p, None, "no such file or directory")
     return out
 
@@ -301,7 +309,7 @@ class _Reader:
             # Only reachable when every line was skipped as invalid.
             self.stats.warnings.append(f"{self.path}: no readable record in the file")
             return
-        fmt = self.fmt or detect_format(records)
+        fmt = self.fmt or _detect_records(records)
         if fmt is None:
             self.fail(numbers[0], _unknown_shape(records[0]), records[0])
             return
@@ -323,7 +331,7 @@ class _Reader:
                     if t is not None:
                         yield t
                 return
-            fmt = self.fmt or detect_format(doc)
+            fmt = self.fmt or _detect_records(doc)
             if fmt is None:
                 self.fail(1, _unknown_shape(doc[0]), doc[0])
                 return
@@ -434,6 +442,12 @@ class _Reader:
         return t
 
 
+def _detect_records(records: list[Any]) -> str | None:
+    """The format of a list of records; when one broken record spoils the whole, the format of
+    the first, so its reader reports the broken record on its own line."""
+    return detect_format(records) or (detect_format(records[:1]) if len(records) > 1 else None)
+
+
 def _unknown_shape(obj: Any) -> str:
     if isinstance(obj, dict):
         what = "an object with keys " + ", ".join(sorted(obj)[:8])
@@ -509,6 +523,28 @@ def read_text(
 
 
 # ---------------------------------------------------------------- writing
+
+# orjson writes at most 254 levels; a record sits inside a conversation object and its list.
+MAX_RECORD_DEPTH = 240
+
+
+def json_depth(obj: Any, stop: int | None = None) -> int:
+    """How deeply lists and dicts nest in `obj` (a scalar is 0), counting no further than `stop`.
+
+    Level by level, without recursion, so a record of 100,000 `[` cannot overflow the stack."""
+    level = [obj] if isinstance(obj, dict | list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if stop is not None and depth >= stop:
+            return depth
+        nxt: list[Any] = []
+        for o in level:
+            for v in o.values() if isinstance(o, dict) else o:
+                if isinstance(v, dict | list):
+                    nxt.append(v)
+        level = nxt
+    return depth
 
 
 def output_format_for(t: Transcript, fmt: str | None) -> str:

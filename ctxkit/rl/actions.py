@@ -11,7 +11,7 @@ import orjson
 from ctxkit.budget import Thresholds
 from ctxkit.compaction import RECOVERY_MODES, ChainOptions, expand_chain
 from ctxkit.compaction.recovery import DEFAULT_RECOVERY
-from ctxkit.errors import InputError
+from ctxkit.errors import SettingsFileError
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 MODES = ("oneshot", "replay")
@@ -57,8 +57,8 @@ class Action:
         """Validate one entry of an actions file: names, chain, params and recovery mode."""
         where = f"action {index + 1}" if index is not None else "action"
 
-        def bad(problem: str) -> InputError:
-            return InputError(path, None, f"{where}: {problem}")
+        def bad(problem: str) -> SettingsFileError:
+            return SettingsFileError(path, None, f"{where}: {problem}")
 
         if not isinstance(d, Mapping):
             raise bad(f"expected a mapping with name and chain, got {type(d).__name__}")
@@ -87,7 +87,7 @@ class Action:
             raise bad(f"unknown recovery_mode {recovery!r}; known: {', '.join(RECOVERY_MODES)}")
         name = str(d.get("name") or "+".join(chain_value))
         _check_params(
-            params, lambda problem: InputError(path, None, f"{where} ({name}): {problem}")
+            params, lambda problem: SettingsFileError(path, None, f"{where} ({name}): {problem}")
         )
         return cls(
             name=name,
@@ -101,7 +101,7 @@ _CONFIG_PREFIX = "context_config.breaking_strategy."
 
 
 def _check_params(
-    params: Mapping[str, Mapping[str, Any]], bad: Callable[[str], InputError]
+    params: Mapping[str, Mapping[str, Any]], bad: Callable[[str], SettingsFileError]
 ) -> None:
     """Check an action's params with the configuration's own rules (ranges, types, keys), so
     an actions file accepts exactly what ctxkit.yaml accepts."""
@@ -153,20 +153,20 @@ def load_actions(path: str) -> list[Action]:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
     except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+        raise SettingsFileError(path, None, f"cannot read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
-        raise InputError(
+        raise SettingsFileError(
             path, line, f"not valid YAML or JSON: {getattr(exc, 'problem', exc)}"
         ) from None
     if isinstance(data, Mapping) and "actions" in data:
         data = data["actions"]
     if not isinstance(data, list) or not data:
-        raise InputError(path, None, "expected a non-empty list of actions (or {actions: [...]})")
+        raise SettingsFileError(path, None, "expected a non-empty list of actions (or {actions: [...]})")
     actions = [Action.from_dict(d, path=path, index=i) for i, d in enumerate(data)]
     names = [a.name for a in actions]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise InputError(path, None, f"action name {dupes[0]!r} is used twice; names must differ")
+        raise SettingsFileError(path, None, f"action name {dupes[0]!r} is used twice; names must differ")
     return actions

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from ctxkit.simulate.builder import (
     HOOK_TOKENS,
+    MAX_TOKENS,
     MESSAGE_OVERHEAD,
     MIN_TOKENS,
     MIN_TURN_TOKENS,
@@ -68,6 +69,7 @@ __all__ = [
     "KINDS",
     "LOCALES",
     "MESSAGE_OVERHEAD",
+    "MAX_TOKENS",
     "MIN_TOKENS",
     "MIN_TURN_TOKENS",
     "MIX",

@@ -47,6 +47,9 @@ MIN_TURN_TOKENS = 60
 
 
 MIN_TOKENS = 1000
+# About twice the largest context window in models.toml (1M): a bigger transcript would
+# take hours to generate and fits no model it could test.
+MAX_TOKENS = 2_000_000
 
 
 HOOK_TOKENS = 160  # what one mid-session hook (plant or ask a needle) adds, roughly

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from ctxkit.errors import unknown_name
+from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.fileio import atomic_set
 from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
-from ctxkit.truth import write_truth
+from ctxkit.truth import truth_lines
 
 OUTPUT_FORMATS = WRITABLE
 _EXTENSIONS = {name: FORMATS[name].EXTENSION for name in WRITABLE}
@@ -48,27 +50,45 @@ def save(
 ) -> list[Path]:
     """Write transcripts to a file or a directory (one file each) plus the ground-truth sidecar.
 
-    Returns the paths written, sidecar last. Every file is written atomically.
+    Returns the paths written, sidecar last. The set is atomic: every file and the sidecar, or
+    none of them (a transcript is never left without its truth). Folders are not created,
+    except a directory target `DIR/` itself (its parent must exist).
     """
-    from ctxkit.formats import write_path
+    from ctxkit.formats import write_transcripts
 
     if fmt not in OUTPUT_FORMATS:
         raise unknown_name("output format", fmt, OUTPUT_FORMATS)
-    written: list[Path] = []
+    targets: list[tuple[Path, list[Transcript]]] = []
     files: list[str | None] | None = None
+    made: Path | None = None
     if is_dir_target(out):
         directory = Path(out)
-        directory.mkdir(parents=True, exist_ok=True)
-        for t in transcripts:
-            path = directory / f"{t.id}{_EXTENSIONS[fmt]}"
-            write_path([for_output(t, fmt)], str(path), fmt)
-            written.append(path)
-        files = [p.name for p in written]
+        if not directory.is_dir():
+            parent = directory.absolute().parent
+            if not parent.is_dir():
+                raise CtxkitError(
+                    f"cannot write output {out}: the directory {parent} does not exist"
+                )
+            try:
+                directory.mkdir()
+            except OSError as exc:
+                raise CtxkitError(f"cannot write output {out}: {exc.strerror or exc}") from None
+            made = directory
+        targets = [(directory / f"{t.id}{_EXTENSIONS[fmt]}", [t]) for t in transcripts]
+        files = [p.name for p, _ in targets]
     else:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        write_path([for_output(t, fmt) for t in transcripts], out, fmt)
-        written.append(Path(out))
+        targets = [(Path(out), list(transcripts))]
     sidecar = Path(truth) if truth else truth_path_for(out)
-    write_truth(transcripts, sidecar, files)
-    written.append(sidecar)
-    return written
+    try:
+        with atomic_set() as fileset:
+            for path, items in targets:
+                with fileset.open(path) as stream:
+                    write_transcripts([for_output(t, fmt) for t in items], stream, fmt)
+            with fileset.open(sidecar, "wb") as stream:
+                for line in truth_lines(transcripts, files):
+                    stream.write(line)
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
+    return [p for p, _ in targets] + [sidecar]

@@ -7,7 +7,14 @@ from typing import Any
 
 from ctxkit.errors import UsageError, unknown_name
 from ctxkit.model import Transcript
-from ctxkit.simulate.builder import MIN_TOKENS, MIN_TURN_TOKENS, Builder, Scenario, _Needle
+from ctxkit.simulate.builder import (
+    MAX_TOKENS,
+    MIN_TOKENS,
+    MIN_TURN_TOKENS,
+    Builder,
+    Scenario,
+    _Needle,
+)
 from ctxkit.simulate.content import LOCALES, MIX, _pytest_log, _python_file
 from ctxkit.tokens import (
     Tokenizer,
@@ -331,6 +338,8 @@ def generate(
     target = scn.default_tokens if tokens is None else int(tokens)
     if target < MIN_TOKENS:
         raise UsageError(f"--tokens must be at least {MIN_TOKENS}, got {target}")
+    if target > MAX_TOKENS:
+        raise UsageError(f"--tokens must be at most {MAX_TOKENS:,}, got {target:,}")
     limit = max(1, round(scn.limit * target / scn.default_tokens))
     tok = tokenizer if tokenizer is not None and not isinstance(tokenizer, str) else None
     tok = tok or get_tokenizer(tokenizer if isinstance(tokenizer, str) else None)

