@@ -624,21 +624,27 @@ def test_guard_gpt4o_never_touches_the_network(
     result = run(["guard", "a.json", "--model", "gpt-4o", "--format", "json"])
     assert result.exit_code == 0, result.stderr
     assert no_network == []
-    assert result.stderr.strip() == (
-        f"warning: tokenizer o200k_base is not bundled and cannot be loaded offline (not in "
-        f"tiktoken's cache {cache}; ctxkit never downloads); counting with cl100k_base as a proxy "
-        "for the targets that use it (choose another with --tokenizer)"
-    )
+    assert result.stderr.strip() == ""  # o200k_base is bundled: exact, no proxy, no warning
     verdict = orjson.loads(result.stdout)
-    assert verdict["targets"][0]["tokenizer"] == "cl100k_base (proxy: o200k_base unavailable offline)"
+    assert verdict["targets"][0]["tokenizer"] == "o200k_base"
+    # a tokenizer that is not bundled, chosen in the config: a clear error, never a silent switch
+    (work / "c.yaml").write_text(
+        "context_config:\n  models:\n    old-davinci:\n      context_window: 4097\n"
+        "      tokenizer: p50k_base\n"
+    )
+    result = run(["guard", "a.json", "--model", "old-davinci", "--config", "c.yaml", "--format", "json"])
+    assert no_network == []
+    assert result.exit_code == 2
+    assert "cannot load tiktoken encoding 'p50k_base'" in result.stderr
+    assert "ctxkit never downloads" in result.stderr
 
 
-def test_explicit_o200k_offline_is_a_clear_error(work: Path, no_network: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explicit_encoding_not_bundled_is_a_clear_error(work: Path, no_network: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
     from ctxkit.tokens import loaders
 
     monkeypatch.setattr(loaders, "_TOKENIZERS", {})
-    result = run(["count", "a.json", "--tokenizer", "o200k_base"])
+    result = run(["count", "a.json", "--tokenizer", "p50k_base"])
     assert result.exit_code == 2
     assert no_network == []
     assert "could not be loaded offline (tiktoken's cache is turned off; ctxkit never downloads)" in result.stderr
