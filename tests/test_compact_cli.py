@@ -57,7 +57,12 @@ def test_fitting_input_is_copied_byte_for_byte(tmp_path: Path) -> None:
     assert "Context fits: 8,130 / 20,000 tokens (unchanged)" in result.stderr
 
 
-def test_stdin_to_stdout_and_report(tmp_path: Path) -> None:
+# the default embedder (MiniLM when it loads) only in the slow run; lexical keeps the fast run torch-free
+EMBEDDERS = ["lexical", pytest.param("auto", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("embedder", EMBEDDERS)
+def test_stdin_to_stdout_and_report(embedder: str, tmp_path: Path) -> None:
     src = _input("units-build")
     report = tmp_path / "r.json"
     result = _run(
@@ -70,6 +75,8 @@ def test_stdin_to_stdout_and_report(tmp_path: Path) -> None:
             str(tmp_path / "a.db"),
             "--report",
             str(report),
+            "--embedder",
+            embedder,
         ],
         stdin=src.read_bytes(),
     )
@@ -101,6 +108,8 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
             "--archive",
             str(db),
             "--dry-run",
+            "--embedder",
+            "lexical",
         ]
     )
     assert result.exit_code == 0
@@ -118,6 +127,8 @@ def test_explain_says_what_each_step_did(tmp_path: Path) -> None:
             "--archive",
             str(tmp_path / "a.db"),
             "--explain",
+            "--embedder",
+            "lexical",
         ]
     )
     assert result.exit_code == 0
@@ -142,6 +153,8 @@ def test_dataset_compacted_line_by_line(tmp_path: Path) -> None:
             str(out),
             "--archive",
             str(tmp_path / "a.db"),
+            "--embedder",
+            "lexical",
         ]
     )
     assert result.exit_code == 0, result.stderr
@@ -265,6 +278,8 @@ def test_model_budget_matches_guard(tmp_path: Path) -> None:
             str(out),
             "--archive",
             str(tmp_path / "a.db"),
+            "--embedder",
+            "lexical",
         ]
     )
     assert r.exit_code == 0, r.stderr
