@@ -104,39 +104,42 @@ def _home_listing(home: Path) -> set[str]:
     return seen
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    session.config.stash[_BEFORE] = (
-        _checkout_listing(),
-        _home_listing(Path.home()),
-        Path.home(),
-    )
-
-
 _BEFORE = pytest.StashKey[tuple[set[str], set[str], Path]]()
+_ENV = pytest.StashKey[pytest.MonkeyPatch]()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _isolated_caches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Point every cache and $HOME itself at a session tmp dir (inherited by subprocesses)."""
-    root = tmp_path_factory.mktemp("env")
-    with pytest.MonkeyPatch.context() as mp:
-        for name in _CACHE_ENV:
-            path = root / name.lower()
-            path.mkdir()
-            mp.setenv(name, str(path))
-        home = root / "home"
-        home.mkdir()
-        mp.setenv("HOME", str(home))
-        yield root
+@pytest.hookimpl(trylast=True)  # after pytest's tmpdir plugin has set up its factory
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note what the checkout and $HOME hold, then point every cache and $HOME itself at a
+    session tmp dir, before collection (subprocesses inherit it)."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    config = session.config
+    config.stash[_BEFORE] = (_checkout_listing(), _home_listing(Path.home()), Path.home())
+    root = config._tmp_path_factory.mktemp("env")  # type: ignore[attr-defined]
+    mp = config.stash[_ENV] = pytest.MonkeyPatch()
+    for name in (*_CACHE_ENV, "HOME"):
+        path = root / name.lower()
+        path.mkdir()
+        mp.setenv(name, str(path))
+    set_hypothesis_home_dir(
+        root / "hypothesis"
+    )  # its constants and charmap caches, not ./.hypothesis
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run if it wrote into the checkout or $HOME, or if a fast run imported torch."""
+    env = session.config.stash.get(_ENV, None)
+    if env is not None:
+        env.undo()
     before = session.config.stash.get(_BEFORE, None)
     problems: list[str] = []
     if before is not None:
         checkout, home_entries, home = before
-        problems += [f"the checkout gained: {p}" for p in sorted(_checkout_listing() - checkout)]
+        gained = sorted(_checkout_listing() - checkout)
+        if session.config.getoption("--regen-goldens"):
+            gained = [p for p in gained if not p[3:].startswith("tests/data/")]
+        problems += [f"the checkout gained: {p}" for p in gained]
         problems += [f"$HOME gained: {p}" for p in sorted(_home_listing(home) - home_entries)]
     items = getattr(session, "items", [])
     if items and not any(item.get_closest_marker("slow") for item in items):
