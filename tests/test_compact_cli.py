@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 
@@ -25,7 +24,7 @@ def _input(case: str) -> Path:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_golden(case: str, tmp_path: Path) -> None:
+def test_golden(case: str, tmp_path: Path, golden) -> None:
     src = _input(case)
     expected = DATA / (case + ".out" + src.suffix)
     args = shlex.split((DATA / f"{case}.args").read_text())
@@ -33,9 +32,7 @@ def test_golden(case: str, tmp_path: Path) -> None:
     result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), *args])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("Context reduced ")
-    if os.environ.get("CTXKIT_REGEN"):
-        expected.write_bytes(out.read_bytes())
-    assert out.read_bytes() == expected.read_bytes()
+    golden(expected, out.read_bytes())
     # and the archive brings the original back
     restored = tmp_path / ("restored" + src.suffix)
     r = _run(["expand", str(out), "--archive", str(tmp_path / "a.db"), "-o", str(restored)])
