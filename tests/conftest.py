@@ -26,7 +26,7 @@ REALDATA = REPO_ROOT.parent / "shared" / "realdata"
 HEAVY = ("torch", "sentence_transformers")  # what only `slow` tests may import
 
 # No example database (it would be `.hypothesis/` in the checkout). "ci" keeps each test's own
-# example count; "fast" (chosen for `-m "not slow"`) runs fewer, see `examples`.
+# example count; "fast" (chosen for `-m "not slow"`) runs fewer, see `proptest.examples`.
 settings.register_profile("ci", database=None, deadline=None)
 settings.register_profile(
     "fast",
@@ -36,12 +36,6 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("ci")
-
-
-def examples(n: int) -> int:
-    """A property test's example count: `n` in a full run, a quarter (at least 10) in a fast one."""
-    fast = settings.get_current_profile_name().startswith("fast")
-    return max(10, n // 4) if fast else n
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -116,15 +110,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     config = session.config
     config.stash[_BEFORE] = (_checkout_listing(), _home_listing(Path.home()), Path.home())
-    root = config._tmp_path_factory.mktemp("env")  # type: ignore[attr-defined]
+    factory = config._tmp_path_factory  # type: ignore[attr-defined]
+    root = factory.mktemp("env")
     mp = config.stash[_ENV] = pytest.MonkeyPatch()
     for name in (*_CACHE_ENV, "HOME"):
         path = root / name.lower()
         path.mkdir()
         mp.setenv(name, str(path))
-    set_hypothesis_home_dir(
-        root / "hypothesis"
-    )  # its constants and charmap caches, not ./.hypothesis
+    # Caches of derived data only (hypothesis' charmap and constants, matplotlib's font list) are
+    # kept between runs beside pytest's numbered tmp dirs: rebuilding them costs seconds a run.
+    keep = factory.getbasetemp().parent if config.option.basetemp is None else root
+    set_hypothesis_home_dir(keep / "ctxkit-hypothesis")  # not ./.hypothesis
+    mp.setenv("MPLCONFIGDIR", str(keep / "ctxkit-matplotlib"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
