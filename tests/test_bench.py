@@ -85,10 +85,12 @@ def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.txt")])
     assert result.exit_code == 2
-    assert ".png or .svg" in result.stderr
+    assert result.stderr == f"Error: --plot {tmp_path / 'x.txt'}: give a .png or .svg file name\n"
     result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.png")])
     assert result.exit_code == 2
-    assert "scale and quality" in result.stderr
+    assert result.stderr == (
+        "Error: --plot charts the scale and quality suites; add --suite scale or quality\n"
+    )
     assert not (tmp_path / "x.png").exists()
 
 

@@ -178,7 +178,10 @@ def test_bad_config_file_one_line(tmp_path: Path) -> None:
 def test_unknown_fail_on_is_a_usage_error() -> None:
     result = run(["guard", "session.in.jsonl", "--fail-on", "panic"])
     assert result.exit_code == 2
-    assert "'panic' is not one of 'warn', 'compact', 'block', 'overflow'" in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '--fail-on': 'panic' is not one of "
+        "'warn', 'compact', 'block', 'overflow'."
+    )
 
 
 def test_explicit_tokenizer_that_cannot_load_is_an_error() -> None:
