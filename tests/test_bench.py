@@ -42,7 +42,7 @@ def assert_measured(report: dict[str, Any]) -> None:
 def test_cli_quick_count_and_guard_json() -> None:
     result = CliRunner().invoke(
         cli,
-        ["bench", "--suite", "count", "--suite", "guard", "--quick", "--json"],
+        ["bench", "--suite", "count", "--suite", "guard", "--quick", "--repeat", "1", "--json"],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
@@ -190,6 +190,7 @@ def test_plot_png_and_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     opts = bench.BenchOptions(
         quick=True,
+        repeat=1,  # the chart is under test, not the timings
         realdata=NO_REALDATA,
         scenarios=("long_chat",),
         sizes=(1_000, 2_000),
