@@ -1,8 +1,10 @@
 """Shared fixtures and the suite's own rules.
 
-- Isolation: every cache the code or its libraries write (the embedding cache, matplotlib's,
-  Hugging Face's, tiktoken's, hypothesis' database) points into pytest's tmp dirs for the whole
-  session, and the run fails if the checkout or $HOME gained files (see `pytest_sessionfinish`).
+- Isolation: $HOME and every cache the code or its libraries write (the embedding cache,
+  Hugging Face's, tiktoken's, XDG dirs) point into a session tmp dir; hypothesis' and
+  matplotlib's derived-data caches live beside pytest's numbered tmp dirs (kept between runs);
+  pytest's own cache is off (`-p no:cacheprovider`). The run fails if the checkout (git status,
+  bytecode aside) or $HOME gained files (see `pytest_sessionfinish`).
 - Speed: a test that is not marked `slow` must not import torch (it fails if it does), so
   `pytest -m "not slow"` never pays for the embedding model.
 - Golden files: `pytest --regen-goldens` rewrites them; the `golden` fixture is the one switch.
@@ -73,7 +75,8 @@ def _checkout_listing() -> set[str]:
     """Paths git sees as new, changed or ignored in the checkout (bytecode caches aside)."""
     try:
         out = subprocess.run(
-            ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            # not -uall: a checkout's own .venv would list every installed file
+            ["git", "status", "--porcelain", "--ignored"],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
