@@ -186,6 +186,7 @@ def test_scale_suite_small_sizes_in_subprocesses() -> None:
     assert_measured(report.to_dict())
 
 
+@pytest.mark.slow  # runs long: two suites and matplotlib, the slowest test of the fast run
 def test_plot_png_and_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     opts = bench.BenchOptions(
