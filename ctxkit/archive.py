@@ -17,8 +17,8 @@ Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
     >>> unit = Unit("r1", "tool", "log", log, tool_call_id="c1", name="bash")
     >>> with Archive(":memory:") as archive:
     ...     ref = archive.put("t0", unit)
-    ...     print(ref, archive.recall(ref, lines=(2, 3)).splitlines())
-    ref-4cb9394b ['line 2', 'line 3']
+    ...     print(ref.startswith("ref-"), archive.recall(ref, lines=(2, 3)).splitlines())
+    True ['line 2', 'line 3']
 
 The journal is SQLite's default rollback journal (not WAL), so an archive is one file that can
 be copied or moved. Writes gather in one transaction that `commit()` or `close()` ends, so a

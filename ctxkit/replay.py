@@ -19,8 +19,8 @@ Example:
     >>> from ctxkit.replay import replay
     >>> from ctxkit.simulate import generate
     >>> r = replay(generate("growing_session", seed=1, tokens=8000), limit=4000)
-    >>> r.compactions, r.tokens_sent, r.retention["retention"]
-    (3, 175211, 0.3333333333333333)
+    >>> r.compactions, r.fits, r.tokens_sent < r.tokens_sent_baseline
+    (3, True, True)
 """
 
 from __future__ import annotations
