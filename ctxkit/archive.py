@@ -10,10 +10,15 @@ compacted transcript carry the ref; `ctxkit recall REF` reads the unit back.
 The archive also keeps each original transcript whole (units with their source records,
 layout, envelope, tool schemas), which is what `ctxkit expand` restores.
 
-Example:
-    >>> with Archive("/tmp/demo.ctx.db") as archive:                     # doctest: +SKIP
+Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
+    >>> from ctxkit.archive import Archive
+    >>> from ctxkit.model import Unit
+    >>> log = "\\n".join(f"line {i}" for i in range(1, 41))
+    >>> unit = Unit("r1", "tool", "log", log, tool_call_id="c1", name="bash")
+    >>> with Archive(":memory:") as archive:
     ...     ref = archive.put("t0", unit)
-    ...     archive.recall(ref, lines=(1, 20))
+    ...     print(ref.startswith("ref-"), archive.recall(ref, lines=(2, 3)).splitlines())
+    True ['line 2', 'line 3']
 
 The journal is SQLite's default rollback journal (not WAL), so an archive is one file that can
 be copied or moved. Writes gather in one transaction that `commit()` or `close()` ends, so a

@@ -1,7 +1,11 @@
 """Evaluate a transcript against one or more targets: will it fit, with room for the answer?
 
+    >>> from ctxkit.formats import read_text
     >>> from ctxkit.guard import evaluate, resolve_target
+    >>> (transcript,) = read_text('[{"role": "user", "content": "%s"}]' % ("word " * 9000))
     >>> verdict = evaluate(transcript, [resolve_target("gpt-4"), resolve_target("gpt-4o")])
+    >>> [r.status for r in verdict.results]  # about 9,000 tokens: too many for gpt-4's 8k
+    ['overflow', 'ok']
     >>> verdict.chosen.target.name, verdict.chosen.status, verdict.exit_code()
     ('gpt-4o', 'ok', 0)
 

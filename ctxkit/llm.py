@@ -10,8 +10,13 @@ The API key goes to the configured origin (scheme, host, port) only: a redirect 
 origin is refused, never followed with the key. Every message this module raises has the key,
 anything shaped like `sk-...` or a bearer token, and the user:password part of URLs redacted.
 
+    >>> from ctxkit.llm import settings_from_env
     >>> settings = settings_from_env("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")
-    >>> summary = summarize_llm(units, settings, previous_summary=None, target_tokens=300)  # doctest: +SKIP
+    >>> settings.url, settings.model
+    ('http://127.0.0.1:8000/v1', 'qwen2.5-7b-instruct')
+
+Then `summarize_llm(units, settings, previous_summary=None, target_tokens=300)` asks that server
+for the summary of `units` and returns its text.
 """
 
 from __future__ import annotations

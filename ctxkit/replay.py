@@ -16,9 +16,11 @@ generated scenario whether its fact was in the context (or recallable from the a
 call that answered the request needing it.
 
 Example:
+    >>> from ctxkit.replay import replay
     >>> from ctxkit.simulate import generate
-    >>> r = replay(generate("growing_session", seed=1), limit=16_000)
-    >>> r.compactions, r.tokens_sent, r.retention["retention"]
+    >>> r = replay(generate("growing_session", seed=1, tokens=8000), limit=4000)
+    >>> r.compactions, r.fits, r.tokens_sent < r.tokens_sent_baseline
+    (3, True, True)
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit.archive import (
     Archive,
@@ -562,13 +563,13 @@ def units(draw: st.DrawFn) -> Unit:
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(units())
 def test_unit_json_round_trip(unit: Unit) -> None:
     assert unit_from_json(unit_to_json(unit)) == unit
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.text(max_size=8), st.text(min_size=1, max_size=8))
 def test_long_ref_resolves_any_ids(
     tmp_path_factory: pytest.TempPathFactory, tid: str, uid: str
@@ -634,7 +635,7 @@ def test_writes_land_together_on_commit(tmp_path: Path) -> None:
         assert len(other.list()) == 3
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(units())
 def test_put_get_round_trip(unit: Unit) -> None:
     with Archive(":memory:") as a:

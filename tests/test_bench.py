@@ -42,7 +42,7 @@ def assert_measured(report: dict[str, Any]) -> None:
 def test_cli_quick_count_and_guard_json() -> None:
     result = CliRunner().invoke(
         cli,
-        ["bench", "--suite", "count", "--suite", "guard", "--quick", "--json"],
+        ["bench", "--suite", "count", "--suite", "guard", "--quick", "--repeat", "1", "--json"],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
@@ -85,10 +85,12 @@ def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.txt")])
     assert result.exit_code == 2
-    assert ".png or .svg" in result.stderr
+    assert result.stderr == f"Error: --plot {tmp_path / 'x.txt'}: give a .png or .svg file name\n"
     result = runner.invoke(cli, ["bench", "--suite", "count", "--plot", str(tmp_path / "x.png")])
     assert result.exit_code == 2
-    assert "scale and quality" in result.stderr
+    assert result.stderr == (
+        "Error: --plot charts the scale and quality suites; add --suite scale or quality\n"
+    )
     assert not (tmp_path / "x.png").exists()
 
 
@@ -184,10 +186,12 @@ def test_scale_suite_small_sizes_in_subprocesses() -> None:
     assert_measured(report.to_dict())
 
 
+@pytest.mark.slow  # runs long: two suites and matplotlib, the slowest test of the fast run
 def test_plot_png_and_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     opts = bench.BenchOptions(
         quick=True,
+        repeat=1,  # the chart is under test, not the timings
         realdata=NO_REALDATA,
         scenarios=("long_chat",),
         sizes=(1_000, 2_000),

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit.errors import InputError, UsageError
 from ctxkit.formats import (
@@ -1063,7 +1064,7 @@ def unit_records(draw: st.DrawFn) -> list[dict[str, Any]]:
     ]
 
 
-PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @PROPS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit.budget import STATUSES, Target, resolve_target, status_rank
 from ctxkit.config import Config
@@ -245,7 +246,7 @@ def test_debug_trace() -> None:
     assert lines[-1].startswith("decision: fits -> gpt-4-turbo (")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @example(texts=["", ""], extra="0", tools=1, limit=27)  # at the limit, then over by schemas only
 @given(
     texts=st.lists(st.text(min_size=0, max_size=60), min_size=1, max_size=8),

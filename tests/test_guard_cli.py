@@ -2,7 +2,7 @@
 
 Golden cases live in tests/data/guard/cases.json (input, flags, expected exit code); each has
 `<case>.out.json` (the --format json line, pretty-printed) and `<case>.out.txt` (the table).
-Regenerate them on purpose only: `CTXKIT_REGEN_GOLDEN=1 pytest tests/test_guard_cli.py`.
+Regenerate them on purpose only: `pytest tests/test_guard_cli.py --regen-goldens`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from ctxkit.cli import cli
 DATA = Path(__file__).parent / "data" / "guard"
 SAMPLES = Path(__file__).parents[1] / "sample_transcripts"
 CASES = json.loads((DATA / "cases.json").read_text())
-REGEN = os.environ.get("CTXKIT_REGEN_GOLDEN") == "1"
 
 
 def run(args: list[str], cwd: Path = DATA, env: dict[str, str] | None = None) -> object:
@@ -34,7 +33,7 @@ def run(args: list[str], cwd: Path = DATA, env: dict[str, str] | None = None) ->
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_golden(case: str) -> None:
+def test_golden(case: str, golden) -> None:
     spec = CASES[case]
     args = ["guard", spec["input"], *spec["args"]]
     as_json = run([*args, "--format", "json"])
@@ -43,12 +42,8 @@ def test_golden(case: str) -> None:
     assert as_table.exit_code == spec["exit"], as_table.stderr
     got = json.loads(as_json.stdout)
     assert got["exit_code"] == spec["exit"]
-    json_path, table_path = DATA / f"{case}.out.json", DATA / f"{case}.out.txt"
-    if REGEN:
-        json_path.write_text(json.dumps(got, indent=1) + "\n")
-        table_path.write_text(as_table.stdout)
-    assert got == json.loads(json_path.read_text())
-    assert as_table.stdout == table_path.read_text()
+    golden(DATA / f"{case}.out.json", json.dumps(got, indent=1, ensure_ascii=False) + "\n")
+    golden(DATA / f"{case}.out.txt", as_table.stdout)
 
 
 def test_golden_cases_cover_every_status_and_feature() -> None:
@@ -183,7 +178,10 @@ def test_bad_config_file_one_line(tmp_path: Path) -> None:
 def test_unknown_fail_on_is_a_usage_error() -> None:
     result = run(["guard", "session.in.jsonl", "--fail-on", "panic"])
     assert result.exit_code == 2
-    assert "'panic' is not one of 'warn', 'compact', 'block', 'overflow'" in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "Error: Invalid value for '--fail-on': 'panic' is not one of "
+        "'warn', 'compact', 'block', 'overflow'."
+    )
 
 
 def test_explicit_tokenizer_that_cannot_load_is_an_error(

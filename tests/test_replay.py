@@ -313,7 +313,9 @@ def test_compact_replay_matches_a_single_file_of_several_by_line(tmp_path: Path)
     save(ts, str(out), "anthropic")
     report = tmp_path / "r.json"
     r = CliRunner().invoke(
-        cli, ["compact", "--replay", str(out), "-o", str(report), "--limit", "1500"]
+        cli,
+        ["compact", "--replay", str(out), "-o", str(report), "--limit", "1500"]
+        + ["--embedder", "lexical"],
     )
     assert r.exit_code == 0, r.stderr
     docs = orjson.loads(report.read_bytes())["transcripts"]
@@ -343,13 +345,17 @@ def test_replay_on_a_real_transcript(realdata: Path) -> None:
 # ------------------------------------------------------------------ ctxkit compact --replay
 
 
-def test_compact_replay_prints_the_report(tmp_path: Path) -> None:
+# the default embedder (MiniLM when it loads) only in the slow run; lexical keeps the fast run torch-free
+@pytest.mark.parametrize("embedder", ["lexical", pytest.param("auto", marks=pytest.mark.slow)])
+def test_compact_replay_prints_the_report(embedder: str, tmp_path: Path) -> None:
     t = generate("long_chat", seed=2, tokens=4000)
     save([t], str(tmp_path / "chat.jsonl"))
     src = tmp_path / "chat.jsonl"
     before = src.read_bytes()
     result = CliRunner().invoke(
-        cli, ["compact", "--replay", str(src), "--limit", "2000"], catch_exceptions=False
+        cli,
+        ["compact", "--replay", str(src), "--limit", "2000", "--embedder", embedder],
+        catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(result.stdout)
@@ -369,7 +375,8 @@ def test_compact_replay_to_a_file(tmp_path: Path) -> None:
     out = tmp_path / "replay.json"
     result = CliRunner().invoke(
         cli,
-        ["compact", "--replay", str(tmp_path / "f.jsonl"), "--limit", "1500", "-o", str(out)],
+        ["compact", "--replay", str(tmp_path / "f.jsonl"), "--limit", "1500", "-o", str(out)]
+        + ["--embedder", "lexical"],
         catch_exceptions=False,
     )
     assert result.exit_code == 0, result.stderr

@@ -128,17 +128,27 @@ def test_list_actions() -> None:
     ("args", "code", "message"),
     [
         ([], 2, "give transcript files, or --scenario NAME / --scenarios all"),
-        (["--scenario", "nope"], 2, "unknown scenario 'nope'"),
-        (["--scenarios", "long_chat", "--format", "parquet"], 2, "--format parquet needs -o FILE"),
-        (["--scenarios", "long_chat", "--action", "nope"], 2, "unknown action 'nope'"),
+        (["--scenario", "nope"], 2, "unknown scenario 'nope'; known: {scenarios}"),
+        (
+            ["--scenarios", "long_chat", "--format", "parquet"],
+            2,
+            "--format parquet needs -o FILE (Parquet is not written to stdout)",
+        ),
+        (["--scenarios", "long_chat", "--action", "nope"], 2, "unknown action 'nope'; known: {actions}"),
         (["/nonexistent/x.jsonl"], 1, "/nonexistent/x.jsonl: no such file or directory"),
     ],
 )
 def test_usage_errors(args: list[str], code: int, message: str) -> None:
+    from ctxkit.rl import builtin_actions
+    from ctxkit.simulate import SCENARIOS
+
     r = run(*args)
     assert r.exit_code == code
-    assert message in r.stderr
-    assert "Traceback" not in r.stderr
+    names = {
+        "scenarios": ", ".join([*sorted(SCENARIOS), "all"]),
+        "actions": ", ".join(sorted(a.name for a in builtin_actions())),
+    }
+    assert r.stderr == f"Error: {message.format(**names)}\n"
 
 
 def test_bad_actions_file_names_the_file(tmp_path: Path) -> None:

@@ -381,7 +381,8 @@ def test_sidecar_lines_are_compact_json(tmp_path: Path) -> None:
     }
 
 
-def test_compacted_scenario_loses_no_needle_for_good(tmp_path: Path) -> None:
+@pytest.mark.parametrize("embedder", ["lexical", pytest.param("auto", marks=pytest.mark.slow)])
+def test_compacted_scenario_loses_no_needle_for_good(embedder: str, tmp_path: Path) -> None:
     """Through the real compact command and archive: every needle is kept or recallable."""
     code, _, _ = run("-s", "needle_early", "--tokens", "8000", "-o", f"{tmp_path}/")
     assert code == 0
@@ -390,7 +391,7 @@ def test_compacted_scenario_loses_no_needle_for_good(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         cli,
         ["compact", str(tmp_path / "needle_early-0.jsonl"), "--limit", str(truth["limit"]),
-         "-o", str(out), "--archive", str(db)],
+         "-o", str(out), "--archive", str(db), "--embedder", embedder],
         catch_exceptions=False,
     )  # fmt: skip
     assert result.exit_code == 0, result.stderr

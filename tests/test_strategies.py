@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit import structure
 from ctxkit.archive import Archive, make_ref
@@ -422,7 +423,7 @@ def unit_lists(draw: st.DrawFn) -> list[Unit]:
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(units=unit_lists(), name=st.sampled_from(sorted(STRATEGIES)))
 def test_invariants_hold_on_random_transcripts(units: list[Unit], name: str) -> None:
     archive = Archive(":memory:")

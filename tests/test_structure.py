@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.structure import (
@@ -316,7 +317,7 @@ def _pair_indices(units: list[Unit]) -> list[tuple[int, int]]:
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(conversations())
 def test_blocks_partition_and_keep_pairs(units: list[Unit]) -> None:
     spans = blocks(units)
@@ -332,7 +333,7 @@ def test_blocks_partition_and_keep_pairs(units: list[Unit]) -> None:
             assert any(u.tool_calls for u in units[s:e])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(conversations())
 def test_safe_cut_points_never_split_a_pair(units: list[Unit]) -> None:
     cuts = safe_cut_points(units)

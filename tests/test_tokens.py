@@ -15,6 +15,7 @@ import pytest
 import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from proptest import examples
 
 import ctxkit.tokens as tokens
 from ctxkit.errors import TokenizerError
@@ -64,7 +65,7 @@ def test_large_batches_take_the_threaded_path_and_agree():
     assert tok.count_many(texts) == [raw(t) for t in texts]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.text(max_size=200), max_size=20))
 def test_count_many_matches_tiktoken_for_any_text(texts):
     tok = get_tokenizer("cl100k_base")

@@ -15,9 +15,10 @@ measurements of that same run. Suites (`SUITES`):
 - `scale`: 1k to 1M tokens, one fresh process per size, time and peak memory, log-log slope.
 
 Example:
-    >>> report = run(["count"], BenchOptions(quick=True))
-    >>> report.suites["count"].figures[0].value > 0
-    True
+    >>> from ctxkit.bench import BenchOptions, run
+    >>> report = run(["guard"], BenchOptions(quick=True, repeat=1))
+    >>> list(report.suites), report.suites["guard"].figures[0].value > 0
+    (['guard'], True)
 """
 
 from __future__ import annotations

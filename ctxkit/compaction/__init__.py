@@ -6,8 +6,11 @@ in the report, and the chain moves on (a rejected step is a bug; the tests asser
 none).
 
 Example:
-    >>> result = compact(transcript, limit=5000)
-    >>> result.tokens_after <= result.target
+    >>> from ctxkit.compaction import compact
+    >>> from ctxkit.simulate import generate
+    >>> result = compact(generate("long_chat", seed=1), limit=5000)
+    >>> result.tokens_before, result.target, result.tokens_after <= result.target
+    (10000, 4000, True)
 """
 
 from __future__ import annotations

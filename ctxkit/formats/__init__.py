@@ -5,9 +5,25 @@ A unit read from a file keeps its source record in `raw` and the record's index 
 writer emits the raw record once per untouched group, so reading then writing the same format
 reproduces the file record for record.
 
-    >>> from ctxkit.formats import read_path, write_path
-    >>> ts = list(read_path("sample_transcripts/tau-bench-airline.json"))
-    >>> write_path(ts, "/tmp/copy.json")          # same records, same layout
+    >>> import io
+    >>> from ctxkit.formats import read_text, write_transcripts
+    >>> text = '[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]'
+    >>> (t,) = read_text(text)
+    >>> t.source_format, [(u.role, u.content) for u in t.units]
+    ('openai', [('user', 'Hi'), ('assistant', 'Hello!')])
+    >>> out = io.StringIO()
+    >>> write_transcripts([t], out)  # same records, same format (read_path/write_path for files)
+    >>> print(out.getvalue(), end="")
+    [
+      {
+        "role": "user",
+        "content": "Hi"
+      },
+      {
+        "role": "assistant",
+        "content": "Hello!"
+      }
+    ]
 """
 
 from __future__ import annotations

@@ -17,8 +17,14 @@ Rows are written as they are produced (JSONL, or Parquet through a JSONL spool t
 streams into the Parquet file), so a large dataset runs in bounded memory.
 
 Example:
-    >>> trial = run_action(generate("long_chat", seed=1), builtin_actions()[0], limit=5000)
-    >>> trial.outcome.reward
+    >>> from ctxkit.rl import builtin_actions, run_action
+    >>> from ctxkit.simulate import generate
+    >>> action = builtin_actions()[0]
+    >>> trial = run_action(generate("long_chat", seed=1), action, limit=5000)
+    >>> action.name, trial.outcome.fits, trial.outcome.final_tokens <= 5000
+    ('offload', True, True)
+    >>> -2.0 <= trial.outcome.reward <= 2.0  # the value depends on the time taken (above)
+    True
 """
 
 from __future__ import annotations

@@ -1,0 +1,15 @@
+"""Example counts for property tests: the full count in a full run, fewer in a fast one."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+
+
+def examples(n: int) -> int:
+    """`n` under the "ci" profile (`make test`); a quarter, at least 10, under "fast" (`-m "not slow"`).
+
+    The profile is chosen in conftest.py before the test modules are imported.
+    """
+    if settings.get_current_profile_name() == "fast":
+        return max(10, n // 4)
+    return n
