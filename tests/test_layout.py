@@ -59,8 +59,8 @@ def test_no_click_choice_copies_a_list() -> None:
 
 
 def test_the_default_tokenizer_is_named_once() -> None:
-    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name
-    assert _places("cl100k_base") == ["tokens/loaders.py"] * 3
+    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name, quicktok's
+    assert _places("cl100k_base") == ["tokens/loaders.py"] * 4
 
 
 def test_one_compaction_goal() -> None:
@@ -96,6 +96,7 @@ def test_registry_names_live_in_their_registry() -> None:
         "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
         "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
         "guard.py": {"offload"},  # a pending output's planned action
+        "agents.py": {"claude-code", "codex"},  # the agents of those names (guard --as)
     }
     # "error" and "units" are also ordinary words (severities, token units)
     names = {*STRATEGIES, "fresh_start", "truncate", *(n for n in FORMATS if n != "units")}

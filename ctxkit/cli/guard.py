@@ -340,10 +340,14 @@ def _render_usage(verdict: Any) -> list[str]:
         else:
             line += "; decided on the local count"
         out.append(line)
-    if not out and verdict.transcript.source_format == "claude-code":
+    from ctxkit.formats import FORMATS
+
+    fmt = FORMATS.get(verdict.transcript.source_format)
+    omits = getattr(fmt, "OMITS", None)
+    if not out and fmt is not None and omits:
         out.append(
-            "note: this Claude Code log records no usage and never logs the system prompt or "
-            "tool schemas; the count leaves them out (give --system/--tools)"
+            f"note: this {fmt.APP_LABEL} log records no usage and never logs {omits}; the count "
+            "leaves them out (give --system/--tools)"
         )
     return out
 

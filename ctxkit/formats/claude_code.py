@@ -11,6 +11,7 @@ from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
 APP_LABEL = "Claude Code"
+OMITS = "the system prompt or tool schemas"  # what the model saw that the log never shows
 # The skip kind counting message records a compaction summary replaced.
 COMPACTED = "before Claude Code's last compaction"
 
