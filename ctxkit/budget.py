@@ -116,6 +116,18 @@ def find_model(name: str) -> tuple[ModelInfo | None, str]:
     return None, ""
 
 
+def priced_model(name: str, flag: str = "--cost") -> ModelInfo:
+    """The model a price flag names, with prices; an unknown or unpriced one is a usage error."""
+    info, _ = find_model(name)
+    if info is None:
+        close = model_suggestions(name)
+        hint = f"; did you mean {' or '.join(close)}?" if close else ""
+        raise UsageError(f"{flag}: unknown model {name!r}{hint}")
+    if info.input_per_mtok is None or info.output_per_mtok is None:
+        raise UsageError(f"{flag}: models.toml lists no prices for {info.name}")
+    return info
+
+
 def model_suggestions(name: str, n: int = 3) -> list[str]:
     """The known model names (and aliases) closest to `name`, best first."""
     import difflib

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.archive import Archive
@@ -120,6 +120,11 @@ class ReplayResult:
     p1_total: int
     p1_kept: int
     time_ms: float
+    # Per call, the tokens of the prefix it shares with the call before (what a provider's
+    # prompt cache can serve): a compaction that rewrites the context leaves only what comes
+    # before its first change (the system prompt, the tool schemas).
+    call_cached: list[int] = field(default_factory=list)
+    baseline_cached: list[int] = field(default_factory=list)
 
     @property
     def compactions(self) -> int:
@@ -339,7 +344,11 @@ def _run(
     checks: list[NeedleCheck] = []
 
     context: list[Unit] = []
+    context_counts: list[int] = []  # each context unit's tokens, as they stand
     context_tokens = fixed  # the running total; re-counted whole after each compaction
+    previous_call: list[Unit] = []  # the context the last call sent
+    call_cached: list[int] = []
+    baseline_cached: list[int] = []
     baseline = fixed
     call_tokens: list[int] = []
     baseline_tokens: list[int] = []
@@ -347,7 +356,7 @@ def _run(
     points = set(call_points(units))
 
     def model_call(index: int) -> None:
-        nonlocal context, context_tokens
+        nonlocal context, context_tokens, context_counts, previous_call
         status = status_for(context_tokens, limit, thresholds)
         if status_rank(status) >= status_rank("compact"):
             current = t.replace(units=list(context))
@@ -374,6 +383,7 @@ def _run(
                 )
             else:
                 context = list(result.transcript.units)
+                context_counts = [c.total for c in count_units(context, tok, copts)]
                 context_tokens = result.tokens_after
                 log.append(
                     Compaction(
@@ -391,6 +401,16 @@ def _run(
                     )
                 )
         call = len(call_tokens)
+        shared = 0
+        if call:
+            shared = fixed
+            for before, now, size in zip(previous_call, context, context_counts, strict=False):
+                if before is not now and (before.id, before.content) != (now.id, now.content):
+                    break
+                shared += size
+        call_cached.append(min(shared, context_tokens))
+        baseline_cached.append(baseline_tokens[-1] if baseline_tokens else 0)
+        previous_call = list(context)
         call_tokens.append(context_tokens)
         baseline_tokens.append(baseline)
         if due:
@@ -412,6 +432,7 @@ def _run(
         if i in points:
             model_call(i)
         context.append(u)
+        context_counts.append(per_unit[i])
         context_tokens += per_unit[i]
         baseline += per_unit[i]
         due.extend(wanted.pop(u.id, ()))
@@ -462,10 +483,63 @@ def _run(
         p1_total=len(p1),
         p1_kept=p1_kept,
         time_ms=(time.perf_counter() - started) * 1000,
+        call_cached=call_cached,
+        baseline_cached=baseline_cached,
     )
 
 
+def replay_cost(r: ReplayResult, model: Any) -> dict[str, Any]:
+    """What the replayed calls cost on `model`'s prices, with prompt caching, against the same
+    calls without compaction; and per compaction, what rewriting the cached prefix cost (its
+    tokens written instead of read) and how many later calls it took to pay that back (None:
+    not within the session).
+
+    Each call reads from the cache the prefix it shares with the call before and writes the rest
+    (billed as a cache write where the provider bills one, else as input); output is left out
+    (the same with or without compaction).
+    """
+    from ctxkit.counting import call_cost
+
+    writes = model.cache_write_per_mtok is not None
+
+    def billed(tokens: int, cached: int) -> float:
+        rest = tokens - cached
+        return call_cost(model, 0 if writes else rest, cached, rest if writes else 0, 0)
+
+    costs = [billed(n, c) for n, c in zip(r.call_tokens, r.call_cached, strict=True)]
+    base = [billed(n, c) for n, c in zip(r.baseline_call_tokens, r.baseline_cached, strict=True)]
+    compactions = []
+    calls = [c.call for c in r.compaction_log if c.error is None]
+    for k, call in enumerate(calls):
+        if call >= len(costs):
+            continue
+        # the premium of that call over reading its whole context from the cache
+        invalidation = costs[call] - billed(r.call_tokens[call], r.call_tokens[call])
+        end = calls[k + 1] if k + 1 < len(calls) else len(costs)
+        saved = 0.0
+        break_even = None
+        for j in range(call, end):
+            saved += base[j] - costs[j]
+            if break_even is None and saved >= 0:
+                break_even = j - call
+        compactions.append(
+            {
+                "call": call,
+                "invalidation_usd": round(invalidation, 6),
+                "saved_usd": round(saved, 6),
+                "break_even_calls": break_even,
+            }
+        )
+    return {
+        "model": model.name,
+        "usd": round(sum(costs), 6),
+        "usd_without_compaction": round(sum(base), 6),
+        "compactions": compactions,
+    }
+
+
 __all__ = [
+    "replay_cost",
     "Compaction",
     "NeedleCheck",
     "ReplayResult",

@@ -382,3 +382,31 @@ def test_compact_replay_to_a_file(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
     assert orjson.loads(out.read_bytes())["units"] == len(t.units)
+
+
+def test_replay_cost_prices_cache_reads_and_the_rewritten_prefix() -> None:
+    """Before any compaction each call reads the whole previous call from the cache; the call
+    after a compaction reads only what precedes its first change, and pays for the rest."""
+    from ctxkit.budget import load_models
+    from ctxkit.replay import replay_cost
+
+    t = generate("growing_session", seed=1)
+    r = replay(t, CompactSettings(limit=16_000, options=ChainOptions(chain=("summarize_old",))))
+    assert r.compactions >= 1
+    first = r.compaction_log[0].call
+    for i in range(1, first):
+        assert r.call_cached[i] == r.call_tokens[i - 1]
+    assert r.call_cached[first] < r.call_tokens[first - 1]
+    for i in range(1, len(r.call_tokens)):
+        assert r.baseline_cached[i] == r.baseline_call_tokens[i - 1]
+
+    sonnet = load_models()["claude-sonnet-4"]  # $3 input, $0.30 cache read, $3.75 cache write
+    cost = replay_cost(r, sonnet)
+    expected = sum(
+        (c * 0.30 + (n - c) * 3.75) / 1e6 for n, c in zip(r.call_tokens, r.call_cached, strict=True)
+    )
+    assert cost["usd"] == round(expected, 6)
+    first_cost = cost["compactions"][0]
+    n, c = r.call_tokens[first], r.call_cached[first]
+    assert first_cost["invalidation_usd"] == round((n - c) * (3.75 - 0.30) / 1e6, 6)
+    assert first_cost["break_even_calls"] is None or first_cost["break_even_calls"] >= 0

@@ -71,6 +71,14 @@ if TYPE_CHECKING:
     "print the replay report as JSON instead of writing a compacted transcript.",
 )
 @click.option(
+    "--cost",
+    "cost_models",
+    multiple=True,
+    metavar="MODEL",
+    help="With --replay: price the replayed calls on MODEL (prompt caching, what each compaction "
+    "costs in cache writes and when it pays back); repeatable.",
+)
+@click.option(
     "--to",
     "to_format",
     type=click.Choice(WRITABLE),
@@ -134,6 +142,7 @@ def compact(
     explain: bool,
     dry_run: bool,
     replay: bool,
+    cost_models: tuple[str, ...],
     to_format: str | None,
     tokenizer: str | None,
     image_tokens: int | None,
@@ -199,7 +208,7 @@ def compact(
         warn=echo_err,
     )
     if replay:
-        _replay(source, read_opts, budget, output, archive_path)
+        _replay(source, read_opts, budget, output, archive_path, cost_models)
         return
 
     # Nothing is written unless everything can be: check the outputs before any work.
@@ -360,9 +369,13 @@ def _replay(
     budget: Any,
     output: str,
     archive_path: str | None,
+    cost_models: tuple[str, ...] = (),
 ) -> None:
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
-    from ctxkit.replay import replay_path
+    from ctxkit.budget import priced_model
+    from ctxkit.replay import replay_cost, replay_path
+
+    priced = [priced_model(name, "--cost") for name in cost_models]
 
     with spooled_input(source) as path:
         results = replay_path(
@@ -374,7 +387,11 @@ def _replay(
             sidecar_of=source,
             warn=echo_err,
         )
+    costs = [[replay_cost(r, m) for m in priced] for r in results]
     reports = [r.to_dict(include_transcript=True) for r in results]
+    if priced:
+        for report, cost in zip(reports, costs, strict=True):
+            report["cost"] = cost
     doc: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
     write_output(output, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     for r in results:
@@ -384,3 +401,22 @@ def _replay(
                 f"{c.tokens_before:,} -> {c.tokens_after:,} ({', '.join(c.strategies) or 'none'})"
             )
             echo_err(f"  before call {c.call} (after unit {c.unit_id}): {what}, {c.time_ms:.0f} ms")
+    for cost in costs:
+        for m in cost:
+            echo_err(
+                f"cost on {m['model']}: ${m['usd']:.4f} with compaction, "
+                f"${m['usd_without_compaction']:.4f} without (input, prompt caching priced)"
+            )
+            for c in m["compactions"]:
+                n = c["break_even_calls"]
+                paid = (
+                    "not paid back within the session"
+                    if n is None
+                    else "paid back by that call itself"
+                    if n == 0
+                    else f"paid back after {n} more call{'s' if n != 1 else ''}"
+                )
+                echo_err(
+                    f"  compaction before call {c['call']}: ${c['invalidation_usd']:.4f} more than "
+                    f"a cached call (the rewritten prefix is written, not read); {paid}"
+                )

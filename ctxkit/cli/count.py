@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from ctxkit.budget import priced_model
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
@@ -27,7 +28,7 @@ from ctxkit.counting import (
     recorded_usage,
     transcript_cost,
 )
-from ctxkit.errors import CtxkitError, UsageError
+from ctxkit.errors import CtxkitError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
@@ -159,7 +160,7 @@ def count(
         _write_calibration(cal, fmt)
         return
 
-    priced = [_priced_model(name) for name in cost_models]
+    priced = [priced_model(name, "--cost") for name in cost_models]
     breakdown = Breakdown(by, tok, opts) if by else None
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
@@ -207,19 +208,6 @@ def count(
     if fmt == "table":
         rows = [_short_labels(r) for r in rows]
     write_rows(rows, fmt, sys.stdout)
-
-
-def _priced_model(name: str) -> Any:
-    from ctxkit.budget import find_model, model_suggestions
-
-    info, _ = find_model(name)
-    if info is None:
-        close = model_suggestions(name)
-        hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise UsageError(f"--cost: unknown model {name!r}{hint}")
-    if info.input_per_mtok is None or info.output_per_mtok is None:
-        raise UsageError(f"--cost: models.toml lists no prices for {info.name}")
-    return info
 
 
 def _cost_row(cost: Any) -> dict[str, Any]:
