@@ -206,7 +206,7 @@ def count(
         what = "tool calls or results" if by == "tool" else "messages"
         echo_err(f"nothing to show by {by}: no {what} in the input")
     if fmt == "table":
-        rows = [_short_labels(r) for r in rows]
+        rows = [_short_labels(_dollars(r)) for r in rows]
     write_rows(rows, fmt, sys.stdout)
 
 
@@ -223,6 +223,11 @@ def _cost_row(cost: Any) -> dict[str, Any]:
         "$ next call cold": round(cost.next_call_cold_usd, 4),
         "$ next call warm": round(cost.next_call_warm_usd, 4),
     }
+
+
+def _dollars(row: dict[str, Any]) -> dict[str, Any]:
+    """Dollar columns to four decimals in a table (a table would round $0.0055 to 0.0)."""
+    return {k: f"{v:.4f}" if k.startswith("$") and isinstance(v, float) else v for k, v in row.items()}
 
 
 def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
