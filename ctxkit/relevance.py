@@ -385,11 +385,41 @@ class MiniLMEmbedder:
 
 # --------------------------------------------------------------------------- registry
 
+
+def _static(*, model: str | None = None, cache: bool = True, **_: Any) -> Embedder:
+    # imported here: the table and its tokenizer load only when a step needs a vector
+    from ctxkit.static import StaticEmbedder
+
+    return StaticEmbedder(model=model, cache=cache)
+
+
+def _auto(
+    *,
+    model: str | None = None,
+    cache: bool = True,
+    warn: Callable[[str], None] | None = None,
+    **_: Any,
+) -> Embedder:
+    """minilm when it loads, else lexical (the failure said once per model through `warn`)."""
+    factory = EMBEDDERS["minilm"]  # looked up now, so a registered fake takes its place
+    try:
+        return factory(model=model, cache=cache)
+    except (CtxkitError, ImportError, OSError) as e:
+        key = (factory, model)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            (warn or _stderr)(f"{e}; using the lexical (BM25) embedder instead")
+        return EMBEDDERS["lexical"](model=None, cache=cache)
+
+
+# The one list of embedder names: the CLI's choices and the config's check derive from it.
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {
-    "minilm": MiniLMEmbedder,
     "lexical": LexicalEmbedder,
+    "static": _static,
+    "minilm": MiniLMEmbedder,
+    "auto": _auto,
 }
-EMBEDDER_CHOICES = ("auto", "minilm", "lexical")
+DEFAULT_EMBEDDER = "lexical"
 _WARNED: set[tuple[Any, str | None]] = set()
 
 
@@ -398,14 +428,14 @@ def _stderr(message: str) -> None:
 
 
 def get_embedder(
-    name: str = "auto",
+    name: str = DEFAULT_EMBEDDER,
     *,
     model: str | None = None,
     cache: bool = True,
     warn: Callable[[str], None] | None = None,
     progress: bool = False,
 ) -> Embedder:
-    """The embedder called `name`; "auto" is minilm when it loads, else lexical (said once via warn)."""
+    """The embedder called `name` in EMBEDDERS ("auto": minilm when it loads, else lexical)."""
     emb = _build_embedder(name, model=model, cache=cache, warn=warn or _stderr)
     if progress and hasattr(emb, "show_progress"):
         emb.show_progress = True
@@ -419,22 +449,11 @@ def get_embedder(
 def _build_embedder(
     name: str, *, model: str | None, cache: bool, warn: Callable[[str], None]
 ) -> Embedder:
-    say = warn
-    if name == "auto":
-        factory = EMBEDDERS["minilm"]
-        try:
-            return factory(model=model, cache=cache)
-        except (CtxkitError, ImportError, OSError) as e:
-            key = (factory, model)
-            if key not in _WARNED:
-                _WARNED.add(key)
-                say(f"{e}; using the lexical (BM25) embedder instead")
-            return EMBEDDERS["lexical"](model=None, cache=cache)
-    factory = EMBEDDERS.get(name)  # type: ignore[assignment]
+    factory = EMBEDDERS.get(name)
     if factory is None:
-        raise unknown_name("embedder", name, [*EMBEDDERS, "auto"])
+        raise unknown_name("embedder", name, sorted(EMBEDDERS))
     try:
-        return factory(model=model, cache=cache)
+        return factory(model=model, cache=cache, warn=warn)
     except CtxkitError:
         raise
     except (ImportError, OSError) as e:
@@ -481,6 +500,11 @@ def similarity(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> float:
     own = getattr(embedder, "similarity", None)
     if callable(own):
         return float(own(a, b))
+    return cosine_of_means(a, b, embedder)
+
+
+def cosine_of_means(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> float:
+    """Cosine in [0, 1] of the word-weighted mean embeddings of the chunks of a and b."""
     mean_a = _mean_embedding(a, embedder)
     mean_b = _mean_embedding(b, embedder)
     if mean_a is None and mean_b is None:
