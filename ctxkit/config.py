@@ -33,7 +33,7 @@ Layout (YAML keys = attribute names; every default is the spec's):
       retry_policies: RetryPolicies           default RetryPolicy(max_attempts 3, backoff_base_s 1,
                                               max_delay_s 30, timeout_s 30) + per tool name
       summarizer: Summarizer                  name extractive | llm, model, url
-      embedder: Embedder                      name auto | minilm | lexical, model, cache
+      embedder: Embedder                      name static | lexical | minilm | auto, model, cache
       priority_areas: tuple[str, ...] = ()    extra text for the relevance query
 
 The default chain offloads huge tool outputs first (every byte one `recall` away), then
@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ctxkit.errors import ConfigError
+from ctxkit.relevance import DEFAULT_EMBEDDER
 from ctxkit.schema import (
     boolean,
     choice,
@@ -76,8 +77,13 @@ from ctxkit.strategies import DEFAULT_CHAIN, PARAMS, STRATEGIES
 
 DEFAULT_PATH = "ctxkit.yaml"
 ROOT = "context_config"
-EMBEDDERS = ("auto", "minilm", "lexical")
 
+
+
+def _embedder_names() -> Sequence[str]:
+    from ctxkit.relevance import EMBEDDERS
+
+    return sorted(EMBEDDERS)
 
 
 def _summarizer_names() -> Sequence[str]:
@@ -230,9 +236,9 @@ class Summarizer:
 
 @dataclass(frozen=True)
 class Embedder:
-    """Which embedder scores relevance: `auto` (minilm, else lexical), `minilm`, `lexical`."""
+    """Which embedder scores relevance and coherence: a name in `relevance.EMBEDDERS`."""
 
-    name: str = setting("auto", choice(lambda: EMBEDDERS))
+    name: str = setting(DEFAULT_EMBEDDER, choice(_embedder_names))
     model: str | None = setting(None, text())
     cache: bool = setting(True, boolean)
 
@@ -501,7 +507,7 @@ def default_config_text() -> str:
     model: null
     url: null
   embedder:
-    name: {d.embedder.name}   # auto (minilm, else lexical) | minilm | lexical
+    name: {d.embedder.name}   # static (distilled MiniLM) | lexical (BM25) | minilm | auto (minilm, else lexical)
     model: null
     cache: true
   # Extra text for the relevance query (topics that must stay in view).

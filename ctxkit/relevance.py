@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from ctxkit.errors import CtxkitError, EmbedderError, unknown_name
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ctxkit.model import Transcript
 
 CHUNK_WORDS = 200  # MiniLM sees 256 wordpieces; ~200 words fit, so long texts are split, not cut
@@ -101,6 +101,8 @@ class LexicalEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Hashed term-frequency vectors (LEXICAL_DIM wide), L2-normalised; zero rows for blank texts."""
+        import numpy as np
+
         out = np.zeros((len(texts), LEXICAL_DIM), dtype=np.float32)
         for i, text in enumerate(texts):
             for term, count in Counter(terms(text)).items():
@@ -168,6 +170,8 @@ def _cosine_sparse(x: dict[str, float], y: dict[str, float]) -> float:
 
 
 def _normalise_rows(m: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     return (m / norms).astype(np.float32, copy=False)
@@ -203,6 +207,8 @@ class EmbeddingCache:
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored vectors among `hashes` (missing ones are absent from the result)."""
+        import numpy as np
+
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(hashes))
         for start in range(0, len(unique), 500):
@@ -220,6 +226,8 @@ class EmbeddingCache:
 
     def put_many(self, model: str, items: Iterable[tuple[str, np.ndarray]]) -> None:
         """Store vectors; an existing entry for the same key is kept."""
+        import numpy as np
+
         rows = [
             (model, digest, int(vec.shape[0]), np.asarray(vec, dtype=np.float32).tobytes())
             for digest, vec in items
@@ -321,6 +329,7 @@ class MiniLMEmbedder:
     name = "minilm"
 
     def __init__(self, *, model: str | None = None, cache: bool = True, **_: Any) -> None:
+
         self.model, self.model_id = load_sentence_model(model)
         self.max_seq_length = int(getattr(self.model, "max_seq_length", 256) or 256)
         self.max_chars = self.max_seq_length * CHARS_PER_TOKEN_CUT
@@ -345,6 +354,8 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts in batches of 64, each cut to the model's max sequence length; rows L2-normalised."""
+        import numpy as np
+
         # lone surrogates (legal in JSON, not in UTF-8) would stop the Rust tokenizer
         cut = [t[: self.max_chars].encode("utf-8", "replace").decode("utf-8") for t in texts]
         digests = [_sha256(t) for t in cut]
@@ -453,7 +464,9 @@ def _build_embedder(
     if factory is None:
         raise unknown_name("embedder", name, sorted(EMBEDDERS))
     try:
-        return factory(model=model, cache=cache, warn=warn)
+        if factory is _auto:  # the one factory that says something: a fallback
+            return _auto(model=model, cache=cache, warn=warn)
+        return factory(model=model, cache=cache)
     except CtxkitError:
         raise
     except (ImportError, OSError) as e:
@@ -480,6 +493,8 @@ def relevance_scores(
     scorer = getattr(emb, "scores", None)
     if callable(scorer):
         return [float(s) for s in scorer(texts, query)]
+    import numpy as np  # only here: BM25 above needs none
+
     chunks = [chunk_text(t) for t in texts]
     flat = [c for cs in chunks for c in cs]
     matrix = np.asarray(emb.embed([*flat, query]), dtype=np.float32)
@@ -505,6 +520,8 @@ def similarity(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> float:
 
 def cosine_of_means(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> float:
     """Cosine in [0, 1] of the word-weighted mean embeddings of the chunks of a and b."""
+    import numpy as np
+
     mean_a = _mean_embedding(a, embedder)
     mean_b = _mean_embedding(b, embedder)
     if mean_a is None and mean_b is None:
@@ -520,6 +537,8 @@ def cosine_of_means(a: Sequence[str], b: Sequence[str], embedder: Embedder) -> f
 
 def _mean_embedding(texts: Sequence[str], embedder: Embedder) -> np.ndarray | None:
     """Word-weighted mean of chunk embeddings, so a long tool output counts for its length."""
+    import numpy as np
+
     chunks = [c for t in texts for c in chunk_text(t)]
     if not chunks:
         return None

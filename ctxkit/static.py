@@ -43,6 +43,11 @@ LEXICAL_SHARE = 0.5
 
 # a run of letters/digits, or any other single non-space character (punctuation splits words)
 _PIECE = re.compile(r"[^\W_]+|[^\w\s]|_")
+# BERT splits CJK ideographs into single characters (kana and hangul stay in words)
+_CJK = re.compile(
+    "([\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0002a6df"
+    "\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b820-\U0002ceaf\U0002f800-\U0002fa1f])"
+)
 
 
 class WordPiece:
@@ -98,7 +103,7 @@ def normalise(text: str) -> str:
     text = text.lower()
     if text.isascii():
         return text
-    decomposed = unicodedata.normalize("NFD", text)
+    decomposed = unicodedata.normalize("NFD", _CJK.sub(r" \1 ", text))
     return "".join(
         c for c in decomposed if unicodedata.category(c) not in ("Mn", "Cc", "Cf", "Co", "Cs")
     )

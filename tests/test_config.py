@@ -55,7 +55,7 @@ def test_spec_defaults() -> None:
     assert bs.hybrid.max_iterations == 3
     assert (c.recovery_mode, c.handover_tokens) == ("fresh_start", 500)
     assert c.retry_policies.default == RetryPolicy(3, 1.0, 30.0, 30.0)
-    assert (c.summarizer.name, c.embedder.name) == ("extractive", "auto")
+    assert (c.summarizer.name, c.embedder.name) == ("extractive", "lexical")
 
 
 def test_init_text_loads_to_the_defaults() -> None:

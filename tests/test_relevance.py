@@ -217,7 +217,7 @@ def test_fake_embedder_relevance_is_clipped_cosine(topics: TopicEmbedder) -> Non
 def test_unknown_embedder_lists_known_names() -> None:
     with pytest.raises(UsageError) as e:
         get_embedder("word2vec")
-    assert str(e.value) == "unknown embedder 'word2vec'; known: auto, lexical, minilm"
+    assert str(e.value) == "unknown embedder 'word2vec'; known: auto, lexical, minilm, static"
 
 
 def test_auto_falls_back_to_lexical_and_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,6 +32,7 @@ from ctxkit.fileio import (
     write_output,
 )
 from ctxkit.formats import WRITABLE
+from ctxkit.relevance import EMBEDDERS
 from ctxkit.summarize import SUMMARIZER_NAMES
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--embedder",
-    type=click.Choice(["auto", "minilm", "lexical"]),
+    type=click.Choice(sorted(EMBEDDERS)),
     default=None,
     help="Relevance and coherence: auto (MiniLM when it loads, else BM25; the default), minilm, lexical.",
 )

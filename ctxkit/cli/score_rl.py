@@ -20,6 +20,7 @@ from ctxkit.cli.options import (
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
+from ctxkit.relevance import EMBEDDERS
 from ctxkit.rl.actions import MODES
 from ctxkit.rl.datasets import EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
@@ -96,7 +97,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 )
 @click.option(
     "--embedder",
-    type=click.Choice(["auto", "minilm", "lexical"]),
+    type=click.Choice(sorted(EMBEDDERS)),
     default="lexical",
     show_default=True,
     help="Coherence and relevance embedder (auto: minilm when it loads).",
