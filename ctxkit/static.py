@@ -34,7 +34,7 @@ import numpy as np
 from ctxkit.errors import EmbedderError
 
 STATIC_FILE = "static_minilm.npz"
-STATIC_SHA256 = "d6860c0e3de1c07369fff93228bcaf17c5de68296073fff06d9c85b4797bae35"
+STATIC_SHA256 = "2ddc1b0bed3017c3de15c6dcf9d995d3e173d310b2d519a687f302b645c0110f"
 MAX_WORD_CHARS = 100  # BERT's limit: a longer "word" is [UNK]
 MAX_TOKENS = 256  # per text, as MiniLM's max_seq_length: a chunk is judged on what MiniLM sees
 # coherence = this share of the bag-of-words cosine + the rest of the static cosine: the two err
@@ -98,15 +98,26 @@ class WordPiece:
         return ids
 
 
+class _Strip(dict):  # type: ignore[type-arg]
+    """str.translate table: code point -> itself, or None for marks and control characters.
+
+    Filled on first sight of each character, so translate runs in C for every one after that."""
+
+    def __missing__(self, cp: int) -> int | None:
+        keep = unicodedata.category(chr(cp)) not in ("Mn", "Cc", "Cf", "Co", "Cs")
+        self[cp] = cp if keep else None
+        return self[cp]
+
+
+_STRIP = _Strip({ord(c): ord(c) for c in " \t\n\r"})
+
+
 def normalise(text: str) -> str:
     """BERT's uncased clean-up: lower case, accents stripped, control characters dropped."""
     text = text.lower()
     if text.isascii():
         return text
-    decomposed = unicodedata.normalize("NFD", _CJK.sub(r" \1 ", text))
-    return "".join(
-        c for c in decomposed if unicodedata.category(c) not in ("Mn", "Cc", "Cf", "Co", "Cs")
-    )
+    return unicodedata.normalize("NFD", _CJK.sub(r" \1 ", text)).translate(_STRIP)
 
 
 class StaticTable:
@@ -171,16 +182,11 @@ class StaticEmbedder:
         """One row per text: the mean of its first MAX_TOKENS token vectors, L2-normalised."""
         table = self.table
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        ids_per_text = [table.wordpiece.encode(t, MAX_TOKENS) for t in texts]
-        lengths = np.array([len(ids) for ids in ids_per_text], dtype=np.int64)
-        nonempty = np.flatnonzero(lengths)
-        if len(nonempty):
-            flat = np.fromiter(
-                (i for ids in ids_per_text for i in ids), dtype=np.int64, count=int(lengths.sum())
-            )
-            rows = table.vectors[flat].astype(np.float32) * table.scales[flat, None]
-            starts = np.concatenate(([0], np.cumsum(lengths[nonempty])[:-1]))
-            out[nonempty] = np.add.reduceat(rows, starts, axis=0) / lengths[nonempty, None]
+        for row, text in enumerate(texts):
+            ids = table.wordpiece.encode(text, MAX_TOKENS)
+            if ids:
+                # the scaled sum of int8 rows: one small matrix-vector product per text
+                out[row] = table.scales[ids] @ table.vectors[ids].astype(np.float32)
         self.stats["computed"] += len(texts)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         norms[norms == 0] = 1.0

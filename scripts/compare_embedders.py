@@ -61,6 +61,7 @@ def main() -> int:
     tok = get_tokenizer("cl100k_base")
     yardstick = get_embedder("minilm")
     rows: list[dict[str, Any]] = []
+    case = 0
     print(
         f"{'transcript':44} {'embedder':8} {'tokens':>7} {'after':>6} {'needles':>7} "
         f"{'kept':>4} {'coh(minilm)':>11} {'coh(own)':>8} {'s':>6}  digest"
@@ -73,6 +74,7 @@ def main() -> int:
                 if before <= limit * 0.8:
                     continue
                 truth = {"needles": derive_needles(t, 10)}
+                case += 1
                 for name in names:
                     embedder = build_embedder(Config(), name)
                     t0 = time.perf_counter()
@@ -87,6 +89,7 @@ def main() -> int:
                     seconds = time.perf_counter() - t0
                     kept = needle_retention(r.transcript, truth)["present"]
                     row = {
+                        "case": case,
                         "transcript": f"{folder}/{path.name}"[:44] + f"#{t.id[-6:]}",
                         "embedder": name,
                         "tokens": before,
@@ -119,12 +122,12 @@ def summarise(rows: list[dict[str, Any]], names: list[str]) -> None:
         f"{'time s total':>12} {'same output as minilm':>21} {'needles < minilm':>16} "
         f"{'max coh gap':>11}"
     )
-    ref = {r["transcript"]: r for r in rows if r["embedder"] == "minilm"}
+    ref = {r["case"]: r for r in rows if r["embedder"] == "minilm"}
     for name in names:
         mine = [r for r in rows if r["embedder"] == name]
         if not mine:
             continue
-        pairs = [(r, ref[r["transcript"]]) for r in mine if r["transcript"] in ref]
+        pairs = [(r, ref[r["case"]]) for r in mine if r["case"] in ref]
         same = sum(r["digest"] == m["digest"] for r, m in pairs)
         fewer = sum(r["kept"] < m["kept"] for r, m in pairs)
         gap = max((m["coherence_minilm"] - r["coherence_minilm"] for r, m in pairs), default=0.0)

@@ -13,7 +13,8 @@ law over the vocabulary's (frequency-ordered) ranks. Two changes from model2vec'
 seed 12) and checked on 600 others (seed 99): the second principal axis dropped (PCA to 257,
 then 256 left), and SIF 5e-6. Spearman with MiniLM's cosines went from 0.75/0.74 to 0.85/0.84
 (0.87/0.86 for the static embedder's coherence, which mixes in the bag-of-words cosine). Rows are stored as int8 with one float32
-scale per row; the file's sha256 goes into ctxkit/static.py (`STATIC_SHA256`), which checks it
+scale per row (uncompressed .npz, so it loads without
+inflating); the file's sha256 goes into ctxkit/static.py (`STATIC_SHA256`), which checks it
 at load. The forward pass is deterministic on CPU, and PCA signs are fixed, so a rebuild from
 the same model and settings gives the same file.
 """
@@ -132,7 +133,7 @@ def save(path: Path, tokens: list[str], rows: np.ndarray, meta: dict[str, str]) 
     """Write the .npz deterministically (fixed zip timestamps) and return its sha256."""
     q, scale = quantize(rows)
     buf = io.BytesIO()
-    np.savez_compressed(
+    np.savez(
         buf,
         vectors=q,
         scales=scale,
@@ -146,15 +147,18 @@ def save(path: Path, tokens: list[str], rows: np.ndarray, meta: dict[str, str]) 
 
 
 def _fixed_zip_times(data: bytes) -> bytes:
-    """Rewrite the zip with every member dated 1980-01-01, so equal content gives equal bytes."""
+    """Rewrite the zip with every member dated 1980-01-01, so equal content gives equal bytes.
+
+    Members are stored, not deflated: loading then costs no decompression (a wheel compresses
+    the file anyway)."""
     import zipfile
 
     src = zipfile.ZipFile(io.BytesIO(data))
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_STORED) as dst:
         for info in sorted(src.infolist(), key=lambda i: i.filename):
             fixed = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
-            fixed.compress_type = zipfile.ZIP_DEFLATED
+            fixed.compress_type = zipfile.ZIP_STORED
             fixed.external_attr = 0o644 << 16
             dst.writestr(fixed, src.read(info.filename))
     return out.getvalue()
