@@ -430,7 +430,7 @@ EMBEDDERS: dict[str, Callable[..., Embedder]] = {
     "minilm": MiniLMEmbedder,
     "auto": _auto,
 }
-DEFAULT_EMBEDDER = "lexical"
+DEFAULT_EMBEDDER = "static"
 _WARNED: set[tuple[Any, str | None]] = set()
 
 

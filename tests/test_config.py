@@ -20,6 +20,7 @@ from ctxkit.config import (
     load_config,
 )
 from ctxkit.errors import ConfigError
+from ctxkit.relevance import DEFAULT_EMBEDDER
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 
@@ -55,7 +56,7 @@ def test_spec_defaults() -> None:
     assert bs.hybrid.max_iterations == 3
     assert (c.recovery_mode, c.handover_tokens) == ("fresh_start", 500)
     assert c.retry_policies.default == RetryPolicy(3, 1.0, 30.0, 30.0)
-    assert (c.summarizer.name, c.embedder.name) == ("extractive", "lexical")
+    assert (c.summarizer.name, c.embedder.name) == ("extractive", DEFAULT_EMBEDDER)
 
 
 def test_init_text_loads_to_the_defaults() -> None:

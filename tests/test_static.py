@@ -84,7 +84,7 @@ def test_wordpiece_matches_the_bert_tokenizer(text: str) -> None:
     assert got == want
 
 
-def test_a_default_compact_imports_no_torch_and_no_numpy(tmp_path: Path) -> None:
+def test_a_default_compact_imports_no_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from ctxkit.cli import cli\n"
@@ -93,10 +93,28 @@ def test_a_default_compact_imports_no_torch_and_no_numpy(tmp_path: Path) -> None
         "    cli(args, prog_name='ctxkit')\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print(sorted(m for m in ('torch', 'sentence_transformers', 'numpy', 'polars', 'faker') "
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'polars', 'faker') "
         "if m in sys.modules))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_lexical_compact_imports_no_numpy(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from ctxkit.cli import cli\n"
+        f"args = ['compact', {str(SAMPLE)!r}, '--limit', '4000', '--embedder', 'lexical', "
+        f"'-o', {str(tmp_path / 'o.json')!r}]\n"
+        "try:\n"
+        "    cli(args, prog_name='ctxkit')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False"
