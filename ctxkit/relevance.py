@@ -288,6 +288,21 @@ def _resolve_model(spec: str | None) -> tuple[str, str]:
     return spec, spec
 
 
+def _local_model_shape(target: str) -> tuple[int, int] | None:
+    """(max_seq_length, dim) from a sentence-transformers directory's own config files, or None."""
+    import json
+
+    root = Path(target)
+    try:
+        seq = json.loads((root / "sentence_bert_config.json").read_text())["max_seq_length"]
+        dim = json.loads((root / "1_Pooling" / "config.json").read_text())[
+            "word_embedding_dimension"
+        ]
+        return int(seq), int(dim)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def load_sentence_model(spec: str | None = None) -> tuple[Any, str]:
     """Load (once per process) a sentence-transformers model offline; returns (model, model id)."""
     target, model_id = _resolve_model(spec)
@@ -329,15 +344,18 @@ class MiniLMEmbedder:
     name = "minilm"
 
     def __init__(self, *, model: str | None = None, cache: bool = True, **_: Any) -> None:
-
-        self.model, self.model_id = load_sentence_model(model)
-        self.max_seq_length = int(getattr(self.model, "max_seq_length", 256) or 256)
+        self.spec = model
+        target, self.model_id = _resolve_model(model)
+        self._model: Any = None
+        self._dim: int | None = None
+        known = _local_model_shape(target)
+        if known is None:
+            self._load()  # a hub name or an unusual directory: its shape is known once loaded
+        else:
+            # the bundled model: loaded only when a text misses the cache, so a warm run that
+            # finds every vector in SQLite never imports torch
+            self.max_seq_length, self._dim = known
         self.max_chars = self.max_seq_length * CHARS_PER_TOKEN_CUT
-        # sentence-transformers renamed the method; take whichever this version has
-        dim_of = getattr(self.model, "get_embedding_dimension", None) or (
-            self.model.get_sentence_embedding_dimension
-        )
-        self.dim = int(dim_of() or 0)
         # texts embedded: computed by the model, or served from memory / SQLite (repeats count as cached)
         self.stats = {"computed": 0, "cached": 0}
         self.show_progress = False  # a tqdm bar on stderr for long passes; the CLI turns it on
@@ -351,6 +369,29 @@ class MiniLMEmbedder:
             except (sqlite3.Error, OSError) as e:
                 # a broken cache costs time, never the run
                 self.cache_error = f"embedding cache {path} unavailable ({e}); running without it"
+
+    def _load(self) -> Any:
+        if self._model is None:
+            self._model, _ = load_sentence_model(self.spec)
+            self.max_seq_length = int(getattr(self._model, "max_seq_length", 256) or 256)
+            # sentence-transformers renamed the method; take whichever this version has
+            dim_of = getattr(self._model, "get_embedding_dimension", None) or (
+                self._model.get_sentence_embedding_dimension
+            )
+            self._dim = int(dim_of() or 0)
+        return self._model
+
+    @property
+    def model(self) -> Any:
+        """The SentenceTransformer, loaded on first use."""
+        return self._load()
+
+    @property
+    def dim(self) -> int:
+        """Width of the vectors."""
+        if self._dim is None:
+            self._load()
+        return int(self._dim or 0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts in batches of 64, each cut to the model's max sequence length; rows L2-normalised."""
@@ -414,7 +455,9 @@ def _auto(
     """minilm when it loads, else lexical (the failure said once per model through `warn`)."""
     factory = EMBEDDERS["minilm"]  # looked up now, so a registered fake takes its place
     try:
-        return factory(model=model, cache=cache)
+        emb = factory(model=model, cache=cache)
+        getattr(emb, "model", None)  # load now: auto must know whether the model works
+        return emb
     except (CtxkitError, ImportError, OSError) as e:
         key = (factory, model)
         if key not in _WARNED:

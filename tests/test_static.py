@@ -3,6 +3,7 @@ default run loads no model."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,28 @@ def test_a_lexical_compact_imports_no_numpy(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.slow
+def test_a_warm_minilm_compact_imports_no_torch(tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers")
+    code = (
+        "import sys\n"
+        "from ctxkit.cli import cli\n"
+        f"args = ['compact', {str(SAMPLE)!r}, '--limit', '4000', '--embedder', 'minilm', "
+        f"'-o', {str(tmp_path / 'o.json')!r}]\n"
+        "try:\n"
+        "    cli(args, prog_name='ctxkit')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('torch' in sys.modules)\n"
+    )
+    env = {**os.environ, "CTXKIT_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+            env=env, check=True,
+        ).stdout.strip().splitlines()[-1]
+        for _ in range(2)
+    ]  # fmt: skip
+    assert runs == ["True", "False"]  # the second run finds every vector in the cache
