@@ -19,6 +19,7 @@ from ctxkit.archive import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.config import Config
 from ctxkit.formats import read_path
+from ctxkit.relevance import EMBEDDERS
 from ctxkit.settings import build_embedder
 from ctxkit.tokens import count_transcript, get_tokenizer
 
@@ -39,7 +40,7 @@ def main() -> int:
         default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "realdata"),
     )
     parser.add_argument("--fraction", type=float, default=0.33)
-    parser.add_argument("--embedder", default="lexical", choices=["auto", "minilm", "lexical"])
+    parser.add_argument("--embedder", default="lexical", choices=sorted(EMBEDDERS))
     args = parser.parse_args()
     tok = get_tokenizer("cl100k_base")
     embedder = build_embedder(Config(), args.embedder)

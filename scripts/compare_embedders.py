@@ -2,8 +2,8 @@
 
     .venv/bin/python scripts/compare_embedders.py [--embedders lexical,static,minilm] [--json out.json]
 
-The limit is a third of each transcript (at least 3,000 tokens) and the target 80% of it, as in
-scripts/compact_realdata.py; the default chain and recovery. For each run it records: the
+The limit is a third of each transcript (at least 3,000 tokens) and the goal the settings' own
+(the warn threshold), as in scripts/compact_realdata.py; the default chain and recovery. For each run it records: the
 output's digest (equal digests = identical outputs), the derived needles still present
 (scripts/replay_realdata.py's `derive_needles`: paths the agent used long after first seeing
 them), the coherence of the output with the original measured by MiniLM for every embedder
@@ -29,13 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_realdata import derive_needles  # noqa: E402
 
 from ctxkit.archive import Archive  # noqa: E402
-from ctxkit.chain import coherence, compact  # noqa: E402
+from ctxkit.compaction import CompactSettings, coherence, compact  # noqa: E402
 from ctxkit.config import Config  # noqa: E402
 from ctxkit.formats import read_path  # noqa: E402
 from ctxkit.relevance import get_embedder  # noqa: E402
 from ctxkit.settings import build_embedder  # noqa: E402
-from ctxkit.simulate import needle_retention  # noqa: E402
 from ctxkit.tokens import count_transcript, get_tokenizer  # noqa: E402
+from ctxkit.truth import needle_retention  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT.parent / "shared" / "realdata"
@@ -71,21 +71,15 @@ def main() -> int:
             for t in read_path(str(path)):
                 before = count_transcript(t, tok).total
                 limit = max(int(before * args.fraction), 3000)
-                if before <= limit * 0.8:
+                if before <= CompactSettings(limit=limit).goal:
                     continue
                 truth = {"needles": derive_needles(t, 10)}
                 case += 1
                 for name in names:
                     embedder = build_embedder(Config(), name)
                     t0 = time.perf_counter()
-                    r = compact(
-                        t,
-                        limit=limit,
-                        target=int(limit * 0.8),
-                        tokenizer=tok,
-                        archive=Archive(":memory:"),
-                        embedder=embedder,
-                    )
+                    settings = CompactSettings(limit=limit, tokenizer=tok, embedder=embedder)
+                    r = compact(t, settings, archive=Archive(":memory:"))
                     seconds = time.perf_counter() - t0
                     kept = needle_retention(r.transcript, truth)["present"]
                     row = {

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/eval_embedders.py [--pairs 600] [--seed 12] [--static FILE.npz ...]
 
 Units come from every transcript under ../shared/realdata; each unit's text is what the chain
-embeds (content plus tool-call names and arguments, `chain.unit_texts`), and its first chunk
+embeds (content plus tool-call names and arguments, `compaction.unit_texts`), and its first chunk
 (`relevance.chunk_text`, at most 200 words) is the text compared. Pairs are drawn with a fixed
 seed: two thirds within one transcript (what coherence and relevance compare), one third across
 transcripts. For each pair every embedder gives `relevance.similarity([a], [b])` - the cosine of
@@ -30,7 +30,7 @@ REALDATA = ROOT.parent / "shared" / "realdata"
 
 def load_units(realdata: Path) -> dict[str, list[list[str]]]:
     """By folder (format), per transcript, the first chunk of each unit's text (3+ words)."""
-    from ctxkit.chain import unit_texts
+    from ctxkit.compaction import unit_texts
     from ctxkit.formats import read_path
     from ctxkit.relevance import chunk_text
 
