@@ -290,7 +290,7 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 
 def _settings(limit: int) -> Any:
-    """The default configuration's settings at `limit`, with the lexical embedder."""
+    """The default configuration's settings at `limit`, with the default embedder."""
     from ctxkit.config import Config
     from ctxkit.settings import compact_settings
 

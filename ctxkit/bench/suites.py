@@ -297,8 +297,27 @@ def _minilm_load_subprocess() -> tuple[float | None, str]:
     return float(out.stdout.strip().splitlines()[-1]), ""
 
 
+def _static_load_subprocess() -> tuple[float | None, str]:
+    """Seconds to import numpy, load the static table and embed one text in a fresh process."""
+    code = (
+        "import time; t = time.perf_counter()\n"
+        "from ctxkit.relevance import get_embedder\n"
+        "get_embedder('static').embed(['warm up'])\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    if out.returncode != 0:
+        return None, (out.stderr.strip().splitlines() or ["failed"])[-1]
+    return float(out.stdout.strip().splitlines()[-1]), ""
+
+
 def suite_embed(opts: BenchOptions, say: Progress) -> SuiteResult:
-    """MiniLM load (fresh process) and batched embedding per unit; lexical for comparison."""
+    """MiniLM load (fresh process) and batched embedding per unit; static and lexical beside it."""
     from ctxkit import relevance
     from ctxkit.tokens import count_text
 
@@ -307,6 +326,34 @@ def suite_embed(opts: BenchOptions, say: Progress) -> SuiteResult:
     tokens = sum(count_text(x) for x in texts)
     lexical = relevance.get_embedder("lexical", cache=False)
     lex = _repeat(lambda: lexical.embed(texts), opts.repeats(5))
+    static_load_s, static_why = _static_load_subprocess()
+    if static_load_s is None:
+        res.skipped.append(f"static: {static_why}")
+    else:
+        from ctxkit.static import load_table
+
+        def fresh_static() -> None:
+            load_table().wordpiece.clear()  # cold: every word split again
+            relevance.get_embedder("static").embed(texts)
+
+        st = _repeat(fresh_static, opts.repeats(5))
+        res.figures.append(
+            Figure(
+                "static load (numpy + table, fresh process)",
+                static_load_s * 1000,
+                "ms",
+                note="once per process; excluded from the per-unit figure",
+            )
+        )
+        res.figures.append(
+            Figure(
+                f"static (distilled MiniLM) embedding per unit, batch of {len(texts)}",
+                st["median_s"] * 1000 / len(texts),
+                "ms/unit",
+                100.0,
+                note=f"{source}, {tokens:,} tokens, cold word cache, median of {st['runs']}",
+            )
+        )
     say("embed: loading MiniLM in a fresh process")
     load_s, why = _minilm_load_subprocess()
     if load_s is None:
@@ -453,13 +500,18 @@ def suite_compact(opts: BenchOptions, say: Progress) -> SuiteResult:
     std = standard_transcript()
     limit = _limit_for(std)
     std_tokens = count_transcript(std, tok).total
-    # (label, make a fresh embedder or None for lexical, what its caches hold)
+    from ctxkit.relevance import DEFAULT_EMBEDDER, get_embedder
+
+    # (label, make a fresh embedder or None for the default one, what its caches hold)
     embedders: list[tuple[str, Callable[[], Any] | None, str]] = [
-        ("lexical", None, "cold token cache")
+        (f"{DEFAULT_EMBEDDER} (default)", None, "cold token cache")
     ]
+    if DEFAULT_EMBEDDER != "lexical":
+        embedders.append(
+            ("lexical", partial(get_embedder, "lexical", cache=False), "cold token cache")
+        )
     cache_dir = tempfile.mkdtemp(prefix="ctxkit-bench-embeddings-")
     if not opts.quick:
-        from ctxkit.relevance import get_embedder
 
         embedders.append(
             ("minilm", partial(get_embedder, "minilm", cache=False), "embeddings computed")
