@@ -79,8 +79,13 @@ def test_lexical_scores_related_above_unrelated() -> None:
     assert scores[1] == 0.0
 
 
-def test_lexical_is_the_default_embedder_of_relevance_scores() -> None:
-    assert relevance_scores(["login test", "cake"], "login") == [1.0, 0.0]
+def test_the_registry_default_is_the_default_embedder_of_relevance_scores() -> None:
+    from ctxkit.relevance import DEFAULT_EMBEDDER
+
+    texts = ["login test", "cake"]
+    scores = relevance_scores(texts, "login")
+    assert scores == relevance_scores(texts, "login", get_embedder(DEFAULT_EMBEDDER))
+    assert scores[0] > scores[1]
 
 
 def test_bm25_matches_a_hand_computation() -> None:
