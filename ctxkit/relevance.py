@@ -542,11 +542,14 @@ def relevance_scores(
     flat = [c for cs in chunks for c in cs]
     matrix = np.asarray(emb.embed([*flat, query]), dtype=np.float32)
     cos = matrix[:-1] @ matrix[-1]
+    # an embedder whose cosines run on another scale than MiniLM's maps them onto it, so the
+    # thresholds (prioritize_recent's rel_threshold) mean the same with either
+    scale, shift = getattr(emb, "cosine_scale", (1.0, 0.0))
     scores: list[float] = []
     start = 0
     for cs in chunks:
         best = (
-            float(cos[start : start + len(cs)].max()) if cs else 0.0
+            scale * float(cos[start : start + len(cs)].max()) + shift if cs else 0.0
         )  # a blank text is about nothing
         start += len(cs)
         scores.append(round(min(1.0, max(0.0, best)), 6))

@@ -42,6 +42,10 @@ MAX_TOKENS = 256  # per text, as MiniLM's max_seq_length: a chunk is judged on w
 # differently, and the mix tracks MiniLM better than either (Spearman 0.86 vs 0.84 and 0.79)
 LEXICAL_SHARE = 0.5
 MEMO_MAX = 50_000  # vectors kept per embedder (~50 MB at 256 float32s)
+# static cosines run ~0.18 above MiniLM's on the same pairs (medians 0.47 vs 0.25 on 600 real
+# pairs); relevance maps them with MiniLM ~ 0.93 x static - 0.15 (least squares on the seed-12
+# and seed-99 pairs of scripts/eval_embedders.py), so rel_threshold means what it does for MiniLM
+COSINE_SCALE = (0.93, -0.15)
 
 # a run of letters/digits, or any other single non-space character (punctuation splits words)
 _PIECE = re.compile(r"[^\W_]+|[^\w\s]|_")
@@ -174,6 +178,7 @@ class StaticEmbedder:
     """Mean of distilled MiniLM token vectors; rows L2-normalised (zero rows for token-less texts)."""
 
     name = "static"
+    cosine_scale = COSINE_SCALE  # read by relevance.relevance_scores
 
     def __init__(self, *, model: str | None = None, cache: bool = True, **_: Any) -> None:
         # `cache` is accepted so every factory takes the same keywords: a lookup needs no cache

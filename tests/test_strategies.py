@@ -20,7 +20,7 @@ from ctxkit import structure
 from ctxkit.archive import Archive, make_ref
 from ctxkit.errors import ConfigError, UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.relevance import task_query
+from ctxkit.relevance import get_embedder, task_query
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, get_strategy
 from ctxkit.strategies.base import Context, State, placeholder, protected, refs_hint
 from ctxkit.tokens import CountOptions, get_tokenizer
@@ -89,6 +89,9 @@ def fixture_units() -> list[Unit]:
     return units
 
 
+LEXICAL = get_embedder("lexical")
+
+
 def make_state(units: Sequence[Unit], archive: Archive | None, tid: str = "t1", query: str = "") -> State:
     transcript = Transcript(units=list(units), id=tid)
     ctx = Context(
@@ -97,6 +100,7 @@ def make_state(units: Sequence[Unit], archive: Archive | None, tid: str = "t1", 
         archive=archive,
         transcript_id=tid,
         query=query or task_query(transcript),
+        embedder=LEXICAL,  # these tests pin BM25's scores, whatever the default embedder is
     )
     return State(tuple(units), target=1, ctx=ctx)
 
