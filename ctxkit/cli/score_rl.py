@@ -20,7 +20,7 @@ from ctxkit.cli.options import (
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
-from ctxkit.relevance import EMBEDDERS
+from ctxkit.relevance import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.rl.actions import MODES
 from ctxkit.rl.datasets import EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
@@ -98,7 +98,7 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
 @click.option(
     "--embedder",
     type=click.Choice(sorted(EMBEDDERS)),
-    default="lexical",
+    default=DEFAULT_EMBEDDER,
     show_default=True,
     help="Coherence and relevance embedder (auto: minilm when it loads).",
 )
