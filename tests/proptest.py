@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
 from hypothesis import settings
 
 
@@ -13,3 +17,10 @@ def examples(n: int) -> int:
     if settings.get_current_profile_name() == "fast":
         return max(10, n // 4)
     return n
+
+
+def sweep(values: Iterable[Any], fast: Iterable[Any]) -> list[Any]:
+    """Parameters for a sweep: every value runs in `make test`; only `fast` ones (a
+    representative few) in `make test-fast`, the rest are marked slow."""
+    keep = set(fast)
+    return [v if v in keep else pytest.param(v, marks=pytest.mark.slow) for v in values]

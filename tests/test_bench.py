@@ -171,6 +171,7 @@ def test_quality_suite_on_one_scenario() -> None:
     assert "LangChain trim_messages" in text and "drop oldest (naive)" in text
 
 
+@pytest.mark.slow  # fresh processes per size: the bench's own machinery, run in make test
 def test_scale_suite_small_sizes_in_subprocesses() -> None:
     opts = bench.BenchOptions(sizes=(1_000, 4_000), scale_scenarios=("long_chat",))
     report = bench.run(["scale"], opts)

@@ -12,6 +12,7 @@ from types import FrameType
 
 import click
 import pytest
+from proptest import sweep
 
 from ctxkit import compress as cmod
 from ctxkit.compress import (
@@ -39,7 +40,7 @@ CODE_FILES = [
 
 
 @pytest.mark.parametrize("path", CODE_FILES, ids=lambda p: p.name)
-@pytest.mark.parametrize("ratio", [0.8, 0.5, 0.2, 0.05])
+@pytest.mark.parametrize("ratio", sweep([0.8, 0.5, 0.2, 0.05], (0.5, 0.05)))
 def test_python_code_still_parses_and_shrinks(path: Path, ratio: float) -> None:
     source = path.read_text()
     ast.parse(source)
@@ -264,7 +265,14 @@ def _python_calls(fn: Callable[[], object]) -> int:
     return calls
 
 
-@pytest.mark.parametrize("make", [c_source, py_source, lambda n: py_source(n, numbered=True)], ids=["c", "python", "numbered"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(c_source, id="c", marks=pytest.mark.slow),
+        pytest.param(py_source, id="python"),
+        pytest.param(lambda n: py_source(n, numbered=True), id="numbered", marks=pytest.mark.slow),
+    ],
+)
 def test_compress_code_work_grows_linearly(make: Callable[[int], str]) -> None:
     small, large = make(1_000), make(2_000)
     work_small = _python_calls(lambda: compress_code(small, TOK.count(small) // 10, TOK))

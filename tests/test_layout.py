@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +16,16 @@ from ctxkit.strategies import STRATEGIES
 SRC = Path(ctxkit.__file__).parent
 
 
+@functools.cache
+def _parsed() -> tuple[tuple[str, ast.Module], ...]:
+    return tuple(
+        (str(path.relative_to(SRC)), ast.parse(path.read_text(encoding="utf-8")))
+        for path in sorted(SRC.rglob("*.py"))
+    )
+
+
 def _modules() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(SRC.rglob("*.py")):
-        yield str(path.relative_to(SRC)), ast.parse(path.read_text(encoding="utf-8"))
+    yield from _parsed()
 
 
 def _docstrings(tree: ast.Module) -> set[int]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
+from proptest import sweep
 
 from ctxkit.archive import Archive
 from ctxkit.budget import Thresholds
@@ -209,7 +210,7 @@ def test_same_input_gives_the_same_replay() -> None:
     assert a == b
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", sweep(sorted(SCENARIOS), ("agent_session", "all_p1", "fragmented", "giant_tool_output", "multilingual_emoji")))
 @pytest.mark.parametrize("chain", ["mask_observations", "summarize_old", "default"])
 def test_replay_every_scenario_stays_under_the_limit(scenario: str, chain: str) -> None:
     t = generate(scenario, seed=0, tokens=min(SCENARIOS[scenario].default_tokens, 4000))

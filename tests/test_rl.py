@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from proptest import sweep
 
 from ctxkit.errors import CtxkitError, InputError
 from ctxkit.model import TYPES, ToolCall, Transcript, Unit
@@ -285,7 +286,7 @@ def test_replay_mode_counts_compactions_and_cost() -> None:
     assert o.needles_total == len(t.metadata["ground_truth"]["needles"])
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", sweep(sorted(SCENARIOS), ("agent_session", "all_p1", "fragmented", "giant_tool_output", "multilingual_emoji")))
 def test_every_scenario_every_strategy_fits_with_invariants_and_retention(scenario: str) -> None:
     t = generate(scenario, seed=0, tokens=min(SCENARIOS[scenario].default_tokens, 4000))
     limit = t.metadata["ground_truth"]["limit"]
@@ -300,8 +301,8 @@ def test_every_scenario_every_strategy_fits_with_invariants_and_retention(scenar
         assert -2.0 <= o.reward <= 2.0
 
 
-# two seeds in the fast run, all four in the full one
-@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 3))])
+# one seed in the fast run, all four in the full one
+@pytest.mark.parametrize("seed", sweep([0, 1, 2, 3], (0,)))
 def test_overflow_sim_long_chat_ends_under_limit_with_coherence_above_085(seed: int) -> None:
     """The spec's overflow sim: a 10k-token chat against a 5k limit. With the lexical (BM25)
     similarity the best built-in action stays above 0.85; summarize_old alone dips to ~0.82 on
