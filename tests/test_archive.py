@@ -1117,6 +1117,8 @@ def test_a_run_killed_mid_way_leaves_the_archive_as_it_was(
         if _dump(path) == before:
             outcomes.add("untouched")
         else:
-            assert proc.returncode == 0 and sorted(ids) == sorted(f"set#{n}" for n in range(1, 7))
+            # all of the run or none: a signal that lands after the commit (the archive commits
+            # just before the output is renamed into place) may still end the process
+            assert sorted(ids) == sorted(f"set#{n}" for n in range(1, 7)), proc.returncode
             outcomes.add("complete")
     assert "complete" in outcomes  # the last run was given time to finish
