@@ -351,19 +351,35 @@ class Archive:
         if self.readonly:
             if not tables:
                 raise ArchiveError(f"{self.path} is not a ctxkit archive (it is empty)")
-        elif "transcripts" not in tables or not self._has_scope_column():
+        elif not self._complete():
             conn.execute("PRAGMA journal_mode = DELETE")
+            # Schema and meta rows in one write transaction, checked again under the lock: a
+            # writer that opens the file while another creates it waits, then finds it whole
+            # (executescript would commit between the tables and the meta rows).
             with conn:
-                conn.executescript(_SCHEMA)
-                conn.execute(
-                    "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
-                    ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
-                )
-                if not self._has_scope_column():  # an archive from before refs had a scope
-                    conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
+                if not conn.in_transaction:
+                    conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait for it
+                if not self._complete():
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(
+                        "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
+                        ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
+                    )
+                    if not self._has_scope_column():  # an archive from before refs had a scope
+                        conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
         fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
         if fmt is None or fmt[0] != FORMAT_NAME:
             raise ArchiveError(f"{self.path} is not a ctxkit archive")
+
+    def _complete(self) -> bool:
+        """Whether the schema, its meta rows and the ref scope column are all there."""
+        conn = self._conn
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"ctxkit_meta", "units", "transcripts"} <= tables or not self._has_scope_column():
+            return False
+        return conn.execute("SELECT 1 FROM ctxkit_meta WHERE key = 'format'").fetchone() is not None
 
     def _has_scope_column(self) -> bool:
         return any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))

@@ -39,6 +39,7 @@ def assert_measured(report: dict[str, Any]) -> None:
                 assert f["passed"] is None
 
 
+@pytest.mark.slow  # runs two bench suites
 def test_cli_quick_count_and_guard_json() -> None:
     result = CliRunner().invoke(
         cli,

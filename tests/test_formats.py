@@ -978,6 +978,7 @@ def test_bad_record_inside_a_document() -> None:
     assert len(t.units) == 2 and stats.skipped_invalid == 1
 
 
+@pytest.mark.slow  # reads a 100 MB-class line
 def test_huge_line_reads_in_bounded_memory(tmp_path: Path) -> None:
     """A 50 MB line is parsed; peak memory stays a small multiple of the line (no copies per unit)."""
     big = "x = 1\n" * (50 * 1024 * 1024 // 6)

@@ -397,6 +397,7 @@ def test_estimate_calls_restarts_at_a_compaction_summary():
     assert session["transcript"] == "t" and session["calls"] == 2
 
 
+@pytest.mark.slow  # builds tiktoken's o200k twice
 def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) -> None:
     """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; quicktok's counts
     equal tiktoken's ids on real-looking texts for both bundled encodings."""
