@@ -271,12 +271,7 @@ def replay(
     present). Without an archive an in-memory SQLite archive holds what compaction removes, so
     recall still counts.
     """
-    if settings is None:
-        if limit is None:
-            raise TypeError("replay() needs settings or a limit")
-        settings = CompactSettings(limit=limit)
-    elif limit is not None:
-        settings = settings.replace(limit=limit)
+    settings = CompactSettings.given(settings, limit, "replay")
     started = time.perf_counter()
     expand_chain(settings.options.chain)  # bad names fail here, not inside the loop
     if settings.options.recovery_mode not in RECOVERY_MODES:

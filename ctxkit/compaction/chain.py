@@ -91,12 +91,7 @@ def compact(
     `CompactSettings(limit=limit)`. The goal is `settings.goal`: the warn threshold of the limit
     unless a target is set, the same from the library as from `ctxkit compact --limit`.
     """
-    if settings is None:
-        if limit is None:
-            raise TypeError("compact() needs settings or a limit")
-        settings = CompactSettings(limit=limit)
-    elif limit is not None:
-        settings = settings.replace(limit=limit)
+    settings = CompactSettings.given(settings, limit, "compact")
     started = time.perf_counter()
     limit = settings.limit
     options = settings.options

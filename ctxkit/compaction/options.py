@@ -85,6 +85,18 @@ class CompactSettings:
         """The tokenizer in use."""
         return self.tokenizer if self.tokenizer is not None else get_tokenizer()
 
+    @classmethod
+    def given(
+        cls, settings: CompactSettings | None, limit: int | None, caller: str
+    ) -> CompactSettings:
+        """The settings an engine call runs with: `settings`, with `limit` in place of its own
+        when given; `limit` alone is shorthand for `CompactSettings(limit=limit)`."""
+        if settings is None:
+            if limit is None:
+                raise TypeError(f"{caller}() needs settings or a limit")
+            return cls(limit=limit)
+        return settings if limit is None else settings.replace(limit=limit)
+
     def replace(self, **changes: Any) -> CompactSettings:
         """A copy with some fields changed (a replay at another limit, an action's chain)."""
         return dataclasses.replace(self, **changes)

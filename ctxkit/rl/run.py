@@ -169,12 +169,7 @@ def run_action(
 
     if mode not in MODES:
         raise unknown_name("mode", mode, MODES)
-    if settings is None:
-        if limit is None:
-            raise TypeError("run_action() needs settings or a limit")
-        settings = CompactSettings(limit=limit)
-    elif limit is not None:
-        settings = settings.replace(limit=limit)
+    settings = CompactSettings.given(settings, limit, "run_action")
     settings = settings.replace(options=action.options(settings.options.seed))
     limit, tok, copts, embedder = (
         settings.limit,
