@@ -174,6 +174,8 @@ def _unit_record(unit: Unit) -> dict[str, Any]:
     d = unit.to_dict()
     d["raw"] = unit.raw
     d["group"] = unit.group
+    if unit.source is not None and unit.source is not unit.raw and unit.source != unit.raw:
+        d["source"] = unit.source
     return d
 
 
@@ -191,6 +193,7 @@ def _unit_from_record(d: dict[str, Any]) -> Unit:
     unit = Unit.from_dict(d)
     unit.raw = d.get("raw")
     unit.group = d.get("group")
+    unit.source = d.get("source", unit.raw)
     return unit
 
 

@@ -3,7 +3,14 @@
 Every reader produces these and every writer consumes them, so strategies, the guard and the
 archive never see a source format. A unit read from a file keeps its source record in `raw`;
 a writer emits `raw` unchanged for units nobody touched, which is what makes read -> write
-reproduce the file. Any change to a unit goes through `Unit.replace`, which drops `raw`.
+reproduce the file. Any change to a unit goes through `Unit.replace`, which drops `raw` but
+keeps `source`: the record(s) the unit was read from, the template an app-log writer (Claude
+Code, Codex) rebuilds a changed unit from, so ids, parent links and timestamps survive.
+
+Units that compaction makes up (summaries, placeholders for removed runs) have no `source`.
+`meta["join"] = True` on such a unit means "the same message as the unit before it": a writer
+puts both in one message (a second content part or block) instead of two consecutive messages
+of one role, which some providers refuse and every model reads as two turns.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class Unit:
     tokens: int | None = None  # cached count under the current tokenizer
     relevance: float | None = None
     raw: Any = None  # the source record; None once the unit was changed or made up
+    source: Any = field(default=None, compare=False, repr=False)  # the source record(s), kept across `replace`
     group: int | None = None  # index of the source record (several units may share one)
     meta: dict[str, Any] = field(default_factory=dict)
 

@@ -451,6 +451,9 @@ class _Reader:
 
     def _finish(self, t: Transcript, tid: str, keys: list[str] | None = None) -> Transcript:
         t.path = self.path
+        for u in t.units:
+            if u.source is None:
+                u.source = u.raw  # the template a writer rebuilds a changed unit from
         if keys and keys != ["messages"]:
             t.metadata["key_order"] = keys
         if t.id == "t0" or not t.id:
