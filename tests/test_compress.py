@@ -12,7 +12,9 @@ from types import FrameType
 
 import click
 import pytest
-from proptest import sweep
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from proptest import examples, sweep
 
 from ctxkit import compress as cmod
 from ctxkit.compress import (
@@ -23,8 +25,10 @@ from ctxkit.compress import (
     compress_log,
     compress_text,
     detect_kind,
+    says_something,
     split_sentences,
 )
+from ctxkit.compress.json import is_json, with_note
 from ctxkit.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
@@ -332,3 +336,83 @@ def test_log_compression_aims_at_its_target(ratio: float) -> None:
     for needed in ("test session starts", "[case1234] FAILED", "[case4321] FAILED", "AssertionError: assert 1299 == 1300", "2 failed, 5998 passed"):
         assert needed in out
     assert out.startswith("=====") and out.endswith("=====")
+
+
+# ------------------------------------------------------------------------------------------
+# properties: cut at boundaries, never only markers, JSON stays JSON
+
+SENTENCE = st.builds(
+    lambda words, end: " ".join(words).capitalize() + end,
+    st.lists(st.sampled_from(["deploy", "cache", "the", "error", "models.py", "value", "runs", "x", "ok", "日本語"]), min_size=1, max_size=12),
+    st.sampled_from([".", "!", "?", ":", ""]),
+)
+MARKER_RE = re.compile(r"\[\.\.\.\]")
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(SENTENCE, min_size=1, max_size=30), st.sampled_from([" ", "\n", "\n\n"]), st.floats(0.01, 0.9))
+def test_text_cuts_between_sentences_and_keeps_the_first(sentences: list[str], sep: str, ratio: float) -> None:
+    text = sep.join(sentences)
+    out = compress(text, "text", ratio, TOK)
+    assert says_something(out)
+    if out == text:
+        return
+    pieces = [s.strip() for s in split_sentences(text)]
+    kept = [p.strip() for p in MARKER_RE.split(out) if p.strip()]
+    # every kept piece is whole sentences of the original, in order; the first sentence is kept
+    assert kept[0].startswith(next(p for p in pieces if re.search(r"[^\W_]", p)))
+    pos = 0
+    for k in kept:
+        at = text.find(k, pos)
+        assert at >= 0, (k, text)
+        pos = at + len(k)
+
+
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["deploy", "cache", "the", "error", "models.py", "value"]), min_size=20, max_size=80), st.floats(0.01, 0.9))
+def test_one_sentence_stays_whole(words: list[str], ratio: float) -> None:
+    text = ", ".join(words) + "."
+    assert len(split_sentences(text)) == 1
+    assert compress(text, "text", ratio, TOK) == text
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=300),
+    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=8), inner, max_size=40),
+    max_leaves=300,
+)
+
+
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
+@given(JSON_VALUES, st.sampled_from(list(cmod.KINDS) + ["other"]), st.floats(0.01, 0.9), st.sampled_from([None, 2]))
+def test_json_stays_json_whatever_the_kind_asked(value: object, kind: str, ratio: float, indent: int | None) -> None:
+    text = json.dumps(value, indent=indent, ensure_ascii=False)
+    out = compress(text, "json", ratio, TOK)
+    json.loads(out)
+    assert TOK.count(out) <= TOK.count(text)
+    noted = with_note(out, "[note]")
+    if isinstance(value, list | dict):
+        assert noted is not None and json.loads(noted) is not None
+    else:
+        assert noted is None
+
+
+@settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(["", "   ", "....", "x = 1", "    return y", "ERROR boom", "ok"]), min_size=2, max_size=60), st.sampled_from(["code", "log", "text"]), st.floats(0.01, 0.5))
+def test_compressors_never_leave_only_markers(lines: list[str], kind: str, ratio: float) -> None:
+    text = "\n".join(lines)
+    out = compress(text, kind, ratio, TOK)
+    assert says_something(out) or not says_something(text)
+
+
+def test_large_objects_elide_keys_with_a_marker_key() -> None:
+    data = {f"key{i}": i for i in range(500)}
+    out = compress_json(json.dumps(data), 50, TOK)
+    back = json.loads(out)
+    assert back["..."].endswith(" more keys") and "key0" in back
+
+
+def test_with_note_avoids_taken_keys() -> None:
+    assert json.loads(with_note('{"_note": 1}', "n") or "") == {"_note": 1, "__note": "n"}
+    assert with_note('"just a string"', "n") is None and with_note("not json", "n") is None
+    assert is_json(' [1, 2] ') and is_json("42") and not is_json("[INFO] started") and not is_json("")

@@ -21,6 +21,25 @@ def _normalize(line: str) -> str:
     return re.sub(r"0x[0-9a-fA-F]+|\d+", "#", line.strip())
 
 
+# what compressors write in place of what they cut; a result made only of these says nothing
+_MARKERS = re.compile(
+    r"\[\.\.\.\]|\[\.\.\. \d+ (?:lines omitted|more bytes)\]|#? ?\.\.\. \d+ more (?:lines|items|chars)"
+    r"|\[x\d+(?: similar)?\]|\[last\]|\.\.\."
+)
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+
+def says_something(text: str) -> bool:
+    """True when `text` holds words besides the compressors' markers (`[...]`, `...`,
+    `[... 12 lines omitted]`): a compressed text must keep some of what it was."""
+    return _WORD_CHAR.search(_MARKERS.sub(" ", text)) is not None
+
+
+def _meaningful(kept: Sequence[Line]) -> bool:
+    """True when some kept line comes from the original and has words."""
+    return any(idx is not None and _WORD_CHAR.search(text) for idx, text in kept)
+
+
 def _within(tok: TokenCounter, text: str, target: int) -> bool:
     return tok.count(text) <= target * (1 + TOLERANCE)
 
@@ -37,7 +56,7 @@ def _fit_head(
 ) -> str | None:
     """The longest head of `kept` under the target; for Python, cut only where the head still
     parses (before an unindented line, checked with `ast`)."""
-    if len(kept) < 2:
+    if len(kept) < 2 or not _meaningful(kept):
         return None
     # count the lines as rendered: line-number prefixes cost tokens too
     counts = _count_lines(tok, [render([line]) for line in kept])
@@ -52,6 +71,8 @@ def _fit_head(
         if not must_parse or (nxt[:1] not in (" ", "\t") and nxt.strip()):
             cuts.append(i + 1)
     for cut in reversed(cuts[-50:] if must_parse else cuts[-1:]):
+        if not _meaningful(kept[:cut]):
+            continue
         if must_parse:
             try:
                 ast.parse("\n".join(line for _, line in kept[:cut]))

@@ -9,7 +9,14 @@ import re
 import tokenize
 from collections.abc import Callable, Sequence
 
-from ctxkit.compress.base import TOLERANCE, Line, TokenCounter, _count_lines, _fit_head
+from ctxkit.compress.base import (
+    TOLERANCE,
+    Line,
+    TokenCounter,
+    _count_lines,
+    _fit_head,
+    _meaningful,
+)
 
 _CODE_LINE = re.compile(
     r"^\s*(def |class |async def |import |from \S+ import |return\b|if .*:$|for .*:$|"
@@ -75,8 +82,8 @@ def compress_code(
     last: list[Line] = [(i, b) for i, b in enumerate(bodies)]
     for step in steps:
         kept = step()
-        if not kept:
-            continue
+        if not kept or not _meaningful(kept):
+            continue  # an outline of nothing but `...` says nothing
         last = kept
         candidate = render(kept)
         n = tok.count(candidate)

@@ -1,18 +1,29 @@
-"""JSON: arrays and long strings elided level by level."""
+"""JSON: arrays, long objects and long strings elided level by level; the result always parses.
+
+Elided array items become one marker element (`"... 12 more items"`), elided keys of a very
+large object one marker key (`"...": "40 more keys"`), so a compressed document is still JSON
+a program or a model can read; nothing is ever written after it.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ctxkit.compress.base import TokenCounter, _within
 from ctxkit.compress.log import compress_log
+
+KEYS_PER_ITEM = 5  # an object keeps KEYS_PER_ITEM times as many keys as an array keeps items
+NOTE_KEY = "_note"
 
 _JSON_LEVELS = ((20, 400), (10, 200), (5, 100), (3, 60), (2, 30), (1, 16))
 
 
 def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
-    """Every key kept; long arrays keep their first items plus "... N more items", long strings
-    their start plus "... N more chars"; tighter at each step until the target is met."""
+    """Long arrays keep their first items plus "... N more items", long strings their start
+    plus "... N more chars", objects with very many keys their first ones plus
+    `"...": "N more keys"`; tighter at each step until the target is met. Valid JSON in,
+    valid JSON out (text that does not parse is compressed as a log)."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -32,7 +43,14 @@ def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
 
 def _elide(value: object, max_items: int, max_chars: int) -> object:
     if isinstance(value, dict):
-        return {k: _elide(v, max_items, max_chars) for k, v in value.items()}
+        max_keys = max_items * KEYS_PER_ITEM
+        items = list(value.items())
+        out = {k: _elide(v, max_items, max_chars) for k, v in items[:max_keys]}
+        if len(items) > max_keys and "..." not in out:
+            out["..."] = f"{len(items) - max_keys} more keys"
+        elif len(items) > max_keys:
+            out.update(items[max_keys:])  # the marker key is taken: keep the object whole
+        return out
     if isinstance(value, list):
         head = [_elide(v, max_items, max_chars) for v in value[:max_items]]
         if len(value) > max_items:
@@ -42,3 +60,34 @@ def _elide(value: object, max_items: int, max_chars: int) -> object:
     if isinstance(value, str) and len(value) > max_chars + 24:
         return f"{value[:max_chars]}... ({len(value) - max_chars} more chars)"
     return value
+
+
+def is_json(text: str) -> bool:
+    """True when `text` is one JSON document (what must still parse after compression)."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in '{["-0123456789tfnIN':
+        return False
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return False
+    return True
+
+
+def with_note(text: str, note: str) -> str | None:
+    """JSON `text` with `note` inside it: the last element of an array, a `"_note"` key of an
+    object; None when the document is not an array or object (or does not parse)."""
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, list):
+        data.append(note)
+    elif isinstance(data, dict):
+        key = NOTE_KEY
+        while key in data:
+            key = "_" + key
+        data[key] = note
+    else:
+        return None
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

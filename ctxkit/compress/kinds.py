@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Callable
 
-from ctxkit.compress.base import TokenCounter, _normalize
+from ctxkit.compress.base import TokenCounter, _normalize, says_something
 from ctxkit.compress.code import _CODE_LINE, _numbered, compress_code
 from ctxkit.compress.json import compress_json
 from ctxkit.compress.log import _LEVEL, _LOCATED, _LOG_LINE, _LOG_START, compress_log
@@ -27,7 +27,9 @@ def compress(text: str, kind: str, ratio: float, tok: TokenCounter) -> str:
     if kind not in KINDS:
         kind = detect_kind(text)
     out = COMPRESSORS[kind](text, target, tok)
-    # a compressor never makes things bigger
+    # a compressor never makes things bigger, nor leaves only its markers (`[...]`)
+    if not says_something(out) and says_something(text):
+        return text
     return out if tok.count(out) < tokens else text
 
 

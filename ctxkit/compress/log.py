@@ -37,6 +37,9 @@ _IMPORTANT = re.compile(
 )
 
 
+_HAS_WORD = re.compile(r"[^\W_]")
+
+
 def _runs(lines: Sequence[str]) -> list[tuple[int, int]]:
     """Maximal runs `[start, end)` of lines equal once numbers and hex ids are blanked."""
     out: list[tuple[int, int]] = []
@@ -112,6 +115,11 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
             break
         keep.add(i)
         used += counts[i]
+    if not any(_HAS_WORD.search(entries[i]) for i in keep):
+        # nothing with words fit: the first line that has some still says what this was
+        first = next((i for i, e in enumerate(entries) if _HAS_WORD.search(e)), None)
+        if first is not None:
+            keep.add(first)
     sizes = [e - s for s, e in runs]
     return _with_gaps(entries, keep, "[... {n} lines omitted]", sizes)
 

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ctxkit.compress.base import TOLERANCE, TokenCounter, _count_lines
+from ctxkit.compress.base import TokenCounter, _count_lines
 
 _SENTENCE = re.compile(r"[^\n.!?]*(?:[.!?]+(?=\s|$)|\n+|$)")
 
@@ -83,26 +83,29 @@ def sentence_scores(sentences: Sequence[str]) -> list[float]:
 
 
 def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
-    """The most informative sentences (TF-IDF, first/last boosted), in their original order."""
+    """The most informative sentences (TF-IDF, first/last boosted), in their original order.
+
+    Cuts fall between sentences or lines only, and the first sentence that has words is always
+    kept, so the reader still sees what the text was about; a text of one sentence stays whole.
+    """
     sentences = split_sentences(text)
-    if len(sentences) <= 1:
-        return _truncate(text, target_tokens, tok)
+    head = next((i for i, s in enumerate(sentences) if _HAS_WORD.search(s)), None)
+    if len(sentences) <= 1 or head is None:
+        return text
     counts = _count_lines(tok, sentences)
     scores = sentence_scores(sentences)
     order = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))
     budget = target_tokens - 4
-    keep: set[int] = set()
-    used = 0
-    seen: set[str] = set()
+    keep: set[int] = {head}
+    used = counts[head]
+    seen: set[str] = {_key(sentences[head])}
     for i in order:
-        key = " ".join(sentences[i].split()).lower()
+        key = _key(sentences[i])
         if key in seen or used + counts[i] > budget:
             continue  # a repeated sentence says nothing new
         seen.add(key)
         keep.add(i)
         used += counts[i]
-    if not keep:
-        return _truncate(text, target_tokens, tok)
     out: list[str] = []
     prev = -1
     for i in sorted(keep):
@@ -115,15 +118,8 @@ def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
     return "".join(out).rstrip()
 
 
-def _truncate(text: str, target_tokens: int, tok: TokenCounter) -> str:
-    """The head of a text that has no sentences to choose from, cut to about the target."""
-    tokens = tok.count(text)
-    if tokens <= target_tokens:
-        return text
-    chars = max(1, int(len(text) * target_tokens / tokens) - 12)
-    for _ in range(8):
-        cut = text[:chars].rstrip() + " [...]"
-        if tok.count(cut) <= target_tokens * (1 + TOLERANCE) or chars <= 1:
-            return cut
-        chars = max(1, int(chars * 0.85))
-    return text[:chars] + " [...]"
+_HAS_WORD = re.compile(r"[^\W_]")
+
+
+def _key(sentence: str) -> str:
+    return " ".join(sentence.split()).lower()
