@@ -43,9 +43,21 @@ def block_text(units: tuple[Unit, ...] | list[Unit], start: int, end: int) -> st
     return "\n".join(parts)
 
 
-def fmt_refs(refs: list[str], limit: int = 8) -> str:
-    """`ref-a ref-b ... (+N more)`: every ref is in meta; the text names the first few."""
-    shown = " ".join(refs[:limit])
-    if len(refs) > limit:
-        shown += f" (+{len(refs) - limit} more: ctxkit recall --list)"
-    return shown
+def fmt_refs(refs: list[str], limit: int | None = None) -> str:
+    """`ref-a ref-b`: every ref, space-separated (with `limit`, the first ones and "and N more")."""
+    if limit is None or len(refs) <= limit:
+        return " ".join(refs)
+    return " ".join(refs[:limit]) + f" and {len(refs) - limit} more"
+
+
+def describe(unit: Unit, names: dict[str, str]) -> str:
+    """What a unit is, in a few words a model understands: 'bash output', 'user message',
+    'assistant call to bash', 'assistant reasoning'."""
+    if is_tool_output(unit):
+        return f"{tool_name(unit, names)} output"
+    if unit.tool_calls:
+        called = ", ".join(dict.fromkeys(c.name or "tool" for c in unit.tool_calls))
+        return f"{unit.role} call to {called}"
+    if unit.type == "reasoning" or (unit.reasoning and not unit.content):
+        return f"{unit.role} reasoning"
+    return f"{unit.role} message"

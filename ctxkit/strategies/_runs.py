@@ -5,12 +5,41 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ctxkit.archive import REF_PROBE
 from ctxkit.model import Unit
-from ctxkit.strategies._common import is_compacted
-from ctxkit.strategies.base import State, archive_unit, run_placeholder
+from ctxkit.strategies._common import describe, fmt_refs, is_compacted, tool_names
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    archived_as,
+    fmt_int,
+    run_placeholder,
+    smaller_than,
+)
 
-# (number of units removed, their tokens, their refs) -> placeholder text
-TextFn = Callable[[int, int, list[str]], str]
+# (the units removed, the tokens of each, their refs) -> placeholder text
+TextFn = Callable[[list[Unit], list[int], list[str]], str]
+
+
+def run_text(removed: list[Unit], tokens: list[int], refs: list[str]) -> str:
+    """`[3 earlier messages (1,234 tokens) archived as ref-a ref-b ref-c]`."""
+    n = len(removed)
+    return (
+        f"[{n} earlier message{'s' if n != 1 else ''} ({fmt_int(sum(tokens))} tokens)"
+        f" {archived_as(refs)}]"
+    )
+
+
+def linked_text(removed: list[Unit], tokens: list[int], refs: list[str]) -> str:
+    """`[2 earlier messages archived: user message (40 tokens) as ref-a; bash output (1,194
+    tokens) as ref-b]`: what each removed message was, beside its ref."""
+    names = tool_names(removed)
+    parts = [
+        f"{describe(u, names)} ({fmt_int(n)} tokens) as {fmt_refs([r])}"
+        for u, n, r in zip(removed, tokens, refs, strict=True)
+    ]
+    n = len(removed)
+    return f"[{n} earlier message{'s' if n != 1 else ''} archived: {'; '.join(parts)}]"
 
 
 def removable_blocks(state: State, keep: set[int]) -> list[tuple[int, int]]:
@@ -32,7 +61,8 @@ def removable_blocks(state: State, keep: set[int]) -> list[tuple[int, int]]:
 def remove_runs(state: State, remove: set[int], strategy: str, text: TextFn) -> State | None:
     """Drop the units at `remove` (whole blocks), archive each, one placeholder per run.
 
-    None when nothing is removed or the result is not smaller.
+    A run not larger than its placeholder (in tokens or bytes) stays as it is. None when
+    nothing is removed or the result is not smaller.
     """
     if not remove:
         return None
@@ -44,9 +74,14 @@ def remove_runs(state: State, remove: set[int], strategy: str, text: TextFn) -> 
         if not run:
             return
         removed = [state.units[i] for i in run]
+        counts = [tokens[i] for i in run]
+        probe = text(removed, counts, [REF_PROBE] * len(removed))
+        if not smaller_than(probe, removed, state.ctx.tokenizer):
+            out.extend(removed)
+            run.clear()
+            return
         refs = [archive_unit(state, u) for u in removed]
-        n_tokens = sum(tokens[i] for i in run)
-        out.append(run_placeholder(removed, refs, text(len(run), n_tokens, refs), strategy))
+        out.append(run_placeholder(removed, refs, text(removed, counts, refs), strategy))
         run.clear()
 
     for i, unit in enumerate(state.units):

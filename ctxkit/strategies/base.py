@@ -2,7 +2,11 @@
 
 A strategy is a pure function `(state, params) -> state | None`; None means it cannot help.
 It never drops a unit without storing it whole in the archive first (`archive_unit`) and
-leaving a placeholder or summary that carries the ref, so `ctxkit recall` can bring it back.
+leaving a placeholder or summary that carries the ref, so `recall` can bring it back.
+
+Placeholders are written for the model that reads the compacted transcript: they name what was
+there and how big, end with "archived as ref-…" (`archived_as`), carry no shell instruction,
+and are never longer than what they replace (`smaller_than`), in tokens or in bytes.
 """
 
 from __future__ import annotations
@@ -155,13 +159,34 @@ def fmt_int(n: int) -> str:
     return f"{n:,}"
 
 
-def refs_hint(refs: Sequence[str], limit: int = 8) -> str:
-    """'recall: ref-a ref-b +3 more (ctxkit recall --list)': the refs a placeholder must carry."""
-    shown = list(refs[:limit])
-    extra = len(refs) - len(shown)
-    if not shown:
-        return "recall: ctxkit recall --list"
-    text = "recall: " + " ".join(shown)
-    if extra > 0:
-        text += f" +{extra} more (ctxkit recall --list)"
-    return text
+def archived_as(refs: Sequence[str]) -> str:
+    """'archived as ref-a ref-b': how every placeholder names its refs, all of them.
+
+    Every ref stays in the text, not only in meta: a round trip through a chat format drops
+    meta, and `recall` / `expand` find refs in the text.
+    """
+    return "archived as " + " ".join(refs) if refs else "archived"
+
+
+def refs_hint(refs: Sequence[str], limit: int | None = None) -> str:
+    """'archived as ref-a ref-b' (`archived_as`); with `limit`, the first `limit` refs and
+    'and N more' (the rest are then only in meta)."""
+    if limit is None or len(refs) <= limit:
+        return archived_as(refs)
+    return f"{archived_as(refs[:limit])} and {len(refs) - limit} more"
+
+
+def unit_text(unit: Unit) -> str:
+    """Everything a model reads of a unit: content, reasoning, tool calls (name and arguments)."""
+    parts = [unit.content, unit.reasoning]
+    parts.extend(f"{c.name} {c.arguments}" for c in unit.tool_calls)
+    return "\n".join(p for p in parts if p)
+
+
+def smaller_than(text: str, units: Sequence[Unit], tok: Tokenizer) -> bool:
+    """True when `text` is shorter than what `units` hold, in tokens AND in bytes: a
+    placeholder that is not is never written (the units stay as they are)."""
+    originals = [unit_text(u) for u in units]
+    if len(text.encode()) >= sum(len(o.encode()) for o in originals):
+        return False
+    return tok.count(text) < sum(tok.count(o) for o in originals if o)

@@ -4,27 +4,30 @@ until the transcript fits its target.
 Ratios per kind (`compress_ratios`): code 0.7, text 0.5, log 0.4, plan_ref 1.0 (verbatim),
 other 0.6. Units typed `message`/`reasoning` count as text; tool results and `other` are
 classified by their content (code, log, JSON -> other, prose -> text). The shortened unit keeps
-its id, role and pairing; its content ends with a note carrying the archive ref. Long string
-arguments of tool calls (a file written, an edit) are compressed the same way, as valid JSON. P1 units are
-protected and never shortened; in recovery P1 code keeps at least 90% of its tokens.
+its id, role and pairing; its content ends with a note carrying the archive ref,
+`[bash output compressed from 2,000 to 600 tokens; full text archived as ref-…]`.
+
+Content stays valid: JSON content (whatever the unit's type) is compressed as JSON and the note
+goes inside it (a last array element or a `"_note"` key), so it still parses; JSON that cannot
+hold a note stays whole. Tool-call arguments are never edited: a call is the assistant's own
+words, kept whole. P1 units are protected and never shortened; in recovery P1 code keeps at
+least 90% of its tokens. The last assistant message (often the session's final answer or
+confirmation) and the last user request are never shortened.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxkit.archive import REF_PROBE
 from ctxkit.compress import compress, detect_kind
-from ctxkit.model import ToolCall, Unit
+from ctxkit.compress.json import is_json, with_note
+from ctxkit.model import Unit
 from ctxkit.schema import number, plain, section, setting
-from ctxkit.strategies._common import is_compacted
-from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
-
-if TYPE_CHECKING:
-    from ctxkit.tokens import Tokenizer
+from ctxkit.strategies._common import describe, is_compacted, tool_names
+from ctxkit.strategies.base import State, archive_unit, archived_as, fmt_int, merged, protected
 
 NAME = "content_type_chunking"
 LABEL = "Compressing content by type"  # what a progress event says while it runs
@@ -57,7 +60,6 @@ class Params:
 DEFAULT_RATIOS: dict[str, float] = plain(CompressRatios())
 DEFAULTS: dict[str, Any] = plain(Params())
 MIN_TOKENS = 64  # below this the note would eat most of the saving
-MIN_ARGUMENT_CHARS = 400
 P1_CODE_RATIO = 0.9
 
 _BY_TYPE = {"code": "code", "log": "log", "plan_ref": "plan_ref", "message": "text", "reasoning": "text"}
@@ -70,6 +72,8 @@ def kind_of(unit: Unit) -> tuple[str, str]:
     key = _BY_TYPE.get(unit.type)
     if key == "plan_ref":
         return "plan_ref", "plan_ref"
+    if is_json(unit.content):
+        return "json", "code" if key == "code" else "log" if key == "log" else "other"
     if key in ("code", "log"):
         return key, key
     detected = detect_kind(unit.content)
@@ -80,48 +84,45 @@ def kind_of(unit: Unit) -> tuple[str, str]:
     return _DETECTED[detected]
 
 
-def note(before: int, after: int, ref: str) -> str:
-    """The line that ends a compressed unit."""
-    return f"[ctxkit: compressed {fmt_int(before)} -> {fmt_int(after)} tokens; full text: ctxkit recall {ref}]"
+def note(what: str, before: int, after: int, ref: str) -> str:
+    """The line that ends a compressed unit (or sits inside compressed JSON)."""
+    return (
+        f"[{what} compressed from {fmt_int(before)} to {fmt_int(after)} tokens;"
+        f" full text {archived_as([ref])}]"
+    )
 
 
-def shrink_arguments(call: ToolCall, ratios: Mapping[str, float], tok: Tokenizer) -> ToolCall:
-    """The call with its long string arguments (a file written, an edit) compressed by their
-    content type; the arguments stay valid JSON. The same call when nothing gets shorter."""
-    if len(call.arguments) < MIN_ARGUMENT_CHARS:
-        return call
-    try:
-        data = json.loads(call.arguments)
-    except ValueError:
-        return call
+def _with_note(short: str, text: str, json_content: bool) -> str | None:
+    """The compressed content with its note: inside JSON, after anything else; None when JSON
+    cannot hold one."""
+    if json_content:
+        return with_note(short, text)
+    return f"{short}\n{text}" if short else text
 
-    def walk(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v) for v in value]
-        if isinstance(value, str) and len(value) >= MIN_ARGUMENT_CHARS:
-            detected = detect_kind(value)
-            kind, key = _DETECTED[detected]
-            ratio = float(ratios.get(key, ratios["other"]))
-            if ratio < 1.0:
-                short = compress(value, kind, ratio, tok)
-                if len(short) < len(value):
-                    return short
-        return value
 
-    shrunk = walk(data)
-    if shrunk == data:
-        return call
-    return ToolCall(call.id, call.name, json.dumps(shrunk, ensure_ascii=False))
+def never_shortened(units: Sequence[Unit]) -> set[int]:
+    """The last assistant message with text and the last user request: what the model reads
+    first when it resumes, kept word for word."""
+    from ctxkit.structure import is_user_request
+
+    out: set[int] = set()
+    for i in range(len(units) - 1, -1, -1):
+        if units[i].role == "assistant" and units[i].content.strip():
+            out.add(i)
+            break
+    for i in range(len(units) - 1, -1, -1):
+        if is_user_request(units[i]):
+            out.add(i)
+            break
+    return out
 
 
 def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | None:
-    """Shorten unprotected units (content and long call arguments) by type; None when no unit
-    gets smaller."""
+    """Shorten unprotected units' content by type; None when no unit gets smaller."""
     p = merged(DEFAULTS, params)
     ratios = {**DEFAULT_RATIOS, **dict(p["compress_ratios"] or {})}
-    keep = protected(state)
+    keep = protected(state) | never_shortened(state.units)
+    names = tool_names(state.units)
     tok = state.ctx.tokenizer
     out = list(state.units)
     changed = False
@@ -130,28 +131,32 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
     for i, unit in enumerate(state.units):
         if remaining <= state.target:
             break
-        if i in keep or is_compacted(unit) or "compressed_from" in unit.meta:
+        if i in keep or is_compacted(unit) or "compressed_from" in unit.meta or not unit.content:
             continue
-        content_tokens = tok.count(unit.content) if unit.content else 0
-        short = unit.content
-        if content_tokens >= MIN_TOKENS:
-            kind, key = kind_of(unit)
-            ratio = float(ratios.get(key, ratios["other"]))
-            if unit.is_p1 and kind == "code":
-                ratio = max(ratio, P1_CODE_RATIO)
-            if ratio < 1.0:
-                short = compress(unit.content, kind, ratio, tok)
-        calls = [shrink_arguments(c, ratios, tok) for c in unit.tool_calls]
-        before = content_tokens + sum(tok.count(c.arguments) for c in unit.tool_calls)
-        after = tok.count(short) + sum(tok.count(c.arguments) for c in calls)
-        probe = note(before, after, REF_PROBE)
-        if after + tok.count(probe) + 1 >= before:
+        before = tok.count(unit.content)
+        if before < MIN_TOKENS:
+            continue
+        kind, key = kind_of(unit)
+        ratio = float(ratios.get(key, ratios["other"]))
+        if unit.is_p1 and kind == "code":
+            ratio = max(ratio, P1_CODE_RATIO)
+        if ratio >= 1.0:
+            continue
+        short = compress(unit.content, kind, ratio, tok)
+        after = tok.count(short)
+        what = describe(unit, names)
+        json_content = kind == "json"
+        probe = _with_note(short, note(what, before, after, REF_PROBE), json_content)
+        # never longer than the original, in tokens or in bytes
+        if probe is None or len(probe.encode()) >= len(unit.content.encode()):
+            continue
+        if tok.count(probe) >= before:
             continue
         ref = archive_unit(state, unit)
-        text = note(before, after, ref)
-        content = f"{short}\n{text}" if short else text
+        content = _with_note(short, note(what, before, after, ref), json_content)
+        assert content is not None  # the probe had the same shape
         meta = {**unit.meta, "ref": ref, "strategy": NAME, "compressed_from": before}
-        out[i] = unit.replace(content=content, tool_calls=calls, meta=meta)
-        remaining -= before - (after + tok.count(text) + 1)
+        out[i] = unit.replace(content=content, meta=meta)
+        remaining -= before - tok.count(content)
         changed = True
     return state.with_units(out) if changed else None

@@ -1,9 +1,11 @@
 """`discard_low_rel`: drop the least relevant `discard_percent` of the unprotected blocks,
 one placeholder per dropped run.
 
-`placeholder_detail` "brief" says how many messages went and names up to 8 refs (then
-"+N more (ctxkit recall --list)"); "linked" lists every ref. Either way the placeholder text
-carries what `ctxkit recall` resolves; all refs are in its meta too.
+`placeholder_detail` "brief" says how many messages went, their tokens and every ref
+(`[3 earlier messages (1,234 tokens) archived as ref-a ref-b ref-c]`); "linked" also says what
+each message was (`[2 earlier messages archived: user message (40 tokens) as ref-a; bash output
+(1,194 tokens) as ref-b]`). Either way the text carries every ref `recall` resolves, and meta
+too; a run not larger than its placeholder stays.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 from ctxkit.errors import ConfigError
 from ctxkit.schema import choice, number, plain, setting
-from ctxkit.strategies._common import fmt_refs
-from ctxkit.strategies._runs import removable_blocks, remove_runs
-from ctxkit.strategies.base import State, merged, protected, refs_hint
+from ctxkit.strategies._runs import linked_text, removable_blocks, remove_runs, run_text
+from ctxkit.strategies.base import State, merged, protected
 from ctxkit.strategies.prioritize_recent import block_scores
 
 NAME = "discard_low_rel"
@@ -31,7 +32,7 @@ class Params:
 
     discard_percent: float = setting(0.3, number(0.0, 1.0), "least relevant share dropped")
     placeholder_detail: str = setting(
-        "brief", choice(lambda: DETAILS), "brief | linked (with archive refs)"
+        "brief", choice(lambda: DETAILS), "brief | linked (what each archived message was)"
     )
     min_coherence: float = setting(0.6, number(0.0, 1.0), "undo the step below this coherence")
 
@@ -61,11 +62,4 @@ def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
     # least relevant first; among equals the oldest goes first
     order = sorted(range(len(candidates)), key=lambda k: (scores[k], candidates[k][0]))
     remove = {i for k in order[:count] for i in range(*candidates[k])}
-
-    def text(n: int, tokens: int, refs: list[str]) -> str:
-        head = f"[ctxkit: {n} low-relevance message{'s' if n != 1 else ''} removed"
-        if detail == "linked":
-            return f"{head}; recall: {fmt_refs(refs, limit=len(refs))}]"
-        return f"{head}; {refs_hint(refs)}]"
-
-    return remove_runs(state, remove, NAME, text)
+    return remove_runs(state, remove, NAME, linked_text if detail == "linked" else run_text)

@@ -1,5 +1,7 @@
 """`mask_observations`: tool outputs older than the last `keep_last_turns` turns become a
-one-line placeholder naming the tool, the size and the ref.
+one-line placeholder naming the tool, the size and the ref:
+`[bash output, 6,073 bytes, archived as ref-123456789012345678]`. An output not larger than
+its placeholder stays as it is.
 
 "The Complexity Trap" (Lindenbauer et al., 2025) found this as good as LLM summaries at half
 the cost: the agent's own reasoning and calls stay, only stale observations go.
@@ -14,7 +16,16 @@ from typing import Any
 from ctxkit.archive import REF_PROBE
 from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
-from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    archived_as,
+    fmt_int,
+    merged,
+    placeholder,
+    protected,
+    smaller_than,
+)
 
 NAME = "mask_observations"
 LABEL = "Masking old observations"  # what a progress event says while it runs
@@ -34,12 +45,9 @@ DEFAULTS: dict[str, Any] = plain(Params())
 STEP_WINDOW = 10
 
 
-def mask_text(tool: str, size_bytes: int, lines: int, ref: str) -> str:
+def mask_text(tool: str, size_bytes: int, ref: str) -> str:
     """The one line that replaces a masked tool output."""
-    return (
-        f"[ctxkit: earlier {tool} output masked ({fmt_int(size_bytes)} bytes, {fmt_int(lines)} lines);"
-        f" ctxkit recall {ref}]"
-    )
+    return f"[{tool} output, {fmt_int(size_bytes)} bytes, {archived_as([ref])}]"
 
 
 def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
@@ -62,7 +70,6 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
         cutoff = steps[-keep_steps]
     keep = protected(state)
     names = tool_names(state.units)
-    tokens = state.units_tokens()
     tok = state.ctx.tokenizer
     out = list(state.units)
     changed = False
@@ -70,13 +77,12 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
         unit = state.units[i]
         if i in keep or not is_tool_output(unit) or is_compacted(unit):
             continue
-        # a masked line costs ~25 tokens; a shorter output is left alone
+        # a masked line costs ~20 tokens; an output not larger than that is left alone
         size = len(unit.content.encode())
-        probe = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, REF_PROBE)
-        if tok.count(probe) >= tokens[i]:
+        if not smaller_than(mask_text(tool_name(unit, names), size, REF_PROBE), [unit], tok):
             continue
         ref = archive_unit(state, unit)
-        text = mask_text(tool_name(unit, names), size, unit.content.count("\n") + 1, ref)
+        text = mask_text(tool_name(unit, names), size, ref)
         out[i] = placeholder(unit, ref, text, NAME)
         changed = True
     return state.with_units(out) if changed else None

@@ -1,7 +1,14 @@
 """`offload`: tool results larger than `threshold_bytes` go to the archive, leaving a stub.
 
-The stub names the tool, the size, shows the first `preview_chars` characters and the ref that
-`ctxkit recall` resolves. The call stays, and the stub keeps the call id, so the pair is intact.
+The stub names the tool and the size, carries the ref that `recall` resolves and shows the first
+`preview_chars` characters:
+
+    [bash output, 6,073 bytes, archived as ref-123456789012345678; it begins:]
+    <preview>
+    [... 5,880 more bytes]
+
+The call stays, and the stub keeps the call id, so the pair is intact. A stub is never longer
+than the output it replaces (a small threshold can make it so: that output then stays).
 """
 
 from __future__ import annotations
@@ -10,9 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.archive import REF_PROBE
 from ctxkit.schema import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
-from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, placeholder, protected
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    archived_as,
+    fmt_int,
+    merged,
+    placeholder,
+    protected,
+    smaller_than,
+)
 
 NAME = "offload"
 LABEL = "Offloading large tool outputs"  # what a progress event says while it runs
@@ -29,15 +46,13 @@ class Params:
 DEFAULTS: dict[str, Any] = plain(Params())
 
 
-def stub_text(tool: str, size_bytes: int, tokens: int, preview: str, ref: str) -> str:
+def stub_text(tool: str, size_bytes: int, preview: str, ref: str) -> str:
     """The text that replaces an offloaded tool result."""
-    head = (
-        f"[ctxkit: {tool} output offloaded ({fmt_int(size_bytes)} bytes, {fmt_int(tokens)} tokens);"
-        f" full text: ctxkit recall {ref}]"
-    )
+    head = f"[{tool} output, {fmt_int(size_bytes)} bytes, {archived_as([ref])}"
     if not preview:
-        return head
-    return f"{head}\n{preview}\n[... {fmt_int(size_bytes - len(preview.encode()))} more bytes]"
+        return head + "]"
+    more = fmt_int(size_bytes - len(preview.encode()))
+    return f"{head}; it begins:]\n{preview}\n[... {more} more bytes]"
 
 
 def _preview(text: str, chars: int) -> str:
@@ -59,7 +74,7 @@ def offload(state: State, params: Mapping[str, Any]) -> State | None:
     preview_chars = int(p["preview_chars"])
     keep = protected(state)
     names = tool_names(state.units)
-    tokens = state.units_tokens()
+    tok = state.ctx.tokenizer
     out = list(state.units)
     changed = False
     for i, unit in enumerate(state.units):
@@ -68,8 +83,12 @@ def offload(state: State, params: Mapping[str, Any]) -> State | None:
         size = len(unit.content.encode())
         if size <= threshold:
             continue
+        tool = tool_name(unit, names)
+        preview = _preview(unit.content, preview_chars)
+        if not smaller_than(stub_text(tool, size, preview, REF_PROBE), [unit], tok):
+            continue
         ref = archive_unit(state, unit)
-        text = stub_text(tool_name(unit, names), size, tokens[i], _preview(unit.content, preview_chars), ref)
+        text = stub_text(tool, size, preview, ref)
         out[i] = placeholder(unit, ref, text, NAME)
         changed = True
     return state.with_units(out) if changed else None

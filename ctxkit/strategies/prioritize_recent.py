@@ -1,6 +1,7 @@
 """`prioritize_recent`: keep the most recent `recent_bias` of the units, plus every block whose
 relevance to the task is at least `rel_threshold` (P1 boosted by `priority_boost`), plus the
-protected units; the rest go to the archive, one placeholder per removed run.
+protected units; the rest go to the archive, one placeholder per removed run
+(`[3 earlier messages (1,234 tokens) archived as ref-a ref-b ref-c]`).
 
 Recency is counted in units, at block granularity (a call and its results count together).
 """
@@ -13,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.schema import number, plain, setting
-from ctxkit.strategies._common import block_text, fmt_refs
-from ctxkit.strategies._runs import removable_blocks, remove_runs
-from ctxkit.strategies.base import State, fmt_int, merged, protected
+from ctxkit.strategies._common import block_text
+from ctxkit.strategies._runs import removable_blocks, remove_runs, run_text
+from ctxkit.strategies.base import State, merged, protected
 
 NAME = "prioritize_recent"
 LABEL = "Prioritizing recent and relevant units"  # what a progress event says while it runs
@@ -72,11 +73,4 @@ def prioritize_recent(state: State, params: Mapping[str, Any]) -> State | None:
         if score < rel_threshold
         for i in range(s, e)
     }
-
-    def text(n: int, tokens: int, refs: list[str]) -> str:
-        return (
-            f"[ctxkit: {n} older message{'s' if n != 1 else ''} ({fmt_int(tokens)} tokens) removed:"
-            f" not recent, relevance below {rel_threshold:g}; recall: {fmt_refs(refs)}]"
-        )
-
-    return remove_runs(state, remove, NAME, text)
+    return remove_runs(state, remove, NAME, run_text)
