@@ -566,10 +566,11 @@ def test_mask_observations_counts_agent_steps_in_one_long_run(tmp_path: Path) ->
     assert fewer is not None and [u.id for u in fewer.units if u.type == "placeholder"] == ["r0"]
 
 
-def test_refs_hint_names_every_ref() -> None:
+def test_refs_hint_names_refs_without_shell_advice() -> None:
     assert refs_hint(["ref-a", "ref-b"]) == "archived as ref-a ref-b"
     refs = [f"ref-{i:018d}" for i in range(11)]
-    assert refs_hint(refs) == "archived as " + " ".join(refs)
+    assert refs_hint(refs) == "archived as " + " ".join(refs[:8]) + " and 3 more"
+    assert refs_hint(refs, limit=None) == "archived as " + " ".join(refs)
     assert refs_hint(refs, limit=2) == f"archived as {refs[0]} {refs[1]} and 9 more"
     assert refs_hint([]) == "archived"
 

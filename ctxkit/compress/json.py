@@ -13,6 +13,7 @@ from typing import Any
 from ctxkit.compress.base import TokenCounter, _within
 from ctxkit.compress.log import compress_log
 
+LONG_STRING = 400  # a string value this long is compressed as the text, code or log it holds
 KEYS_PER_ITEM = 5  # an object keeps KEYS_PER_ITEM times as many keys as an array keeps items
 NOTE_KEY = "_note"
 
@@ -28,17 +29,51 @@ def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
         data = json.loads(text)
     except ValueError:
         return compress_log(text, target_tokens, tok)
-    best = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    best = _dumps(data)
     if _within(tok, best, target_tokens):
         return best
+    # a tool output wrapped in JSON ({"output": "<a log>", "exit_code": 1}): compress the long
+    # strings by what they hold before cutting anything of the structure
+    longs = _long_strings(data)
+    if longs:
+        long_tokens = sum(tok.count(_dumps(v)) for v in longs)
+        rest = tok.count(best) - long_tokens
+        if rest < target_tokens:
+            data = _compress_strings(data, (target_tokens - rest) / long_tokens, tok)
+            best = _dumps(data)
+            if _within(tok, best, target_tokens):
+                return best
     for max_items, max_chars in _JSON_LEVELS:
-        candidate = json.dumps(
-            _elide(data, max_items, max_chars), ensure_ascii=False, separators=(",", ":")
-        )
+        candidate = _dumps(_elide(data, max_items, max_chars))
         best = candidate
         if _within(tok, candidate, target_tokens):
             break
     return best
+
+
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _long_strings(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _long_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _long_strings(v)]
+    return [value] if isinstance(value, str) and len(value) >= LONG_STRING else []
+
+
+def _compress_strings(value: object, ratio: float, tok: TokenCounter) -> object:
+    """The value with each long string compressed to `ratio` by its own kind."""
+    from ctxkit.compress.kinds import compress, detect_kind
+
+    if isinstance(value, dict):
+        return {k: _compress_strings(v, ratio, tok) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_compress_strings(v, ratio, tok) for v in value]
+    if isinstance(value, str) and len(value) >= LONG_STRING:
+        return compress(value, detect_kind(value), ratio, tok)
+    return value
 
 
 def _elide(value: object, max_items: int, max_chars: int) -> object:
@@ -58,7 +93,12 @@ def _elide(value: object, max_items: int, max_chars: int) -> object:
         return head
     # eliding fewer characters than the marker costs would only make it longer
     if isinstance(value, str) and len(value) > max_chars + 24:
-        return f"{value[:max_chars]}... ({len(value) - max_chars} more chars)"
+        cut = value[:max_chars]
+        # end on a line or a word when one is close, so the kept start reads cleanly
+        at = max(cut.rfind("\n"), cut.rfind(" "))
+        if at >= max_chars * 0.6:
+            cut = cut[:at]
+        return f"{cut}... ({len(value) - len(cut)} more chars)"
     return value
 
 

@@ -43,8 +43,9 @@ def block_text(units: tuple[Unit, ...] | list[Unit], start: int, end: int) -> st
     return "\n".join(parts)
 
 
-def fmt_refs(refs: list[str], limit: int | None = None) -> str:
-    """`ref-a ref-b`: every ref, space-separated (with `limit`, the first ones and "and N more")."""
+def fmt_refs(refs: list[str], limit: int | None = 8) -> str:
+    """`ref-a ref-b`: the first `limit` refs, space-separated, then "and N more" (the rest are
+    in meta); `limit=None` names every ref."""
     if limit is None or len(refs) <= limit:
         return " ".join(refs)
     return " ".join(refs[:limit]) + f" and {len(refs) - limit} more"

@@ -168,9 +168,9 @@ def archived_as(refs: Sequence[str]) -> str:
     return "archived as " + " ".join(refs) if refs else "archived"
 
 
-def refs_hint(refs: Sequence[str], limit: int | None = None) -> str:
-    """'archived as ref-a ref-b' (`archived_as`); with `limit`, the first `limit` refs and
-    'and N more' (the rest are then only in meta)."""
+def refs_hint(refs: Sequence[str], limit: int | None = 8) -> str:
+    """'archived as ref-a ref-b' (`archived_as`), the first `limit` refs and 'and N more'
+    (the rest then only in meta); `limit=None` names every ref."""
     if limit is None or len(refs) <= limit:
         return archived_as(refs)
     return f"{archived_as(refs[:limit])} and {len(refs) - limit} more"
