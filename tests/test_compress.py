@@ -403,6 +403,9 @@ def test_compressors_never_leave_only_markers(lines: list[str], kind: str, ratio
     text = "\n".join(lines)
     out = compress(text, kind, ratio, TOK)
     assert says_something(out) or not says_something(text)
+    first = next((ln.strip() for ln in lines if re.search(r"[^\W_]", ln)), None)
+    if kind in ("log", "text") and first is not None:
+        assert first in out  # the head that says what this was
 
 
 def test_large_objects_elide_keys_with_a_marker_key() -> None:

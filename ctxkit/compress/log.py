@@ -79,7 +79,8 @@ def collapse_repeats(lines: Sequence[str]) -> list[str]:
 
 
 def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
-    """Repeats collapsed; then the head, every error/warning/traceback line and the tail.
+    """Repeats collapsed; then the first line, every error/warning/traceback line, and the head
+    and tail as far as the budget goes.
 
     When collapsing alone lands well under the target, the spare budget goes back to verbatim
     lines (errors first, then head and tail), so the result aims at the target, not far below.
@@ -98,6 +99,12 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
     budget = target_tokens - 15  # room for omission markers
     keep: set[int] = set()
     used = 0
+    # the first line with words always stays: it says what the output is (a command's banner,
+    # a test run's header), so the reader never gets only omission markers
+    first = next((i for i, e in enumerate(entries) if _HAS_WORD.search(e)), None)
+    if first is not None:
+        keep.add(first)
+        used += counts[first]
     # errors first, the latest ones before the earliest, except the very first error
     order = sorted(must, reverse=True)
     if order:
@@ -115,11 +122,6 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
             break
         keep.add(i)
         used += counts[i]
-    if not any(_HAS_WORD.search(entries[i]) for i in keep):
-        # nothing with words fit: the first line that has some still says what this was
-        first = next((i for i, e in enumerate(entries) if _HAS_WORD.search(e)), None)
-        if first is not None:
-            keep.add(first)
     sizes = [e - s for s, e in runs]
     return _with_gaps(entries, keep, "[... {n} lines omitted]", sizes)
 
