@@ -419,3 +419,18 @@ def test_with_note_avoids_taken_keys() -> None:
     assert json.loads(with_note('{"_note": 1}', "n") or "") == {"_note": 1, "__note": "n"}
     assert with_note('"just a string"', "n") is None and with_note("not json", "n") is None
     assert is_json(' [1, 2] ') and is_json("42") and not is_json("[INFO] started") and not is_json("")
+
+
+def test_text_keeps_fenced_code_blocks_whole() -> None:
+    code = "```python\n" + "\n".join(f"x{i} = compute({i})  # step {i}" for i in range(30)) + "\n```\n"
+    text = (
+        "The deploy failed on the payments service. " + "It was a normal day otherwise. " * 4 + "\n"
+        + code + "We rotated the certificate. " + "Lunch was fine. " * 4 + "\n" + code + "The end."
+    )
+    out = compress_text(text, int(TOK.count(text) * 0.3), TOK)
+    assert out.count("```") % 2 == 0 and out.startswith("The deploy failed")
+    assert TOK.count(out) < TOK.count(text)
+    wider = compress_text(text, int(TOK.count(text) * 0.7), TOK)
+    assert "```python\nx0 = compute(0)" in wider and wider.count("```") % 2 == 0
+    # a kept fence still opens a line, so it is still a fence
+    assert all(line.startswith("```") for line in wider.splitlines() if "```" in line)

@@ -87,8 +87,9 @@ def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
 
     Cuts fall between sentences or lines only, and the first sentence that has words is always
     kept, so the reader still sees what the text was about; a text of one sentence stays whole.
+    A fenced code block (```) is kept or left out whole, so the markdown stays balanced.
     """
-    sentences = split_sentences(text)
+    sentences = _merge_fences(split_sentences(text))
     head = next((i for i, s in enumerate(sentences) if _HAS_WORD.search(s)), None)
     if len(sentences) <= 1 or head is None:
         return text
@@ -110,7 +111,8 @@ def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
     prev = -1
     for i in sorted(keep):
         if i != prev + 1:
-            out.append("[...] ")
+            # a piece that started a line (a fence, a list item) still starts one
+            out.append("[...]\n" if sentences[i - 1].endswith("\n") else "[...] ")
         out.append(sentences[i])
         prev = i
     if prev != len(sentences) - 1:
@@ -119,6 +121,23 @@ def compress_text(text: str, target_tokens: int, tok: TokenCounter) -> str:
 
 
 _HAS_WORD = re.compile(r"[^\W_]")
+_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
+
+
+def _merge_fences(pieces: list[str]) -> list[str]:
+    """Pieces with every fenced code block (from its opening ``` line to its closing one)
+    joined into one, so a cut never falls inside it."""
+    out: list[str] = []
+    open_fence = False
+    for piece in pieces:
+        if open_fence:
+            out[-1] += piece
+        else:
+            out.append(piece)
+        # a piece may hold several fence lines (a fence inside a sentence's text): count them
+        if len(_FENCE.findall(piece)) % 2:
+            open_fence = not open_fence
+    return out
 
 
 def _key(sentence: str) -> str:
