@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ctxkit import structure
 from ctxkit.model import Unit
 from ctxkit.strategies.base import State, archive_unit, refs_hint
+from ctxkit.strategies.summarize_old import preamble, verbatim_requests, verbatim_section
 
 if TYPE_CHECKING:
     from ctxkit.compaction.options import ChainOptions
@@ -64,12 +65,18 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     the handover and the last request (offloaded with a ref if it alone is too big).
     """
     system = [u for u in original if u.role == "system"]
+    first = next((u for u in original if structure.is_user_request(u)), None)
     for tail in _recent_suffixes(state, original):
         kept_ids = {u.id for u in tail}
-        dropped = [u for u in original if u.role != "system" and u.id not in kept_ids]
-        fitted = _with_handover(state, system, dropped, tail, options)
-        if fitted is not None:
-            return fitted
+        # The first request stays word for word ahead of the handover when it fits, as after
+        # a summary: the task in the user's words, then what became of it.
+        heads = [[first], []] if first is not None and first.id not in kept_ids else [[]]
+        for head in heads:
+            ids = kept_ids | {u.id for u in head}
+            dropped = [u for u in original if u.role != "system" and u.id not in ids]
+            fitted = _with_handover(state, [*system, *head], dropped, tail, options)
+            if fitted is not None:
+                return fitted
     return minimal_fresh_start(state, original, options)
 
 
@@ -115,12 +122,14 @@ def _with_handover(
     p1 = [u for u in dropped if u.is_p1]
     fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
     size = min(options.handover_tokens, state.target - fixed)
-    hint = f"\n[ctxkit: {len(dropped):,} earlier messages archived; {refs_hint(refs)}]"
+    dropped_tokens = sum(state.with_units(dropped).units_tokens())
+    head = preamble(len(dropped), dropped_tokens, refs)
+    quoted = _quoted(state, dropped, tail)
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
-        text += hint
+        text = "\n".join(p for p in (head, text, verbatim_section(quoted)) if p)
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -136,6 +145,14 @@ def _with_handover(
             return candidate
         size -= over + 8
     return None
+
+
+def _quoted(state: State, dropped: Sequence[Unit], tail: Sequence[Unit]) -> list[Unit]:
+    """The dropped user messages a handover quotes word for word (see `verbatim_requests`)."""
+    kept = [u for u in tail if structure.is_user_request(u)]
+    outside = sum(state.with_units(kept).units_tokens()) if kept else 0
+    requests = [u for u in dropped if structure.is_user_request(u)]
+    return verbatim_requests(state, requests, outside)
 
 
 def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
