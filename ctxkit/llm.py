@@ -36,8 +36,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ctxkit.errors import LLMError, UsageError
-from ctxkit.summarize import SECTIONS  # one list of sections, offline and LLM alike
 from ctxkit.model import Unit
+from ctxkit.summarize import SECTIONS  # one list of sections, offline and LLM alike
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
