@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from ctxkit import structure
 from ctxkit.model import Unit
-from ctxkit.strategies.base import State, archive_unit, refs_hint
-from ctxkit.strategies.summarize_old import preamble, verbatim_requests, verbatim_section
+from ctxkit.strategies.base import State, archive_unit, refs_hint, user_messages_kept
+from ctxkit.strategies.summarize_old import preamble, verbatim_section
 
 if TYPE_CHECKING:
     from ctxkit.compaction.options import ChainOptions
@@ -74,7 +74,7 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
         for head in heads:
             ids = kept_ids | {u.id for u in head}
             dropped = [u for u in original if u.role != "system" and u.id not in ids]
-            fitted = _with_handover(state, [*system, *head], dropped, tail, options)
+            fitted = _with_handover(state, original, [*system, *head], dropped, tail, options)
             if fitted is not None:
                 return fitted
     return minimal_fresh_start(state, original, options)
@@ -109,6 +109,7 @@ def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Un
 
 def _with_handover(
     state: State,
+    original: Sequence[Unit],
     system: list[Unit],
     dropped: list[Unit],
     tail: list[Unit],
@@ -124,7 +125,7 @@ def _with_handover(
     size = min(options.handover_tokens, state.target - fixed)
     dropped_tokens = sum(state.with_units(dropped).units_tokens())
     head = preamble(len(dropped), dropped_tokens, refs)
-    quoted = _quoted(state, dropped, tail)
+    quoted = _quoted(state, original, dropped)
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
@@ -147,12 +148,12 @@ def _with_handover(
     return None
 
 
-def _quoted(state: State, dropped: Sequence[Unit], tail: Sequence[Unit]) -> list[Unit]:
-    """The dropped user messages a handover quotes word for word (see `verbatim_requests`)."""
-    kept = [u for u in tail if structure.is_user_request(u)]
-    outside = sum(state.with_units(kept).units_tokens()) if kept else 0
-    requests = [u for u in dropped if structure.is_user_request(u)]
-    return verbatim_requests(state, requests, outside)
+def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit]) -> list[Unit]:
+    """The dropped user messages a handover quotes word for word: those the user-message
+    budget keeps (`user_messages_kept`, over the original)."""
+    whole = state.with_units(list(original))
+    kept = {original[i].id for i in user_messages_kept(whole)}
+    return [u for u in dropped if u.id in kept]
 
 
 def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:

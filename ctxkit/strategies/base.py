@@ -103,6 +103,32 @@ def protected(state: State) -> set[int]:
     return protected_indices(state.units, in_recovery=state.in_recovery)
 
 
+def user_messages_kept(state: State) -> set[int]:
+    """Indices of the user's requests kept word for word: the newest first, while the
+    user-message budget of the goal (`summarize.user_message_budget`) holds them. Strategies that
+    shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
+    it quotes them word for word."""
+    from ctxkit.structure import is_user_request
+    from ctxkit.summarize import user_message_budget
+
+    room = user_message_budget(state.target)
+    sizes = state.units_tokens()
+    kept: set[int] = set()
+    for i in range(len(state.units) - 1, -1, -1):
+        if is_user_request(state.units[i]):
+            if sizes[i] > room:
+                break
+            room -= sizes[i]
+            kept.add(i)
+    return kept
+
+
+def untouchable(state: State) -> set[int]:
+    """What strategies that shorten or drop units must leave as it is: the protected units and
+    the user's messages within their budget."""
+    return protected(state) | user_messages_kept(state)
+
+
 def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit import archive as archive_module

@@ -21,7 +21,15 @@ from typing import Any
 from ctxkit.model import Unit
 from ctxkit.schema import integer, number, plain, setting
 from ctxkit.strategies._common import fmt_refs
-from ctxkit.strategies.base import State, archive_unit, fmt_int, make_ref, merged, protected
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    fmt_int,
+    make_ref,
+    merged,
+    protected,
+    user_messages_kept,
+)
 
 NAME = "summarize_old"
 LABEL = "Summarizing old context"  # what a progress event says while it runs
@@ -87,26 +95,10 @@ def verbatim_section(requests: Sequence[Unit]) -> str:
     return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first)\n{body}"
 
 
-def verbatim_requests(state: State, requests: Sequence[Unit], outside: int) -> list[Unit]:
-    """The requests quoted word for word: newest first while the user-message budget (less
-    what the user messages left in the context already take) holds them."""
-    from ctxkit.summarize import user_message_budget
-
-    room = user_message_budget(state.target) - outside
-    sizes = state.with_units(list(requests)).units_tokens()
-    chosen: list[int] = []
-    for k in range(len(requests) - 1, -1, -1):
-        if sizes[k] > room:
-            break
-        room -= sizes[k]
-        chosen.append(k)
-    return [requests[k] for k in sorted(chosen)]
-
-
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     """Replace the oldest history by one summary, the smallest span that reaches the goal
     (up to `old_threshold` of the history); None when it would not help."""
-    from ctxkit.structure import is_user_request, safe_cut_points
+    from ctxkit.structure import safe_cut_points
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
@@ -121,7 +113,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     if longest <= first:
         return None
     keep = protected(state)
-    requests_at = [i for i, u in enumerate(units) if is_user_request(u)]
+    word_for_word = user_messages_kept(state)  # quoted whole when they fall in the span
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     def build(cut: int, refs_of: Any) -> State | None:
@@ -131,9 +123,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             return None
         previous = [units[i] for i in gone if units[i].type == "summary"]
         previous_text = "\n\n".join(u.content for u in previous) or None
-        requests = [units[i] for i in gone if is_user_request(units[i])]
-        outside = sum(tokens[i] for i in requests_at if not first <= i < cut or i in keep)
-        quoted = verbatim_requests(state, requests, outside)
+        quoted = [units[i] for i in gone if i in word_for_word]
         quoted_ids = {u.id for u in quoted}
         body = [units[i] for i in gone if units[i].type != "summary" and units[i].id not in quoted_ids]
         summarizer = state.ctx.summarizer
