@@ -6,9 +6,9 @@ returns it, meta included). `ctxkit bench --suite quality` puts four of them bes
 `scripts/model_ready.py` reports them all on the real transcripts and the simulate scenarios.
 
 - `needles`: the ground truth's needles still in the context (`truth.needle_retention`).
-- `files_trail`: of the files the removed or changed units touched
-  (`summarize.files_touched`), the share named in the summary (anywhere in the context when
-  there is no summary).
+- `files_trail`: of the files the removed or changed units touched (named in tool-call
+  arguments, by `summarize.files_touched`), the share named in the summary (anywhere in the
+  context when there is no summary).
 - `user_verbatim`: the original's user requests whose full text is still in the context,
   word for word (as a message, or quoted in a summary); also over the newest requests that fit
   a token budget (Codex keeps 20k tokens of them).
@@ -106,10 +106,17 @@ def summary_units(original: Transcript, compacted: Transcript) -> list[Unit]:
 
 def files_trail(original: Transcript, compacted: Transcript) -> Share:
     """Files touched by the units compaction removed or changed that the summary still names
-    (the whole compacted context when there is no summary, as for a peer that only drops)."""
+    (the whole compacted context when there is no summary, as for a peer that only drops).
+
+    Touched means named in a tool call's arguments (read, edited, run): a path that only
+    appears in some output (a grep hit, a stack trace) is not part of the trail.
+    """
     from ctxkit.summarize import files_touched
 
-    files = files_touched(changed_units(original, compacted))
+    calls = [
+        Unit(u.id, u.role, tool_calls=u.tool_calls) for u in changed_units(original, compacted)
+    ]
+    files = files_touched([u for u in calls if u.tool_calls])
     summaries = summary_units(original, compacted)
     text = "\n".join(unit_text(u) for u in summaries) if summaries else _context_text(compacted)
     return Share(sum(1 for f in files if f in text), len(files))

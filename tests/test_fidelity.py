@@ -29,7 +29,7 @@ def _session() -> Transcript:
             tool_calls=[ToolCall("c1", "read", json.dumps({"path": "src/app.py"}))],
         ),
         Unit(
-            "r1", "tool", "tool_result", "def main():\n    parse(src/app.py)\n", tool_call_id="c1"
+            "r1", "tool", "tool_result", "def main():\n    parse(src/app.py)  # see lib/util.py\n", tool_call_id="c1"
         ),
         Unit("a2", "assistant", tool_calls=[ToolCall("c2", "api", '{"q": "users"}')]),
         Unit("r2", "tool", "tool_result", json.dumps({"users": [1, 2, 3]}), tool_call_id="c2"),
@@ -63,7 +63,7 @@ def test_files_trail_in_the_summary() -> None:
     t = _session()
     rest = _keep(t, "s", "u1", "a3", "u2", "a4", "u3")
     named = t.replace(units=[*rest[:2], _summary("Read src/app.py and fixed parse."), *rest[2:]])
-    assert fidelity.files_trail(t, named) == Share(1, 1)
+    assert fidelity.files_trail(t, named) == Share(1, 1)  # lib/util.py: only in an output
     silent = t.replace(units=[*rest[:2], _summary("Fixed the parser."), *rest[2:]])
     assert fidelity.files_trail(t, silent) == Share(0, 1)
 
