@@ -206,11 +206,13 @@ def longer_placeholders(
 ) -> list[str]:
     """Ids of units that stand for original content and are longer than it: a placeholder or
     compressed unit (meta `ref`) against the unit of its id, a run placeholder (meta
-    `removed_ids`) against the units it removed. `size` measures text (default UTF-8 bytes)."""
+    `removed_ids`) against the units it removed. Whole units are compared (content, reasoning,
+    tool-call arguments): a note added to the content of a unit whose call was shortened is
+    not growth. `size` measures text (default UTF-8 bytes)."""
     before = {u.id: u for u in original.units}
 
     def text_size(u: Unit) -> int:
-        return size(u.content) + size(u.reasoning)
+        return size(unit_text(u))
 
     out = []
     for u in compacted.units:

@@ -203,7 +203,8 @@ def check_file(
     try:
         count = sum(1 for _ in read_path(path))
     except CtxkitError as exc:
-        return {"file": label, "skipped": str(exc).splitlines()[0][:160]}
+        why = str(exc).splitlines()[0].replace(path, "").lstrip(":0123456789 ")
+        return {"file": label, "skipped": why[:100]}
     if count == 1:
         runs = [check_one(path, label, source, work, user_budget)]
     else:
@@ -500,9 +501,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             entries, summary = run(args, work)
     rows = [file_row(e) for e in entries if "runs" in e]
     print("\n".join(table(rows, COLUMNS)))
+    reasons: dict[str, str] = {}
     for e in entries:
         if "skipped" in e:
-            print(f"skipped {e['file']}: {e['skipped']}")
+            reasons.setdefault(e["file"].split("/")[0], e["skipped"])
+    for folder, why in sorted(reasons.items()):
+        print(f"skipped {folder}/ (no reader; e.g. {why})")
     print()
     print("\n".join(summary_lines(summary)))
     print(f"  time: {time.perf_counter() - started:.1f} s")

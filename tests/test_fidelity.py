@@ -29,7 +29,11 @@ def _session() -> Transcript:
             tool_calls=[ToolCall("c1", "read", json.dumps({"path": "src/app.py"}))],
         ),
         Unit(
-            "r1", "tool", "tool_result", "def main():\n    parse(src/app.py)  # see lib/util.py\n", tool_call_id="c1"
+            "r1",
+            "tool",
+            "tool_result",
+            "def main():\n    parse(src/app.py)  # see lib/util.py\n",
+            tool_call_id="c1",
         ),
         Unit("a2", "assistant", tool_calls=[ToolCall("c2", "api", '{"q": "users"}')]),
         Unit("r2", "tool", "tool_result", json.dumps({"users": [1, 2, 3]}), tool_call_id="c2"),
@@ -144,6 +148,23 @@ def test_longer_placeholders_one_unit_and_a_run() -> None:
         "ctxkit-removed-2", "user", "placeholder", "[2 removed]", meta={"removed_ids": ["a4", "u3"]}
     )
     assert fidelity.longer_placeholders(t, t.replace(units=[*t.units[:-2], run2])) == []
+    # a compressed call: a note in the content, the arguments shorter, the unit smaller
+    a1 = t.units[2]
+    big = a1.replace(tool_calls=[ToolCall("c1", "read", json.dumps({"path": "x" * 200}))])
+    t2 = t.replace(units=[*t.units[:2], big, *t.units[3:]])
+    noted = big.replace(
+        content="Reading it. [compressed: ref-5]",
+        tool_calls=[ToolCall("c1", "read", '{"path": "x[...]"}')],
+        meta={"ref": "ref-5"},
+    )
+    assert (
+        fidelity.longer_placeholders(t2, t2.replace(units=[*t.units[:2], noted, *t.units[3:]]))
+        == []
+    )
+    grown = noted.replace(tool_calls=big.tool_calls, meta={"ref": "ref-5"})
+    assert fidelity.longer_placeholders(
+        t2, t2.replace(units=[*t.units[:2], grown, *t.units[3:]])
+    ) == ["a1"]
 
 
 def test_broken_json_counts_damage_not_placeholders() -> None:
