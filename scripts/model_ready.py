@@ -434,12 +434,16 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------- main
 
 
-def generate_scenarios(folder: str, formats: Sequence[str]) -> list[str]:
-    """Every simulate scenario, once per format, through the CLI; the folders written."""
+def generate_scenarios(
+    folder: str, formats: Sequence[str], scenarios: Sequence[str] = ("all",)
+) -> list[str]:
+    """The simulate scenarios (default every one), once per format, through the CLI; the
+    folders written."""
     out = []
+    names = [x for name in scenarios for x in ("-s", name)]
     for fmt in formats:
         target = os.path.join(folder, f"sim-{fmt}") + os.sep
-        code, err = _cli(["simulate", "-s", "all", "--format", fmt, "-o", target])
+        code, err = _cli(["simulate", *names, "--format", fmt, "-o", target])
         if code != 0:
             raise SystemExit(f"simulate --format {fmt} failed: {err}")
         out.append(target.rstrip(os.sep))
@@ -451,7 +455,7 @@ def run(args: argparse.Namespace, work: str) -> tuple[list[dict[str, Any]], dict
 
     budget = args.user_budget or USER_BUDGET_TOKENS
     formats = [f for f in args.sim_formats.split(",") if f]
-    sims = generate_scenarios(work, formats) if formats else []
+    sims = generate_scenarios(work, formats, args.scenario or ["all"]) if formats else []
     todo = [
         (path, label, source, os.path.join(work, "runs", str(i)), budget, args.max_conversations)
         for i, (path, label, source) in enumerate(inputs(args.realdata, sims))
@@ -475,6 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--sim-formats",
         default=SIM_FORMATS,
         help="simulate output formats, comma-separated ('' for none)",
+    )
+    parser.add_argument(
+        "-s", "--scenario", action="append", help="simulate only this scenario (repeatable)"
     )
     parser.add_argument(
         "--only", action="append", help="only inputs whose label contains this (repeatable)"
