@@ -10,8 +10,8 @@ size with default settings, through the CLI as a user runs it:
 
 where N is the transcript's own token count (`ctxkit count --no-usage`: the tokens compaction
 sees, without a log's unlogged system prompt). Each output is then checked: written in the
-input's format (the output's format detected), valid against the provider SDK's types
-(`ctxkit.formats.sdk`, "n/a" while it is absent or for ctxkit's own units format), `ctxkit
+input's format (the output's format detected), valid against the SDK types of the input's
+provider (`ctxkit.formats.sdk`; "n/a" while it is absent, or for ctxkit's own units format), `ctxkit
 expand` gives back the input's units (role, content, tool calls), and the `ctxkit.fidelity`
 measures, taken on the library's compaction of the same transcript with the same settings
 (meta included; the `cli=lib` column says whether the CLI wrote exactly that result).
@@ -124,7 +124,11 @@ def check_one(path: str, label: str, source: str, work: str, user_budget: int) -
         len(got) == 1 and got[0].source_format == t.source_format and got[0].layout == t.layout
     )
     row["tokens_after"] = count_transcript(got[0], tok).total if got else None
-    problems = _sdk_problems(row["format_out"] or t.source_format, written)
+    # Checked as the input's format: an output in another format fails (it cannot be sent
+    # where the input came from) rather than escaping as "n/a".
+    problems = _sdk_problems(t.source_format, written)
+    if problems is not None and row["format_out"] != t.source_format:
+        problems.insert(0, f"written as {row['format_out']}, not {t.source_format}")
     row["sdk_ok"] = None if problems is None else not problems
     row["sdk_problems"] = (problems or [])[:3]
 
