@@ -9,9 +9,9 @@ returns it, meta included). `ctxkit bench --suite quality` puts four of them bes
 - `files_trail`: of the files the removed or changed units touched (named in tool-call
   arguments, by `summarize.files_touched`), the share named in the summary (anywhere in the
   context when there is no summary).
-- `user_verbatim`: the original's user requests whose full text is still in the context,
-  word for word (as a message, or quoted in a summary); also over the newest requests that fit
-  a token budget (Codex keeps 20k tokens of them).
+- `user_verbatim`: the original's user requests whose full text is still there, word for word
+  (in a user message, or quoted in a summary); also over the newest requests that fit a token
+  budget (Codex keeps 20k tokens of them).
 - `last_request_verbatim`: the last request is still a user message, unchanged.
 - `longer_placeholders`: placeholders (and compressed units) longer than what they replace.
 - `broken_json`: tool outputs that were JSON before and are not after (placeholders aside).
@@ -30,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -168,19 +169,23 @@ def user_verbatim(
     budget_tokens: int = USER_BUDGET_TOKENS,
     count: Callable[[str], int] | None = None,
 ) -> UserVerbatim:
-    """The original's user requests whose full text is still in a unit of the compacted
-    transcript (as a message, or quoted in a summary); `count` counts tokens (default
-    cl100k_base) for the budget."""
+    """The original's user requests whose full text is still in the compacted transcript, in a
+    user message or quoted in a summary, whole (not inside a longer word: "ok" is not kept by
+    "look"); `count` counts tokens (default cl100k_base) for the budget."""
     if count is None:
         from ctxkit.tokens import get_tokenizer
 
         count = get_tokenizer().count
     requests = user_requests(original)
-    texts = [u.content for u in compacted.units]
+    texts = [u.content for u in compacted.units if u.role == "user" or u.type == "summary"]
+
+    def found(text: str) -> bool:
+        whole = re.compile(rf"(?<!\w){re.escape(text)}(?!\w)")
+        return any(text in x and whole.search(x) for x in texts)
 
     def kept(units: Iterable[Unit]) -> Share:
         units = list(units)
-        return Share(sum(1 for u in units if any(u.content in x for x in texts)), len(units))
+        return Share(sum(1 for u in units if found(u.content)), len(units))
 
     return UserVerbatim(
         all=kept(requests),

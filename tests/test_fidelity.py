@@ -95,6 +95,18 @@ def test_user_verbatim_in_a_message_or_quoted_in_a_summary() -> None:
     assert fidelity.user_verbatim(t, paraphrased, count=len).all == Share(2, 3)
     cut = t.replace(units=[*_keep(t, "s", "u1", "u2"), Unit("u3", "user", content="Thanks, [...]")])
     assert fidelity.user_verbatim(t, cut, count=len).all == Share(2, 3)
+    echoed = t.replace(
+        units=[*_keep(t, "s", "u1", "u2"), Unit("a5", "assistant", content="Thanks, run them.")]
+    )
+    assert fidelity.user_verbatim(t, echoed, count=len).all == Share(2, 3)  # not a user's
+
+
+def test_user_verbatim_needs_the_whole_text_not_a_longer_word() -> None:
+    t = _t(Unit("u1", "user", content="ok"), Unit("a1", "assistant", content="done"))
+    inside = t.replace(units=[_summary("We look at the logs.")])
+    assert fidelity.user_verbatim(t, inside, count=len).all == Share(0, 1)
+    quoted = t.replace(units=[_summary('User said "ok".')])
+    assert fidelity.user_verbatim(t, quoted, count=len).all == Share(1, 1)
 
 
 def test_user_verbatim_budget_takes_the_newest_and_stops_at_the_first_too_big() -> None:
