@@ -61,8 +61,10 @@ def _cli(args: Sequence[str]) -> tuple[int, str]:
 def _sdk_problems(fmt: str, text: str) -> list[str] | None:
     """The SDK check of helper A's `ctxkit.formats.sdk`; None when it is absent or has no check
     for `fmt`."""
+    import importlib
+
     try:
-        from ctxkit.formats import sdk
+        sdk = importlib.import_module("ctxkit.formats.sdk")  # helper A's, not on main yet
     except ImportError:
         return None
     checks = getattr(sdk, "CHECKS", None)
