@@ -38,8 +38,6 @@ from typing import Any
 from ctxkit.model import Transcript, Unit
 from ctxkit.structure import is_user_request
 
-USER_BUDGET_TOKENS = 20_000  # Codex keeps the newest user messages up to 20k tokens
-
 
 @dataclass(frozen=True)
 class Share:
@@ -131,16 +129,11 @@ def user_requests(t: Transcript) -> list[Unit]:
 def newest_within(
     requests: Sequence[Unit], budget_tokens: int, count: Callable[[str], int]
 ) -> list[Unit]:
-    """The newest requests whose tokens add up to at most `budget_tokens` (stops at the first
-    that does not fit, as Codex does), oldest first."""
-    out: list[Unit] = []
-    used = 0
-    for u in reversed(requests):
-        used += count(u.content)
-        if used > budget_tokens:
-            break
-        out.append(u)
-    return out[::-1]
+    """The newest requests within `budget_tokens`, oldest first: the engine's own rule
+    (`summarize.newest_within`), so "in budget" means what compaction promises to keep."""
+    from ctxkit.summarize import newest_within as within
+
+    return [requests[k] for k in within([count(u.content) for u in requests], budget_tokens)]
 
 
 @dataclass(frozen=True)
@@ -166,12 +159,16 @@ class UserVerbatim:
 def user_verbatim(
     original: Transcript,
     compacted: Transcript,
-    budget_tokens: int = USER_BUDGET_TOKENS,
+    budget_tokens: int | None = None,
     count: Callable[[str], int] | None = None,
 ) -> UserVerbatim:
     """The original's user requests whose full text is still in the compacted transcript, in a
     user message or quoted in a summary, whole (not inside a longer word: "ok" is not kept by
     "look"); `count` counts tokens (default cl100k_base) for the budget."""
+    from ctxkit.summarize import USER_MESSAGE_TOKENS
+
+    if budget_tokens is None:
+        budget_tokens = USER_MESSAGE_TOKENS
     if count is None:
         from ctxkit.tokens import get_tokenizer
 
@@ -378,11 +375,16 @@ def measure(
     truth: Mapping[str, Any] | None = None,
     target: int | None = None,
     tokens_after: int | None = None,
-    user_budget_tokens: int = USER_BUDGET_TOKENS,
+    user_budget_tokens: int | None = None,
     count: Callable[[str], int] | None = None,
 ) -> Fidelity:
-    """Every fidelity measure of one compaction; `truth` defaults to the original's ground truth."""
+    """Every fidelity measure of one compaction; `truth` defaults to the original's ground truth.
+    The user-message budget defaults to the engine's for `target` (`summarize.user_message_budget`)."""
     truth = truth if truth is not None else original.metadata.get("ground_truth")
+    if user_budget_tokens is None and target is not None:
+        from ctxkit.summarize import user_message_budget
+
+        user_budget_tokens = user_message_budget(target)
     return Fidelity(
         needles=needles(compacted, truth),
         files_trail=files_trail(original, compacted),

@@ -36,6 +36,24 @@ def user_message_budget(goal: int) -> int:
     return min(USER_MESSAGE_TOKENS, int(goal * USER_MESSAGE_SHARE))
 
 
+def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
+    """Indices of the newest items whose sizes add up to at most `budget`, oldest first; the
+    first that does not fit stops the count (as Codex keeps user messages).
+
+    >>> newest_within([5, 3, 4], 7)
+    [2]
+    >>> newest_within([5, 3, 4], 12)
+    [0, 1, 2]
+    """
+    out: list[int] = []
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] > budget:
+            break
+        budget -= sizes[k]
+        out.append(k)
+    return out[::-1]
+
+
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
 GROUP_ARGS_CHARS = 48

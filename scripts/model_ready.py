@@ -80,7 +80,7 @@ def _unit_key(u: Any) -> tuple[Any, ...]:
 # ---------------------------------------------------------------- one transcript
 
 
-def check_one(path: str, label: str, source: str, work: str, user_budget: int) -> dict[str, Any]:
+def check_one(path: str, label: str, source: str, work: str, user_budget: int | None) -> dict[str, Any]:
     """Compact one single-transcript file through the CLI and measure everything."""
     from ctxkit import fidelity
     from ctxkit.archive import Archive
@@ -200,7 +200,7 @@ def split_dataset(path: str, work: str, keep: int) -> list[str]:
 
 
 def check_file(
-    path: str, label: str, source: str, work: str, user_budget: int, max_conversations: int
+    path: str, label: str, source: str, work: str, user_budget: int | None, max_conversations: int
 ) -> dict[str, Any]:
     """One input file: its runs (one per transcript), or why it was skipped."""
     from ctxkit.errors import CtxkitError
@@ -343,7 +343,7 @@ def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> list[str]:
     return out
 
 
-def summarize(entries: Sequence[dict[str, Any]], user_budget: int) -> dict[str, Any]:
+def summarize(entries: Sequence[dict[str, Any]], user_budget: int | None) -> dict[str, Any]:
     """The figures of the issue's "done when", over all transcripts (runs)."""
     runs = [r for e in entries for r in e.get("runs", [])]
     ok = [r for r in runs if "error" not in r]
@@ -427,7 +427,8 @@ def summary_lines(s: dict[str, Any]) -> list[str]:
         f"  tokens after / target:               median {tr['median']}, max {tr['max']}, "
         f"min {tr['min']} ({tr['above_1']} above 1.0, {tr['below_0.9']} below 0.9)",
         f"  user messages verbatim:              {p('user_verbatim')}; within the "
-        f"{s['user_budget_tokens']:,}-token budget {p('user_verbatim_in_budget')}",
+        + (f"{s['user_budget_tokens']:,}-token" if s["user_budget_tokens"] else "engine's (min(20k, 25% of target))")
+        + f" budget {p('user_verbatim_in_budget')}",
         f"  last request verbatim:               {p('last_request_verbatim')}",
         f"  needles present (scenarios):         {p('needles')}",
         f"  files-touched trail:                 {p('files_trail')}",
@@ -457,9 +458,7 @@ def generate_scenarios(
 
 
 def run(args: argparse.Namespace, work: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from ctxkit.fidelity import USER_BUDGET_TOKENS
-
-    budget = args.user_budget or USER_BUDGET_TOKENS
+    budget = args.user_budget  # None: the engine's budget for each target
     formats = [f for f in args.sim_formats.split(",") if f]
     sims = generate_scenarios(work, formats, args.scenario or ["all"]) if formats else []
     todo = [
@@ -499,7 +498,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--user-budget",
         type=int,
         default=None,
-        help="user-message budget in tokens (default 20,000)",
+        help="user-message budget in tokens (default: the engine's for each target, "
+        "summarize.user_message_budget)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="files checked in N processes")
     parser.add_argument("--json", dest="json_path", help="write the raw figures here")

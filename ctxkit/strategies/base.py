@@ -109,18 +109,12 @@ def user_messages_kept(state: State) -> set[int]:
     shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
     it quotes them word for word."""
     from ctxkit.structure import is_user_request
-    from ctxkit.summarize import user_message_budget
+    from ctxkit.summarize import newest_within, user_message_budget
 
-    room = user_message_budget(state.target)
-    sizes = state.units_tokens()
-    kept: set[int] = set()
-    for i in range(len(state.units) - 1, -1, -1):
-        if is_user_request(state.units[i]):
-            if sizes[i] > room:
-                break
-            room -= sizes[i]
-            kept.add(i)
-    return kept
+    at = [i for i, u in enumerate(state.units) if is_user_request(u) and u.content.strip()]
+    tok = state.ctx.tokenizer
+    sizes = [tok.count(state.units[i].content) for i in at]
+    return {at[k] for k in newest_within(sizes, user_message_budget(state.target))}
 
 
 def untouchable(state: State) -> set[int]:
