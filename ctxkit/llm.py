@@ -37,10 +37,10 @@ from urllib.parse import urlsplit
 
 from ctxkit.errors import LLMError, UsageError
 from ctxkit.model import Unit
+from ctxkit.summarize import SECTIONS  # one list of sections, offline and LLM alike
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
-SECTIONS = ("Goal", "Decisions", "Files", "Errors", "Open items", "Next step")
 UNIT_CHARS = 2000  # tool output and long messages are shown head + tail
 MAX_PROMPT_CHARS = 60_000  # keeps the request inside a small summarizer model's window
 REQUEST_CHARS = 20_000  # a user request is quoted whole up to here; beyond, it is a pasted dump
@@ -50,22 +50,21 @@ SYSTEM_PROMPT = """You write handover notes for an AI coding agent whose convers
 compacted. Another instance of the agent will continue the task from your note alone, so keep \
 every fact it needs and nothing else.
 
-Write Markdown with exactly these sections, in this order:
-## Goal
-## Decisions
-## Files
-## Errors
-## Open items
-## Next step
+Write Markdown with exactly these sections, in this order (those of Claude Code's compaction):
+{sections}
 
 Rules:
-- Quote the user's requests verbatim, in double quotes, under Goal.
-- Files: every file path, command, identifier and URL that matters, with what was done to it.
-- Errors: exact error messages and whether each one is fixed.
+- Quote the user's requests verbatim, in double quotes, under the primary request.
+- Files and code: every file path, command, identifier and URL that matters, with what was done
+  to it.
+- Errors and fixes: exact error messages and whether each one is fixed.
 - Write "none" under a section with nothing to say.
 - When an earlier summary is given, roll it forward: keep what still holds, update what changed.
 - Do not invent anything that is not in the conversation or the earlier summary.
 - Stay under {target_tokens} tokens."""
+
+
+_SECTIONS = "\n".join(f"## {title}" for title in SECTIONS)
 
 
 @dataclass(frozen=True)
@@ -193,7 +192,7 @@ def handover_prompt(
         f"Write the handover note now, sections {', '.join(SECTIONS)}, under {target_tokens} tokens."
     )
     return [
-        {"role": "system", "content": SYSTEM_PROMPT.format(target_tokens=target_tokens)},
+        {"role": "system", "content": SYSTEM_PROMPT.format(target_tokens=target_tokens, sections=_SECTIONS)},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
 

@@ -16,13 +16,43 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.compress import compress_text, sentence_scores, split_sentences, words
+from ctxkit.compress import sentence_scores, split_sentences, words
 from ctxkit.model import Unit
 
 if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
 Summarizer = Callable[..., str]
+
+# The user's own messages are what users most miss after a compaction: summaries quote them
+# word for word, newest first, up to this many tokens (Codex keeps 20k tokens of them), and
+# never more than this share of the goal (the rest of the goal is the work itself).
+USER_MESSAGE_TOKENS = 20_000
+USER_MESSAGE_SHARE = 0.25
+
+
+def user_message_budget(goal: int) -> int:
+    """Tokens of user messages kept word for word in a compacted transcript of `goal` tokens."""
+    return min(USER_MESSAGE_TOKENS, int(goal * USER_MESSAGE_SHARE))
+
+
+def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
+    """Indices of the newest items whose sizes add up to at most `budget`, oldest first; the
+    first that does not fit stops the count (as Codex keeps user messages).
+
+    >>> newest_within([5, 3, 4], 7)
+    [2]
+    >>> newest_within([5, 3, 4], 12)
+    [0, 1, 2]
+    """
+    out: list[int] = []
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] > budget:
+            break
+        budget -= sizes[k]
+        out.append(k)
+    return out[::-1]
+
 
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
@@ -40,6 +70,8 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
+_EXCEPTION_NAME = re.compile(r"^\s*(?:E\s+)?[\w.]*(?:Error|Exception)\b")
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):?\s*$")
 _CODE_LISTING = re.compile(
     r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b"
 )
@@ -98,24 +130,78 @@ def user_requests(units: Sequence[Unit]) -> list[Unit]:
     return [u for u in units if _is_request(u)]
 
 
-def files_touched(units: Sequence[Unit]) -> list[str]:
-    """File paths, most touched first: named in tool-call arguments (read, edited, run) before
-    those only mentioned in output; more mentions first, then first mention."""
-    first: dict[str, int] = {}
-    score: Counter[str] = Counter()
-    order = 0
+_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file")
+_EDIT_TOOLS = ("edit", "write", "create", "replace", "patch", "insert", "str_replace", "multiedit")
+
+
+def _arguments(text: str) -> Any:
+    """A call's arguments as data (JSON decoded), or the text itself when it is not JSON."""
+    try:
+        return json.loads(text) if text.strip() else {}
+    except ValueError:
+        return text
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside decoded arguments (commands, paths, patches), in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _paths_in(text: str) -> list[str]:
+    out = []
+    # JSON-escaped text (a tool output kept as JSON) must not glue "\n" to the next path
+    for m in _PATH.finditer(text.replace("\\n", "\n").replace("\\/", "/")):
+        path = m.group(0).rstrip(".")
+        if len(path) > 3 and not _NOT_PATH.match(path):
+            out.append(path)
+    return out
+
+
+def file_actions(units: Sequence[Unit]) -> dict[str, list[str]]:
+    """path -> what the agent did to it ("read", "edited", "ran"...), from the tool calls'
+    decoded arguments (a path key names the file the tool acted on; paths inside a command or
+    patch were used by it), then paths only mentioned in tool output or messages ("mentioned")."""
+    actions: dict[str, list[str]] = {}
+
+    def add(path: str, action: str) -> None:
+        done = actions.setdefault(path, [])
+        if action not in done:
+            done.append(action)
+
     for u in units:
-        texts = [(c.arguments, 10) for c in u.tool_calls] + [(u.content, 1)]
-        for text, weight in texts:
-            for m in _PATH.finditer(text.replace("\\/", "/")):
-                path = m.group(0).rstrip(".")
-                if len(path) <= 3 or _NOT_PATH.match(path):
-                    continue
-                if path not in first:
-                    first[path] = order
-                    order += 1
-                score[path] += weight + ("/" in path)
-    return sorted(first, key=lambda p: (-score[p], first[p]))
+        for c in u.tool_calls:
+            args = _arguments(c.arguments)
+            name = c.name.lower()
+            verb = "edited" if any(k in name for k in _EDIT_TOOLS) else "read" if "read" in name or "view" in name else "used"
+            if isinstance(args, dict):
+                for key in _PATH_KEYS:
+                    if isinstance(args.get(key), str) and args[key].strip():
+                        add(args[key].strip(), verb)
+            for text in _strings(args):
+                for path in _paths_in(text):
+                    add(path, "used" if verb != "edited" else "edited")
+    for u in units:
+        if u.tool_calls and not u.content:
+            continue
+        for path in _paths_in(u.content):
+            if path not in actions:
+                add(path, "mentioned")
+    return actions
+
+
+def files_touched(units: Sequence[Unit]) -> list[str]:
+    """File paths the units touched: those the tool calls acted on first (edited before read
+    before used), then those only mentioned; in order of first appearance within each rank."""
+    actions = file_actions(units)
+    rank = {"edited": 0, "read": 1, "used": 2, "mentioned": 3}
+    order = {p: i for i, p in enumerate(actions)}
+    return sorted(actions, key=lambda p: (min(rank[a] for a in actions[p]), order[p]))
 
 
 def _short_args(arguments: str) -> str:
@@ -125,36 +211,75 @@ def _short_args(arguments: str) -> str:
         return _one_line(arguments, 100)
     if isinstance(data, dict):
         for key in _ARG_KEYS:
-            if isinstance(data.get(key), str) and data[key].strip():
-                return _one_line(data[key], 100)
+            value = data.get(key)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                # an argv: ["bash", "-lc", "the command"] is the command
+                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
+            if isinstance(value, str) and value.strip():
+                return _one_line(value, 100)
         return _one_line(", ".join(f"{k}={v}" for k, v in data.items()), 100)
     return _one_line(str(data), 100)
 
 
+def error_line(text: str) -> str | None:
+    """The line that says what went wrong in a tool output: the exception line of a traceback
+    (never the bare "Traceback (most recent call last):"), else the first error line, else the
+    last line of an output that holds a traceback; None when nothing failed."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    specific = [ln for ln in lines if _EXCEPTION_LINE.search(ln) and not _CODE_LISTING.match(ln)]
+    # the exception itself ("ValueError: ...") says more than a test runner's "FAILED x::y"
+    named = [ln for ln in specific if _EXCEPTION_NAME.search(ln)]
+    if named or specific:
+        return _one_line((named or specific)[-1], 120)
+    plain = [
+        ln
+        for ln in lines
+        if _ERROR.search(ln) and not _CODE_LISTING.match(ln) and not _TRACEBACK.match(ln)
+    ]
+    if plain:
+        return _one_line(plain[0], 120)
+    if any(_TRACEBACK.match(ln) for ln in lines):
+        return _one_line(lines[-1], 120) if not _TRACEBACK.match(lines[-1]) else None
+    return None
+
+
+def _output(text: str) -> tuple[str, int | None]:
+    """A tool output's text and exit code: agents that log results as JSON (Codex's
+    `{"output", "metadata": {"exit_code"}}`, OpenHands') are decoded first."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"output"' in stripped[:2000]:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("output"), str):
+            meta = data.get("metadata")
+            code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
+            return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
+    m = _RETURNCODE.search(text)
+    return text, (int(m.group(1) or m.group(2)) if m else None)
+
+
 def _outcome(result: Unit | None) -> str:
+    """ok, or what failed: the exit code and the error line, from the result's structure (its
+    exit code or error flag) before its words."""
     if result is None:
         return "no result"
-    m = _RETURNCODE.search(result.content)
-    if m:
-        code = int(m.group(1) or m.group(2))
-        if code != 0:
-            return f"exit {code}"
-    if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
-        return "error"
+    text, code = _output(result.content)
+    if code is not None and code != 0:
+        line = error_line(text)
+        return f"exit {code}" + (f": {_one_line(line, 90)}" if line else "")
+    failed = bool(result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")))
+    if code == 0 and not failed:
+        return "ok"
     from ctxkit.compress import detect_kind
 
-    if detect_kind(result.content) == "code":
+    if not failed and detect_kind(text) == "code":
         return "ok"  # a file listing mentions errors without being one
-    lines = [
-        ln
-        for ln in result.content.splitlines()
-        if _ERROR.search(ln) and not _CODE_LISTING.match(ln)
-    ]
-    if lines:
-        # the exception line says more than "Traceback (most recent call last):"
-        specific = [ln for ln in lines if _EXCEPTION_LINE.search(ln)]
-        return "error: " + _one_line((specific or lines)[-1 if specific else 0], 90)
-    return "ok"
+    line = error_line(text)
+    if line and (failed or _EXCEPTION_LINE.search(line) or not _CODE_LISTING.match(line)):
+        return "error: " + _one_line(line, 90)
+    return "error" if failed else "ok"
 
 
 def commands_run(units: Sequence[Unit]) -> list[str]:
@@ -199,21 +324,31 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
 
 
 def errors_seen(units: Sequence[Unit]) -> list[str]:
-    """Distinct error lines from tool output and messages, in order (not from code listings)."""
-    from ctxkit.compress import detect_kind
-
-    seen: dict[str, None] = {}
+    """What failed, in order: `call -> the error line` for each tool call whose result failed
+    (non-zero exit, an error flag, an exception), with "(fixed: a later call succeeded)" when
+    the same call later went through; then error lines the user pasted."""
+    results: dict[str, Unit] = {}
     for u in units:
-        # tool output and what the user pasted; an assistant's prose about errors is not one
-        if not (u.tool_call_id is not None or u.role == "tool" or _is_request(u)):
+        if u.tool_call_id is not None:
+            results.setdefault(u.tool_call_id, u)
+    calls = [(c.name, _short_args(c.arguments), _outcome(results.get(c.id))) for u in units for c in u.tool_calls]
+    failures: dict[str, list[tuple[str, bool]]] = {}  # outcome -> (call, fixed later)
+    for k, (name, args, outcome) in enumerate(calls):
+        if outcome in ("ok", "no result"):
             continue
-        if u.type == "code" or detect_kind(u.content) == "code":
-            continue
-        for line in u.content.splitlines():
-            if _CODE_LISTING.match(line):
-                continue
-            if _ERROR.search(line) and len(line.strip()) > 3:
-                seen.setdefault(_one_line(line), None)
+        fixed = any(n == name and a == args and o == "ok" for n, a, o in calls[k + 1 :])
+        failures.setdefault(outcome, []).append((f"{name}({_one_line(args, 80)})", fixed))
+    seen: dict[str, None] = {}
+    for outcome, runs in failures.items():  # one line per distinct failure, first seen first
+        first, fixed = runs[0]
+        again = f" (and {len(runs) - 1} more call{'s' if len(runs) > 2 else ''})" if len(runs) > 1 else ""
+        note = " (fixed: a later run succeeded)" if all(f for _, f in runs) else ""
+        seen[f"{first}{again} -> {outcome}{note}"] = None
+    for u in units:
+        if _is_request(u):
+            line = error_line(u.content)
+            if line:
+                seen.setdefault(f"reported by the user: {line}", None)
     return list(seen)
 
 
@@ -362,38 +497,142 @@ def _fit(
     return "\n".join(parts)
 
 
+def primary_request(units: Sequence[Unit]) -> Unit | None:
+    """The request that states the task: the first user request of four words or more (a bare
+    "yes" or "continue" answers something; it is not the goal), else the longest."""
+    requests = user_requests(units)
+    for u in requests:
+        if len(u.content.split()) >= 4:
+            return u
+    return max(requests, key=lambda u: len(u.content), default=None)
+
+
+def tools_used(units: Sequence[Unit]) -> list[str]:
+    """`name xN` per tool called, most called first."""
+    counts = Counter(c.name for u in units for c in u.tool_calls if c.name)
+    return [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common()]
+
+
+def narration(units: Sequence[Unit]) -> list[str]:
+    """What the assistant said it was doing, in order: the first sentence of each of its
+    messages that has prose (the text beside its tool calls, its explanations)."""
+    out: dict[str, None] = {}
+    for u in units:
+        if u.role != "assistant" or not (u.content.strip() or u.reasoning.strip()):
+            continue
+        # its words to the user, else its reasoning summary (Codex logs little else)
+        prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
+        first = next((s.strip() for s in split_sentences(prose) if len(s.strip()) >= 12), "")
+        if first:
+            out.setdefault(_one_line(first, 200), None)
+    return list(out)
+
+
+def current_work(units: Sequence[Unit]) -> list[str]:
+    """Where the work stood at the end of these units: the assistant's last message with prose
+    and the last calls it made."""
+    items: list[str] = []
+    last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
+    if last is not None:
+        items.append(_quote(last.content, 300))
+    items.extend(f"then: {c}" for c in commands_run(units)[-3:])
+    return items
+
+
+def next_step(units: Sequence[Unit]) -> list[str]:
+    """The step the units end on: a todo in progress, else a request nothing answered yet."""
+    doing = [t for t in _todo_items(units) if t.startswith("[in_progress]")]
+    if doing:
+        return [doing[0].removeprefix("[in_progress] ")]
+    unanswered = [t for t in open_items(units) if t.startswith("unanswered: ")]
+    return [unanswered[-1].removeprefix("unanswered: ")] if unanswered else []
+
+
+def _earlier(previous: str, budget: int, tok: Tokenizer) -> list[str]:
+    """An earlier summary carried forward as whole lines (its header and verbatim user
+    messages left out: the new summary has its own), up to `budget` tokens."""
+    lines: list[str] = []
+    used = 0
+    skipping = False
+    for line in previous.splitlines():
+        text = line.strip()
+        if not text or (text.startswith("[") and text.endswith("]") and not lines):
+            continue
+        if text.startswith("## "):
+            skipping = text.lower().startswith(USER_MESSAGES_TITLE.lower())
+            continue
+        if skipping:
+            continue
+        n = tok.count(text) + 1
+        if used + n > budget:
+            break
+        lines.append(text.removeprefix("- "))
+        used += n
+    return lines
+
+
+# The sections of Claude Code's compaction prompt, filled from the transcript's structure
+# (who asked, which tools ran on which files, what failed, what the agent said it was doing).
+SECTIONS = (
+    "Primary request and intent",
+    "Key technical concepts",
+    "Files and code",
+    "Errors and fixes",
+    "Problem solving",
+    "Pending tasks",
+    "Current work",
+    "Next step",
+)
+USER_MESSAGES_TITLE = "All user messages"
+
+
 def summarize_extractive(
     units: Sequence[Unit],
     target_tokens: int,
     previous_summary: str | None = None,
     tok: Tokenizer | None = None,
 ) -> str:
-    """A structured handover of `units` in about `target_tokens` tokens (deterministic, offline)."""
+    """A structured summary of `units` in about `target_tokens` tokens (deterministic, offline),
+    in the sections of Claude Code's compaction prompt."""
     tok = _tok(tok)
-    requests = user_requests(units)
-    quoted = [f'"{_quote(u.content)}"' for u in requests]
-    if len(quoted) > 2:
-        # first and last requests first, so a tight budget still keeps both
-        quoted = [quoted[0], quoted[-1], *quoted[1:-1]]
+    primary = primary_request(units)
+    requests = [u for u in user_requests(units) if u is not primary]
+    intent = [f'"{_quote(primary.content)}"'] if primary is not None else []
+    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests]
+    actions = file_actions(units)
+    files = [f"{p} ({', '.join(actions[p])})" for p in files_touched(units)]
+    concepts = []
+    used = tools_used(units)
+    if used:
+        concepts.append("tools used: " + ", ".join(used[:12]))
     sections: list[tuple[str, list[str]]] = []
     if previous_summary:
-        earlier = compress_text(previous_summary, max(20, target_tokens // 3), tok)
-        sections.append(("Earlier summary", [_one_line(earlier, 2000)]))
+        sections.append(("Earlier summary", _earlier(previous_summary, max(20, target_tokens // 3), tok)))
     sections += [
-        ("Goal and user requests", quoted),
-        ("Errors seen", errors_seen(units)),
-        ("Files touched", files_touched(units)),
+        ("Primary request and intent", intent),
+        ("Key technical concepts", concepts),
+        ("Files and code", files),
+        ("Errors and fixes", errors_seen(units)),
+        ("Problem solving", narration(units)),
         ("Commands run", commands_run(units)),
-        ("Decisions", decisions(units)),
-        ("Open items", open_items(units)),
+        ("Pending tasks", [t for t in open_items(units) if not t.startswith("unanswered: ")]),
+        ("Current work", current_work(units)),
+        ("Next step", next_step(units)),
     ]
-    # the first and the last request come before everything else
     return _fit(
         sections,
-        central_sentences(units),
+        (),
         target_tokens,
         tok,
-        first_take={"Goal and user requests": 2},
+        first_take={
+            "Earlier summary": 3,
+            "Primary request and intent": 1,
+            "Files and code": 6,
+            "Errors and fixes": 2,
+            "Current work": 1,
+            "Pending tasks": 3,
+            "Next step": 1,
+        },
     )
 
 

@@ -167,9 +167,16 @@ def test_quality_suite_on_one_scenario() -> None:
         assert 0.0 <= r["coherence_lexical"] <= 1.0
         assert r["time_ms"] > 0
     assert "real transcripts: not found" in suite.skipped
+    # the fidelity table: ctxkit keeps the last request and user messages a dropping peer loses
+    assert ours["last_request_verbatim"] is True
+    assert ours["user_verbatim_total"] == peers["drop_oldest"]["user_verbatim_total"] > 1
+    assert peers["drop_oldest"]["user_verbatim_kept"] < ours["user_verbatim_total"]
+    fid = {line["peer"]: line for line in suite.summary}
+    assert set(fid["ctxkit"]) >= {"files_trail", "user_verbatim", "last_request_verbatim"}
     assert_measured(report.to_dict())
     text = bench.render_table(report)
     assert "LangChain trim_messages" in text and "drop oldest (naive)" in text
+    assert "files-touched trail" in text and "user msgs verbatim" in text
 
 
 @pytest.mark.slow  # fresh processes per size: the bench's own machinery, run in make test

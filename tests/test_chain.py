@@ -302,12 +302,15 @@ def test_fresh_start_keeps_the_recent_work_that_fits(tmp_path: Path) -> None:
         )
         assert result.recovery == "fresh_start" and result.fits
         units = result.transcript.units
-        assert [u.id for u in units[:2]] == ["sys", "ctxkit-handover"]
-        tail = units[2:]
+        # the first request word for word, the handover after it, then the recent work
+        assert [u.id for u in units[:3]] == ["sys", t.units[1].id, "ctxkit-handover"]
+        assert units[1].content == t.units[1].content
+        assert units[2].content.startswith("[This session continues from earlier work")
+        tail = units[3:]
         assert len(tail) > 1 and tail[-1].id == t.units[-1].id
         # the tail is the original's own suffix, verbatim and in order
         assert _records(tail) == _records(t.units[len(t.units) - len(tail) :])
-        assert "plan" in units[1].content  # the dropped P1 unit is named in the handover
+        assert "plan" in units[2].content  # the dropped P1 unit is named in the handover
         assert _records(archive.restore(result.transcript).units) == _records(t.units)
 
 

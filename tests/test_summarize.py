@@ -62,14 +62,16 @@ def test_registry() -> None:
 def test_sections_on_a_session() -> None:
     text = summarize_extractive(session(), 400, tok=TOK)
     assert TOK.count(text) <= 400
-    for title in ("## Goal and user requests", "## Errors seen", "## Files touched", "## Commands run", "## Decisions", "## Open items"):
+    for title in ("## Primary request and intent", "## Files and code", "## Errors and fixes",
+                  "## Problem solving", "## Pending tasks", "## Current work", "## Next step"):
         assert title in text
     assert '"The CSV export in app/export/csv_writer.py drops the last row. Please fix it."' in text
-    assert "AssertionError: 2 != 3" in text
-    assert "bash(python -m pytest tests/test_export.py) -> exit 1" in text
+    assert "bash(python -m pytest tests/test_export.py) -> exit 1: AssertionError: 2 != 3" in text
+    assert "app/export/csv_writer.py (edited)" in text
     assert "Edit(app/export/csv_writer.py) -> ok" in text
     assert "off-by-one" in text
     assert "[in_progress] write a regression test" in text and "reproduce the bug" not in text
+    assert "## Next step\n- write a regression test" in text
     assert summarize_extractive(session(), 400, tok=TOK) == text  # deterministic
 
 
@@ -77,22 +79,46 @@ def test_extractors() -> None:
     units = session()
     assert files_touched(units)[0] == "app/export/csv_writer.py"
     assert "tests/test_export.py" in files_touched(units)
-    assert [c.split(" -> ")[1] for c in commands_run(units)] == ["exit 1", "ok"]  # TodoWrite is an open item
+    # TodoWrite is an open item; a failure names its exit code and the exception line
+    assert [c.split(" -> ")[1] for c in commands_run(units)] == ["exit 1: AssertionError: 2 != 3", "ok"]
     items = open_items(units)
     assert items[:2] == ["[in_progress] write a regression test", "[pending] update the changelog"]
     assert items[-1].startswith("unanswered: Also add a test for an empty export")
 
 
-def test_tight_budget_keeps_first_and_last_request() -> None:
+def test_tight_budget_keeps_the_primary_request_and_the_files() -> None:
     text = summarize_extractive(session(), 80, tok=TOK)
     assert TOK.count(text) <= 80
-    assert "CSV export" in text and "empty export" in text
+    assert "CSV export" in text and "app/export/csv_writer.py (edited)" in text
+
+
+def test_the_primary_request_is_not_an_acknowledgement() -> None:
+    units = [Unit("y", "user", content="yes"), *session()]
+    text = summarize_extractive(units, 400, tok=TOK)
+    assert text.split("\n")[1] == '- "The CSV export in app/export/csv_writer.py drops the last row. Please fix it."'
+
+
+def test_error_lines_are_the_exception_not_the_traceback_header() -> None:
+    from ctxkit.summarize import error_line
+
+    trace = "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n    f()\nKeyError: 'price'\n"
+    assert error_line(trace) == "KeyError: 'price'"
+    assert error_line("Traceback (most recent call last):\n") is None
+    assert error_line("all good\n") is None
+
+
+def test_paths_in_json_escaped_output_are_not_glued_to_newlines() -> None:
+    out = Unit("r", "tool", content=json.dumps({"output": "README.md\npackage.json\n", "metadata": {"exit_code": 0}}), tool_call_id="c")
+    call = Unit("a", "assistant", tool_calls=[ToolCall("c", "shell", json.dumps({"command": ["bash", "-lc", "ls"]}))])
+    assert files_touched([call, out]) == ["README.md", "package.json"]
+    assert commands_run([call, out]) == ["shell(ls) -> ok"]
 
 
 def test_previous_summary_is_rolled_forward() -> None:
     previous = "## Goal and user requests\n- \"Migrate the billing tables to Postgres.\""
     text = summarize_extractive(session(), 400, previous_summary=previous, tok=TOK)
     assert text.startswith("## Earlier summary") and "billing tables to Postgres" in text
+    assert "[...]" not in text
 
 
 def test_handover_names_p1_and_ends_with_the_last_request() -> None:

@@ -11,7 +11,8 @@ measurements of that same run. Suites (`SUITES`):
 - `compact`: extractive summarization of 2,000 tokens, the full chain on 50 units (~10k tokens)
   with the lexical and MiniLM embedders, and compaction time as a multiple of one tiktoken pass;
 - `quality`: ctxkit's chain against LangChain's `trim_messages`, plain drop-oldest truncation and
-  observation masking, on simulated transcripts (with ground truth) and real ones;
+  observation masking, on simulated transcripts (with ground truth) and real ones, with a
+  fidelity table (`ctxkit.fidelity`: needles, files-touched trail, user messages verbatim);
 - `scale`: 1k to 1M tokens, one fresh process per size, time and peak memory, log-log slope.
 
 Example:
@@ -53,7 +54,7 @@ from ctxkit.bench.peers import (
     summarize_peers,
     to_langchain,
 )
-from ctxkit.bench.render import PEER_COLUMNS, fmt_value, plot, render_table
+from ctxkit.bench.render import FIDELITY_COLUMNS, PEER_COLUMNS, fmt_value, plot, render_table
 from ctxkit.bench.suites import (
     SUITES,
     embed_texts,
@@ -70,6 +71,7 @@ from ctxkit.bench.suites import (
 __all__ = [
     "BenchOptions",
     "BenchReport",
+    "FIDELITY_COLUMNS",
     "Figure",
     "PACKAGES",
     "PEERS",

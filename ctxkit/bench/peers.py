@@ -200,6 +200,7 @@ def run_peer(
             and last.id in by_id
             and by_id[last.id].content == last.content,
         )
+        row.update(_fidelity(t, result, tok))
         truth = t.metadata.get("ground_truth")
         if truth:
             has_archive = peer in ("ctxkit", "mask_observations")
@@ -216,6 +217,28 @@ def run_peer(
     finally:
         archive.close()
     return row
+
+
+def _fidelity(t: Transcript, result: Transcript, tok: Any) -> dict[str, Any]:
+    """The fidelity table's measures of one run (`ctxkit.fidelity`); needles are `run_peer`'s."""
+    from ctxkit import fidelity
+
+    trail = fidelity.files_trail(t, result)
+    users = fidelity.user_verbatim(t, result, count=tok.count)
+    return {
+        "files_trail_kept": trail.kept,
+        "files_trail_total": trail.total,
+        "user_verbatim_kept": users.all.kept,
+        "user_verbatim_total": users.all.total,
+        "user_verbatim_in_budget_kept": users.in_budget.kept,
+        "user_verbatim_in_budget_total": users.in_budget.total,
+        "last_request_verbatim": fidelity.last_request_verbatim(t, result),
+    }
+
+
+def _mean_share(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    """Mean over the transcripts that had something to keep of `key`_kept / `key`_total."""
+    return _mean([r[f"{key}_kept"] / r[f"{key}_total"] for r in rows if r.get(f"{key}_total")])
 
 
 def summarize_peers(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -253,6 +276,11 @@ def summarize_peers(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     sum(r.get("needles_present", 0) + r.get("needles_recallable", 0) for r in ok)
                     / needles
                 )
+            # fidelity: per transcript, then averaged (one long session must not outweigh)
+            line["files_trail"] = _mean_share(ok, "files_trail")
+            line["user_verbatim"] = _mean_share(ok, "user_verbatim")
+            line["user_verbatim_in_budget"] = _mean_share(ok, "user_verbatim_in_budget")
+            line["last_request_verbatim"] = sum(1 for r in ok if r.get("last_request_verbatim"))
             for key in sorted({k for r in ok for k in r if k.startswith("coherence_")}):
                 line[key] = _mean([r[key] for r in ok if key in r])
             out.append(line)

@@ -66,6 +66,39 @@ PEER_COLUMNS = (
     ("coherence_minilm", "coh. minilm"),
 )
 
+# The fidelity table: what each peer kept of what a model needs to go on (`ctxkit.fidelity`).
+FIDELITY_COLUMNS = (
+    ("peer", "peer"),
+    ("source", "set"),
+    ("transcripts", "n"),
+    ("needle_retention", "needles present"),
+    ("files_trail", "files-touched trail"),
+    ("user_verbatim", "user msgs verbatim"),
+    ("user_verbatim_in_budget", "in budget"),
+    ("last_request_verbatim", "last req. verbatim"),
+)
+
+
+def _peer_rows(
+    summary: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
+) -> tuple[list[str], list[list[Any]]]:
+    """The headers and rows of a per-peer table: the columns some summary line has."""
+    cols = [c for c in columns if any(c[0] in r for r in summary)]
+    rows = []
+    for r in summary:
+        vals = []
+        for key, _h in cols:
+            v = r.get(key)
+            if key in ("fits", "last_request_kept", "last_request_verbatim"):
+                v = f"{v}/{r['transcripts']}"
+            elif key == "all_p1_kept":
+                v = f"{v}/{r['transcripts_with_p1']}" if r["transcripts_with_p1"] else None
+            elif key == "peer":
+                v = PEER_LABELS.get(str(v), v)
+            vals.append(v)
+        rows.append(vals)
+    return [h for _k, h in cols], rows
+
 
 def render_table(report: BenchReport) -> str:
     """The report for people: machine notes, then per suite its figures and tables."""
@@ -85,21 +118,9 @@ def render_table(report: BenchReport) -> str:
             )
         if name == "quality" and s.summary:
             lines.append("")
-            cols = [c for c in PEER_COLUMNS if any(c[0] in r for r in s.summary)]
-            rows = []
-            for r in s.summary:
-                vals = []
-                for key, _h in cols:
-                    v = r.get(key)
-                    if key == "fits" or key == "last_request_kept":
-                        v = f"{v}/{r['transcripts']}"
-                    elif key == "all_p1_kept":
-                        v = f"{v}/{r['transcripts_with_p1']}" if r["transcripts_with_p1"] else None
-                    elif key == "peer":
-                        v = PEER_LABELS.get(str(v), v)
-                    vals.append(v)
-                rows.append(vals)
-            lines += _table([h for _k, h in cols], rows)
+            lines += _table(*_peer_rows(s.summary, PEER_COLUMNS))
+            lines += ["", "fidelity (share kept; per transcript, then averaged):"]
+            lines += _table(*_peer_rows(s.summary, FIDELITY_COLUMNS))
         elif name == "scale" and s.rows:
             lines.append("")
             lines += _table(

@@ -8,6 +8,7 @@ from typing import Any
 
 from ctxkit import structure
 from ctxkit.archive import Archive, ref_scope
+from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
@@ -252,6 +253,9 @@ def compact(
             break
 
     recovery: str | None = None
+    if state.fits():
+        # The chain's steps are coarse: give back what the goal did not need, newest first.
+        state = give_back(state, original)
     if not state.fits():
         recovery = options.recovery_mode
         notify(
@@ -297,13 +301,15 @@ def compact(
                 refs=_new_refs(State(units=tuple(original), target=goal, ctx=ctx), state),
             )
         )
+        if state.fits():
+            state = give_back(state, original)
         if state.tokens() > limit:
             raise BreakerFailed(
                 f"{transcript.id}: even after {recovery} the transcript takes "
                 f"{state.tokens():,} tokens, above the limit {limit:,}"
             )
 
-    result_t = transcript.replace(units=list(state.units))
+    result_t = transcript.replace(units=arrange(state.units))
     after = count_transcript(result_t, tok, copts)
     p1_total, p1_kept = _p1_kept(original, state.units)
     # before time_ms is taken: the figure is part of the work a report's time accounts for

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from ctxkit import structure
 from ctxkit.model import Unit
-from ctxkit.strategies.base import State, archive_unit, refs_hint
+from ctxkit.strategies.base import State, archive_unit, refs_hint, user_messages_kept
+from ctxkit.strategies.summarize_old import preamble, verbatim_section
 
 if TYPE_CHECKING:
     from ctxkit.compaction.options import ChainOptions
@@ -64,12 +65,18 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     the handover and the last request (offloaded with a ref if it alone is too big).
     """
     system = [u for u in original if u.role == "system"]
+    first = next((u for u in original if structure.is_user_request(u)), None)
     for tail in _recent_suffixes(state, original):
         kept_ids = {u.id for u in tail}
-        dropped = [u for u in original if u.role != "system" and u.id not in kept_ids]
-        fitted = _with_handover(state, system, dropped, tail, options)
-        if fitted is not None:
-            return fitted
+        # The first request stays word for word ahead of the handover when it fits, as after
+        # a summary: the task in the user's words, then what became of it.
+        heads = [[first], []] if first is not None and first.id not in kept_ids else [[]]
+        for head in heads:
+            ids = kept_ids | {u.id for u in head}
+            dropped = [u for u in original if u.role != "system" and u.id not in ids]
+            fitted = _with_handover(state, original, [*system, *head], dropped, tail, options)
+            if fitted is not None:
+                return fitted
     return minimal_fresh_start(state, original, options)
 
 
@@ -102,6 +109,7 @@ def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Un
 
 def _with_handover(
     state: State,
+    original: Sequence[Unit],
     system: list[Unit],
     dropped: list[Unit],
     tail: list[Unit],
@@ -115,12 +123,14 @@ def _with_handover(
     p1 = [u for u in dropped if u.is_p1]
     fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
     size = min(options.handover_tokens, state.target - fixed)
-    hint = f"\n[ctxkit: {len(dropped):,} earlier messages archived; {refs_hint(refs)}]"
+    dropped_tokens = sum(state.with_units(dropped).units_tokens())
+    head = preamble(len(dropped), dropped_tokens, refs)
+    quoted = _quoted(state, original, dropped)
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
-        text += hint
+        text = "\n".join(p for p in (head, text, verbatim_section(quoted)) if p)
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -136,6 +146,14 @@ def _with_handover(
             return candidate
         size -= over + 8
     return None
+
+
+def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit]) -> list[Unit]:
+    """The dropped user messages a handover quotes word for word: those the user-message
+    budget keeps (`user_messages_kept`, over the original)."""
+    whole = state.with_units(list(original))
+    kept = {original[i].id for i in user_messages_kept(whole)}
+    return [u for u in dropped if u.id in kept]
 
 
 def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:

@@ -107,6 +107,26 @@ def protected(state: State) -> set[int]:
     return protected_indices(state.units, in_recovery=state.in_recovery)
 
 
+def user_messages_kept(state: State) -> set[int]:
+    """Indices of the user's requests kept word for word: the newest first, while the
+    user-message budget of the goal (`summarize.user_message_budget`) holds them. Strategies that
+    shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
+    it quotes them word for word."""
+    from ctxkit.structure import is_user_request
+    from ctxkit.summarize import newest_within, user_message_budget
+
+    at = [i for i, u in enumerate(state.units) if is_user_request(u) and u.content.strip()]
+    tok = state.ctx.tokenizer
+    sizes = [tok.count(state.units[i].content) for i in at]
+    return {at[k] for k in newest_within(sizes, user_message_budget(state.target))}
+
+
+def untouchable(state: State) -> set[int]:
+    """What strategies that shorten or drop units must leave as it is: the protected units and
+    the user's messages within their budget."""
+    return protected(state) | user_messages_kept(state)
+
+
 def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit import archive as archive_module

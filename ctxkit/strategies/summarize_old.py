@@ -1,23 +1,35 @@
-"""`summarize_old`: the oldest `old_threshold` of the history, by tokens, becomes one summary.
+"""`summarize_old`: the oldest part of the history becomes one summary, just enough of it to
+reach the goal (at most `old_threshold` of the history, by tokens).
 
-The span starts after the system units and ends at a turn boundary (a safe cut point inside
-the first turn when that turn alone is larger than the share). Its units go to the archive;
-one summary unit (role user, type summary) of about `summary_length` tokens takes their place,
-with every ref in its meta. Protected units in the span (first request, P1) stay verbatim,
-right after the summary. A previous ctxkit summary in the span is rolled into the new one.
+The span starts after the system units and ends at a safe cut point (no call split from its
+result). Its units go to the archive; one summary unit takes their place, right after the first
+request (kept verbatim, as every protected unit in the span is). The summary opens with a
+continuation preamble, holds the summarizer's sections (about `summary_length` tokens) and then
+the user's own messages from the span word for word, newest first within the user-message
+budget (`summarize.user_message_budget`). A previous ctxkit summary in the span is rolled in.
+Its role (a user turn joined to the first request, or an assistant turn between two user turns)
+is settled by `compaction.arrange` once the chain is done.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.model import Unit
 from ctxkit.schema import integer, number, plain, setting
 from ctxkit.strategies._common import fmt_refs
-from ctxkit.strategies.base import State, archive_unit, fmt_int, merged, protected
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    fmt_int,
+    make_ref,
+    merged,
+    protected,
+    user_messages_kept,
+)
 
 NAME = "summarize_old"
 LABEL = "Summarizing old context"  # what a progress event says while it runs
@@ -25,17 +37,18 @@ LABEL = "Summarizing old context"  # what a progress event says while it runs
 
 @dataclass(frozen=True)
 class Params:
-    """The oldest `old_threshold` of the history becomes one summary of `summary_length` tokens."""
+    """Summarize the oldest history, at most `old_threshold` of it, in `summary_length` tokens."""
 
-    old_threshold: float = setting(0.6, number(0.0, 1.0), "oldest share of history summarized")
+    old_threshold: float = setting(0.6, number(0.0, 1.0), "largest share of history summarized")
     summary_length: int = setting(300, integer(1), "tokens")
     min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
 
 
 DEFAULTS: dict[str, Any] = plain(Params())
+MAX_BUILDS = 12  # summaries built while searching for the smallest span that reaches the goal
 
 
-def _cut(state: State, first: int, share: int, tokens: list[int]) -> int:
+def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int:
     """The furthest turn boundary whose span from `first` fits `share`; a safe cut point inside
     a turn when no turn boundary covers at least half the share (one long turn)."""
     from ctxkit.structure import safe_cut_points, turns
@@ -63,8 +76,30 @@ def _cut(state: State, first: int, share: int, tokens: list[int]) -> int:
     return by_block if block_covered > turn_covered else by_turn
 
 
+def preamble(n_units: int, n_tokens: int, refs: Sequence[str]) -> str:
+    """The line that opens a summary: what this is, for a model reading the context cold."""
+    return (
+        f"[This session continues from earlier work that was compacted to fit the context: "
+        f"{n_units} earlier messages ({fmt_int(n_tokens)} tokens) are summarized below and "
+        f"archived as {fmt_refs(list(refs), limit=3)}. The messages after this summary are verbatim.]"
+    )
+
+
+def verbatim_section(requests: Sequence[Unit]) -> str:
+    """The user's own messages, word for word, oldest first."""
+    from ctxkit.summarize import USER_MESSAGES_TITLE
+
+    if not requests:
+        return ""
+    body = "\n".join(f"- {u.content}" for u in requests)
+    return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first)\n{body}"
+
+
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
-    """Replace the oldest share of the history by one summary; None when it would not help."""
+    """Replace the oldest history by one summary, the smallest span that reaches the goal
+    (up to `old_threshold` of the history); None when it would not help."""
+    from ctxkit.structure import safe_cut_points
+
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
     length = int(p["summary_length"])
@@ -74,41 +109,83 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     while first < len(units) and units[first].role == "system":
         first += 1
     history = sum(tokens[first:])
-    cut = _cut(state, first, int(history * threshold), tokens)
-    if cut <= first:
+    longest = _longest_cut(state, first, int(history * threshold), tokens)
+    if longest <= first:
         return None
     keep = protected(state)
-    span = range(first, cut)
-    gone = [i for i in span if i not in keep]
-    if len(gone) < 2:
-        return None
-    previous = [units[i] for i in gone if units[i].type == "summary"]
-    previous_text = "\n\n".join(u.content for u in previous) or None
-    body = [units[i] for i in gone if units[i].type != "summary"]
-    summarizer = state.ctx.summarizer
-    if summarizer is None:
-        from ctxkit.summarize import summarize_extractive
+    word_for_word = user_messages_kept(state)  # quoted whole when they fall in the span
+    scope = state.ctx.ref_scope or state.ctx.transcript_id
 
-        text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
-    else:
-        text = summarizer(body, length, previous_text)
-    refs = [archive_unit(state, units[i]) for i in gone]
-    carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
-    all_refs = list(dict.fromkeys(refs + carried))
-    gone_tokens = sum(tokens[i] for i in gone)
-    header = (
-        f"[ctxkit: summary of {len(gone)} earlier messages ({fmt_int(gone_tokens)} tokens);"
-        f" originals: ctxkit recall {fmt_refs(refs)}]"
-    )
-    digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
-    summary = Unit(
-        id=f"ctxkit-summary-{digest}",
-        role="user",
-        type="summary",
-        content=f"{header}\n{text}",
-        timestamp=units[gone[0]].timestamp,
-        meta={"refs": all_refs, "strategy": NAME, "summarized_ids": [units[i].id for i in gone]},
-    )
-    kept_in_span = [units[i] for i in span if i in keep]
-    new = state.with_units([*units[:first], summary, *kept_in_span, *units[cut:]])
-    return new if new.tokens() < state.tokens() else None
+    def build(cut: int, refs_of: Any) -> State | None:
+        span = range(first, cut)
+        gone = [i for i in span if i not in keep]
+        if len(gone) < 2:
+            return None
+        previous = [units[i] for i in gone if units[i].type == "summary"]
+        previous_text = "\n\n".join(u.content for u in previous) or None
+        quoted = [units[i] for i in gone if i in word_for_word]
+        quoted_ids = {u.id for u in quoted}
+        body = [units[i] for i in gone if units[i].type != "summary" and units[i].id not in quoted_ids]
+        summarizer = state.ctx.summarizer
+        if summarizer is None:
+            from ctxkit.summarize import summarize_extractive
+
+            text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
+        else:
+            text = summarizer(body, length, previous_text)
+        refs = [refs_of(units[i]) for i in gone]
+        carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
+        all_refs = list(dict.fromkeys(refs + carried))
+        gone_tokens = sum(tokens[i] for i in gone)
+        parts = [preamble(len(gone), gone_tokens, refs), text.strip(), verbatim_section(quoted)]
+        digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
+        summary = Unit(
+            id=f"ctxkit-summary-{digest}",
+            role="user",
+            type="summary",
+            content="\n".join(part for part in parts if part),
+            timestamp=units[gone[0]].timestamp,
+            meta={
+                "refs": all_refs,
+                "strategy": NAME,
+                "summarized_ids": [units[i].id for i in gone],
+                "verbatim_ids": sorted(quoted_ids),
+            },
+        )
+        # Protected units from before the first summarized one (the first request) precede
+        # the summary; those from inside the span (P1) follow it, pinned.
+        before = [units[i] for i in span if i in keep and i < gone[0]]
+        after = [units[i] for i in span if i in keep and i > gone[0]]
+        return state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
+
+    def dry_ref(unit: Unit) -> str:
+        return make_ref(scope, unit)
+
+    # The smallest span that reaches the goal: estimate from the tokens removed, then build.
+    cuts = [c for c in sorted(set(safe_cut_points(list(units)))) if first < c <= longest]
+    if not cuts:
+        return None
+    chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS)
+    if chosen is None:
+        chosen = longest
+    new = build(chosen, lambda u: archive_unit(state, u))
+    return new if new is not None and new.tokens() < state.tokens() else None
+
+
+def _smallest_fitting(cuts: list[int], build: Any, target: int, budget: int) -> int | None:
+    """The first cut whose built state fits `target` (a binary search: a longer span never
+    makes the result larger, give or take the summary's own size); None when the longest does
+    not fit either."""
+    lo, hi = 0, len(cuts) - 1
+    found: int | None = None
+    builds = 0
+    while lo <= hi and builds < budget:
+        mid = (lo + hi) // 2
+        built = build(cuts[mid])
+        builds += 1
+        if built is not None and built.tokens() <= target:
+            found = cuts[mid]
+            hi = mid - 1
+        else:
+            lo = mid + 1
+    return found
