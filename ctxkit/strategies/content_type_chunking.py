@@ -10,9 +10,10 @@ its id, role and pairing; its content ends with a note carrying the archive ref,
 Content stays valid: JSON content (whatever the unit's type) is compressed as JSON and the note
 goes inside it (a last array element or a `"_note"` key), so it still parses; JSON that cannot
 hold a note stays whole. Tool-call arguments are never edited: a call is the assistant's own
-words, kept whole. P1 units are protected and never shortened; in recovery P1 code keeps at
-least 90% of its tokens. The last assistant message (often the session's final answer or
-confirmation) and the last user request are never shortened.
+words, kept whole. P1 units are protected and never shortened, nor are the user's messages
+within the user-message budget (`untouchable`); in recovery P1 code keeps at least 90% of its
+tokens. The last assistant message (often the session's final answer or confirmation) and the
+last user request are never shortened.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ctxkit.compress.json import is_json, with_note
 from ctxkit.model import Unit
 from ctxkit.schema import number, plain, section, setting
 from ctxkit.strategies._common import describe, is_compacted, tool_names
-from ctxkit.strategies.base import State, archive_unit, archived_as, fmt_int, merged, protected
+from ctxkit.strategies.base import State, archive_unit, archived_as, fmt_int, merged, untouchable
 
 NAME = "content_type_chunking"
 LABEL = "Compressing content by type"  # what a progress event says while it runs
@@ -121,7 +122,7 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
     """Shorten unprotected units' content by type; None when no unit gets smaller."""
     p = merged(DEFAULTS, params)
     ratios = {**DEFAULT_RATIOS, **dict(p["compress_ratios"] or {})}
-    keep = protected(state) | never_shortened(state.units)
+    keep = untouchable(state) | never_shortened(state.units)
     names = tool_names(state.units)
     tok = state.ctx.tokenizer
     out = list(state.units)
