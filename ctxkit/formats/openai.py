@@ -9,6 +9,8 @@ from ctxkit.formats.common import (
     args_text,
     blocks_text,
     finish,
+    is_reasoning_only,
+    joins,
     link_group_sizes,
     raw_groups,
     timestamp_of,
@@ -176,7 +178,11 @@ def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def build(u: Unit) -> dict[str, Any]:
-    """A chat message from a unit's fields (for units without a usable raw record)."""
+    """A chat message from a unit's fields (for units without a usable raw record).
+
+    Reasoning is not written: chat-completions takes no reasoning on input (`reasoning_content`
+    is one provider's output field), and an assistant message that only calls tools has
+    `content: null`, not an empty string."""
     if u.role == "assistant":
         rec: dict[str, Any] = {"role": "assistant", "content": u.content if (u.content or not u.tool_calls) else None}
         if u.tool_calls:
@@ -184,15 +190,13 @@ def build(u: Unit) -> dict[str, Any]:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in u.tool_calls
             ]
-        if u.reasoning:
-            rec["reasoning_content"] = u.reasoning
         if u.name:
             rec["name"] = u.name
         return rec
     if u.role == "tool":
         rec = {"role": "tool", "tool_call_id": u.tool_call_id or "", "content": u.content}
         if u.name:
-            rec["name"] = u.name
+            rec["name"] = u.name  # tau-bench's logs carry it; the API accepts it
         return rec
     rec = {"role": u.role if u.role in ("system", "user") else "user", "content": u.content}
     if u.name:
@@ -200,14 +204,44 @@ def build(u: Unit) -> dict[str, Any]:
     return rec
 
 
+# The roles chat-completions takes; a record with another role (mini-swe-agent's `exit`) is
+# written with the role it was read as.
+API_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _joined(last: dict[str, Any], u: Unit) -> dict[str, Any]:
+    """`last` with the unit's text added: a second content part for a user or system message,
+    the text joined for an assistant (whose content parts are text or refusal only)."""
+    content = last.get("content")
+    if last.get("role") in ("user", "system", "developer"):
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        return {**last, "content": [*parts, {"type": "text", "text": u.content}]}
+    if isinstance(content, list):
+        return {**last, "content": [*content, {"type": "text", "text": u.content}]}
+    return {**last, "content": f"{content}\n\n{u.content}" if content else u.content}
+
+
 def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """Chat messages for a transcript, and the top-level fields to put beside them (tools)."""
+    """Chat messages for a transcript, and the top-level fields to put beside them (tools).
+
+    A unit marked to join the message before goes in that message; a unit that holds only
+    reasoning is no chat message."""
     same = t.source_format == NAME
     records: list[Any] = []
     for raw, run in raw_groups(t.units):
         if raw is not None and same:
+            if isinstance(raw, dict) and raw.get("role") not in API_ROLES:
+                raw = {**raw, "role": run[0].role}
             records.append(raw)
-        else:
-            records.extend(build(u) for u in run)
+            continue
+        for u in run:
+            if is_reasoning_only(u):
+                continue
+            last = records[-1] if records else None
+            role = u.role if u.role in ROLES else "user"
+            if joins(u) and isinstance(last, dict) and last.get("role") == role and role != "tool":
+                records[-1] = _joined(last, u)
+                continue
+            records.append(build(u))
     extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
     return records, extras
