@@ -208,7 +208,7 @@ def _openai_pairs(messages: list[Any], where: str) -> list[str]:
 
 def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
-        return [{"type": "text", "text": content}]
+        return [{"type": "text", "text": content}] if content else []
     return list(content) if isinstance(content, list) else []
 
 

@@ -141,8 +141,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     # A `system` turn read from the turns stays one; any other system unit goes on top.
     system = [u for u in t.units if u.role == "system" and not (same and isinstance(u.raw, dict))]
     extras: dict[str, Any] = {}
-    if system:
-        extras["system"] = "\n\n".join(u.content for u in system)
+    if system and any(u.content for u in system):
+        extras["system"] = "\n\n".join(u.content for u in system if u.content)
     turns: list[Any] = []
     # Calls of one message after the first, each written after the result of the one before:
     # ShareGPT alternates function_call and observation, one call at a time.
@@ -171,8 +171,9 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 turns.append(_call_turn(u.tool_calls[0]))
                 pending = list(u.tool_calls[1:])
     turns.extend(_call_turn(c) for c in pending)
-    if t.tools:
-        text = t.metadata.get("tools_text") if same else None
-        extras["tools"] = text if isinstance(text, str) and _tools(text) == t.tools else dumps(
-            [_function(tool) for tool in t.tools])
+    text = t.metadata.get("tools_text") if same else None
+    if isinstance(text, str) and _tools(text) == t.tools:
+        extras["tools"] = text  # the source's own text, also when it lists no tool
+    elif t.tools:
+        extras["tools"] = dumps([_function(tool) for tool in t.tools])
     return turns, extras
