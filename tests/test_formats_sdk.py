@@ -377,3 +377,27 @@ def test_compact_cli_writes_sharegpt_dataset_as_json_array(realdata: Path, tmp_p
     out = orjson.loads((tmp_path / "x.json").read_bytes())
     assert isinstance(out, list) and len(out) == 4 and all("conversations" in c for c in out)
     assert problems("sharegpt", (tmp_path / "x.json").read_text()) == []
+
+
+@pytest.mark.parametrize("folder", ["claude-code", "codex"])
+def test_app_log_compact_then_expand(realdata: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     folder: str) -> None:
+    """compact writes the app's own log (valid), expand writes back the original's records."""
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    path = max(sorted((realdata / folder).glob("*.jsonl")), key=lambda p: p.stat().st_size)
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(path.read_bytes())
+    run = CliRunner().invoke
+    assert run(cli, ["compact", "in.jsonl", "--limit", "8000", "-o", "small.jsonl"], catch_exceptions=False).exit_code == 0
+    small = (tmp_path / "small.jsonl").read_text()
+    assert problems(folder, small) == []
+    assert all(json.loads(x).get("type") for x in small.splitlines())  # the app's records, not units
+    assert run(cli, ["expand", "small.jsonl", "-o", "back.jsonl"], catch_exceptions=False).exit_code == 0
+    original = list(read_path(str(src)))
+    assert (tmp_path / "back.jsonl").read_text() == written(original)
+    if folder == "codex":
+        assert written(original) == path.read_text()  # a rollout comes back byte for byte
