@@ -401,3 +401,24 @@ def test_app_log_compact_then_expand(realdata: Path, tmp_path: Path, monkeypatch
     assert (tmp_path / "back.jsonl").read_text() == written(original)
     if folder == "codex":
         assert written(original) == path.read_text()  # a rollout comes back byte for byte
+
+
+def test_codex_parallel_calls_are_one_chat_message() -> None:
+    def item(payload: dict[str, Any]) -> str:
+        return json.dumps({"timestamp": "2025-01-01T00:00:00Z", "type": "response_item", "payload": payload}) + "\n"
+
+    text = "".join([
+        json.dumps({"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "r"}}) + "\n",
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "look"}]}),
+        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}),
+        item({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}),
+        item({"type": "function_call_output", "call_id": "c1", "output": "a"}),
+        item({"type": "function_call_output", "call_id": "c2", "output": "b"}),
+        item({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
+    ])
+    ts = read_text(text, path="r.jsonl")
+    assert [json.loads(x) for x in written(ts).splitlines()] == [json.loads(x) for x in text.splitlines()]
+    assert problems("codex", text) == []
+    for fmt in CHECKED:
+        assert problems(fmt, written(ts, fmt)) == [], fmt
+    assert _roles("openai", written(ts, "openai")) == ["user", "assistant", "tool", "tool", "assistant"]

@@ -28,7 +28,6 @@ from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
 APP_LABEL = "Claude Code"
-EXTENSION = ".jsonl"  # what `simulate` names its files
 OMITS = "the system prompt or tool schemas"  # what the model saw that the log never shows
 # The skip kind counting message records a compaction summary replaced.
 COMPACTED = "before Claude Code's last compaction"

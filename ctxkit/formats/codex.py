@@ -28,7 +28,6 @@ from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "codex"
 APP_LABEL = "Codex rollout"
-EXTENSION = ".jsonl"  # what `simulate` names its files
 
 _KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")

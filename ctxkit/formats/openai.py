@@ -228,6 +228,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     reasoning is no chat message."""
     same = t.source_format == NAME
     records: list[Any] = []
+    built: list[dict[str, Any]] = []  # the records built here (not a source's)
     for raw, run in raw_groups(t.units):
         if raw is not None and same:
             if isinstance(raw, dict) and raw.get("role") not in API_ROLES:
@@ -242,6 +243,14 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             if joins(u) and isinstance(last, dict) and last.get("role") == role and role != "tool":
                 records[-1] = _joined(last, u)
                 continue
-            records.append(build(u))
+            rec = build(u)
+            if (u.tool_calls and not u.content and isinstance(last, dict) and last.get("role") == "assistant"
+                    and last.get("tool_calls") and built and last is built[-1]):
+                # Parallel calls read as one unit each (Codex writes one item per call): one
+                # assistant message, since its results must follow it before any other message.
+                records[-1] = built[-1] = {**last, "tool_calls": [*last["tool_calls"], *rec["tool_calls"]]}
+                continue
+            records.append(rec)
+            built.append(rec)
     extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
     return records, extras

@@ -25,7 +25,6 @@ from ctxkit.model import ToolCall, Transcript, Unit
 NAME = "sharegpt"
 RECORDS = False  # detected per conversation, never as a list of message records
 MESSAGES_KEY = "conversations"  # the key of the turns in a conversation object
-EXTENSION = ".json"  # what `simulate` names its files
 
 ROLES = {
     "human": "user",
