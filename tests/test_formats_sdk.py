@@ -422,3 +422,20 @@ def test_codex_parallel_calls_are_one_chat_message() -> None:
     for fmt in CHECKED:
         assert problems(fmt, written(ts, fmt)) == [], fmt
     assert _roles("openai", written(ts, "openai")) == ["user", "assistant", "tool", "tool", "assistant"]
+
+
+def test_claude_code_record_split_by_a_placeholder_gets_a_second_uuid() -> None:
+    from test_formats import CLAUDE_LOG
+
+    from ctxkit.formats import ReadOptions
+
+    text = "".join(json.dumps(r) + "\n" for r in CLAUDE_LOG)
+    (t,) = read_text(text, ReadOptions(include_compacted=True), path="s.jsonl")
+    units = list(t.units)
+    # the two results of record r1, the second changed, with a placeholder between them
+    units[3] = units[3].replace(content="[archived]")
+    units.insert(3, Unit(id="p", role="user", type="placeholder", content="[1 turn archived]"))
+    out = written([t.replace(units=units)])
+    uuids = [json.loads(x)["uuid"] for x in out.splitlines()]
+    assert len(uuids) == len(set(uuids))
+    assert not [p for p in problems("claude-code", out) if "uuid" in p.lower()]  # one chain

@@ -413,9 +413,16 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             w.unit(u)
     out: list[Any] = []
     parent: Any = None
+    seen: set[Any] = set()
     for rec in w.out:
         if rec.get("type") in _MESSAGE_KINDS:
             rec = {**rec, "parentUuid": parent}
-            parent = rec.get("uuid")
+            uid = rec.get("uuid")
+            n = 0
+            while uid in seen:  # one source record written twice (its units split apart)
+                n += 1
+                uid = str(uuidlib.uuid5(_NAMESPACE, f"{rec.get('uuid')}/{n}"))
+            rec["uuid"] = parent = uid
+            seen.add(uid)
         out.append(rec)
     return out, {}
