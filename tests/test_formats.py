@@ -180,8 +180,10 @@ def test_mini_swe_agent_realdata(realdata: Path) -> None:
         assert (t.source_format, t.layout) == ("openai", "object")
         assert t.id == doc["instance_id"]
         assert set(t.envelope) == {"info", "trajectory_format", "instance_id"}
-        last = t.units[-1]
-        assert last.meta["source_role"] == "exit" and last.role == "assistant"
+        last, call = t.units[-1], t.units[-2]
+        # the submission is the output of the last command, which mini-swe-agent logs as `exit`
+        assert last.meta["source_role"] == "exit" and last.role == "tool"
+        assert last.tool_call_id == call.tool_calls[-1].id and last.name == "bash"
         assert_paired(t)
         assert {u.type for u in t.units if u.role == "tool"} >= {"code", "log"}
         usage = t.metadata["provider_usage"]
@@ -312,8 +314,11 @@ def test_realdata_round_trip(realdata: Path, folder: str) -> None:
         out = written(ts)
         original = orjson.loads(path.read_bytes())
         if folder == "mini-swe-agent":
-            # The final `exit` record goes out as what it was read as: chat APIs know no such role.
-            original["messages"][-1]["role"] = "assistant"
+            # The final `exit` record goes out as what it was read as, the result of the last
+            # call: chat APIs know no such role.
+            last = original["messages"][-1]
+            last["role"] = "tool"
+            last["tool_call_id"] = original["messages"][-2]["tool_calls"][-1]["id"]
         assert orjson.loads(out) == original
         again = read_text(out, path=str(path))
         assert [fields(t) for t in again] == [fields(t) for t in ts]
@@ -823,6 +828,14 @@ def test_model_stats_token_totals() -> None:
     doc["info"]["model_stats"] = {"instance_cost": 0.1, "api_calls": 2}
     (t,) = read_text(json.dumps(doc))
     assert "provider_usage" not in t.metadata
+
+
+def test_exit_without_an_open_call_is_an_assistant_message() -> None:
+    msgs = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "done"},
+            {"role": "exit", "content": "diff", "extra": {"exit_status": "Submitted"}}]
+    (t,) = read_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": msgs}))
+    assert (t.units[-1].role, t.units[-1].meta["source_role"]) == ("assistant", "exit")
+    assert orjson.loads(written(t))["messages"][-1] == {**msgs[-1], "role": "assistant"}
 
 
 def test_legacy_function_role_pairs_with_function_call() -> None:

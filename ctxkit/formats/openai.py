@@ -26,7 +26,7 @@ ROLE_MAP = {
     "developer": "system",
     "function": "tool",
     "ipython": "tool",
-    "exit": "assistant",  # mini-swe-agent's final submission, produced by the agent
+    "exit": "assistant",  # mini-swe-agent's final submission (the last call's result when one is open)
     "model": "assistant",
     "ai": "assistant",
     "bot": "assistant",
@@ -52,6 +52,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     units: list[Unit] = []
     names: dict[str, str] = {}
     legacy_calls: list[str] = []  # synthesized ids of legacy `function_call`s awaiting a result
+    open_calls: list[str] = []  # calls of the last assistant message not answered yet
     usage_calls: list[dict[str, Any]] = []
     envelope = dict(src.envelope)
     tools = envelope.pop("tools", None)
@@ -85,6 +86,10 @@ def read(records: list[Any], src: Source) -> Transcript:
             legacy_calls.append(cid)
         tool_call_id = rec.get("tool_call_id")
         name: str | None = rec["name"] if isinstance(rec.get("name"), str) else None
+        if meta.get("source_role") == "exit" and open_calls:
+            # mini-swe-agent ends a run when the output of the last command says so, and logs
+            # that output (the submission) as `exit`: the result of the call it answers.
+            role, tool_call_id = "tool", open_calls[-1]
         if role == "tool":
             if tool_call_id is None and meta.get("source_role") == "function" and legacy_calls:
                 tool_call_id = legacy_calls.pop(0)
@@ -92,6 +97,10 @@ def read(records: list[Any], src: Source) -> Transcript:
                 name = names.get(str(tool_call_id))
             if tool_call_id is not None and str(tool_call_id) not in names:
                 src.warn(i, f"tool result {tool_call_id} has no matching tool call before it")
+        if role == "tool" and tool_call_id is not None and str(tool_call_id) in open_calls:
+            open_calls.remove(str(tool_call_id))
+        elif role != "tool":
+            open_calls = [c.id for c in calls]
         reasoning = rec.get("reasoning_content") or rec.get("reasoning") or ""
         if role == "assistant":
             usage = _usage_of(rec)
@@ -205,7 +214,7 @@ def build(u: Unit) -> dict[str, Any]:
 
 
 # The roles chat-completions takes; a record with another role (mini-swe-agent's `exit`) is
-# written with the role it was read as.
+# written with the role it was read as (an `exit` that answers the last call: its tool result).
 API_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
@@ -233,6 +242,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         if raw is not None and same:
             if isinstance(raw, dict) and raw.get("role") not in API_ROLES:
                 raw = {**raw, "role": run[0].role}
+                if run[0].role == "tool":
+                    raw["tool_call_id"] = run[0].tool_call_id
             records.append(raw)
             continue
         for u in run:
