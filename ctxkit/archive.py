@@ -223,6 +223,7 @@ def transcript_from_json(text: str) -> Transcript:
     for unit, ud in zip(t.units, d.get("units", []), strict=True):
         unit.raw = ud.get("raw")
         unit.group = ud.get("group")
+        unit.source = ud.get("source", unit.raw)  # an app-log writer rebuilds from it
     t.path = d.get("path")
     t.line = d.get("line")
     return t

@@ -20,7 +20,7 @@ Example:
     >>> from ctxkit.simulate import generate
     >>> r = replay(generate("growing_session", seed=1, tokens=8000), limit=4000)
     >>> r.compactions, r.fits, r.tokens_sent < r.tokens_sent_baseline
-    (3, True, True)
+    (6, True, True)
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
     first that does not fit stops the count (as Codex keeps user messages).
 
     >>> newest_within([5, 3, 4], 7)
+    [1, 2]
+    >>> newest_within([3, 9, 4], 10)
     [2]
     >>> newest_within([5, 3, 4], 12)
     [0, 1, 2]

@@ -364,7 +364,7 @@ def test_cli_usage_errors() -> None:
 
 def test_save_rejects_unknown_format(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
-        save([generate("long_chat")], str(tmp_path / "x.jsonl"), "sharegpt")
+        save([generate("long_chat")], str(tmp_path / "x.jsonl"), "gemini")
 
 
 def test_sidecar_lines_are_compact_json(tmp_path: Path) -> None:

@@ -82,9 +82,9 @@ if TYPE_CHECKING:
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(WRITABLE),
+    type=click.Choice(sorted(WRITABLE)),
     default=None,
-    help="Output format (default: the input's, when it can be written).",
+    help="Output format (default: the input's own; a dataset stays a dataset).",
 )
 @click.option(
     "--embedder",

@@ -222,7 +222,7 @@ def _preview(text: str) -> str:
 @click.option(
     "--to",
     "to_format",
-    type=click.Choice(WRITABLE),
+    type=click.Choice(sorted(WRITABLE)),
     default=None,
     help="Output format (default: the original's, when it can be written).",
 )

@@ -345,6 +345,7 @@ class _Reader:
                         continue
                     t = self.conversation(conv, layout="dataset", line=i + 1, tid=f"{self.stem}#{i + 1}")
                     if t is not None:
+                        t.metadata["dataset_layout"] = "array"  # written back as an array
                         yield t
                 return
             fmt = self.fmt or _detect_records(doc)
@@ -581,8 +582,8 @@ def _dump(obj: Any, *, indent: bool = False) -> str:
 
 def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str, Any]) -> dict[str, Any]:
     """A conversation object: envelope, messages and extras, in the source's key order."""
-    fields = dict(t.envelope)
-    fields["messages"] = records
+    fields = dict(t.envelope) if t.source_format == fmt or fmt not in _APP_FORMATS else {}
+    fields[getattr(FORMATS[fmt], "MESSAGES_KEY", "messages")] = records
     fields.update(extras)
     order = t.metadata.get("key_order") if t.source_format == fmt else None
     if not order:
@@ -592,6 +593,24 @@ def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str,
     return obj
 
 
+def _layout(t: Transcript, fmt: str, extras: dict[str, Any]) -> str:
+    """How a transcript is laid out in `fmt`: an app log is records, one per line; ShareGPT is
+    a conversation object; chat messages keep the source's layout when it had messages, and
+    become a request-shaped object when a system prompt or tools must sit beside them."""
+    if fmt in _APP_FORMATS:
+        return "lines"
+    layout = t.layout
+    if layout == "dataset":
+        return layout
+    if not getattr(FORMATS[fmt], "RECORDS", True):
+        return "object"
+    if t.source_format in _APP_FORMATS or not getattr(FORMATS.get(t.source_format), "RECORDS", True):
+        return "object"  # the source's records were no messages
+    if layout in ("array", "lines") and (extras or t.envelope):
+        return "object"
+    return layout
+
+
 def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
     if fmt == "units":
         for rec in FORMATS["units"].write(t)[0]:
@@ -599,11 +618,7 @@ def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
             out.write("\n")
         return
     records, extras = FORMATS[fmt].write(t)
-    layout = t.layout
-    if layout == "lines" and t.source_format not in WRITABLE:
-        layout = "object"  # an app log's records were not messages: write a request-shaped object
-    if layout in ("array", "lines") and (extras or t.envelope):
-        layout = "object"  # a top-level system prompt or tool list needs an object around messages
+    layout = _layout(t, fmt, extras)
     if layout == "array":
         out.write(_dump(records, indent=True))
         out.write("\n")
@@ -620,8 +635,17 @@ def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
         out.write("\n")
 
 
+def _dataset_item(t: Transcript, fmt: str) -> Any:
+    """One conversation of a dataset in `fmt` (units: a transcript record)."""
+    if fmt == "units":
+        return FORMATS["units"].transcript_record(t)
+    return _conversation(t, fmt, *FORMATS[fmt].write(t))
+
+
 def write_transcripts(transcripts: Iterable[Transcript], out: IO[str], fmt: str | None = None) -> None:
-    """Write transcripts: one in its own layout; several (a dataset) one conversation per line."""
+    """Write transcripts: one in its own layout; several (a dataset) as the dataset was, a JSON
+    array of conversations (one per line inside it) or one conversation per line. An app log's
+    records are written one per line, one session after the other."""
     it = iter(transcripts)
     first = next(it, None)
     if first is None:
@@ -630,13 +654,25 @@ def write_transcripts(transcripts: Iterable[Transcript], out: IO[str], fmt: str 
     if second is None and first.layout != "dataset":
         _write_one(first, out, output_format_for(first, fmt))
         return
-    for t in chain([first], [second] if second is not None else [], it):
-        f = output_format_for(t, fmt)
-        if f == "units":
-            out.write(_dump(FORMATS["units"].transcript_record(t)))
-        else:
-            out.write(_dump(_conversation(t, f, *FORMATS[f].write(t))))
-        out.write("\n")
+    rest = chain([first], [second] if second is not None else [], it)
+    if output_format_for(first, fmt) in _APP_FORMATS:
+        for t in rest:
+            _write_one(t, out, output_format_for(t, fmt))
+        return
+    if first.metadata.get("dataset_layout") != "array":
+        for t in rest:
+            out.write(_dump(_dataset_item(t, output_format_for(t, fmt))))
+            out.write("\n")
+        return
+    # A JSON array, written as it streams: each conversation indented inside the brackets.
+    out.write("[")
+    sep = "\n"
+    for t in rest:
+        item = _dump(_dataset_item(t, output_format_for(t, fmt)), indent=True)
+        out.write(sep)
+        out.write("\n".join("  " + line for line in item.split("\n")))
+        sep = ",\n"
+    out.write("\n]\n")
 
 
 def write_path(transcripts: Iterable[Transcript], path: str, fmt: str | None = None) -> None:

@@ -12,8 +12,11 @@ from ctxkit.formats.common import (
     block_text,
     blocks_text,
     finish,
+    is_reasoning_only,
+    joins,
     link_group_sizes,
     raw_groups,
+    source_records,
     timestamp_of,
     tools_as,
 )
@@ -182,16 +185,56 @@ def read(records: list[Any], src: Source) -> Transcript:
     return t
 
 
-def _assistant(u: Unit) -> dict[str, Any]:
-    if not u.tool_calls and not u.reasoning and not u.images:
-        return {"role": "assistant", "content": u.content}
-    blocks: list[dict[str, Any]] = []
-    if u.reasoning:
-        blocks.append({"type": "thinking", "thinking": u.reasoning})
+def content_blocks(rec: dict[str, Any]) -> list[Any]:
+    """The content blocks of a Messages API record or of a Claude Code record's `message`."""
+    msg = rec.get("message") if isinstance(rec.get("message"), dict) else rec
+    content = msg.get("content") if isinstance(msg, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def signed_thinking(u: Unit) -> list[dict[str, Any]]:
+    """The unit's thinking blocks as its source had them (the API wants each with its
+    `signature`), when the reasoning is unchanged; none otherwise (unsigned thinking is refused)."""
+    if not u.reasoning:
+        return []
+    blocks = [
+        b
+        for rec in source_records(u)
+        for b in content_blocks(rec)
+        if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")
+    ]
+    text = "\n".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
+    if not blocks or text != u.reasoning:
+        return []
+    if any(b.get("type") == "thinking" and not b.get("signature") for b in blocks):
+        return []
+    return blocks
+
+
+def tool_use_block(c: ToolCall, sources: list[dict[str, Any]]) -> dict[str, Any]:
+    """A tool_use block for a call: the source's block when its arguments are unchanged."""
+    for rec in sources:
+        for b in content_blocks(rec):
+            if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and b.get("id") == c.id:
+                if args_text(b.get("input")) == c.arguments:
+                    return b
+    return {"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(c.arguments)}
+
+
+def assistant_blocks(u: Unit) -> list[dict[str, Any]]:
+    """Content blocks of an assistant unit: signed thinking, text, tool calls."""
+    sources = source_records(u)
+    blocks: list[dict[str, Any]] = list(signed_thinking(u))
     if u.content:
         blocks.append({"type": "text", "text": u.content})
-    for c in u.tool_calls:
-        blocks.append({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(c.arguments)})
+    blocks.extend(tool_use_block(c, sources) for c in u.tool_calls)
+    return blocks
+
+
+def _assistant(u: Unit) -> dict[str, Any]:
+    blocks = assistant_blocks(u)
+    if len(blocks) == 1 and blocks[0].get("type") == "text":
+        return {"role": "assistant", "content": u.content}
     return {"role": "assistant", "content": blocks}
 
 
@@ -202,8 +245,21 @@ def _tool_block(u: Unit) -> dict[str, Any]:
     return block
 
 
+def _append_text(rec: dict[str, Any], text: str) -> None:
+    """Another text block at the end of a record built by the writer."""
+    content = rec["content"]
+    blocks = ([{"type": "text", "text": content}] if content else []) if isinstance(content, str) else list(content)
+    rec["content"] = [*blocks, {"type": "text", "text": text}]  # a new list: never the source's
+
+
 def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """Messages API records, plus the top-level `system` (lifted from system units) and `tools`."""
+    """Messages API records, plus the top-level `system` (lifted from system units) and `tools`.
+
+    Results of one turn's calls share one user message, and a user text that follows them (or a
+    unit marked to join the message before) goes in that message too: the API reads consecutive
+    messages of one role as one turn, and wants tool results first in theirs. A unit that holds
+    only reasoning is no message of its own; thinking is kept only with its signature.
+    """
     same = t.source_format == NAME
     system_units = [u for u in t.units if u.role == "system"]
     extras: dict[str, Any] = {}
@@ -214,31 +270,45 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         else:
             extras["system"] = "\n\n".join(u.content for u in system_units)
     records: list[Any] = []
-    # The record being built for tool results (and text) of one user turn, so results of
-    # parallel calls share one user message as the API requires.
-    open_user: dict[str, Any] | None = None
-    open_group: int | None = None
+    # The last record when the writer built it (so more blocks may go in), else None.
+    open_rec: dict[str, Any] | None = None
     for raw, run in raw_groups([u for u in t.units if u.role != "system"]):
-        if raw is not None and same:
+        if raw is not None and same and not joins(run[0]):
             records.append(raw)
-            open_user = None
+            open_rec = None
             continue
         for u in run:
+            role = "assistant" if u.role == "assistant" else "user"
+            if u.role == "assistant" and (is_reasoning_only(u) or not (u.content or u.tool_calls)):
+                continue
+            last = records[-1] if records else None
+            if joins(u) and isinstance(last, dict) and last.get("role") == role and u.role != "tool":
+                if open_rec is not last:
+                    open_rec = {**last, "content": last.get("content")}
+                    records[-1] = open_rec
+                _append_text(open_rec, u.content)
+                continue
             if u.role == "assistant":
-                records.append(_assistant(u))
-                open_user = None
+                open_rec = _assistant(u)
+                records.append(open_rec)
             elif u.role == "tool":
-                if open_user is None:
-                    open_user = {"role": "user", "content": []}
-                    open_group = u.group
-                    records.append(open_user)
-                open_user["content"].append(_tool_block(u))
+                if open_rec is None or open_rec.get("role") != "user" or not _only_results(open_rec):
+                    open_rec = {"role": "user", "content": []}
+                    records.append(open_rec)
+                open_rec["content"].append(_tool_block(u))
+            elif open_rec is not None and open_rec.get("role") == "user" and _only_results(open_rec):
+                _append_text(open_rec, u.content)
             else:
-                if open_user is not None and open_group is not None and u.group == open_group:
-                    open_user["content"].append({"type": "text", "text": u.content})
-                else:
-                    records.append({"role": "user", "content": u.content})
-                open_user = None
+                open_rec = {"role": "user", "content": u.content}
+                records.append(open_rec)
     if t.tools:
         extras["tools"] = tools_as(NAME, t.tools)
     return records, extras
+
+
+def _only_results(rec: dict[str, Any]) -> bool:
+    """A user record holding tool results and nothing else yet."""
+    content = rec.get("content")
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )

@@ -1,12 +1,29 @@
-"""Claude Code session logs (read only): one record per line, messages among app records."""
+"""Claude Code session logs: one record per line, messages among app records.
+
+Written back as a log Claude Code itself can resume from: untouched units as their source records,
+changed units as their source record(s) with the content replaced, units made by compaction as
+new records, and the message records relinked into one chain (`parentUuid` of each is the record
+before it). A user record holding a ctxkit summary is marked `isCompactSummary`, Claude Code's
+own convention for its compaction summaries.
+"""
 
 from __future__ import annotations
 
+import uuid as uuidlib
+from datetime import datetime, timezone
 from typing import Any
 
 from ctxkit.classify import classify
-from ctxkit.formats.anthropic import assistant_parts, tool_units
-from ctxkit.formats.common import Source, blocks_text, link_group_sizes, timestamp_of
+from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
+from ctxkit.formats.common import (
+    Source,
+    blocks_text,
+    joins,
+    link_group_sizes,
+    raw_groups,
+    source_records,
+    timestamp_of,
+)
 from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
@@ -66,6 +83,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     by_message: dict[str, int] = {}  # message id -> unit index
     calls: dict[str, dict[str, Any]] = {}
     session: str | None = None
+    message_uuids: set[Any] = set()  # uuids of the message records read so far
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -84,6 +102,8 @@ def read(records: list[Any], src: Source) -> Transcript:
             continue
         session = session or rec.get("sessionId")
         taken += 1
+        if isinstance(rec.get("uuid"), str):
+            message_uuids.add(rec["uuid"])
         ts = timestamp_of(rec.get("timestamp"))
         uid = str(rec.get("uuid") or f"u{len(units)}")
         meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") else {}
@@ -102,6 +122,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                 unit.tool_calls.extend(tool_calls)
                 unit.images += images
                 unit.meta["records"] = unit.meta.get("records", 1) + 1
+                unit.source.append(rec)
             else:
                 unit = Unit(
                     id=uid,
@@ -112,6 +133,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                     reasoning="\n".join(thinking),
                     images=images,
                     raw=rec,
+                    source=[rec],  # every record of the response, for the writer
                     group=i,
                     meta=meta,
                 )
@@ -134,7 +156,9 @@ def read(records: list[Any], src: Source) -> Transcript:
         summary = bool(rec.get("isCompactSummary"))
         if rec.get("isMeta"):
             meta["is_meta"] = True
-        if summary and not rec.get("isSidechain"):
+        if summary and not rec.get("isSidechain") and rec.get("parentUuid") not in message_uuids:
+            # Claude Code's summary starts a new chain (no parent, or a compact_boundary record):
+            # a summary linked to the messages before it (as ctxkit writes one) cuts nothing.
             compacted_at, compacted = len(units), taken - 1
         if not isinstance(content, list):
             text, images = blocks_text(content, src=src)
@@ -209,3 +233,196 @@ def _user(
         meta=dict(meta),
     )
 
+
+
+# ---------------------------------------------------------------- writing
+
+# uuids of records ctxkit makes up: uuid5 of the transcript and unit ids, so a run is repeatable.
+_NAMESPACE = uuidlib.UUID("6f0c4c8e-2b1a-5d8e-9a57-c7a1e5f0d3b2")
+# Fields a new record copies from its neighbour, so it sits in the same session.
+_CONTEXT_KEYS = ("userType", "cwd", "sessionId", "version", "gitBranch")
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _bucket(u: Unit) -> str:
+    """The role of the record a unit goes in (tool results ride in user records)."""
+    return "assistant" if u.role == "assistant" else "user"
+
+
+def _with_text(rec: dict[str, Any], text: str) -> dict[str, Any]:
+    """A copy of `rec` with another text block at the end of its message."""
+    msg = dict(rec["message"])
+    content = msg.get("content")
+    blocks = ([{"type": "text", "text": content}] if content else []) if isinstance(content, str) else list(content or [])
+    msg["content"] = [*blocks, {"type": "text", "text": text}]
+    return {**rec, "message": msg}
+
+
+class _Writer:
+    """Builds the records of one transcript in order; `context` is the record new ones copy
+    their session fields from (the one before, or the first source record)."""
+
+    def __init__(self, t: Transcript) -> None:
+        self.t = t
+        self.same = t.source_format == NAME
+        self.out: list[dict[str, Any]] = []
+        self.context: dict[str, Any] = {}
+        self.made: set[str] = set()  # uuids of the records made up here
+        if self.same:
+            for u in t.units:
+                recs = source_records(u)
+                if recs:
+                    self.context = recs[0]
+                    break
+
+    def emit(self, rec: dict[str, Any]) -> None:
+        self.out.append(rec)
+        if rec.get("type") in _MESSAGE_KINDS:
+            self.context = rec
+
+    def new_record(self, u: Unit, kind: str, message: dict[str, Any]) -> dict[str, Any]:
+        ctx = self.context
+        rec: dict[str, Any] = {"parentUuid": None, "isSidechain": False}
+        for key in _CONTEXT_KEYS:
+            if key in ctx:
+                rec[key] = ctx[key]
+        rec.setdefault("userType", "external")
+        rec.setdefault("cwd", "")
+        rec.setdefault("sessionId", str(uuidlib.uuid5(_NAMESPACE, self.t.id)))
+        rec["type"] = kind
+        rec["message"] = message
+        if kind == "user" and u.type == "summary":
+            rec["isCompactSummary"] = True
+        if u.meta.get("is_meta"):
+            rec["isMeta"] = True
+        rec["uuid"] = str(uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}"))
+        rec["timestamp"] = _iso(u.timestamp) or ctx.get("timestamp") or _iso(0.0)
+        self.made.add(rec["uuid"])
+        return rec
+
+    def unit(self, u: Unit) -> None:
+        """A changed or made-up unit (or any unit of another format)."""
+        if u.role == "system":
+            return  # Claude Code logs never hold the system prompt
+        if u.role == "assistant" and not (u.content or u.tool_calls):
+            return  # reasoning alone is no message
+        last = self.out[-1] if self.out else None
+        if joins(u) and u.role != "tool" and last is not None and last.get("message", {}).get("role") == _bucket(u):
+            rec = _with_text(last, u.content)
+            if u.type == "summary" and _bucket(u) == "user":
+                rec["isCompactSummary"] = True
+            self.out[-1] = rec
+            return
+        sources = source_records(u) if self.same else []
+        template = sources[0] if sources and isinstance(sources[0].get("message"), dict) else None
+        if u.role == "assistant":
+            blocks = assistant_blocks(u)
+            if template is not None:
+                self.emit({**template, "message": {**template["message"], "content": blocks}})
+            else:
+                mid = "msg_ctxkit_" + uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}").hex[:24]
+                message = {"id": mid, "type": "message", "role": "assistant", "model": "<synthetic>",
+                           "content": blocks, "stop_reason": None, "stop_sequence": None}
+                self.emit(self.new_record(u, "assistant", message))
+            return
+        if u.role == "tool":
+            block = _result_block(u, template)
+            if last is not None and template is None and _only_results(last) and last.get("uuid") in self.made:
+                self.out[-1] = {**last, "message": {**last["message"], "content": [*last["message"]["content"], block]}}
+                return
+            if template is not None:
+                rec = {k: v for k, v in template.items() if k != "toolUseResult"}
+                rec["message"] = {**template["message"], "content": [block]}
+                self.emit(rec)
+            else:
+                self.emit(self.new_record(u, "user", {"role": "user", "content": [block]}))
+            return
+        if template is not None:
+            content = template["message"].get("content")
+            new: Any = u.content if not isinstance(content, list) else [{"type": "text", "text": u.content}]
+            self.emit({**template, "message": {**template["message"], "content": new}})
+        else:
+            self.emit(self.new_record(u, "user", {"role": "user", "content": u.content}))
+
+    def group(self, run: list[Unit]) -> None:
+        """Units that share one source user record, some changed or gone: the record with the
+        blocks of the units left, each changed one's content replaced."""
+        template = source_records(run[0])[0]
+        content = template["message"].get("content")
+        if not isinstance(content, list) or any(joins(u) for u in run):
+            for u in run:
+                self.unit(u)
+            return
+        results = {b.get("tool_use_id"): b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"}
+        rest = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+        blocks: list[Any] = []
+        changed = False
+        for u in run:
+            if u.role == "tool":
+                blocks.append(_result_block(u, template, results.get(u.tool_call_id)))
+                changed = changed or u.raw is None
+            elif u.raw is not None:
+                blocks.extend(rest)
+            else:
+                blocks.append({"type": "text", "text": u.content})
+        rec = {k: v for k, v in template.items() if not (changed and k == "toolUseResult")}
+        rec["message"] = {**template["message"], "content": blocks}
+        self.emit(rec)
+
+
+def _result_block(u: Unit, template: dict[str, Any] | None, original: Any = None) -> dict[str, Any]:
+    """A tool_result block: the source's, with the content replaced when the unit changed."""
+    if original is None and template is not None:
+        original = next(
+            (b for b in template["message"].get("content") or []
+             if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == u.tool_call_id),
+            None,
+        )
+    if isinstance(original, dict):
+        return original if u.raw is not None else {**original, "content": u.content}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.tool_call_id or "", "content": u.content}
+    if u.meta.get("is_error"):
+        block["is_error"] = True
+    return block
+
+
+def _only_results(rec: dict[str, Any]) -> bool:
+    content = rec.get("message", {}).get("content")
+    return isinstance(content, list) and bool(content) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
+    """Claude Code records for a transcript, one chain of message records (see the module doc)."""
+    w = _Writer(t)
+    for raw, run in raw_groups(t.units):
+        if raw is not None and w.same and not any(joins(u) for u in run):
+            for rec in source_records(run[0]):
+                w.emit(rec)
+            continue
+        if w.same and len(run) > 1 and run[0].group is not None and source_records(run[0]) and run[0].role != "assistant":
+            w.group(run)
+            continue
+        for u in run:
+            w.unit(u)
+    out: list[Any] = []
+    parent: Any = None
+    seen: set[Any] = set()
+    for rec in w.out:
+        if rec.get("type") in _MESSAGE_KINDS:
+            rec = {**rec, "parentUuid": parent}
+            uid = rec.get("uuid")
+            n = 0
+            while uid in seen:  # one source record written twice (its units split apart)
+                n += 1
+                uid = str(uuidlib.uuid5(_NAMESPACE, f"{rec.get('uuid')}/{n}"))
+            rec["uuid"] = parent = uid
+            seen.add(uid)
+        out.append(rec)
+    return out, {}

@@ -1,10 +1,29 @@
-"""Codex CLI rollout JSONL (read only): `{timestamp, type, payload}` per line."""
+"""Codex CLI rollout JSONL: `{timestamp, type, payload}` per line.
+
+Written back as a rollout Codex can resume from: the records that are no units (session_meta,
+turn_context, event_msg, encrypted reasoning) kept in `Transcript.metadata["codex_records"]` and
+put back where they were, untouched response items as they were, changed ones with their
+payload's output or content replaced, and a ctxkit summary as Codex's own `compacted` record
+(on resume Codex rebuilds the history as its initial context, the user messages so far and
+that summary).
+"""
 
 from __future__ import annotations
 
+import uuid as uuidlib
+from datetime import datetime, timezone
 from typing import Any
 
-from ctxkit.formats.common import Source, args_text, blocks_text, dumps, finish, timestamp_of
+from ctxkit.formats.common import (
+    Source,
+    args_text,
+    blocks_text,
+    dumps,
+    finish,
+    is_reasoning_only,
+    joins,
+    timestamp_of,
+)
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "codex"
@@ -39,8 +58,27 @@ def read(records: list[Any], src: Source) -> Transcript:
     model: str | None = None
     stats = src.stats
 
+    # Records that are no units, kept for the writer: before the first unit (head), after the
+    # unit they follow (event_msg, turn_context), or before the unit they precede (response
+    # items that are not read, such as encrypted reasoning, which must precede its item).
+    head: list[Any] = []
+    after: dict[str, list[Any]] = {}
+    before: dict[str, list[Any]] = {}
+    waiting: list[Any] = []
+
     def add(unit: Unit) -> None:
+        if waiting:
+            before[unit.id] = waiting.copy()
+            waiting.clear()
         units.append(finish(unit))
+
+    def keep(rec: Any, precedes: bool) -> None:
+        if precedes or waiting:
+            waiting.append(rec)  # goes with the item it precedes (and what came between)
+        elif not units:
+            head.append(rec)
+        else:
+            after.setdefault(units[-1].id, []).append(rec)
 
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or not isinstance(rec.get("payload"), dict):
@@ -54,13 +92,16 @@ def read(records: list[Any], src: Source) -> Transcript:
         if kind == "session_meta":
             session = session or (str(payload["id"]) if payload.get("id") else None)
             stats.skip("session_meta")
+            keep(rec, False)
             continue
         if kind == "turn_context":
             model = payload.get("model") if isinstance(payload.get("model"), str) else model
             stats.skip("turn_context")
+            keep(rec, False)
             continue
         if kind == "event_msg":
             stats.skip(f"event_msg:{ptype}")
+            keep(rec, False)
             info = payload.get("info")
             if ptype == "token_count" and isinstance(info, dict):
                 total = info.get("total_token_usage")
@@ -84,9 +125,11 @@ def read(records: list[Any], src: Source) -> Transcript:
                 add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=rec, group=i))
             else:
                 stats.skip("compacted")
+                keep(rec, False)
             continue
         if kind != "response_item":
             stats.skip(str(kind))
+            keep(rec, False)
             continue
         if ptype == "message":
             role = payload.get("role")
@@ -123,9 +166,13 @@ def read(records: list[Any], src: Source) -> Transcript:
             else:
                 # Only encrypted content: nothing readable to count.
                 stats.skip("response_item:reasoning")
+                keep(rec, True)
         else:
             stats.skip(f"response_item:{ptype}")
+            keep(rec, True)
     metadata: dict[str, Any] = {}
+    if head or after or before or waiting:
+        metadata["codex_records"] = {"head": head, "after": after, "before": before, "tail": waiting}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
@@ -140,4 +187,112 @@ def read(records: list[Any], src: Source) -> Transcript:
         envelope=dict(src.envelope),
         line=src.line,
         metadata=metadata,
+    )
+
+
+# ---------------------------------------------------------------- writing
+
+_NAMESPACE = uuidlib.UUID("0b8f6d3e-4c2a-5e71-8d90-3a6b2c1f7e45")
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text_block(role: str, text: str) -> dict[str, Any]:
+    return {"type": "output_text" if role == "assistant" else "input_text", "text": text}
+
+
+def _items(u: Unit) -> list[dict[str, Any]]:
+    """Response items for a unit from its fields (a unit of another format, or made up)."""
+    if u.role == "tool":
+        return [{"type": "function_call_output", "call_id": u.tool_call_id or "", "output": u.content}]
+    role = {"system": "developer", "tool": "user"}.get(u.role, u.role)
+    items: list[dict[str, Any]] = []
+    if u.content or not u.tool_calls:
+        items.append({"type": "message", "role": role, "content": [_text_block(role, u.content)]})
+    for c in u.tool_calls:
+        items.append({"type": "function_call", "name": c.name, "arguments": c.arguments, "call_id": c.id})
+    return items
+
+
+def _changed(u: Unit, rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The unit's source record with what changed replaced; None when it is better left out."""
+    payload = dict(rec["payload"])
+    ptype = payload.get("type")
+    if ptype == "message":
+        role = str(payload.get("role") or "user")
+        payload["content"] = [_text_block(role, u.content)]
+    elif ptype in _OUTPUTS:
+        payload["output"] = u.content
+    elif ptype in _CALLS:
+        if len(u.tool_calls) != 1:
+            return None
+        c = u.tool_calls[0]
+        if ptype == "function_call":
+            payload["arguments"] = c.arguments
+        elif ptype == "custom_tool_call":
+            payload["input"] = c.arguments
+        else:
+            return None if args_text(payload.get("action")) != c.arguments else rec
+    else:
+        return None  # changed reasoning no longer matches its encrypted content
+    return {**rec, "payload": payload}
+
+
+def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
+    """Rollout records for a transcript (see the module doc)."""
+    same = t.source_format == NAME
+    kept = t.metadata.get("codex_records") if same else None
+    if not isinstance(kept, dict):
+        kept = {}
+    out: list[dict[str, Any]] = list(kept.get("head") or [])
+    clock = next((u.timestamp for u in t.units if u.timestamp is not None), None)
+    if not out:
+        out.append({"timestamp": _iso(clock or 0.0), "type": "session_meta", "payload": {
+            "id": str(uuidlib.uuid5(_NAMESPACE, t.id)), "timestamp": _iso(clock or 0.0), "cwd": "",
+            "originator": "ctxkit", "cli_version": "0.0.0", "instructions": None}})
+    before = kept.get("before") or {}
+    after = kept.get("after") or {}
+
+    def stamp(u: Unit) -> str:
+        return _iso(u.timestamp) or str(out[-1].get("timestamp") or _iso(0.0))
+
+    for u in t.units:
+        rec = u.source if same and isinstance(u.source, dict) and isinstance(u.source.get("payload"), dict) else None
+        if rec is not None:
+            out.extend(before.get(u.id, ()))
+        if u.raw is not None and rec is not None and not joins(u):
+            out.append(u.raw)
+        elif u.type == "summary" and (rec is None or rec.get("type") == "compacted"):
+            out.append({"timestamp": stamp(u), "type": "compacted", "payload": {"message": u.content}})
+        elif is_reasoning_only(u) and rec is None:
+            pass
+        elif joins(u) and u.role != "tool" and _joinable(out, u):
+            last = out[-1]
+            payload = dict(last["payload"])
+            payload["content"] = [*payload.get("content", []), _text_block(str(payload.get("role")), u.content)]
+            out[-1] = {**last, "payload": payload}
+        elif rec is not None and rec.get("type") == "response_item":
+            changed = _changed(u, rec)
+            if changed is not None:
+                out.append(changed)
+        else:
+            out.extend({"timestamp": stamp(u), "type": "response_item", "payload": item} for item in _items(u))
+        if rec is not None:
+            out.extend(after.get(u.id, ()))
+    out.extend(kept.get("tail") or [])
+    return out, {}
+
+
+def _joinable(out: list[dict[str, Any]], u: Unit) -> bool:
+    """Whether the last record is a message item of the unit's role, to add a block to."""
+    if not out or out[-1].get("type") != "response_item":
+        return False
+    payload = out[-1].get("payload") or {}
+    role = {"system": "developer"}.get(u.role, u.role)
+    return payload.get("type") == "message" and payload.get("role") in (role, u.role) and isinstance(
+        payload.get("content"), list
     )

@@ -371,8 +371,9 @@ def tools_as(fmt: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not isinstance(tool, dict):
             out.append(tool)
             continue
-        if fmt == "anthropic" and isinstance(tool.get("function"), dict):
-            fn = tool["function"]
+        if fmt == "anthropic" and (isinstance(tool.get("function"), dict) or (
+                "name" in tool and "parameters" in tool and "input_schema" not in tool)):
+            fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
             conv: dict[str, Any] = {"name": fn.get("name", "")}
             if "description" in fn:
                 conv["description"] = fn["description"]
@@ -390,3 +391,21 @@ def tools_as(fmt: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             out.append(tool)
     return out
+
+
+def source_records(u: Unit) -> list[dict[str, Any]]:
+    """The record(s) a unit was read from, as a list (an app log's response may span several)."""
+    src = u.source if u.source is not None else u.raw
+    if isinstance(src, list):
+        return [r for r in src if isinstance(r, dict)]
+    return [src] if isinstance(src, dict) else []
+
+
+def joins(u: Unit) -> bool:
+    """Whether the unit goes in the same message as the unit before it (`meta["join"]`)."""
+    return bool(u.meta.get("join")) if u.meta else False
+
+
+def is_reasoning_only(u: Unit) -> bool:
+    """An assistant unit that holds only reasoning: not a chat message of its own."""
+    return u.role == "assistant" and not u.content and not u.tool_calls and not u.images and bool(u.reasoning)

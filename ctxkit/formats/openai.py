@@ -9,6 +9,8 @@ from ctxkit.formats.common import (
     args_text,
     blocks_text,
     finish,
+    is_reasoning_only,
+    joins,
     link_group_sizes,
     raw_groups,
     timestamp_of,
@@ -24,7 +26,7 @@ ROLE_MAP = {
     "developer": "system",
     "function": "tool",
     "ipython": "tool",
-    "exit": "assistant",  # mini-swe-agent's final submission, produced by the agent
+    "exit": "assistant",  # mini-swe-agent's final submission (the last call's result when one is open)
     "model": "assistant",
     "ai": "assistant",
     "bot": "assistant",
@@ -50,6 +52,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     units: list[Unit] = []
     names: dict[str, str] = {}
     legacy_calls: list[str] = []  # synthesized ids of legacy `function_call`s awaiting a result
+    open_calls: list[str] = []  # calls of the last assistant message not answered yet
     usage_calls: list[dict[str, Any]] = []
     envelope = dict(src.envelope)
     tools = envelope.pop("tools", None)
@@ -83,6 +86,10 @@ def read(records: list[Any], src: Source) -> Transcript:
             legacy_calls.append(cid)
         tool_call_id = rec.get("tool_call_id")
         name: str | None = rec["name"] if isinstance(rec.get("name"), str) else None
+        if meta.get("source_role") == "exit" and open_calls:
+            # mini-swe-agent ends a run when the output of the last command says so, and logs
+            # that output (the submission) as `exit`: the result of the call it answers.
+            role, tool_call_id = "tool", open_calls[-1]
         if role == "tool":
             if tool_call_id is None and meta.get("source_role") == "function" and legacy_calls:
                 tool_call_id = legacy_calls.pop(0)
@@ -90,6 +97,10 @@ def read(records: list[Any], src: Source) -> Transcript:
                 name = names.get(str(tool_call_id))
             if tool_call_id is not None and str(tool_call_id) not in names:
                 src.warn(i, f"tool result {tool_call_id} has no matching tool call before it")
+        if role == "tool" and tool_call_id is not None and str(tool_call_id) in open_calls:
+            open_calls.remove(str(tool_call_id))
+        elif role != "tool":
+            open_calls = [c.id for c in calls]
         reasoning = rec.get("reasoning_content") or rec.get("reasoning") or ""
         if role == "assistant":
             usage = _usage_of(rec)
@@ -176,7 +187,11 @@ def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def build(u: Unit) -> dict[str, Any]:
-    """A chat message from a unit's fields (for units without a usable raw record)."""
+    """A chat message from a unit's fields (for units without a usable raw record).
+
+    Reasoning is not written: chat-completions takes no reasoning on input (`reasoning_content`
+    is one provider's output field), and an assistant message that only calls tools has
+    `content: null`, not an empty string."""
     if u.role == "assistant":
         rec: dict[str, Any] = {"role": "assistant", "content": u.content if (u.content or not u.tool_calls) else None}
         if u.tool_calls:
@@ -184,15 +199,13 @@ def build(u: Unit) -> dict[str, Any]:
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in u.tool_calls
             ]
-        if u.reasoning:
-            rec["reasoning_content"] = u.reasoning
         if u.name:
             rec["name"] = u.name
         return rec
     if u.role == "tool":
         rec = {"role": "tool", "tool_call_id": u.tool_call_id or "", "content": u.content}
         if u.name:
-            rec["name"] = u.name
+            rec["name"] = u.name  # tau-bench's logs carry it; the API accepts it
         return rec
     rec = {"role": u.role if u.role in ("system", "user") else "user", "content": u.content}
     if u.name:
@@ -200,14 +213,55 @@ def build(u: Unit) -> dict[str, Any]:
     return rec
 
 
+# The roles chat-completions takes; a record with another role (mini-swe-agent's `exit`) is
+# written with the role it was read as (an `exit` that answers the last call: its tool result).
+API_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _joined(last: dict[str, Any], u: Unit) -> dict[str, Any]:
+    """`last` with the unit's text added: a second content part for a user or system message,
+    the text joined for an assistant (whose content parts are text or refusal only)."""
+    content = last.get("content")
+    if last.get("role") in ("user", "system", "developer"):
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        return {**last, "content": [*parts, {"type": "text", "text": u.content}]}
+    if isinstance(content, list):
+        return {**last, "content": [*content, {"type": "text", "text": u.content}]}
+    return {**last, "content": f"{content}\n\n{u.content}" if content else u.content}
+
+
 def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """Chat messages for a transcript, and the top-level fields to put beside them (tools)."""
+    """Chat messages for a transcript, and the top-level fields to put beside them (tools).
+
+    A unit marked to join the message before goes in that message; a unit that holds only
+    reasoning is no chat message."""
     same = t.source_format == NAME
     records: list[Any] = []
+    built: list[dict[str, Any]] = []  # the records built here (not a source's)
     for raw, run in raw_groups(t.units):
         if raw is not None and same:
+            if isinstance(raw, dict) and raw.get("role") not in API_ROLES:
+                raw = {**raw, "role": run[0].role}
+                if run[0].role == "tool":
+                    raw["tool_call_id"] = run[0].tool_call_id
             records.append(raw)
-        else:
-            records.extend(build(u) for u in run)
+            continue
+        for u in run:
+            if is_reasoning_only(u):
+                continue
+            last = records[-1] if records else None
+            role = u.role if u.role in ROLES else "user"
+            if joins(u) and isinstance(last, dict) and last.get("role") == role and role != "tool":
+                records[-1] = _joined(last, u)
+                continue
+            rec = build(u)
+            if (u.tool_calls and not u.content and isinstance(last, dict) and last.get("role") == "assistant"
+                    and last.get("tool_calls") and built and last is built[-1]):
+                # Parallel calls read as one unit each (Codex writes one item per call): one
+                # assistant message, since its results must follow it before any other message.
+                records[-1] = built[-1] = {**last, "tool_calls": [*last["tool_calls"], *rec["tool_calls"]]}
+                continue
+            records.append(rec)
+            built.append(rec)
     extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
     return records, extras

@@ -1,4 +1,7 @@
-"""ShareGPT conversations (read only): `{"conversations": [{from, value}], "tools", "system"}`."""
+"""ShareGPT conversations: `{"conversations": [{from, value}], "tools", "system"}`.
+
+LLaMA-Factory's layout: `function_call` turns hold `{"name", "arguments"}` as JSON text, each
+answered by an `observation` turn; `system` and `tools` (JSON text) sit beside the turns."""
 
 from __future__ import annotations
 
@@ -6,11 +9,22 @@ from typing import Any
 
 import orjson
 
-from ctxkit.formats.common import Source, args_text, finish, loads
+from ctxkit.formats.common import (
+    Source,
+    args_object,
+    args_text,
+    dumps,
+    finish,
+    is_reasoning_only,
+    joins,
+    loads,
+    raw_groups,
+)
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "sharegpt"
 RECORDS = False  # detected per conversation, never as a list of message records
+MESSAGES_KEY = "conversations"  # the key of the turns in a conversation object
 
 ROLES = {
     "human": "user",
@@ -51,7 +65,8 @@ def read(turns: list[Any], src: Source) -> Transcript:
     units: list[Unit] = []
     pending: list[ToolCall] = []
     envelope = dict(src.envelope)
-    tools = _tools(envelope.pop("tools", None))
+    tools_text = envelope.pop("tools", None)
+    tools = _tools(tools_text)
     system = envelope.pop("system", None)
     if isinstance(system, str) and system:
         units.append(finish(Unit(id="system", role="system", content=system, raw=system,
@@ -94,4 +109,70 @@ def read(turns: list[Any], src: Source) -> Transcript:
         tools=tools,
         envelope=envelope,
         line=src.line,
+        metadata={"tools_text": tools_text} if tools_text is not None else {},
     )
+
+
+_FROM = {"user": "human", "assistant": "gpt", "system": "system", "tool": "observation"}
+
+
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A bare function schema (what ShareGPT's `tools` holds) from any known tool shape."""
+    if isinstance(tool.get("function"), dict):
+        return dict(tool["function"])
+    if "input_schema" in tool:
+        fn = {k: v for k, v in tool.items() if k in ("name", "description")}
+        fn["parameters"] = tool["input_schema"]
+        return fn
+    return tool
+
+
+def _call_turn(c: ToolCall) -> dict[str, Any]:
+    return {"from": "function_call", "value": dumps({"name": c.name, "arguments": args_object(c.arguments)})}
+
+
+def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
+    """Turns for a transcript, and `system` and `tools` to put beside them.
+
+    System units go to the top-level `system`; a unit marked to join the turn before is
+    joined to its value with a blank line; reasoning alone is no turn."""
+    same = t.source_format == NAME
+    # A `system` turn read from the turns stays one; any other system unit goes on top.
+    system = [u for u in t.units if u.role == "system" and not (same and isinstance(u.raw, dict))]
+    extras: dict[str, Any] = {}
+    if system and any(u.content for u in system):
+        extras["system"] = "\n\n".join(u.content for u in system if u.content)
+    turns: list[Any] = []
+    # Calls of one message after the first, each written after the result of the one before:
+    # ShareGPT alternates function_call and observation, one call at a time.
+    pending: list[ToolCall] = []
+    for raw, run in raw_groups([u for u in t.units if not any(u is s for s in system)]):
+        if raw is not None and same and not joins(run[0]) and not pending:
+            turns.append(raw)
+            continue
+        for u in run:
+            if is_reasoning_only(u) or (u.role == "assistant" and not (u.content or u.tool_calls)):
+                continue
+            last = turns[-1] if turns else None
+            if joins(u) and isinstance(last, dict) and last.get("from") == _FROM.get(u.role):
+                turns[-1] = {**last, "value": f"{last['value']}\n\n{u.content}" if last["value"] else u.content}
+                continue
+            if u.role == "tool":
+                turns.append(u.raw if same and isinstance(u.raw, dict) else {"from": "observation", "value": u.content})
+                if pending:
+                    turns.append(_call_turn(pending.pop(0)))
+                continue
+            turns.extend(_call_turn(c) for c in pending)  # calls whose results never came
+            pending = []
+            if u.content or not u.tool_calls:
+                turns.append({"from": _FROM.get(u.role, "human"), "value": u.content})
+            if u.tool_calls:
+                turns.append(_call_turn(u.tool_calls[0]))
+                pending = list(u.tool_calls[1:])
+    turns.extend(_call_turn(c) for c in pending)
+    text = t.metadata.get("tools_text") if same else None
+    if isinstance(text, str) and _tools(text) == t.tools:
+        extras["tools"] = text  # the source's own text, also when it lists no tool
+    elif t.tools:
+        extras["tools"] = dumps([_function(tool) for tool in t.tools])
+    return turns, extras

@@ -13,8 +13,11 @@ from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
 from ctxkit.truth import truth_lines
 
-OUTPUT_FORMATS = WRITABLE
-_EXTENSIONS = {name: FORMATS[name].EXTENSION for name in WRITABLE}
+# The formats that hold a generated transcript whole, those that name an EXTENSION for it: an
+# app log has no place for the system prompt (Claude Code) and ShareGPT renumbers tool calls,
+# so the ground truth would not match.
+OUTPUT_FORMATS = tuple(f for f in WRITABLE if hasattr(FORMATS[f], "EXTENSION"))
+_EXTENSIONS = {name: FORMATS[name].EXTENSION for name in OUTPUT_FORMATS}
 
 
 TRUTH_NAME = "truth.jsonl"

@@ -1,0 +1,455 @@
+"""Schema checks of written transcripts against the providers' own SDK parameter types.
+
+    >>> problems("openai", '[{"role": "user", "content": "Hi"}, {"role": "assistant", "content": ""}]')
+    ['message 2: empty assistant message']
+
+`problems(fmt, data)` takes what a writer produced (the text, or the parsed records) and lists
+what a provider would refuse; [] means valid. The types are the official SDKs' request
+parameters, checked with pydantic's `TypeAdapter` (the `openai` and `anthropic` packages are
+development dependencies, imported only here and only when called):
+
+- openai: `list[ChatCompletionMessageParam]`, tools as `ChatCompletionToolUnionParam`;
+- anthropic: `list[MessageParam]`, `system` as text or text blocks, tools as `ToolUnionParam`;
+- claude-code: each record's `message` as an anthropic `MessageParam`, and the messages Claude
+  Code sends (consecutive records of one role merged) under the anthropic rules;
+- codex: each response item as `openai.types.responses.ResponseInputItemParam`;
+- sharegpt: the turns' shape, then the conversation converted to openai messages.
+
+A TypedDict cannot say everything the APIs enforce, so the rules are checked beside it: a tool
+result answers a call of the message just before (and every call gets its result), Anthropic's
+first message is the user's and no content is empty (but a final assistant turn's), an
+assistant message is not `""`, and keys a provider refuses (`reasoning_content` in chat
+messages) are reported, since pydantic drops unknown keys of a TypedDict without a word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import orjson
+
+from ctxkit.formats.common import loads
+
+__all__ = ["CHECKS", "problems"]
+
+# At most this many problems per check, so one broken file does not flood a report.
+MAX_PROBLEMS = 20
+# Keys chat-completions refuses on input that writers have been known to emit.
+_REFUSED_OPENAI_KEYS = frozenset({"reasoning_content"})
+# Response item types Codex keeps in its rollouts but never sends to the model.
+_CODEX_INTERNAL_ITEMS = frozenset({"ghost_snapshot"})
+_CODEX_KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+_SHAREGPT_FROM = frozenset({"human", "user", "gpt", "assistant", "system", "function_call", "observation", "tool", "function"})
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _records(data: Any) -> Any:
+    """Parsed JSON from text: one document, or the list of its JSONL lines."""
+    if not isinstance(data, (str, bytes)):
+        return data
+    try:
+        return loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return [loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _app_records(data: Any) -> list[Any]:
+    """An app log's records (a one-line log parses as one object)."""
+    parsed = _records(data)
+    return parsed if isinstance(parsed, list) else [parsed]
+
+
+def _is_conversation(obj: Any) -> bool:
+    return isinstance(obj, dict) and (isinstance(obj.get("messages"), list) or isinstance(obj.get("conversations"), list))
+
+
+def _conversations(data: Any) -> list[dict[str, Any]]:
+    """Conversation objects ({"messages": [...], ...}) in a written chat file or dataset."""
+    parsed = _records(data)
+    if _is_conversation(parsed):
+        return [parsed]
+    if isinstance(parsed, list) and parsed and all(_is_conversation(x) for x in parsed):
+        return list(parsed)
+    if isinstance(parsed, list):
+        return [{"messages": parsed}]
+    return [{"messages": [parsed]}]
+
+
+# ---------------------------------------------------------------- pydantic
+
+
+@cache
+def _adapter(name: str) -> Any:
+    """The TypeAdapter for one SDK type (built once: building one takes a while)."""
+    from pydantic import TypeAdapter
+
+    if name == "openai.messages":
+        from openai.types.chat import ChatCompletionMessageParam
+
+        return TypeAdapter(list[ChatCompletionMessageParam])
+    if name == "openai.tools":
+        from openai.types.chat import ChatCompletionToolUnionParam
+
+        return TypeAdapter(list[ChatCompletionToolUnionParam])
+    if name == "openai.function":
+        from openai.types.shared_params import FunctionDefinition
+
+        return TypeAdapter(FunctionDefinition)
+    if name == "anthropic.messages":
+        from anthropic.types import MessageParam
+
+        return TypeAdapter(list[MessageParam])
+    if name == "anthropic.system":
+        from anthropic.types import TextBlockParam
+
+        return TypeAdapter(str | list[TextBlockParam])
+    if name == "anthropic.tools":
+        from anthropic.types import ToolUnionParam
+
+        return TypeAdapter(list[ToolUnionParam])
+    if name == "responses.item":
+        from openai.types.responses import ResponseInputItemParam
+
+        return TypeAdapter(ResponseInputItemParam)
+    raise KeyError(name)
+
+
+def _drain(value: Any) -> None:
+    """Consume the lazy iterators pydantic returns for `Iterable` fields (the SDKs type content
+    block lists so): their items are only validated when iterated."""
+    if isinstance(value, dict):
+        for v in value.values():
+            _drain(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _drain(v)
+    elif isinstance(value, Iterator):
+        for v in value:
+            _drain(v)
+
+
+def _validate(name: str, value: Any, where: str) -> list[str]:
+    """Problems of `value` as the SDK type `name`, one line per pydantic error."""
+    from pydantic import ValidationError
+
+    try:
+        _drain(_adapter(name).validate_python(value))
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors()[:MAX_PROBLEMS]:
+            loc = ".".join(str(x) for x in err["loc"])
+            out.append(f"{where}: {err['msg']} at {loc}" if loc else f"{where}: {err['msg']}")
+        # A union reports one error per member; the shortest few say it.
+        return sorted(set(out), key=len)[:3]
+    return []
+
+
+# ---------------------------------------------------------------- openai
+
+
+def _openai(conv: dict[str, Any], where: str = "") -> list[str]:
+    messages = conv.get("messages")
+    if not isinstance(messages, list):
+        return [f"{where}no messages list"]
+    out: list[str] = []
+    for i, msg in enumerate(messages):
+        at = f"{where}message {i + 1}"
+        out.extend(_validate("openai.messages", [msg], at))
+        if not isinstance(msg, dict):
+            continue
+        for key in sorted(_REFUSED_OPENAI_KEYS & set(msg)):
+            out.append(f"{at}: key `{key}` is not accepted in a request")
+        if msg.get("role") == "assistant" and msg.get("content") == "" and not msg.get("tool_calls"):
+            out.append(f"{at}: empty assistant message")
+    out.extend(_openai_pairs(messages, where))
+    tools = conv.get("tools")
+    if tools is not None:
+        out.extend(_validate("openai.tools", tools, f"{where}tools"))
+    return out[:MAX_PROBLEMS]
+
+
+def _openai_pairs(messages: list[Any], where: str) -> list[str]:
+    """Each tool message answers a call of the assistant message before its run of results,
+    and each call is answered before the next other message."""
+    out: list[str] = []
+    waiting: dict[str, int] = {}
+    open_calls: set[str] = set()
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role")
+        if role == "tool":
+            cid = msg.get("tool_call_id")
+            if cid not in open_calls:
+                out.append(f"{where}message {i + 1}: tool result {cid} answers no call of the assistant message before")
+            waiting.pop(str(cid), None)
+            continue
+        for cid, at in waiting.items():
+            out.append(f"{where}message {at}: tool call {cid} has no result")
+        waiting = {}
+        open_calls = set()
+        if role == "assistant":
+            for call in msg.get("tool_calls") or []:
+                if isinstance(call, dict):
+                    waiting[str(call.get("id"))] = i + 1
+                    open_calls.add(str(call.get("id")))
+    for cid, at in waiting.items():
+        out.append(f"{where}message {at}: tool call {cid} has no result")
+    return out
+
+
+# ---------------------------------------------------------------- anthropic
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return list(content) if isinstance(content, list) else []
+
+
+def _merged(messages: list[tuple[str, str, Any]]) -> list[tuple[str, str, list[Any]]]:
+    """Consecutive messages of one role as the one turn the API reads them as."""
+    turns: list[tuple[str, str, list[Any]]] = []
+    for at, role, content in messages:
+        if turns and turns[-1][1] == role:
+            turns[-1][2].extend(_blocks(content))
+        else:
+            turns.append((at, role, _blocks(content)))
+    return turns
+
+
+def _anthropic_rules(messages: list[tuple[str, str, Any]], where: str) -> list[str]:
+    """What the Messages API enforces beyond the types, on (where, role, content) messages."""
+    out: list[str] = []
+    turns = _merged(messages)
+    if turns and turns[0][1] != "user":
+        out.append(f"{where}{turns[0][0]}: the first message must be the user's")
+    for k, (at, role, blocks) in enumerate(turns):
+        final = k == len(turns) - 1
+        if not blocks and not (final and role == "assistant"):
+            out.append(f"{where}{at}: empty content")
+        for b in blocks:
+            if isinstance(b, dict) and b.get("type") == "text" and not b.get("text") and not (final and role == "assistant"):
+                out.append(f"{where}{at}: empty text block")
+                break
+        if role == "user":
+            seen_other = False
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    if seen_other:
+                        out.append(f"{where}{at}: a tool_result block after other content (results come first)")
+                        break
+                else:
+                    seen_other = True
+        calls = [b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        if calls:
+            nxt = turns[k + 1] if k + 1 < len(turns) else None
+            answered = {b.get("tool_use_id") for b in nxt[2] if isinstance(b, dict) and b.get("type") == "tool_result"} if nxt else set()
+            for cid in calls:
+                if cid not in answered and nxt is not None:
+                    out.append(f"{where}{at}: tool_use {cid} has no tool_result in the next message")
+        results = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if results:
+            prev = turns[k - 1] if k > 0 else None
+            called = {b.get("id") for b in prev[2] if isinstance(b, dict) and b.get("type") == "tool_use"} if prev else set()
+            for cid in results:
+                if cid not in called:
+                    out.append(f"{where}{at}: tool_result {cid} answers no tool_use of the message before")
+    return out
+
+
+def _anthropic(conv: dict[str, Any], where: str = "") -> list[str]:
+    messages = conv.get("messages")
+    if not isinstance(messages, list):
+        return [f"{where}no messages list"]
+    out: list[str] = []
+    for i, msg in enumerate(messages):
+        out.extend(_validate("anthropic.messages", [msg], f"{where}message {i + 1}"))
+    out.extend(_anthropic_rules(
+        [(f"message {i + 1}", str(m.get("role")), m.get("content")) for i, m in enumerate(messages) if isinstance(m, dict)],
+        where))
+    if "system" in conv:
+        out.extend(_validate("anthropic.system", conv["system"], f"{where}system"))
+    if "tools" in conv:
+        out.extend(_validate("anthropic.tools", conv["tools"], f"{where}tools"))
+    return out[:MAX_PROBLEMS]
+
+
+# ---------------------------------------------------------------- app logs
+
+
+def _claude_code(records: list[Any]) -> list[str]:
+    out: list[str] = []
+    messages: list[tuple[str, str, Any]] = []
+    parent: Any = None
+    session: Any = None
+    uuids: set[Any] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if not isinstance(rec, dict):
+            out.append(f"{at}: not an object")
+            continue
+        if rec.get("type") not in ("user", "assistant"):
+            continue
+        if rec.get("sessionId") != session and rec.get("parentUuid") is None:
+            # Another session's chain (a dataset written as logs, one after the other); a
+            # resumed session changes its id but links to the record before.
+            if session is not None:
+                out.extend(_anthropic_rules(messages, ""))
+                messages = []
+            session, parent = rec.get("sessionId"), None
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            out.append(f"{at}: no message object")
+            continue
+        api = {k: v for k, v in msg.items() if k in ("role", "content")}
+        out.extend(_validate("anthropic.messages", [api], at))
+        session = rec.get("sessionId")
+        if msg.get("role") != rec.get("type"):
+            out.append(f"{at}: message role {msg.get('role')!r} in a {rec.get('type')} record")
+        if rec.get("parentUuid") != parent:
+            out.append(f"{at}: parentUuid {rec.get('parentUuid')!r}, expected the record before ({parent!r})")
+        if not rec.get("uuid") or rec.get("uuid") in uuids:
+            out.append(f"{at}: missing or repeated uuid")
+        uuids.add(rec.get("uuid"))
+        parent = rec.get("uuid")
+        messages.append((at, str(msg.get("role")), msg.get("content")))
+    out.extend(_anthropic_rules(messages, ""))
+    return out[:MAX_PROBLEMS]
+
+
+def _codex_item(payload: dict[str, Any]) -> dict[str, Any]:
+    """A rollout's response item as the SDK types it: Codex's own serialization leaves out the
+    id of a reasoning item (and writes its `content` as null) and the id and status of an
+    assistant message, which the SDK's output-item types require."""
+    if payload.get("type") == "reasoning":
+        item = {k: v for k, v in payload.items() if not (k == "content" and v is None)}
+        item.setdefault("id", "rs_rollout")
+        return item
+    if payload.get("type") == "message" and payload.get("role") == "assistant":
+        content = payload.get("content")
+        if isinstance(content, list):
+            content = [
+                {"annotations": [], **b} if isinstance(b, dict) and b.get("type") == "output_text" else b
+                for b in content
+            ]
+        return {"id": "msg_rollout", "status": "completed", **payload, "content": content}
+    return payload
+
+
+def _codex(records: list[Any]) -> list[str]:
+    out: list[str] = []
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if not isinstance(rec, dict) or rec.get("type") not in _CODEX_KINDS or not isinstance(rec.get("payload"), dict):
+            out.append(f"{at}: not a rollout record {{timestamp, type, payload}}")
+            continue
+        payload = rec["payload"]
+        if rec["type"] == "compacted":
+            if not isinstance(payload.get("message"), str) or not payload["message"]:
+                out.append(f"{at}: compacted record without its summary message")
+            continue
+        if rec["type"] != "response_item" or payload.get("type") in _CODEX_INTERNAL_ITEMS:
+            continue
+        out.extend(_validate("responses.item", _codex_item(payload), at))
+        ptype = payload.get("type")
+        cid = payload.get("call_id")
+        if ptype in ("function_call", "custom_tool_call", "local_shell_call") and isinstance(cid, str):
+            calls[cid] = i + 1
+        elif ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            if cid not in calls:
+                out.append(f"{at}: output {cid} answers no call before it")
+            answered.add(str(cid))
+        elif ptype == "message" and not payload.get("content"):
+            out.append(f"{at}: message without content")
+    for cid, n in calls.items():
+        if cid not in answered:
+            out.append(f"record {n}: call {cid} has no output")
+    return out[:MAX_PROBLEMS]
+
+
+# ---------------------------------------------------------------- sharegpt
+
+
+def _sharegpt(conv: dict[str, Any], where: str = "") -> list[str]:
+    from ctxkit.formats import read_text, write_transcripts
+
+    turns = conv.get("conversations")
+    if not isinstance(turns, list):
+        return [f"{where}no conversations list"]
+    out: list[str] = []
+    prev = None
+    for i, turn in enumerate(turns):
+        at = f"{where}turn {i + 1}"
+        if not isinstance(turn, dict) or turn.get("from") not in _SHAREGPT_FROM or not isinstance(turn.get("value"), str):
+            out.append(f"{at}: expected {{from, value}} with a known `from`")
+            continue
+        kind = turn["from"]
+        if kind == "function_call":
+            try:
+                call = loads(turn["value"])
+            except orjson.JSONDecodeError:
+                call = None
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                out.append(f"{at}: function_call value is not JSON {{name, arguments}}")
+        if kind == "observation" and prev not in ("function_call", "observation"):
+            out.append(f"{at}: observation without a function_call before it")
+        prev = kind
+    tools = conv.get("tools")
+    if tools is not None:
+        try:
+            parsed = loads(tools) if isinstance(tools, str) else tools
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, list):
+            out.append(f"{where}tools: not a JSON list of function schemas")
+        else:
+            for k, fn in enumerate(parsed):
+                out.extend(_validate("openai.function", fn, f"{where}tools[{k}]"))
+    if out:
+        return out
+    import io
+
+    buf = io.StringIO()
+    write_transcripts(read_text(orjson.dumps(conv).decode(), "sharegpt"), buf, "openai")
+    return [f"{where}as openai: {p}" for p in problems("openai", buf.getvalue())]
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _per_conversation(check: Any) -> Any:
+    def run(data: Any) -> list[str]:
+        convs = _conversations(data)
+        out: list[str] = []
+        for n, conv in enumerate(convs):
+            out.extend(check(conv, f"conversation {n + 1}: " if len(convs) > 1 else ""))
+        return out
+
+    return run
+
+
+CHECKS = {
+    "openai": _per_conversation(_openai),
+    "anthropic": _per_conversation(_anthropic),
+    "sharegpt": _per_conversation(_sharegpt),
+    "claude-code": lambda data: _claude_code(_app_records(data)),
+    "codex": lambda data: _codex(_app_records(data)),
+}
+
+
+def problems(fmt: str, data: Any) -> list[str]:
+    """What the provider of `fmt` would refuse in a written transcript (text or parsed); [] if none."""
+    from ctxkit.errors import unknown_name
+
+    if fmt not in CHECKS:
+        raise unknown_name("format to check", fmt, CHECKS)
+    check = CHECKS[fmt]
+    return list(check(data))
