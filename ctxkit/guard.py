@@ -156,11 +156,13 @@ def _pending_unit(index: int, p: PendingOutput, content: str | None = None) -> U
 
 
 def offload_stub(p: PendingOutput, preview_chars: int) -> str:
-    """The stub that replaces an offloaded output: tool name, size, a preview, where to recall it."""
-    preview = p.content[:preview_chars]
-    more = "…" if len(p.content) > preview_chars else ""
+    """The stub that would replace an offloaded output: the offload strategy's own, with a ref
+    of the same size as the one the archive will give it."""
+    from ctxkit.archive import REF_PROBE
+    from ctxkit.strategies.offload import preview_of, stub_text
+
     size = len(p.content.encode("utf-8"))
-    return f"[{p.name or 'tool'} output offloaded: {size} bytes; preview: {preview}{more}; recall with ctxkit recall]"
+    return stub_text(p.name or "tool", size, preview_of(p.content, preview_chars), REF_PROBE)
 
 
 def plan_pending(

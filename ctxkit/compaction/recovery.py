@@ -7,7 +7,13 @@ from typing import TYPE_CHECKING
 
 from ctxkit import structure
 from ctxkit.model import Unit
-from ctxkit.strategies.base import State, archive_unit, refs_hint, user_messages_kept
+from ctxkit.strategies.base import (
+    State,
+    archive_unit,
+    archived_as,
+    refs_hint,
+    user_messages_kept,
+)
 from ctxkit.strategies.summarize_old import preamble, verbatim_section
 
 if TYPE_CHECKING:
@@ -33,8 +39,8 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
     def shortened(keep_chars: int) -> str:
         head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
         note = (
-            f"[ctxkit: this request is larger than the context allows; {len(text) - keep_chars:,} "
-            f"of its {len(text):,} characters are in the archive: ctxkit recall {ref}]"
+            f"[this request is larger than the context allows: {len(text) - keep_chars:,} of its "
+            f"{len(text):,} characters are left out here, the whole request {archived_as([ref])}]"
         )
         return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
 
@@ -179,9 +185,9 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
     # the summarizer's length is approximate, so shrink it until the whole fits.
     size = max(16, min(options.handover_tokens, room))
     candidate = state
-    hint = f"\n[ctxkit: {len(body):,} earlier messages archived; {refs_hint(refs)}]"
+    head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
     for _ in range(6):
-        text = handover(body, target_tokens=size, p1_units=p1, tok=tok) + hint
+        text = head + "\n" + handover(body, target_tokens=size, p1_units=p1, tok=tok)
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -205,7 +211,7 @@ def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:
         id="ctxkit-truncated",
         role="user",
         type="placeholder",
-        content=f"[ctxkit: {len(dropped)} earlier messages removed; {refs_hint(refs)}]",
+        content=f"[{len(dropped):,} earlier messages {refs_hint(refs)}]",
         meta={"refs": refs, "strategy": "truncate"},
     )
 

@@ -55,7 +55,8 @@ def stub_text(tool: str, size_bytes: int, preview: str, ref: str) -> str:
     return f"{head}; it begins:]\n{preview}\n[... {more} more bytes]"
 
 
-def _preview(text: str, chars: int) -> str:
+def preview_of(text: str, chars: int) -> str:
+    """The first `chars` characters, ended on a line or word boundary when one is close."""
     if chars <= 0:
         return ""
     cut = text[:chars]
@@ -84,7 +85,7 @@ def offload(state: State, params: Mapping[str, Any]) -> State | None:
         if size <= threshold:
             continue
         tool = tool_name(unit, names)
-        preview = _preview(unit.content, preview_chars)
+        preview = preview_of(unit.content, preview_chars)
         if not smaller_than(stub_text(tool, size, preview, REF_PROBE), [unit], tok):
             continue
         ref = archive_unit(state, unit)
