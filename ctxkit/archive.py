@@ -56,6 +56,7 @@ SCHEMA_VERSION = "1"
 FORMAT_NAME = "ctxkit-archive"
 DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
+SNIPPET_CHARS = 160  # a search hit's line, around the match
 # Decimal digits, not hex: tokenizers split digit runs into fixed groups of three, so every ref
 # costs the same number of tokens and a placeholder's size never depends on the digest (hex
 # refs cost 4 to 10 tokens each, so the output changed with the input's file name).
@@ -267,6 +268,24 @@ class ArchivedUnit:
     def text(self) -> str:
         """The unit's content and tool calls, as recall shows them."""
         return unit_text(self.unit())
+
+    def info(self) -> dict[str, Any]:
+        """What `recall --list --format jsonl` and the search tool say of the unit, without it."""
+        return {
+            "ref": self.ref,
+            "long_ref": self.long_ref,
+            "transcript_id": self.transcript_id,
+            "unit_id": self.unit_id,
+            "type": self.type,
+            "tool_name": self.tool_name,
+            "summary": self.summary,
+            "tokens": self.tokens,
+            "chars": len(self.content),
+            "lines": self.content.count("\n") + 1 if self.content else 0,
+            "created": self.created,
+            "last_accessed": self.last_accessed,
+            "access_count": self.access_count,
+        }
 
 
 _COLUMNS = (
@@ -658,6 +677,37 @@ class Archive:
             params = (transcript_id, transcript_id + "~", transcript_id + "~~")
         return [_row(r) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
 
+    def search(
+        self, pattern: str, *, transcript_id: str | None = None, limit: int | None = None
+    ) -> builtins.list[dict[str, Any]]:
+        """Archived units whose text, tool name or summary match `pattern`, in stored order.
+
+        The pattern is a case-insensitive regular expression (text that does not compile is
+        matched literally); "" matches every unit. Each hit is `ArchivedUnit.info()` plus
+        `matches` (matching lines), `line` (the first one's number, None when only the tool
+        name or summary matched) and `snippet` (that line, or a preview, around the match).
+        Reading does not count as an access.
+        """
+        try:
+            rx = re.compile(pattern, re.IGNORECASE)
+        except re.error:
+            rx = re.compile(re.escape(pattern), re.IGNORECASE)
+        hits: builtins.list[dict[str, Any]] = []
+        for item in self.list(transcript_id):
+            if limit is not None and len(hits) >= limit:
+                break
+            lines = item.text().split("\n")
+            found = [i for i, line in enumerate(lines) if rx.search(line)]
+            if found:
+                line: int | None = found[0] + 1
+                snippet = _snippet(lines[found[0]], rx)
+            elif rx.search(item.tool_name or "") or rx.search(item.summary):
+                line, snippet = None, _snippet(item.summary or item.content, rx)
+            else:
+                continue
+            hits.append({**item.info(), "matches": len(found), "line": line, "snippet": snippet})
+        return hits
+
     def transcript_ids(self) -> builtins.list[str]:
         """Ids of the original transcripts stored, in the order they were stored."""
         rows = self._conn.execute("SELECT transcript_id FROM transcripts ORDER BY rowid")
@@ -843,6 +893,17 @@ def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
             "try again when it ends, or choose another --archive PATH"
         )
     return ArchiveError(f"archive {path}: {text}")
+
+
+def _snippet(text: str, rx: re.Pattern[str], width: int = SNIPPET_CHARS) -> str:
+    """One line of `text` around the first match of `rx`, whitespace collapsed, `width` chars."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    m = rx.search(flat)
+    start = max(0, min(m.start() - width // 4, len(flat) - width)) if m else 0
+    cut = flat[start : start + width]
+    return ("…" if start else "") + cut + ("…" if start + width < len(flat) else "")
 
 
 def _line_range(text: str, lines: tuple[int, int], ref: str) -> str:

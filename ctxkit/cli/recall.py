@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING
 
 import click
@@ -22,23 +21,13 @@ if TYPE_CHECKING:
     from ctxkit.archive import Archive
     from ctxkit.model import Transcript
 
-_LINES = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 _PREVIEW_CHARS = 48
 
 
 def _parse_lines(text: str | None) -> tuple[int, int] | None:
-    if text is None:
-        return None
-    m = _LINES.fullmatch(text)
-    if m is None:
-        raise UsageError(
-            f"--lines {text!r}: expected A-B or A (line numbers from 1), e.g. --lines 50-100"
-        )
-    a = int(m.group(1))
-    b = int(m.group(2)) if m.group(2) else a
-    if a < 1 or b < a:
-        raise UsageError(f"--lines {text}: lines count from 1 and A must not exceed B")
-    return a, b
+    from ctxkit.recall_tool import parse_lines
+
+    return parse_lines(text, "--lines")
 
 
 def _open_for_reading(path: str) -> Archive:
@@ -144,22 +133,7 @@ def _list(archive: Archive, transcript: str | None, fmt: str) -> None:
     items = archive.list(transcript)
     if fmt == "jsonl":
         for it in items:
-            row = {
-                "ref": it.ref,
-                "long_ref": it.long_ref,
-                "transcript_id": it.transcript_id,
-                "unit_id": it.unit_id,
-                "type": it.type,
-                "tool_name": it.tool_name,
-                "summary": it.summary,
-                "tokens": it.tokens,
-                "chars": len(it.content),
-                "lines": it.content.count("\n") + 1 if it.content else 0,
-                "created": it.created,
-                "last_accessed": it.last_accessed,
-                "access_count": it.access_count,
-            }
-            click.echo(orjson.dumps(row).decode())
+            click.echo(orjson.dumps(it.info()).decode())
         return
     if not items:
         where = f" for transcript {transcript!r}" if transcript else ""
