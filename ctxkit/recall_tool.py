@@ -18,8 +18,9 @@ Example (a harness that got a `recall` tool call from the model):
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxkit.archive import SHORT_REF, parse_ref
@@ -27,51 +28,33 @@ from ctxkit.errors import ArchiveError, UsageError
 
 if TYPE_CHECKING:
     from ctxkit.archive import Archive
+    from ctxkit.compaction import CompactSettings
 
 RECALL_TOOL_NAME = "recall"
 SEARCH_TOOL_NAME = "search"
 SEARCH_LIMIT = 20  # units a search lists unless the call asks for another number
 
+# Every token here is paid on every call of a model that gets the tool: said once, briefly.
 RECALL_DESCRIPTION = (
-    "Read back content that was removed from this conversation to save context. A placeholder "
-    "such as \"[bash output, 6,073 bytes, archived as ref-123456789012345678]\" stands where "
-    "the content was and names its ref; pass that ref to get the original text back whole "
-    "(tool calls it made are shown as [tool call ...] lines). For a large item, ask for only "
-    "what you need: `lines` (\"50-100\", numbered from 1) or `search` (a regular expression; "
-    "each matching line comes with 2 lines of context, numbered like grep -n), and `max_tokens` "
-    "to cap the reply (a note then says which lines to ask for next)."
+    "Read back content removed from this conversation to save space. A placeholder such as "
+    '"[bash output, 6,073 bytes, archived as ref-123456789012345678]" names its ref. '
+    "For a large item ask for `lines` or `search` rather than the whole text."
 )
 
 RECALL_PARAMETERS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "ref": {
-            "type": "string",
-            "description": "The ref a placeholder names: ref- and 18 digits "
-            "(ref-123456789012345678), or ctx://<transcript>/<unit>.",
-        },
+        "ref": {"type": "string", "description": "The ref- a placeholder names"},
         "lines": {
-            "anyOf": [
-                {"type": "string"},
-                {
-                    "type": "array",
-                    "items": {"type": "integer", "minimum": 1},
-                    "minItems": 2,
-                    "maxItems": 2,
-                },
-            ],
-            "description": "Only these lines, numbered from 1: \"50-100\", \"7\" or [50, 100].",
+            "type": ["string", "array"],
+            "items": {"type": "integer"},
+            "description": 'Only these lines, from 1: "50-100", "7" or [50, 100]',
         },
         "search": {
             "type": "string",
-            "description": "Only the lines matching this regular expression, with 2 lines of "
-            "context each.",
+            "description": "Regular expression: only matching lines, with 2 lines of context",
         },
-        "max_tokens": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Cut the reply to at most this many tokens.",
-        },
+        "max_tokens": {"type": "integer", "description": "Cut the reply to this many tokens"},
     },
     "required": ["ref"],
     "additionalProperties": False,
@@ -103,7 +86,6 @@ SEARCH_PARAMETERS: dict[str, Any] = {
         },
         "limit": {
             "type": "integer",
-            "minimum": 1,
             "description": f"At most this many items (default {SEARCH_LIMIT}).",
         },
     },
@@ -153,8 +135,29 @@ def tool_name(tool: Mapping[str, Any]) -> str | None:
     return tool.get("name") if isinstance(tool.get("name"), str) else None
 
 
+def add_tools(
+    tools: list[dict[str, Any]], added: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """`tools` and then each of `added` whose name is not among them (a transcript compacted
+    again keeps one recall tool)."""
+    if not added:
+        return tools
+    names = {tool_name(t) for t in tools if isinstance(t, Mapping)}
+    return [*tools, *(t for t in added if tool_name(t) not in names)]
+
+
+def with_recall_tool(settings: CompactSettings, fmt: str) -> CompactSettings | None:
+    """Settings whose compacted transcripts carry the recall tool in format `fmt`'s shape; None
+    when that format's files carry no tool schemas (serve recall over MCP there)."""
+    tool = recall_tool_for(fmt)
+    if tool is None:
+        return None
+    return settings.replace(added_tools=tuple(add_tools(list(settings.added_tools), [tool])))
+
+
 def serving_hint(archive_path: str) -> str:
     """How to serve recall to an app whose log carries no tool schemas (Claude Code, Codex)."""
+    archive_path = os.path.abspath(archive_path)  # the app starts the server from elsewhere
     return (
         f"serve recall over MCP instead: ctxkit mcp --archive {archive_path} "
         f"(Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive {archive_path})"
@@ -204,13 +207,13 @@ def _arguments(arguments: Any, schema: Mapping[str, Any], tool: str) -> dict[str
             raise UsageError(f"{tool}: argument {name!r} is required")
     for name, spec in known.items():
         value = args.get(name)
-        if value is None or spec.get("type") is None:
-            continue
-        want = {"string": str, "integer": int}[spec["type"]]
-        if not isinstance(value, want) or isinstance(value, bool):
-            raise UsageError(f"{tool}: argument {name!r} must be a {spec['type']}, got {value!r}")
-        if spec["type"] == "integer" and value < spec.get("minimum", value):
-            raise UsageError(f"{tool}: argument {name!r} must be at least {spec['minimum']}")
+        kind = spec.get("type")
+        if value is None or kind not in ("string", "integer"):
+            continue  # `lines` takes several shapes: parse_lines checks it
+        if not isinstance(value, str if kind == "string" else int) or isinstance(value, bool):
+            raise UsageError(f"{tool}: argument {name!r} must be a {kind}, got {value!r}")
+        if isinstance(value, int) and value < 1:
+            raise UsageError(f"{tool}: argument {name!r} must be at least 1, got {value}")
     return args
 
 

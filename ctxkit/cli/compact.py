@@ -87,6 +87,12 @@ if TYPE_CHECKING:
     help="Output format (default: the input's own; a dataset stays a dataset).",
 )
 @click.option(
+    "--recall-tool",
+    is_flag=True,
+    help="Add a recall(ref, lines?, search?) tool to the output's tools (counted in the budget), "
+    "for an agent harness to serve with ctxkit.recall_tool.serve_recall.",
+)
+@click.option(
     "--embedder",
     type=click.Choice(sorted(EMBEDDERS)),
     default=None,
@@ -146,6 +152,7 @@ def compact(
     replay: bool,
     cost_models: tuple[str, ...],
     to_format: str | None,
+    recall_tool: bool,
     tokenizer: str | None,
     image_tokens: int | None,
     tool_schema_scale: float | None,
@@ -171,7 +178,13 @@ def compact(
     """
     from ctxkit.archive import Archive, default_archive_path
     from ctxkit.compaction import compact_many
-    from ctxkit.formats import ReadStats, expand_paths, read_path, write_transcripts
+    from ctxkit.formats import (
+        ReadStats,
+        expand_paths,
+        output_format_for,
+        read_path,
+        write_transcripts,
+    )
     from ctxkit.settings import compact_settings
 
     inputs = expand_paths(paths)  # globs too, as count and guard take them
@@ -209,6 +222,8 @@ def compact(
         progress=want_progress(progress),
         warn=echo_err,
     )
+    if replay and recall_tool:
+        raise UsageError("--recall-tool adds a tool to compacted output; --replay writes none")
     if replay:
         _replay(source, read_opts, budget, output, archive_path, cost_models)
         return
@@ -234,6 +249,8 @@ def compact(
             raise UsageError(f"{source}: no transcript to compact")
         for t in head:
             check_depth(t)  # before the archive exists; the rest as they come
+        if recall_tool:
+            budget = _with_recall_tool(budget, output_format_for(head[0], to_format), archive_file)
         archive = Archive(":memory:" if dry_run else archive_file)
         seen = _Seen(explain, keep_reports=bool(report_path))
         try:
@@ -276,6 +293,17 @@ def compact(
         echo_err(f"Archive: {archive_file} (ctxkit recall --list --archive {archive_file})")
     if dry_run:
         echo_err("Dry run: nothing written.")
+
+
+def _with_recall_tool(budget: Any, fmt: str, archive_file: str) -> Any:
+    """The settings with the recall tool; unchanged, with a note, for a format without tools."""
+    from ctxkit.recall_tool import serving_hint, with_recall_tool
+
+    settings = with_recall_tool(budget, fmt)
+    if settings is None:
+        echo_err(f"ctxkit: {fmt} files carry no tool schemas; {serving_hint(archive_file)}")
+        return budget
+    return settings
 
 
 @contextmanager

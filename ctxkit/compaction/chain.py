@@ -14,6 +14,7 @@ from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
+from ctxkit.recall_tool import add_tools
 from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
@@ -113,6 +114,7 @@ def compact(
             observe(Event(phase, progress, message, tokens, limit, priority))
 
     before = count_transcript(transcript, tok, copts)
+    tools = add_tools(transcript.tools, settings.added_tools)
     original = list(transcript.units)
     if query is None:
         from ctxkit.relevance import task_query
@@ -131,7 +133,7 @@ def compact(
         archive=archive,
         transcript_id=key,
         query=query,
-        tools=tuple(transcript.tools),
+        tools=tuple(tools),
         embedder=embedder,
         summarizer=summarizer,
         seed=options.seed,
@@ -145,7 +147,7 @@ def compact(
         0,
     )
 
-    floor = _irreducible_floor(transcript, tok, copts)
+    floor = _irreducible_floor(transcript.replace(tools=tools), tok, copts)
     if floor > limit:
         raise UsageError(
             f"{transcript.id}: limit {limit:,} is below what no strategy can remove: the "
@@ -309,7 +311,7 @@ def compact(
                 f"{state.tokens():,} tokens, above the limit {limit:,}"
             )
 
-    result_t = transcript.replace(units=arrange(state.units))
+    result_t = transcript.replace(units=arrange(state.units), tools=tools)
     after = count_transcript(result_t, tok, copts)
     p1_total, p1_kept = _p1_kept(original, state.units)
     # before time_ms is taken: the figure is part of the work a report's time accounts for

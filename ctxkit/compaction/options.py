@@ -74,6 +74,9 @@ class CompactSettings:
     embedder: Any = None  # relevance and coherence; None: relevance.DEFAULT_EMBEDDER
     summarizer: Callable[..., str] | None = None  # None: extractive
     budget: Target | None = None  # where the limit came from, when resolved from a model or config
+    # tool schemas the output adds to the transcript's own (`--recall-tool`): counted in the
+    # budget, written with a compacted transcript, never part of the archived original
+    added_tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def goal(self) -> int:
