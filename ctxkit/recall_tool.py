@@ -99,51 +99,54 @@ SEARCH_TOOL: dict[str, Any] = {
     "parameters": SEARCH_PARAMETERS,
 }
 
-# Formats whose files carry no tool schemas: the app serves its tools itself (MCP there).
-NO_TOOL_SCHEMAS = ("claude-code", "codex")
-
 
 def recall_tool_for(fmt: str) -> dict[str, Any] | None:
-    """The recall tool in the shape a format's files carry tools in, None where they carry none.
-
-    OpenAI (and ctxkit's units) `{"type": "function", "function": ...}`, Anthropic
-    `{name, description, input_schema}`, ShareGPT a bare function schema.
+    """The recall tool in the shape format `fmt` writes tools in; None for an app's own log
+    (Claude Code, Codex), whose records carry no tool schemas: the app serves its tools itself.
 
     >>> sorted(recall_tool_for("anthropic"))
     ['description', 'input_schema', 'name']
-    >>> recall_tool_for("codex") is None
-    True
+    >>> sorted(recall_tool_for("openai"))
+    ['function', 'type']
     """
-    if fmt in NO_TOOL_SCHEMAS:
+    from ctxkit.formats import FORMATS
+    from ctxkit.formats.common import tools_as
+
+    if hasattr(FORMATS.get(fmt), "APP_LABEL"):
         return None
-    if fmt == "anthropic":
-        return {
-            "name": RECALL_TOOL_NAME,
-            "description": RECALL_DESCRIPTION,
-            "input_schema": RECALL_PARAMETERS,
-        }
-    if fmt == "sharegpt":
-        return dict(RECALL_TOOL)
-    return {"type": "function", "function": dict(RECALL_TOOL)}
+    return tools_as(fmt, [{"type": "function", "function": dict(RECALL_TOOL)}])[0]
 
 
 def tool_name(tool: Mapping[str, Any]) -> str | None:
-    """The name of a tool schema in any of the shapes above."""
+    """The name of a tool schema in any shape (OpenAI function, Anthropic, bare function)."""
     fn = tool.get("function")
     if isinstance(fn, Mapping):
         return fn.get("name") if isinstance(fn.get("name"), str) else None
     return tool.get("name") if isinstance(tool.get("name"), str) else None
 
 
-def add_tools(
-    tools: list[dict[str, Any]], added: Sequence[dict[str, Any]]
-) -> list[dict[str, Any]]:
+def _shaped_like(tool: dict[str, Any], like: Mapping[str, Any]) -> dict[str, Any]:
+    """`tool` in the shape of the schema `like` (a transcript's tools all look alike)."""
+    fn = tool.get("function") if isinstance(tool.get("function"), dict) else None
+    if "input_schema" in like and fn is not None:
+        return {
+            "name": fn["name"],
+            "description": fn.get("description", ""),
+            "input_schema": fn.get("parameters") or {"type": "object", "properties": {}},
+        }
+    if "parameters" in like and "function" not in like and fn is not None:
+        return dict(fn)  # bare function schemas (ShareGPT's)
+    return tool
+
+
+def add_tools(tools: list[dict[str, Any]], added: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """`tools` and then each of `added` whose name is not among them (a transcript compacted
-    again keeps one recall tool)."""
+    again keeps one recall tool), in the shape of the tools already there."""
     if not added:
         return tools
     names = {tool_name(t) for t in tools if isinstance(t, Mapping)}
-    return [*tools, *(t for t in added if tool_name(t) not in names)]
+    like = tools[0] if tools and isinstance(tools[0], Mapping) else {}
+    return [*tools, *(_shaped_like(t, like) for t in added if tool_name(t) not in names)]
 
 
 def with_recall_tool(settings: CompactSettings, fmt: str) -> CompactSettings | None:
@@ -175,8 +178,10 @@ def parse_lines(value: Any, what: str = "lines") -> tuple[int, int] | None:
         value = str(value)
     if isinstance(value, int):
         a = b = value
-    elif isinstance(value, list | tuple) and len(value) == 2 and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
+    elif (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
     ):
         a, b = value
     else:
@@ -203,7 +208,7 @@ def _arguments(arguments: Any, schema: Mapping[str, Any], tool: str) -> dict[str
         )
     args = {k: v for k, v in arguments.items() if v is not None}
     for name in schema["required"]:
-        if not args.get(name) and args.get(name) != 0:
+        if name not in args:
             raise UsageError(f"{tool}: argument {name!r} is required")
     for name, spec in known.items():
         value = args.get(name)
@@ -226,6 +231,8 @@ def serve_recall(archive: Archive, arguments: Any) -> str:
     """
     args = _arguments(arguments, RECALL_PARAMETERS, RECALL_TOOL_NAME)
     ref = args["ref"].strip()
+    if not ref:
+        raise UsageError("recall: argument 'ref' is empty; give the ref a placeholder names")
     search = args.get("search")
     if SHORT_REF.fullmatch(parse_ref(ref)[0]) and not archive.has(ref):
         # said for the model that asked, not for a person at a shell (Archive.get's message)
