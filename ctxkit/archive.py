@@ -683,8 +683,9 @@ class Archive:
         """Archived units whose text, tool name or summary match `pattern`, in stored order.
 
         The pattern is a case-insensitive regular expression (text that does not compile is
-        matched literally); "" matches every unit. Each hit is `ArchivedUnit.info()` plus
-        `matches` (matching lines), `line` (the first one's number, None when only the tool
+        matched literally); "" matches every unit. Each hit is `ArchivedUnit.info()`, with
+        `chars` and `lines` of the text recall shows (tool calls too), plus `matches` (matching
+        lines), `line` (the first one's number, None when only the tool
         name or summary matched) and `snippet` (that line, or a preview, around the match).
         Reading does not count as an access.
         """
@@ -696,7 +697,8 @@ class Archive:
         for item in self.list(transcript_id):
             if limit is not None and len(hits) >= limit:
                 break
-            lines = item.text().split("\n")
+            text = item.text()  # what recall shows: content and tool calls
+            lines = text.split("\n")
             found = [i for i, line in enumerate(lines) if rx.search(line)]
             if found:
                 line: int | None = found[0] + 1
@@ -705,7 +707,16 @@ class Archive:
                 line, snippet = None, _snippet(item.summary or item.content, rx)
             else:
                 continue
-            hits.append({**item.info(), "matches": len(found), "line": line, "snippet": snippet})
+            hits.append(
+                {
+                    **item.info(),
+                    "chars": len(text),
+                    "lines": len(lines) if text else 0,
+                    "matches": len(found),
+                    "line": line,
+                    "snippet": snippet,
+                }
+            )
         return hits
 
     def transcript_ids(self) -> builtins.list[str]:
