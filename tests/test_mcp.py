@@ -172,8 +172,9 @@ def test_mcp_server_lists_tools_and_serves_recall_and_search(compacted: tuple[Pa
         assert is_error(bad)
     assert text_of(unknown).startswith("unknown ref ref-000000000000000000")
     assert "must not exceed" in text_of(backwards)
-    assert text_of(no_ref) == "recall: argument 'ref' is required"
-    assert text_of(extra).startswith("recall: unknown argument(s) colour")
+    # mcp 1 checks arguments against the schema itself, in its own words; mcp 2 leaves it to us
+    assert "'ref'" in text_of(no_ref) and "required" in text_of(no_ref)
+    assert "colour" in text_of(extra)
     assert text_of(tool).startswith("unknown tool 'delete'")
     assert not is_error(after) and text_of(after) == "line 1 passed"
 
