@@ -331,8 +331,9 @@ def test_formats_without_tool_schemas_say_how_to_serve_recall(fmt: str):
     )
 
 
-def test_compact_prints_the_hint_for_an_app_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_compact_prints_the_hint_for_an_app_log(tmp_path: Path):
     from ctxkit.formats import WRITABLE
+    from ctxkit.recall_tool import serving_hint
 
     if "codex" not in WRITABLE:
         pytest.skip("codex logs are written as units until the codex writer lands")
@@ -341,11 +342,8 @@ def test_compact_prints_the_hint_for_an_app_log(tmp_path: Path, monkeypatch: pyt
     r = run("compact", str(src), "--limit", "6000", "--recall-tool", "-o", str(out))
     assert r.exit_code == 0, r.stderr
     line = next(x for x in r.stderr.splitlines() if "tool schemas" in x)
-    assert line == (
-        "ctxkit: codex files carry no tool schemas; serve recall over MCP instead: ctxkit mcp "
-        f"--archive {out}.ctx.db (Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive "
-        f"{out}.ctx.db)"
-    )
+    assert line == f"ctxkit: codex files carry no tool schemas; {serving_hint(f'{out}.ctx.db')}"
+    assert RECALL_TOOL["description"][:40] not in out.read_text()  # no schema in the log
 
 
 def test_recall_tool_with_replay_is_refused(tmp_path: Path):
@@ -472,3 +470,18 @@ def test_parse_lines():
         parse_lines([1, 2, 3])
     with pytest.raises(UsageError):
         parse_lines(0)
+
+
+def test_the_compact_command_says_how_to_serve_an_app_log(capsys: pytest.CaptureFixture[str]):
+    from ctxkit.cli.compact import _with_recall_tool
+    from ctxkit.compaction import CompactSettings
+
+    settings = CompactSettings(limit=1000)
+    assert _with_recall_tool(settings, "claude-code", "small.jsonl.ctx.db") is settings
+    where = os.path.abspath("small.jsonl.ctx.db")
+    assert capsys.readouterr().err == (
+        "ctxkit: claude-code files carry no tool schemas; serve recall over MCP instead: "
+        f"ctxkit mcp --archive {where} (Claude Code: claude mcp add ctxkit -- ctxkit mcp "
+        f"--archive {where})\n"
+    )
+    assert _with_recall_tool(settings, "openai", "x.db").added_tools == (recall_tool_for("openai"),)
