@@ -28,6 +28,11 @@ from ctxkit.recall_tool import (
 )
 
 SERVER_NAME = "ctxkit"
+INSTRUCTIONS = (
+    "Content removed from this conversation by ctxkit's compaction is archived, not lost: a "
+    "placeholder such as [bash output, 6,073 bytes, archived as ref-123456789012345678] names "
+    "its ref. Read it back with recall(ref); find items by content with search(query)."
+)
 INSTALL_HINT = "`ctxkit mcp` needs the MCP SDK: pip install 'ctxkit[mcp]'"
 
 _TOOLS = (RECALL_TOOL, SEARCH_TOOL)
@@ -79,7 +84,9 @@ def build_server(archive: Archive) -> Any:
             {"content": [{"type": "text", "text": text}], "isError": error}
         )
 
-    if "on_call_tool" in inspect.signature(Server.__init__).parameters:  # mcp 2
+    accepts = inspect.signature(Server.__init__).parameters
+    about: dict[str, Any] = {"instructions": INSTRUCTIONS} if "instructions" in accepts else {}
+    if "on_call_tool" in accepts:  # mcp 2
 
         async def on_list_tools(ctx: Any, params: Any) -> Any:
             return types.ListToolsResult(tools=tools)
@@ -87,9 +94,9 @@ def build_server(archive: Archive) -> Any:
         async def on_call_tool(ctx: Any, params: Any) -> Any:
             return result(params.name, params.arguments)
 
-        return Server(SERVER_NAME, on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+        return Server(SERVER_NAME, on_list_tools=on_list_tools, on_call_tool=on_call_tool, **about)
 
-    server: Any = Server(SERVER_NAME)  # mcp 1: handlers are registered with decorators
+    server: Any = Server(SERVER_NAME, **about)  # mcp 1: handlers are registered with decorators
 
     @server.list_tools()
     async def list_tools() -> list[Any]:

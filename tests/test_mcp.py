@@ -104,7 +104,8 @@ def call_server(db: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[list
         with open(os.devnull, "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write) as client:
-                    await client.initialize()
+                    init = await client.initialize()
+                    assert "recall(ref)" in (init.instructions or "")
                     tools = (await client.list_tools()).tools
                     results = [await client.call_tool(name, args) for name, args in calls]
         return list(tools), results
