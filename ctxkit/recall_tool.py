@@ -163,7 +163,9 @@ def serving_hint(archive_path: str) -> str:
     archive_path = os.path.abspath(archive_path)  # the app starts the server from elsewhere
     return (
         f"serve recall over MCP instead: ctxkit mcp --archive {archive_path} "
-        f"(Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive {archive_path})"
+        f"(Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive {archive_path}; Codex: "
+        f'[mcp_servers.ctxkit] command = "ctxkit", args = ["mcp", "--archive", "{archive_path}"] '
+        "in ~/.codex/config.toml)"
     )
 
 

@@ -328,7 +328,9 @@ def test_formats_without_tool_schemas_say_how_to_serve_recall(fmt: str):
     where = os.path.abspath("small.jsonl.ctx.db")  # the app starts the server from elsewhere
     assert hint == (
         f"serve recall over MCP instead: ctxkit mcp --archive {where} "
-        f"(Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive {where})"
+        f"(Claude Code: claude mcp add ctxkit -- ctxkit mcp --archive {where}; "
+        f'Codex: [mcp_servers.ctxkit] command = "ctxkit", args = ["mcp", "--archive", "{where}"] '
+        "in ~/.codex/config.toml)"
     )
 
 
@@ -476,13 +478,11 @@ def test_parse_lines():
 def test_the_compact_command_says_how_to_serve_an_app_log(capsys: pytest.CaptureFixture[str]):
     from ctxkit.cli.compact import _with_recall_tool
     from ctxkit.compaction import CompactSettings
+    from ctxkit.recall_tool import serving_hint
 
     settings = CompactSettings(limit=1000)
     assert _with_recall_tool(settings, "claude-code", "small.jsonl.ctx.db") is settings
-    where = os.path.abspath("small.jsonl.ctx.db")
     assert capsys.readouterr().err == (
-        "ctxkit: claude-code files carry no tool schemas; serve recall over MCP instead: "
-        f"ctxkit mcp --archive {where} (Claude Code: claude mcp add ctxkit -- ctxkit mcp "
-        f"--archive {where})\n"
+        f"ctxkit: claude-code files carry no tool schemas; {serving_hint('small.jsonl.ctx.db')}\n"
     )
     assert _with_recall_tool(settings, "openai", "x.db").added_tools == (recall_tool_for("openai"),)
