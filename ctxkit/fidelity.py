@@ -313,9 +313,15 @@ def summary_after_first_request(original: Transcript, compacted: Transcript) -> 
     if not summaries:
         return True
     first = next((u for u in original.units if is_user_request(u)), None)
+    opening = next((u for u in original.units if u.role != "system"), None)
     for u in compacted.units:
         if id(u) in summaries:
-            return False
+            # A transcript that opens with an earlier compaction's summary (Claude Code's, read
+            # from its last compaction on) has no request before it: the new summary rolls it
+            # in and takes its place at the top.
+            return opening is not None and opening.type == "summary" and opening.id not in {
+                v.id for v in compacted.units
+            }
         if (
             first is not None
             and u.role == "user"

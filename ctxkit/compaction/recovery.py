@@ -31,8 +31,8 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
     """The last request verbatim, or, when it alone cannot fit, offloaded: the archive keeps it
     whole and the context keeps as much of its head and tail as fits, with the ref."""
     tok = state.ctx.tokenizer
-    if tok.count(request.content) <= room:
-        return request
+    if tok.count(request.content) <= room or tok.count(request.content) <= 2 * MIN_CUT_NOTE_TOKENS:
+        return request  # fits, or too short for a note and a useful part of it to beat it
     ref = archive_unit(state, request)
     text = request.content
 
@@ -57,6 +57,7 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
     )
 
 
+MIN_CUT_NOTE_TOKENS = 48  # about what the note of a shortened request costs
 MIN_HANDOVER_TOKENS = 120  # below this a handover says too little to be worth the room
 
 
@@ -72,13 +73,22 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     """
     system = [u for u in original if u.role == "system"]
     first = next((u for u in original if structure.is_user_request(u)), None)
-    for tail in _recent_suffixes(state, original):
-        kept_ids = {u.id for u in tail}
-        # The first request stays word for word ahead of the handover when it fits, as after
-        # a summary: the task in the user's words, then what became of it.
-        heads = [[first], []] if first is not None and first.id not in kept_ids else [[]]
-        for head in heads:
-            ids = kept_ids | {u.id for u in head}
+    # The first request stays word for word ahead of the handover when it fits, as after a
+    # summary (the task in the user's words, then what became of it): every recent run is
+    # tried with it before any is tried without it.
+    for with_first in (True, False):
+        for tail in _recent_suffixes(state, original):
+            head: list[Unit] = []
+            if first is not None and tail and tail[0].id == first.id:
+                tail, head = tail[1:], [first]  # it is the last request too: it must stay
+            elif first is not None and first.id not in {u.id for u in tail}:
+                if with_first:
+                    head = [first]
+            elif not with_first:
+                continue  # tried already
+            if not tail:
+                continue
+            ids = {u.id for u in tail} | {u.id for u in head}
             dropped = [u for u in original if u.role != "system" and u.id not in ids]
             fitted = _with_handover(state, original, [*system, *head], dropped, tail, options)
             if fitted is not None:
@@ -100,15 +110,33 @@ def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Un
     sizes = state.with_units(current).units_tokens()
     system_tokens = state.with_units([u for u in state.units if u.role == "system"]).tokens()
     p1 = [u for u in original if u.is_p1 and u.role != "system"]
-    tries = 0
-    for start, _end in structure.blocks(current):  # longest suffix first
-        if start > request_at or tries >= MAX_SUFFIX_TRIES:
-            return
-        tail = current[start:]
+    room = state.target - system_tokens
+
+    def fits(tail: list[Unit], tokens: int) -> bool:
         kept = {u.id for u in tail}
         # The handover must name every P1 unit it drops: at least its id on a line.
         p1_cost = sum(tok.count(u.id) + 4 for u in p1 if u.id not in kept)
-        if sum(sizes[start:]) + p1_cost + MIN_HANDOVER_TOKENS <= state.target - system_tokens:
+        return tokens + p1_cost + MIN_HANDOVER_TOKENS <= room
+
+    tries = 0
+    spans = structure.blocks(current)
+    for start, _end in spans:  # longest suffix first
+        if start > request_at or tries >= MAX_SUFFIX_TRIES:
+            break
+        if fits(current[start:], sum(sizes[start:])):
+            tries += 1
+            yield current[start:]
+    # The work since the last request is larger than the goal (one long agent turn): keep the
+    # request and the latest steps of that turn that fit; the handover covers the steps between.
+    request = current[request_at]
+    tries = 0
+    for start, _end in spans:
+        if start <= request_at:
+            continue
+        if tries >= MAX_SUFFIX_TRIES:
+            return
+        tail = [request, *current[start:]]
+        if fits(tail, sizes[request_at] + sum(sizes[start:])):
             tries += 1
             yield tail
 
@@ -168,9 +196,7 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
 
     system = [u for u in original if u.role == "system"]
     last_i = _last_request_index(original)
-    body = [u for i, u in enumerate(original) if u.role != "system" and i != last_i]
-    refs = [archive_unit(state, u) for u in body]
-    p1 = [u for u in body if u.is_p1]
+    first_i = next((i for i, u in enumerate(original) if structure.is_user_request(u)), None)
     tok = state.ctx.tokenizer
     base = state.with_units(system)
     room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
@@ -181,6 +207,17 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
             state, original[last_i], max(0, room - min(options.handover_tokens, 160))
         )
         room -= tok.count(request.content)
+    # The first request leads, word for word, when a small handover still fits after it.
+    lead: list[Unit] = []
+    if first_i is not None and first_i != last_i:
+        size_first = state.with_units([original[first_i]]).units_tokens()[0]
+        if size_first + MIN_HANDOVER_TOKENS // 2 <= room:
+            lead = [original[first_i]]
+            room -= size_first
+    skip = {last_i, first_i if lead else None}
+    body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
+    refs = [archive_unit(state, u) for u in body]
+    p1 = [u for u in body if u.is_p1]
     # The handover gets what the system prompt and the last request leave, up to its own size;
     # the summarizer's length is approximate, so shrink it until the whole fits.
     size = max(16, min(options.handover_tokens, room))
@@ -195,7 +232,10 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
             content=text,
             meta={"refs": refs, "strategy": "fresh_start"},
         )
-        units = [*system, summary, *([request] if request is not None else [])]
+        if request is not None and last_i == first_i:
+            units = [*system, request, summary]  # the only request: the task, then the handover
+        else:
+            units = [*system, *lead, summary, *([request] if request is not None else [])]
         candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
         over = candidate.tokens() - state.target
         if over <= 0 or size <= 16:

@@ -28,7 +28,6 @@ from ctxkit.strategies.base import (
     make_ref,
     merged,
     protected,
-    user_messages_kept,
 )
 
 NAME = "summarize_old"
@@ -85,14 +84,39 @@ def preamble(n_units: int, n_tokens: int, refs: Sequence[str]) -> str:
     )
 
 
-def verbatim_section(requests: Sequence[Unit]) -> str:
+def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     """The user's own messages, word for word, oldest first."""
     from ctxkit.summarize import USER_MESSAGES_TITLE
 
     if not requests:
         return ""
-    body = "\n".join(f"- {u.content}" for u in requests)
+    texts = [r if isinstance(r, str) else r.content for r in requests]
+    body = "\n".join(f"- {text}" for text in texts)
     return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first)\n{body}"
+
+
+def _quoted(
+    units: Sequence[Unit], first: int, gone: Sequence[int], cut: int, previous: Sequence[Unit], state: State
+) -> list[tuple[str, str]]:
+    """(id, text) of the user messages a summary quotes word for word: those of the span and
+    those an earlier summary in the span quoted, as far as the user-message budget holds them
+    counting newest first over every user message of the conversation (`newest_within`)."""
+    from ctxkit.structure import is_user_request
+    from ctxkit.summarize import newest_within, user_message_budget
+
+    def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
+        return [(units[i].id, units[i].content) for i in indices if is_user_request(units[i]) and units[i].content.strip()]
+
+    gone_set = set(gone)
+    earlier = requests([i for i in range(first, cut) if i < gone[0]])
+    carried = [(str(q[0]), str(q[1])) for u in previous for q in u.meta.get("verbatim", ())]
+    span = requests(gone)
+    later = requests([i for i in range(gone[0], len(units)) if i not in gone_set])
+    sequence = [*earlier, *carried, *span, *later]
+    tok = state.ctx.tokenizer
+    chosen = set(newest_within([tok.count(text) for _, text in sequence], user_message_budget(state.target)))
+    lo = len(earlier)
+    return [sequence[k] for k in range(lo, lo + len(carried) + len(span)) if k in chosen]
 
 
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
@@ -113,7 +137,6 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     if longest <= first:
         return None
     keep = protected(state)
-    word_for_word = user_messages_kept(state)  # quoted whole when they fall in the span
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     def build(cut: int, refs_of: Any) -> State | None:
@@ -123,8 +146,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             return None
         previous = [units[i] for i in gone if units[i].type == "summary"]
         previous_text = "\n\n".join(u.content for u in previous) or None
-        quoted = [units[i] for i in gone if i in word_for_word]
-        quoted_ids = {u.id for u in quoted}
+        quoted = _quoted(units, first, gone, cut, previous, state)
+        quoted_ids = {uid for uid, _ in quoted}
         body = [units[i] for i in gone if units[i].type != "summary" and units[i].id not in quoted_ids]
         summarizer = state.ctx.summarizer
         if summarizer is None:
@@ -137,7 +160,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
         gone_tokens = sum(tokens[i] for i in gone)
-        parts = [preamble(len(gone), gone_tokens, refs), text.strip(), verbatim_section(quoted)]
+        parts = [preamble(len(gone), gone_tokens, refs), text.strip(), verbatim_section([t for _, t in quoted])]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
             id=f"ctxkit-summary-{digest}",
@@ -149,7 +172,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "refs": all_refs,
                 "strategy": NAME,
                 "summarized_ids": [units[i].id for i in gone],
-                "verbatim_ids": sorted(quoted_ids),
+                "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
         # Protected units from before the first summarized one (the first request) precede
