@@ -200,7 +200,7 @@ def run_peer(
             and last.id in by_id
             and by_id[last.id].content == last.content,
         )
-        row.update(_fidelity(t, result, tok))
+        row.update(_fidelity(t, result, tok, goal))
         truth = t.metadata.get("ground_truth")
         if truth:
             has_archive = peer in ("ctxkit", "mask_observations")
@@ -219,12 +219,14 @@ def run_peer(
     return row
 
 
-def _fidelity(t: Transcript, result: Transcript, tok: Any) -> dict[str, Any]:
-    """The fidelity table's measures of one run (`ctxkit.fidelity`); needles are `run_peer`'s."""
+def _fidelity(t: Transcript, result: Transcript, tok: Any, goal: int) -> dict[str, Any]:
+    """The fidelity table's measures of one run (`ctxkit.fidelity`); needles are `run_peer`'s.
+    "In budget": the user messages the engine's budget for `goal` promises to keep."""
     from ctxkit import fidelity
+    from ctxkit.summarize import user_message_budget
 
     trail = fidelity.files_trail(t, result)
-    users = fidelity.user_verbatim(t, result, count=tok.count)
+    users = fidelity.user_verbatim(t, result, user_message_budget(goal), count=tok.count)
     return {
         "files_trail_kept": trail.kept,
         "files_trail_total": trail.total,
