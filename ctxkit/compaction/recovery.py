@@ -192,7 +192,6 @@ def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit]) -> 
 
 def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
     """System units + a handover naming every P1 unit + the last user request verbatim."""
-    from ctxkit.summarize import handover
 
     system = [u for u in original if u.role == "system"]
     last_i = _last_request_index(original)
@@ -207,13 +206,37 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
             state, original[last_i], max(0, room - min(options.handover_tokens, 160))
         )
         room -= tok.count(request.content)
-    # The first request leads, word for word, when a small handover still fits after it.
-    lead: list[Unit] = []
+    # The first request leads, word for word, when a small handover still fits after it;
+    # else the handover stands for it too.
+    leads: list[list[Unit]] = [[]]
     if first_i is not None and first_i != last_i:
         size_first = state.with_units([original[first_i]]).units_tokens()[0]
         if size_first + MIN_HANDOVER_TOKENS // 2 <= room:
-            lead = [original[first_i]]
-            room -= size_first
+            leads.insert(0, [original[first_i]])
+    candidate = state
+    for lead in leads:
+        candidate = _minimal(state, original, options, system, lead, request, last_i, first_i,
+                             room - sum(state.with_units(lead).units_tokens()) if lead else room)
+        if candidate.fits():
+            break
+    return candidate
+
+
+def _minimal(
+    state: State,
+    original: Sequence[Unit],
+    options: ChainOptions,
+    system: list[Unit],
+    lead: list[Unit],
+    request: Unit | None,
+    last_i: int | None,
+    first_i: int | None,
+    room: int,
+) -> State:
+    """The minimal form with this lead: the handover shrunk until the whole fits (or 16)."""
+    from ctxkit.summarize import handover
+
+    tok = state.ctx.tokenizer
     skip = {last_i, first_i if lead else None}
     body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
     refs = [archive_unit(state, u) for u in body]
