@@ -194,6 +194,15 @@ def file_actions(units: Sequence[Unit]) -> dict[str, list[str]]:
         for path in _paths_in(u.content):
             if path not in actions:
                 add(path, "mentioned")
+    # "paneCreation.ts" beside "/repo/src/utils/paneCreation.ts" is the same file: one line
+    full = [p for p in actions if "/" in p]
+    for short in [p for p in actions if "/" not in p.lstrip("./")]:
+        name = short.lstrip("./")
+        owner = next((p for p in full if p.endswith("/" + name)), None)
+        if owner is not None:
+            for action in actions.pop(short):
+                if action not in actions[owner]:
+                    actions[owner].append(action)
     return actions
 
 

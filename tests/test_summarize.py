@@ -256,3 +256,10 @@ def test_handover_without_the_last_request() -> None:
     without = handover(units, 300, tok=TOK, include_last_request=False)
     assert "## Last request" not in without
     assert "p1" in without and TOK.count(without) <= 300
+
+
+def test_a_file_named_short_and_in_full_is_one_file() -> None:
+    edit = Unit("a", "assistant", tool_calls=[ToolCall("c", "Edit", json.dumps(
+        {"file_path": "/repo/src/utils/pane.ts", "old_string": "import x from './pane.ts'", "new_string": "y"}))])
+    read = Unit("b", "assistant", tool_calls=[ToolCall("d", "Read", json.dumps({"file_path": "/repo/src/types.ts"}))])
+    assert files_touched([edit, read]) == ["/repo/src/utils/pane.ts", "/repo/src/types.ts"]
