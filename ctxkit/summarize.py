@@ -195,7 +195,7 @@ def file_actions(units: Sequence[Unit]) -> dict[str, list[str]]:
             if path not in actions:
                 add(path, "mentioned")
     # "paneCreation.ts" beside "/repo/src/utils/paneCreation.ts" is the same file: one line
-    full = [p for p in actions if "/" in p]
+    full = [p for p in actions if "/" in p.lstrip("./")]
     for short in [p for p in actions if "/" not in p.lstrip("./")]:
         name = short.lstrip("./")
         owner = next((p for p in full if p.endswith("/" + name)), None)

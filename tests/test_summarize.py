@@ -263,3 +263,9 @@ def test_a_file_named_short_and_in_full_is_one_file() -> None:
         {"file_path": "/repo/src/utils/pane.ts", "old_string": "import x from './pane.ts'", "new_string": "y"}))])
     read = Unit("b", "assistant", tool_calls=[ToolCall("d", "Read", json.dumps({"file_path": "/repo/src/types.ts"}))])
     assert files_touched([edit, read]) == ["/repo/src/utils/pane.ts", "/repo/src/types.ts"]
+
+
+def test_relative_short_names_fold_into_their_full_path_once() -> None:
+    call = Unit("a", "assistant", tool_calls=[ToolCall("c", "Edit", json.dumps(
+        {"file_path": "/repo/src/types.js", "old_string": "from '../types.js' and './types.js' and types.js", "new_string": ""}))])
+    assert files_touched([call]) == ["/repo/src/types.js"]
