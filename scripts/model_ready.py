@@ -341,7 +341,7 @@ def file_row(entry: dict[str, Any]) -> list[str]:
 
 
 def table(rows: Sequence[Sequence[str]], headers: Sequence[str]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows if i < len(r))) for i, h in enumerate(headers)]
+    widths = [max([len(h), *(len(r[i]) for r in rows if i < len(r))]) for i, h in enumerate(headers)]
     out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
     for r in rows:
