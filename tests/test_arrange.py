@@ -57,10 +57,7 @@ def test_after_tool_results_a_note_before_an_assistant_step_joins_them() -> None
 
 
 def test_read_units_are_never_made_up() -> None:
-    (t,) = list(read_path(sorted(glob.glob("/work/shared/realdata/openai-chat/*.json"))[0])) if glob.glob(
-        "/work/shared/realdata/openai-chat/*.json") else [None]
-    if t is None:
-        pytest.skip("no real data beside the checkout")
+    (t,) = list(read_path(_real("openai-chat", ".json")))
     assert not any(made_up(u) for u in t.units)
 
 
@@ -84,8 +81,9 @@ def test_give_back_restores_newest_first_within_the_goal() -> None:
     assert give_back(tight, original) is tight
 
 
+REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 REAL = sorted(
-    f for f in glob.glob("/work/shared/realdata/*/*")
+    f for f in glob.glob(str(REALDATA / "*" / "*"))
     if any(k in f for k in ("/claude-code/", "/codex/", "/openai-chat/", "/anthropic-messages/", "/mini-swe-agent/"))
 )
 
@@ -111,3 +109,50 @@ def test_real_transcripts_compacted_to_a_third_alternate_and_land_on_the_target(
         assert original_ids.index(b.id) == original_ids.index(a.id) + 1 or a.role == "tool" or b.role == "tool"
     if result.recovery is None and result.target < n:
         assert 0.8 <= result.tokens_after / result.target <= 1.0
+
+
+def test_neighbouring_run_placeholders_become_one() -> None:
+    def run(uid: str, ids: list[str]) -> Unit:
+        return Unit(uid, "user", "placeholder", f"[{len(ids)} earlier messages archived as ref-{uid}]",
+                    meta={"strategy": "discard_low_rel", "refs": [f"ref-{uid}"], "removed_ids": ids})
+
+    units = [Unit("q", "user", content="go"), Unit("a", "assistant", content="ok"), run("p1", ["x"]), run("p2", ["y", "z"]),
+             Unit("q2", "user", content="next")]
+    out = arrange(units)
+    assert [u.id for u in out] == ["q", "a", "p1", "q2"]
+    merged = out[2]
+    assert merged.meta["removed_ids"] == ["x", "y", "z"] and merged.meta["refs"] == ["ref-p1", "ref-p2"]
+    assert "ref-p1" in merged.content and "ref-p2" in merged.content
+
+
+def _real(folder: str, part: str) -> str:
+    hits = sorted(f for f in glob.glob(str(REALDATA / folder / "*")) if part in f)
+    if not hits:
+        pytest.skip("no real data beside the checkout")
+    return hits[0]
+
+
+def test_a_compacted_claude_code_log_reads_back_with_its_first_request_apart(tmp_path: Path) -> None:
+    """The summary joined to the first request in one record (isCompactSummary) reads back as
+    the request and the summary, so a second compaction keeps the request word for word."""
+    import io
+
+    from ctxkit.formats import read_text, write_transcripts
+
+    (t,) = list(read_path(_real("claude-code", "applab-nl__dmux")))
+    n = count_transcript(t, TOK).total
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK), archive=archive)
+    out = io.StringIO()
+    write_transcripts([result.transcript], out)
+    (back,) = read_text(out.getvalue(), "claude-code")
+    first = next(u for u in t.units if u.role == "user" and u.type != "summary")
+    assert back.units[0].content == first.content and back.units[0].type != "summary"
+    assert back.units[1].type == "summary" and back.units[1].content.startswith("[This session continues")
+
+
+def test_a_target_below_the_system_prompt_is_said() -> None:
+    (t,) = list(read_path(_real("openai-chat", "idx065")))
+    n = count_transcript(t, TOK).total
+    result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
+    assert "below the system prompt and tool schemas" in result.summary_line()

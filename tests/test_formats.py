@@ -313,12 +313,8 @@ def test_realdata_round_trip(realdata: Path, folder: str) -> None:
         ts = list(read_path(str(path)))
         out = written(ts)
         original = orjson.loads(path.read_bytes())
-        if folder == "mini-swe-agent":
-            # The final `exit` record goes out as what it was read as, the result of the last
-            # call: chat APIs know no such role.
-            last = original["messages"][-1]
-            last["role"] = "tool"
-            last["tool_call_id"] = original["messages"][-2]["tool_calls"][-1]["id"]
+        # record for record, mini-swe-agent's final `exit` role included: only a changed
+        # (compacted) transcript is rewritten in roles the API takes
         assert orjson.loads(out) == original
         again = read_text(out, path=str(path))
         assert [fields(t) for t in again] == [fields(t) for t in ts]
@@ -835,6 +831,9 @@ def test_exit_without_an_open_call_is_an_assistant_message() -> None:
             {"role": "exit", "content": "diff", "extra": {"exit_status": "Submitted"}}]
     (t,) = read_text(json.dumps({"trajectory_format": "mini-swe-agent-1", "messages": msgs}))
     assert (t.units[-1].role, t.units[-1].meta["source_role"]) == ("assistant", "exit")
+    # unchanged, it is written back as read; once changed, in a role the API takes
+    assert orjson.loads(written(t))["messages"][-1] == msgs[-1]
+    t.units[0] = t.units[0].replace(content="go on")
     assert orjson.loads(written(t))["messages"][-1] == {**msgs[-1], "role": "assistant"}
 
 

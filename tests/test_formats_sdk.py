@@ -119,7 +119,10 @@ def test_realdata_written_in_every_format_is_valid(realdata: Path, name: str) ->
     ts = list(read_path(str(realdata / name)))
     own = ts[0].source_format
     text = written(ts)  # the default: the input's own format
-    assert new_problems(own, text, ts) == []
+    # Read and written back unchanged, a file keeps what the API would refuse in it already
+    # (mini-swe-agent's final `exit` role); nothing else may be wrong.
+    before = set(problems(own, (realdata / name).read_text(encoding="utf-8")))
+    assert [p for p in new_problems(own, text, ts) if p not in before] == []
     back = read_text(text, own, path=name)
     assert [carried(b, own, same=True) for b in back] == [carried(t, own, same=True) for t in ts]
     for fmt in CHECKED:

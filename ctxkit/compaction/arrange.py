@@ -80,10 +80,35 @@ def _turn_role(u: Unit | None) -> str | None:
     return "assistant" if u.role == "assistant" else "user"
 
 
+def _merge_runs(units: Sequence[Unit]) -> list[Unit]:
+    """Placeholders of removed runs that ended up next to each other (two strategies removed
+    neighbouring blocks) become one: one note, not two turns."""
+    out: list[Unit] = []
+    for u in units:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and made_up(prev)
+            and made_up(u)
+            and prev.type == u.type == "placeholder"
+            and prev.meta.get("removed_ids")
+            and u.meta.get("removed_ids")
+        ):
+            meta = {
+                **prev.meta,
+                "refs": [*prev.meta.get("refs", ()), *u.meta.get("refs", ())],
+                "removed_ids": [*prev.meta["removed_ids"], *u.meta["removed_ids"]],
+            }
+            out[-1] = prev.replace(content=f"{prev.content} {u.content}", meta=meta)
+            continue
+        out.append(u)
+    return out
+
+
 def arrange(units: Sequence[Unit]) -> list[Unit]:
     """Roles and joins for the made-up units (see the module docstring); other units unchanged
     except a user turn that must join a made-up user unit opening the conversation."""
-    out = list(units)
+    out = _merge_runs(units)
     for i, u in enumerate(out):
         if not made_up(u):
             continue

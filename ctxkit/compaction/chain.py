@@ -153,8 +153,13 @@ def compact(
             f"{transcript.id}: limit {limit:,} is below what no strategy can remove: the "
             f"system prompt and tool schemas alone take {floor:,} tokens"
         )
+    goal_note = ""
     if floor > goal:
         # The limit holds the system prompt but the goal below it does not: aim for the limit.
+        goal_note = (
+            f"the target {goal:,} is below the system prompt and tool schemas ({floor:,} tokens), "
+            f"which no strategy may touch: aimed for the limit {limit:,}"
+        )
         notify(
             "detection",
             f"target {goal:,} is below the system prompt and tool schemas ({floor:,} tokens); "
@@ -186,6 +191,7 @@ def compact(
             p1_kept=p1_kept,
             invariants={"ok": True, "violations": []},
             time_ms=(time.perf_counter() - started) * 1000,
+            note=goal_note,
         )
 
     if archive is not None:
@@ -336,6 +342,7 @@ def compact(
         invariants={"ok": not violations, "violations": violations},
         time_ms=(time.perf_counter() - started) * 1000,
         coherence=final_coherence,
+        note=goal_note,
     )
 
 

@@ -239,6 +239,9 @@ def _minimal(
     tok = state.ctx.tokenizer
     skip = {last_i, first_i if lead else None}
     body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
+    if not body:  # nothing to hand over: the requests alone
+        kept = [*system, *lead, *([request] if request is not None else [])]
+        return State(units=tuple(kept), target=state.target, ctx=state.ctx, in_recovery=True)
     refs = [archive_unit(state, u) for u in body]
     p1 = [u for u in body if u.is_p1]
     # The handover gets what the system prompt and the last request leave, up to its own size;
@@ -247,7 +250,10 @@ def _minimal(
     candidate = state
     head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
     for _ in range(6):
-        text = head + "\n" + handover(body, target_tokens=size, p1_units=p1, tok=tok)
+        body_text = handover(body, target_tokens=size, p1_units=p1, tok=tok).strip()
+        if not body_text:
+            head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
+        text = f"{head}\n{body_text}" if body_text else head
         summary = Unit(
             id="ctxkit-handover",
             role="user",

@@ -92,6 +92,7 @@ class CompactResult:
     invariants: dict[str, Any]
     time_ms: float
     coherence: float | None = None
+    note: str = ""  # what the one line must add (a goal the engine could not aim for)
 
     @property
     def strategies_applied(self) -> list[str]:
@@ -112,12 +113,13 @@ class CompactResult:
 
     def summary_line(self) -> str:
         """The one line for people: "Context reduced 18,432 -> 3,420 / 5,000 tokens (offload)"."""
+        tail = f"; {self.note}" if self.note else ""
         if not self.changed:
-            return f"Context fits: {self.tokens_before:,} / {self.limit:,} tokens (unchanged)"
+            return f"Context fits: {self.tokens_before:,} / {self.limit:,} tokens (unchanged){tail}"
         used = ", ".join(self.strategies_applied) or "no strategy"
         return (
             f"Context reduced {self.tokens_before:,} -> {self.tokens_after:,} / "
-            f"{self.limit:,} tokens ({used})"
+            f"{self.limit:,} tokens ({used}){tail}"
         )
 
     def report(self) -> dict[str, Any]:

@@ -179,7 +179,15 @@ def read(records: list[Any], src: Source) -> Transcript:
                 k += 1
             else:
                 rest.append(block)
-        if rest or not content:
+        text_blocks = [b for b in rest if isinstance(b, dict) and b.get("type") == "text"]
+        if summary and k == 0 and len(text_blocks) == len(rest) >= 2:
+            # A request and the summary joined to it in one record (as ctxkit writes them): the
+            # request stays a request, the last block is the summary.
+            head, _ = blocks_text(rest[:-1], src=src)
+            tail, images = blocks_text(rest[-1:], src=src)
+            units.append(_user(uid, head, 0, ts, rec, i, meta, False))
+            units.append(_user(f"{uid}#1", tail, images, ts, rec, i, meta, True))
+        elif rest or not content:
             text, images = blocks_text(rest, src=src)
             units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
     for u in units:

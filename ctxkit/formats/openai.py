@@ -236,11 +236,15 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     A unit marked to join the message before goes in that message; a unit that holds only
     reasoning is no chat message."""
     same = t.source_format == NAME
+    # A transcript read and not changed (one that fit, or one `expand` restored) is written
+    # back record for record, roles the API does not take included; a changed one goes to a
+    # model, so every record gets a role the API takes.
+    verbatim = same and all(u.raw is not None for u in t.units)
     records: list[Any] = []
     built: list[dict[str, Any]] = []  # the records built here (not a source's)
     for raw, run in raw_groups(t.units):
         if raw is not None and same:
-            if isinstance(raw, dict) and raw.get("role") not in API_ROLES:
+            if isinstance(raw, dict) and raw.get("role") not in API_ROLES and not verbatim:
                 raw = {**raw, "role": run[0].role}
                 if run[0].role == "tool":
                     raw["tool_call_id"] = run[0].tool_call_id

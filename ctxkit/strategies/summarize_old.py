@@ -75,12 +75,15 @@ def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int
     return by_block if block_covered > turn_covered else by_turn
 
 
-def preamble(n_units: int, n_tokens: int, refs: Sequence[str]) -> str:
-    """The line that opens a summary: what this is, for a model reading the context cold."""
+def preamble(n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bool = True) -> str:
+    """The line that opens a summary: what this is, for a model reading the context cold
+    (`summarized` False: nothing follows it, the messages are only archived)."""
+    what = "message" if n_units == 1 else "messages"
+    how = "are summarized below and archived" if summarized else "are archived"
     return (
         f"[This session continues from earlier work that was compacted to fit the context: "
-        f"{n_units} earlier messages ({fmt_int(n_tokens)} tokens) are summarized below and "
-        f"archived as {fmt_refs(list(refs), limit=3)}. The messages after this summary are verbatim.]"
+        f"{n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as "
+        f"{fmt_refs(list(refs), limit=3)}. The messages after this summary are verbatim.]"
     )
 
 
@@ -160,7 +163,9 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
         gone_tokens = sum(tokens[i] for i in gone)
-        parts = [preamble(len(gone), gone_tokens, refs), text.strip(), verbatim_section([t for _, t in quoted])]
+        quotes = verbatim_section([t for _, t in quoted])
+        head = preamble(len(gone), gone_tokens, refs, summarized=bool(text.strip() or quotes))
+        parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
             id=f"ctxkit-summary-{digest}",
