@@ -434,3 +434,14 @@ def test_text_keeps_fenced_code_blocks_whole() -> None:
     assert "```python\nx0 = compute(0)" in wider and wider.count("```") % 2 == 0
     # a kept fence still opens a line, so it is still a fence
     assert all(line.startswith("```") for line in wider.splitlines() if "```" in line)
+
+
+def test_a_cut_log_keeps_the_exception_line_of_its_traceback() -> None:
+    from ctxkit.compress.log import compress_log
+    from ctxkit.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    frames = "".join(f'  File "/app/mod{i}.py", line {i}, in f{i}\n    call_{i}()\n' for i in range(40))
+    log = "running tests\n" + "\n".join(f"step {i} ok" for i in range(60)) + "\nTraceback (most recent call last):\n" + frames + "ModuleNotFoundError: No module named 'django.db.connections'\n" + "\n".join(f"warning: cleanup step {i} failed, retrying" for i in range(30))
+    short = compress_log(log, 60, tok)
+    assert "ModuleNotFoundError: No module named 'django.db.connections'" in short

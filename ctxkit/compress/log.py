@@ -38,6 +38,7 @@ _IMPORTANT = re.compile(
 
 
 _HAS_WORD = re.compile(r"[^\W_]")
+_EXCEPTION = re.compile(r"^\s*(?:E\s+)?[\w.]*(?:Error|Exception)\b:?")
 
 
 def _runs(lines: Sequence[str]) -> list[tuple[int, int]]:
@@ -105,10 +106,13 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
     if first is not None:
         keep.add(first)
         used += counts[first]
-    # errors first, the latest ones before the earliest, except the very first error
+    # errors first: the exception lines themselves ("KeyError: 'x'", what a traceback ends on),
+    # then the latest before the earliest, except the very first error
     order = sorted(must, reverse=True)
     if order:
         order = [order[-1], *order[:-1]]
+    named = [i for i in order if _EXCEPTION.match(entries[i])]
+    order = [*named, *(i for i in order if i not in set(named))]
     for i in order:
         if used + counts[i] > budget:
             continue

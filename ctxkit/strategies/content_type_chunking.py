@@ -145,7 +145,8 @@ def content_type_chunking(state: State, params: Mapping[str, Any]) -> State | No
             continue
         short = compress(unit.content, kind, ratio, tok)
         after = tok.count(short)
-        what = describe(unit, names)
+        # what was shortened: the text (a call beside it is never touched)
+        what = describe(unit.replace(tool_calls=[]), names) if unit.tool_calls else describe(unit, names)
         json_content = kind == "json"
         probe = _with_note(short, note(what, before, after, REF_PROBE), json_content)
         # never longer than the original, in tokens or in bytes
