@@ -156,3 +156,18 @@ def test_a_target_below_the_system_prompt_is_said() -> None:
     n = count_transcript(t, TOK).total
     result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
     assert "below the system prompt and tool schemas" in result.summary_line()
+
+
+def test_a_target_too_small_for_the_last_request_is_said() -> None:
+    from ctxkit.model import Transcript
+
+    t = Transcript(units=[
+        Unit("s", "system", content="You are a helpful assistant."),
+        Unit("q1", "user", content="What is the capital of France? Please answer in one word."),
+        Unit("a1", "assistant", content="Paris. It has been the capital for centuries and is the largest city."),
+        Unit("q2", "user", content="And which river runs through it, and how long is that river in kilometres?"),
+    ])
+    n = count_transcript(t, TOK).total
+    result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
+    assert result.tokens_after > result.target
+    assert "cannot hold" in result.summary_line() and result.transcript.units[-1].content == t.units[-1].content

@@ -316,6 +316,11 @@ def compact(
                 f"{transcript.id}: even after {recovery} the transcript takes "
                 f"{state.tokens():,} tokens, above the limit {limit:,}"
             )
+        if not state.fits() and not goal_note:
+            goal_note = (
+                f"the target {goal:,} cannot hold the system prompt, the last request and a "
+                f"handover ({state.tokens():,} tokens); within the limit {limit:,}"
+            )
 
     result_t = transcript.replace(units=arrange(state.units), tools=tools)
     after = count_transcript(result_t, tok, copts)
