@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.bench import PEER_COLUMNS, PEER_LABELS, fmt_value
+from ctxkit.bench import PEER_COLUMNS, fmt_value
+from ctxkit.bench.render import peer_rows
 
 
 def fmt(x: Any) -> str:
@@ -60,21 +61,8 @@ def render(report: dict[str, Any]) -> str:
             ],
         )
         if name == "quality" and s["summary"]:
-            cols = [c for c in PEER_COLUMNS if any(c[0] in r for r in s["summary"])]
-            rows = []
-            for r in s["summary"]:
-                vals = []
-                for key, _h in cols:
-                    v = r.get(key)
-                    if key in ("fits", "last_request_kept"):
-                        v = f"{v}/{r['transcripts']}"
-                    elif key == "all_p1_kept":
-                        v = f"{v}/{r['transcripts_with_p1']}" if r["transcripts_with_p1"] else None
-                    elif key == "peer":
-                        v = PEER_LABELS.get(str(v), v)
-                    vals.append(v)
-                rows.append(vals)
-            lines += ["", *table([h for _k, h in cols], rows)]
+            headers, rows = peer_rows(s["summary"], PEER_COLUMNS)
+            lines += ["", *table(headers, rows)]
         if name == "compact" and s["rows"]:
             lines += [""]
             lines += table(

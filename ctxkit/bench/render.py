@@ -79,7 +79,7 @@ FIDELITY_COLUMNS = (
 )
 
 
-def _peer_rows(
+def peer_rows(
     summary: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
 ) -> tuple[list[str], list[list[Any]]]:
     """The headers and rows of a per-peer table: the columns some summary line has."""
@@ -118,9 +118,9 @@ def render_table(report: BenchReport) -> str:
             )
         if name == "quality" and s.summary:
             lines.append("")
-            lines += _table(*_peer_rows(s.summary, PEER_COLUMNS))
+            lines += _table(*peer_rows(s.summary, PEER_COLUMNS))
             lines += ["", "fidelity (share kept; per transcript, then averaged):"]
-            lines += _table(*_peer_rows(s.summary, FIDELITY_COLUMNS))
+            lines += _table(*peer_rows(s.summary, FIDELITY_COLUMNS))
         elif name == "scale" and s.rows:
             lines.append("")
             lines += _table(
