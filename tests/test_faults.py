@@ -528,7 +528,9 @@ def test_sigint_during_start_up_is_quiet(work: Path, delay_s: float) -> None:
     if b"Fatal Python error: init_import_site" in err:
         return  # the interpreter's own start-up (site.py), before any ctxkit code runs
     assert b"Traceback" not in err, err.decode()
-    finished = proc.returncode == 0 and delay_s >= 1.0  # a late signal may find it done
+    # a signal may find the run already done (a fast machine finishes within the delay): a
+    # clean exit is as good as a quiet interrupt, and no wall-clock threshold decides it
+    finished = proc.returncode == 0
     assert finished or proc.returncode in (130, -signal.SIGINT), err.decode()
     leftovers = [p.name for p in work.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
