@@ -527,6 +527,8 @@ def test_sigint_during_start_up_is_quiet(work: Path, delay_s: float) -> None:
     out, err = proc.communicate(timeout=120)
     if b"Fatal Python error: init_import_site" in err:
         return  # the interpreter's own start-up (site.py), before any ctxkit code runs
+    if err.rstrip().endswith(b"KeyboardInterrupt") and b"ctxkit/cli" not in err and b"ctxkit/__main__" not in err:
+        return  # runpy still importing the package (a fresh clone compiles it): no handler can exist yet
     assert b"Traceback" not in err, err.decode()
     # a signal may find the run already done (a fast machine finishes within the delay): a
     # clean exit is as good as a quiet interrupt, and no wall-clock threshold decides it
