@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 from proptest import examples, sweep
 
 from ctxkit import structure
-from ctxkit.archive import Archive, make_ref
+from ctxkit.archive.store import Archive, make_ref
 from ctxkit.compress import compress, says_something
 from ctxkit.compress.json import is_json, with_note
+from ctxkit.embedders import get_embedder
+from ctxkit.embedders.relevance import task_query
 from ctxkit.errors import ConfigError, UsageError
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.relevance import get_embedder, task_query
 from ctxkit.simulate import SCENARIOS, generate
 from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, get_strategy
 from ctxkit.strategies._runs import remove_runs, run_text

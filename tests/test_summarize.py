@@ -18,11 +18,10 @@ from ctxkit.compress import split_sentences
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Unit
 from ctxkit.structure import is_user_request
-from ctxkit.summarize import (
-    SUMMARIZERS,
+from ctxkit.summarizers import SUMMARIZERS, get_summarizer
+from ctxkit.summarizers.extractive import (
     commands_run,
     files_touched,
-    get_summarizer,
     handover,
     open_items,
     summarize_extractive,
@@ -100,7 +99,7 @@ def test_the_primary_request_is_not_an_acknowledgement() -> None:
 
 def test_a_listing_of_files_named_error_is_no_error() -> None:
     """`ls` of src/ast (OpenHands, a real run) lists error.c: a file name, not a failure."""
-    from ctxkit.summarize import error_line
+    from ctxkit.summarizers.extractive import error_line
 
     listing = ("total 24\n-rw-r--r-- 1 root root 6744 Apr 30 08:32 error.c\n"
                "-rw-r--r-- 1 root root 1203 Apr 30 08:32 failed-tests.txt\n")
@@ -110,7 +109,7 @@ def test_a_listing_of_files_named_error_is_no_error() -> None:
 
 
 def test_error_lines_are_the_exception_not_the_traceback_header() -> None:
-    from ctxkit.summarize import error_line
+    from ctxkit.summarizers.extractive import error_line
 
     trace = "Traceback (most recent call last):\n  File \"a.py\", line 3, in <module>\n    f()\nKeyError: 'price'\n"
     assert error_line(trace) == "KeyError: 'price'"

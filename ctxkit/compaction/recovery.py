@@ -150,7 +150,7 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarize import handover
+    from ctxkit.summarizers.extractive import handover
 
     tok = state.ctx.tokenizer
     refs = [archive_unit(state, u) for u in dropped]
@@ -234,7 +234,7 @@ def _minimal(
     room: int,
 ) -> State:
     """The minimal form with this lead: the handover shrunk until the whole fits (or 16)."""
-    from ctxkit.summarize import handover
+    from ctxkit.summarizers.extractive import handover
 
     tok = state.ctx.tokenizer
     skip = {last_i, first_i if lead else None}

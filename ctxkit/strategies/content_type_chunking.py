@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.archive import REF_PROBE
+from ctxkit.archive.store import REF_PROBE
 from ctxkit.compress import compress, detect_kind
 from ctxkit.compress.json import is_json, with_note
+from ctxkit.config.fields import number, plain, section, setting
 from ctxkit.model import Unit
-from ctxkit.schema import number, plain, section, setting
 from ctxkit.strategies._common import describe, is_compacted, tool_names
 from ctxkit.strategies.base import State, archive_unit, archived_as, fmt_int, merged, untouchable
 

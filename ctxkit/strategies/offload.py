@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.archive import REF_PROBE
-from ctxkit.schema import integer, plain, setting
+from ctxkit.archive.store import REF_PROBE
+from ctxkit.config.fields import integer, plain, setting
 from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 from ctxkit.strategies.base import (
     State,

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.config.fields import integer, number, plain, setting
 from ctxkit.model import Unit
-from ctxkit.schema import integer, number, plain, setting
 from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies.base import (
     State,
@@ -89,7 +89,7 @@ def preamble(n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bo
 
 def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     """The user's own messages, word for word, oldest first."""
-    from ctxkit.summarize import USER_MESSAGES_TITLE
+    from ctxkit.summarizers.extractive import USER_MESSAGES_TITLE
 
     if not requests:
         return ""
@@ -105,7 +105,7 @@ def _quoted(
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
     from ctxkit.structure import is_user_request
-    from ctxkit.summarize import newest_within, user_message_budget
+    from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
         return [(units[i].id, units[i].content) for i in indices if is_user_request(units[i]) and units[i].content.strip()]
@@ -154,7 +154,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         body = [units[i] for i in gone if units[i].type != "summary" and units[i].id not in quoted_ids]
         summarizer = state.ctx.summarizer
         if summarizer is None:
-            from ctxkit.summarize import summarize_extractive
+            from ctxkit.summarizers.extractive import summarize_extractive
 
             text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
         else:

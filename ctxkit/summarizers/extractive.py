@@ -4,7 +4,7 @@
 (the user's requests in their own words, decisions, files touched, commands and outcomes,
 errors seen, open items) filled from the units, then adds the most central sentences until
 the target length. The `llm` summarizer (an OpenAI-compatible endpoint) is registered by
-`ctxkit.llm`.
+`ctxkit.summarizers.llm`.
 """
 
 from __future__ import annotations
@@ -704,56 +704,3 @@ def p1_line(unit: Unit) -> str:
     first = next(iter(unit.content.strip().splitlines()), "")
     head = _one_line(first, P1_CHARS)
     return f"{unit.id} ({unit.type}): {head}" if head else f"{unit.id} ({unit.type})"
-
-
-SUMMARIZERS: dict[str, Summarizer] = {"extractive": summarize_extractive}
-# Every summarizer a configuration can name: the offline ones above, and `llm` (an
-# OpenAI-compatible endpoint, built with its settings by `make_summarizer`).
-SUMMARIZER_NAMES = (*SUMMARIZERS, "llm")
-
-
-def get_summarizer(name: str) -> Summarizer:
-    """The summarizer registered under `name`; unknown names list the known ones."""
-    from ctxkit.errors import unknown_name
-
-    try:
-        return SUMMARIZERS[name]
-    except KeyError:
-        raise unknown_name("summarizer", name, SUMMARIZERS) from None
-
-
-def make_summarizer(
-    name: str,
-    *,
-    llm_settings: Any = None,
-    tok: Tokenizer | None = None,
-    warn: Callable[[str], None] | None = None,
-) -> Summarizer:
-    """The summarizer the chain calls as `(units, target_tokens, previous_summary)`.
-
-    `llm` calls the OpenAI-compatible endpoint in `llm_settings` (retries are its own); when it
-    still fails, this run falls back to `extractive` and says so once through `warn` (the spec's
-    graceful degradation).
-    """
-    if name != "llm":
-        base = get_summarizer(name)
-        return lambda units, target, previous=None: base(units, target, previous, tok)
-
-    from ctxkit.errors import LLMError
-    from ctxkit.llm import summarize_llm
-
-    failed: list[str] = []
-
-    def summarize(units: Sequence[Unit], target: int, previous: str | None = None) -> str:
-        if not failed:
-            try:
-                return summarize_llm(
-                    units, llm_settings, previous_summary=previous, target_tokens=target
-                )
-            except LLMError as exc:
-                failed.append(str(exc))
-                if warn is not None:
-                    warn(f"warning: LLM summarizer failed ({exc}); using the extractive summarizer")
-        return summarize_extractive(units, target, previous, tok)
-
-    return summarize

@@ -1,0 +1,1 @@
+"""How other agents compact: when each one's auto-compaction fires (`triggers`)."""
