@@ -41,7 +41,7 @@ from ctxkit.budget import (
 )
 from ctxkit.budget.targets import resolve_target
 from ctxkit.config.file import Config
-from ctxkit.counting import RecordedUsage, recorded_usage
+from ctxkit.counting import ArchiveRef, RecordedUsage, measure
 from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
@@ -467,15 +467,17 @@ def evaluate(
     trace: Trace | None = None,
     use_usage: bool = True,
     as_agents: Sequence[str] = (),
+    archive: ArchiveRef = None,
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
     `system` is a system prompt sent before the transcript's units, `tools` the tool schemas
     sent with the call (they replace any the transcript carries), `pending` tool outputs about
     to be appended. Where the log records what the provider counted, the gap between that and
-    ctxkit's count of the same context is the `unlogged` region (what the log never shows),
-    carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
-    recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`) whose own
+    ctxkit's count of the same context is the `unlogged` region (what the log never shows), a
+    fixed region added to the count (`counting.measure`, the figure `count` and `compact` use
+    too; a file ctxkit compacted is measured on its original in `archive`, by default the one
+    beside it); `use_usage=False` ignores recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`) whose own
     auto-compaction trigger is applied to each target's window; with `do_replay` also at which
     unit each would first have compacted and how many times.
     """
@@ -506,16 +508,17 @@ def evaluate(
             counted[key] = count_transcript(t, tok, opts)
             say(f"counted with {tok.name}: {counted[key].to_dict()}")
         tc = counted[key]
-        regions = dict(tc.regions)
-        used = tc.total
-        usage = recorded_usage(t, tok, opts) if use_usage else None
+        measured = measure(t, tok, opts, usage=use_usage, archive=archive, counted=tc)
+        regions = measured.regions
+        used = measured.total
+        usage = measured.usage
         if usage is not None and usage.unlogged > 0:
-            regions["unlogged"] = usage.unlogged
-            used += usage.unlogged
             say(
                 f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
-                f"{usage.after_unit}); counted {usage.estimated} for that context; unlogged "
-                f"{usage.unlogged} carried forward"
+                f"{usage.after_unit}"
+                + (f" of the original in {usage.origin}" if usage.origin else "")
+                + f"); counted {usage.estimated} for that context; unlogged "
+                f"{usage.unlogged}, a fixed region"
             )
         plan: PendingPlan | None = None
         if pending:
@@ -531,6 +534,8 @@ def evaluate(
         result.usage = usage
         if usage is not None and usage.unlogged > 0:
             result.basis = "recorded usage"
+        if measured.note:
+            result.notes.append(measured.note)
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)

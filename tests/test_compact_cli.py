@@ -382,7 +382,8 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
 
 
 def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path: Path) -> None:
-    """tau-bench's system prompt takes 1,259 tokens: a 1,500 limit works, aiming for the limit."""
+    """tau-bench's system prompt takes 1,259 tokens: a 1,500 limit works, aiming for the most the
+    guard passes at that limit (below its compact threshold, 1,425), and the guard passes it."""
     result = _run(
         [
             "compact",
@@ -399,7 +400,23 @@ def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path:
     )
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(result.stdout)
-    assert report["target"] == 1500 and report["tokens"]["after"] <= 1500
+    assert report["target"] == 1424 and report["tokens"]["after"] <= 1424
+    guarded = _run(["guard", str(tmp_path / "o.json"), "--limit", "1500"])
+    assert guarded.exit_code == 0, guarded.stderr
+
+
+def test_limit_whose_compact_threshold_the_system_prompt_reaches_is_refused(tmp_path: Path) -> None:
+    """At a limit of 1,300 the system prompt (1,259 tokens) fits but is above the guard's compact
+    threshold (1,235): whatever compact wrote, the guard would ask for compaction again."""
+    out = tmp_path / "o.json"
+    result = _run(["compact", str(_input("tau-bench")), "--limit", "1300", "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "Error: tau-bench.in: limit 1,300 leaves no room: the system prompt and tool schemas "
+        "alone take 1,259 tokens, at or above the guard's compact threshold 1,235, so the guard "
+        "would ask for compaction again at once; raise the limit\n"
+    )
+    assert not out.exists()
 
 
 def test_report_to_stdout_needs_an_output_file() -> None:

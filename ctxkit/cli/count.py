@@ -26,7 +26,7 @@ from ctxkit.counting import (
     Breakdown,
     Calibration,
     calibrate_usage,
-    recorded_usage,
+    measure,
     region_row,
     transcript_cost,
     transcript_label,
@@ -40,7 +40,6 @@ from ctxkit.tokens import (
     REGIONS,
     CountOptions,
     Tokenizer,
-    count_transcript,
     get_tokenizer,
 )
 
@@ -97,6 +96,14 @@ CALIBRATION_NOTE = (
     "the `unlogged` region).",
 )
 @click.option(
+    "--archive",
+    "archive_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+    "archive beside it, FILE.ctx.db).",
+)
+@click.option(
     "--calibrate",
     is_flag=True,
     help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
@@ -116,6 +123,7 @@ def count(
     tools_file: str | None,
     cost_models: tuple[str, ...],
     no_usage: bool,
+    archive_path: str | None,
     calibrate: bool,
     engine: str,
     ray_opts: Any,
@@ -157,10 +165,10 @@ def count(
                 yield with_context(t, extra_system, extra_tools)
 
     if ray_opts is not None:
-        if by or cost_models or calibrate:
+        if by or cost_models or calibrate or archive_path:
             raise UsageError(
-                "--engine ray counts the regions of each conversation; --by, --cost and "
-                "--calibrate run on --engine local"
+                "--engine ray counts the regions of each conversation; --by, --cost, "
+                "--calibrate and --archive run on --engine local"
             )
         rows = _ray_rows(files, read_opts, tokenizer, opts, no_usage, extra_system,
                          extra_tools, ray_opts, stats)
@@ -184,15 +192,16 @@ def count(
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
     for t in items:
-        counted = count_transcript(t, tok, opts)
+        measured = measure(t, tok, opts, usage=not no_usage, archive=archive_path)
+        counted = measured.counted
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
-        usage = None if no_usage else recorded_usage(t, tok, opts)
-        unlogged = usage.unlogged if usage is not None else 0
-        region_rows.append(region_row(t, counted, usage))
+        region_rows.append(region_row(t, measured))
+        if measured.note:
+            echo_err(f"note: {measured.note}")
         for model in priced:
-            cost = transcript_cost(t, model, counted.total + unlogged)
+            cost = transcript_cost(t, model, measured.total)
             cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")

@@ -112,8 +112,16 @@ Exit codes:
     "--no-usage",
     "no_usage",
     is_flag=True,
-    help="Ignore the provider usage a log records (by default the larger of it and the local "
-    "count decides).",
+    help="Ignore the provider usage a log records (by default its gap to the local count, the "
+    "`unlogged` region, is added).",
+)
+@click.option(
+    "--archive",
+    "archive_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+    "archive beside it, FILE.ctx.db).",
 )
 @click.option(
     "--fail-on",
@@ -236,6 +244,7 @@ def run_guard(**kw: Any) -> int:
                 trace=trace,
                 use_usage=not kw["no_usage"],
                 as_agents=kw["as_agents"],
+                archive=kw["archive_path"],
             )
             for w in verdict.warnings:
                 if w not in warned:
@@ -328,14 +337,15 @@ def _render_usage(verdict: Any) -> list[str]:
         if u is None or (u.recorded, u.estimated) in seen:
             continue
         seen.add((u.recorded, u.estimated))
+        which = f"its original (in {u.origin})" if u.origin else "the log"
         line = (
-            f"usage: the log records {u.recorded:,} input tokens at its last call ({u.calls:,} "
+            f"usage: {which} records {u.recorded:,} input tokens at its last call ({u.calls:,} "
             f"calls); ctxkit counts {u.estimated:,} for that context ({r.tokenizer})"
         )
         if u.unlogged:
             line += (
-                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows) "
-                "carried forward: decided on recorded usage (--no-usage ignores it)"
+                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows), "
+                "a fixed region added to the count (--no-usage ignores it)"
             )
         else:
             line += "; decided on the local count"

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.budget import Target, Thresholds, compaction_goal
+from ctxkit.budget import Target, Thresholds, compaction_ceiling, compaction_goal
 from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import unknown_name
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
@@ -75,6 +75,12 @@ class CompactSettings:
     def goal(self) -> int:
         """What the chain aims for (see `budget.compaction_goal`)."""
         return compaction_goal(self.limit, self.target, self.thresholds)
+
+    @property
+    def ceiling(self) -> int:
+        """The most tokens the result may keep: what `guard` at the same limit passes (see
+        `budget.compaction_ceiling`)."""
+        return compaction_ceiling(self.limit, self.target, self.thresholds)
 
     @property
     def tok(self) -> Tokenizer:

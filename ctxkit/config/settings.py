@@ -66,6 +66,10 @@ def compact_settings(
     tok, label, warning = TokenizerCache().get(budget)
     if warning and warn:
         warn(warning)
+    if warn:
+        for note in budget.notes:
+            if note.startswith("--limit "):
+                warn(f"ctxkit: {note}")  # a limit the model's window overrides, or none checks
     if target is not None and target > budget.limit:
         raise UsageError(
             f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"

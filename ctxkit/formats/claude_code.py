@@ -148,6 +148,8 @@ def read(records: list[Any], src: Source) -> Transcript:
                 if call is None:
                     # The model had seen everything before the first record of its response.
                     calls[mid] = {"after_unit": index - 1, **got}
+                    if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+                        calls[mid]["model"] = msg["model"]
                 else:
                     # Usage repeats on every record of a response; the last one is final.
                     for key, value in got.items():
@@ -199,6 +201,9 @@ def read(records: list[Any], src: Source) -> Transcript:
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
+    models = [c["model"] for c in usage_calls if "model" in c]
+    if models:
+        metadata["model"] = models[-1]  # the model of the last call: the one to fit
     if session:
         metadata["session_id"] = session
     return Transcript(
