@@ -614,7 +614,7 @@ def measure(
     >>> from ctxkit.tokens import get_tokenizer
     >>> (t,) = read_text('[{"role": "user", "content": "hello"}]')
     >>> measure(t, get_tokenizer()).total
-    11
+    8
     """
     from ctxkit.tokens import count_transcript
 

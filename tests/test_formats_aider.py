@@ -73,7 +73,7 @@ def test_real_history_counted_compacted_and_expanded(realdata: Path, name: str, 
     limit = row["history"] // 3
     small = tmp_path / "small.md"
     archive = tmp_path / "a.db"
-    result = _run(["compact", str(path), "--limit", str(limit), "-o", str(small), "--archive", str(archive)])
+    result = _run(["compact", str(path), "--limit", str(limit), "--no-usage", "-o", str(small), "--archive", str(archive)])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("Context reduced ")
     text = small.read_text(encoding="utf-8")

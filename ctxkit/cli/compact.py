@@ -70,6 +70,13 @@ if TYPE_CHECKING:
     help="Write an HTML page of the compaction here: each unit before and after, the passes, "
     "the regions, the final prompt (self-contained; `ctxkit report` rebuilds it from --report).",
 )
+@click.option(
+    "--no-usage",
+    "no_usage",
+    is_flag=True,
+    help="Ignore the provider usage a log records (by default its gap to the local count, the "
+    "`unlogged` region, is a fixed part of the budget, as `count` and `guard` count it).",
+)
 @click.option("--explain", is_flag=True, help="Say what each step did, on stderr.")
 @click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive.")
 @click.option(
@@ -156,6 +163,7 @@ def compact(
     archive_path: str | None,
     report_path: str | None,
     html_path: str | None,
+    no_usage: bool,
     explain: bool,
     dry_run: bool,
     replay: bool,
@@ -216,6 +224,7 @@ def compact(
         "summarizer": summarizer,
         "llm_url": llm_url,
         "llm_model": summarizer_model,
+        "use_usage": not no_usage,
     }
     if ray_opts is not None:
         refused = {

@@ -121,7 +121,9 @@ def compact(
     # What the log never shows (recorded usage beyond ctxkit's count: Claude Code's system
     # prompt and tool schemas) is a fixed region like the system prompt: the units are fitted
     # around it, and every figure reported is the one `count` and `guard` give (`measure`).
-    fixed = measure(transcript, tok, copts, archive=archive, counted=before).unlogged
+    fixed = measure(
+        transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
+    ).unlogged
     budget = settings.budget.to_dict() if settings.budget is not None else None
     tools = add_tools(transcript.tools, settings.added_tools)
     original = list(transcript.units)
@@ -312,9 +314,9 @@ def compact(
             )
         chained = state
         state = recover(state, original, options)
-        if not state.fits() and chained.tokens() + fixed <= ceiling < state.tokens() + fixed:
-            # Recovery made it bigger (a handover on a tiny transcript): the chain's result
-            # already passes the guard, if not the goal; keep it.
+        if not state.fits() and chained.tokens() < state.tokens() and state.tokens() + fixed > ceiling:
+            # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
+            # nearer, and may already pass the guard, if not the goal; keep it.
             state = chained
         problems = check_invariants(original, state, keep, archive, ctx.ref_scope)
         violations.extend(f"recovery: {p}" for p in problems)
@@ -332,11 +334,13 @@ def compact(
         if state.fits():
             state = give_back(state, original)
         if state.tokens() + fixed > ceiling:
+            kept = "the system prompt and the last request"
             raise BreakerFailed(
                 f"{transcript.id}: even after {recovery} the transcript takes "
                 f"{state.tokens() + fixed:,} tokens, at or above the guard's compact threshold "
-                f"{ceiling + 1:,} of the limit {limit:,}"
-                + (f" ({fixed_regions(0, fixed)})" if fixed else "")
+                f"{ceiling + 1:,} of the limit {limit:,}: {kept}"
+                + (f", and {fixed_regions(0, fixed)}," if fixed else "")
+                + " cannot be removed; raise the limit"
             )
         if not state.fits() and not goal_note:
             goal_note = (

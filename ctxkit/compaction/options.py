@@ -70,6 +70,9 @@ class CompactSettings:
     # tool schemas the output adds to the transcript's own (`--recall-tool`): counted in the
     # budget, written with a compacted transcript, never part of the archived original
     added_tools: tuple[dict[str, Any], ...] = ()
+    # False: fit the transcript's own count alone, as `--no-usage` does; True: the unlogged
+    # region of the provider's recorded usage is a fixed region the units are fitted around
+    use_usage: bool = True
 
     @property
     def goal(self) -> int:

@@ -56,6 +56,7 @@ def compact_settings(
     llm_model: str | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
+    use_usage: bool = True,
 ) -> CompactSettings:
     """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
     budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
@@ -68,8 +69,8 @@ def compact_settings(
         warn(warning)
     if warn:
         for note in budget.notes:
-            if note.startswith("--limit "):
-                warn(f"ctxkit: {note}")  # a limit the model's window overrides, or none checks
+            if note.startswith("--limit ") and note.endswith("the model's limit binds"):
+                warn(f"ctxkit: {note}")  # a limit the model's window overrides
     if target is not None and target > budget.limit:
         raise UsageError(
             f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
@@ -92,6 +93,7 @@ def compact_settings(
         count_opts=count_opts,
         options=chain_options(cfg, chain, recovery, seed),
         budget=budget,
+        use_usage=use_usage,
     )
 
 
