@@ -563,6 +563,21 @@ def _original_in(archive: Any, t: Transcript) -> Transcript | None:
     return None if original is t else original
 
 
+def as_written(t: Transcript, fmt: str | None = None) -> Transcript:
+    """`t` as it reads back from a file written in `fmt` (default: its own format): what `count`
+    of that file sees. A format may join a summary to the request before it, or leave out what it
+    cannot carry (reasoning in chat-completions), so this is what a figure about an output is
+    measured on."""
+    import io
+
+    from ctxkit.formats import read_text, write_transcripts
+
+    buf = io.StringIO()
+    write_transcripts([t], buf, fmt)
+    back = read_text(buf.getvalue())
+    return back[0] if len(back) == 1 else t
+
+
 @dataclass(frozen=True)
 class Measure:
     """The one figure `count`, `guard` and `compact` decide on: ctxkit's count by region plus

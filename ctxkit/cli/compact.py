@@ -312,6 +312,7 @@ def compact(
             output_format=to_format,
             truth=_truth_for(source) if report_path or html_path else None,
             archive=archive,
+            settings=budget,
         )
         try:
             runs: Iterable[Any] = compact_many(
@@ -472,7 +473,9 @@ class _Seen:
         output_format: str | None = None,
         truth: Any = None,
         archive: Any = None,
+        settings: Any = None,
     ) -> None:
+        self.settings = settings
         self.explain = explain
         self.keep_reports = keep_reports
         self.output_format = output_format
@@ -487,6 +490,8 @@ class _Seen:
         """Take note of `r` (explain it, report broken invariants); its transcript, to write."""
         self.count += 1
         self.changed = self.changed or r.changed
+        if r.changed and self.settings is not None:
+            _count_as_written(r, self.output_format, self.settings)
         if self.explain:
             _explain_steps(r)
         for v in r.invariants["violations"]:
@@ -505,6 +510,20 @@ class _Seen:
                 )
             )
         return r.transcript
+
+
+def _count_as_written(r: Any, fmt: str | None, settings: Any) -> None:
+    """Compact's "after" is what `count` says of the file written: the output counted as its
+    format writes it (a summary joined to the request before it is one message, not two), plus
+    the unlogged region its original's recorded usage measured."""
+    from ctxkit.counting import as_written
+    from ctxkit.tokens import count_transcript
+
+    counted = count_transcript(as_written(r.transcript, fmt), settings.tok, settings.count_opts)
+    fixed = r.regions_after.get("unlogged", 0)
+    r.tokens_after = counted.total + fixed
+    r.regions_after = {**counted.regions, "unlogged": fixed} if fixed else dict(counted.regions)
+    r.fits = r.tokens_after <= r.target
 
 
 def _explain_steps(result: Any) -> None:
