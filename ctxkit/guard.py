@@ -421,6 +421,12 @@ class Verdict:
             return EXIT_PROBLEMS
         return code
 
+    @property
+    def recorded_model(self) -> dict[str, Any] | None:
+        """The model the log records (`metadata["model"]`) and the models.toml row it resolves
+        to, or the nearest names when it resolves to none; None when the log names no model."""
+        return recorded_model(self.transcript)
+
     def to_dict(self, fail_on: str = "compact") -> dict[str, Any]:
         """Plain fields for JSON output."""
         t = self.transcript
@@ -434,6 +440,7 @@ class Verdict:
             "status": self.status,
             "exit_code": self.exit_code(fail_on),
             "targets": [r.to_dict() for r in self.results],
+            "recorded_model": self.recorded_model,
         }
         if self.checked:
             d["problems"] = [
@@ -449,6 +456,29 @@ class Verdict:
 
 
 # --- evaluation --------------------------------------------------------------------------------
+
+
+def recorded_model(t: Transcript) -> dict[str, Any] | None:
+    """The model a log records and what it resolves to in models.toml: `name`, `matched` (the
+    row, or None) and `suggestions` (the nearest names when there is no row).
+
+    The guard does not take it as the target by itself: `--model` names the budget, so the same
+    command checks every file against the same limit and `count`'s figure (its tokenizer) is the
+    guard's; the verdict says which model the log ran on and how to check against it.
+    """
+    from ctxkit.budget.models import find_model, model_suggestions
+
+    name = t.metadata.get("model")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    info, matched = find_model(name)
+    return {
+        "name": name,
+        "matched": matched or None,
+        "context_window": info.context_window if info is not None else None,
+        "suggestions": [] if info is not None else model_suggestions(name),
+    }
+
 
 
 def evaluate(

@@ -4,7 +4,6 @@ their neighbours or join the message before, and what the goal did not need come
 from __future__ import annotations
 
 import glob
-import math
 from pathlib import Path
 
 import pytest
@@ -173,11 +172,12 @@ def test_a_target_too_small_for_the_last_request_is_said() -> None:
     result = compact(t, CompactSettings(limit=2 * n, target=n // 3, tokenizer=TOK))
     assert result.tokens_after > result.target
     assert "cannot hold" in result.summary_line() and result.transcript.units[-1].content == t.units[-1].content
-    # at its own size as the limit, nothing gets it below the guard's compact threshold
+    # the system prompt and the last request (33 tokens) cannot go below the guard's compact
+    # threshold of a 34-token limit (33): compaction fails, naming what cannot be removed
     with pytest.raises(BreakerFailed) as exc:
-        compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
+        compact(t, CompactSettings(limit=34, tokenizer=TOK))
     assert str(exc.value) == (
-        f"BREAKER_FAILED: t0: even after fresh_start the transcript takes {n} tokens, at or above "
-        f"the guard's compact threshold {math.ceil(0.95 * n)} of the limit {n}: the system prompt "
-        "and the last request cannot be removed; raise the limit"
+        "BREAKER_FAILED: t0: even after fresh_start the transcript takes 33 tokens, at or above "
+        "the guard's compact threshold 33 of the limit 34: the system prompt and the last "
+        "request cannot be removed; raise the limit"
     )

@@ -397,3 +397,29 @@ def test_compact_at_a_limit_above_the_default_window(realdata: Path, tmp_path: P
     r = CliRunner().invoke(cli, ["compact", str(log), "--limit", "500000", "--model", "claude-sonnet-4", "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "ctxkit: --limit 500,000 is above claude-sonnet-4's own limit 127,808" in r.stderr
+
+
+def test_every_model_the_real_logs_record_resolves(realdata: Path) -> None:
+    """Every model name the real logs record resolves to a models.toml row: as the files hold
+    them (Claude Code `message.model`, Codex `turn_context.model`, Gemini CLI `model`, opencode
+    `modelID`, mini-swe-agent `model_name`, ...) and as the readers report them (aider's
+    `Models:` line)."""
+    import re
+
+    from ctxkit.errors import CtxkitError
+    from ctxkit.formats import read_path
+
+    field = re.compile(rb'"(?:model|modelID|modelId|model_name)"\s*:\s*"([^"]{2,80})"')
+    recorded: set[str] = set()
+    for path in sorted(realdata.rglob("*")):
+        if path.suffix not in (".json", ".jsonl", ".traj", ".md") or path.name == "README.md":
+            continue
+        recorded |= {m.decode() for m in field.findall(path.read_bytes())}
+        try:
+            recorded |= {t.metadata["model"] for t in read_path(str(path)) if t.metadata.get("model")}
+        except CtxkitError:
+            pass  # a format whose reader has not landed yet: its raw names are checked above
+    recorded -= {"<synthetic>", "default"}  # Claude Code's own error messages; OpenHands' llm config name
+    assert {"claude-opus-5", "claude-sonnet-4.6", "gpt-5.3-codex-spark", "gemini-3-flash-preview",
+            "deepseek-chat", "meta-llama/llama-4-maverick", "claude-3-5-sonnet-20240620"} <= recorded
+    assert sorted(n for n in recorded if find_model(n)[0] is None) == []

@@ -359,6 +359,24 @@ def _render_usage(verdict: Any) -> list[str]:
             f"note: this {fmt.APP_LABEL} log records no usage and never logs {omits}; the count "
             "leaves them out (give --system/--tools)"
         )
+    recorded = verdict.recorded_model
+    from ctxkit.budget.models import find_model
+
+    named = {find_model(r.target.name)[1] or r.target.name for r in verdict.results}
+    if recorded is not None and recorded["matched"] not in named and recorded["name"] not in named:
+        if recorded["matched"]:
+            out.append(
+                f"model: the log records {recorded['name']} ({recorded['matched']} in "
+                f"models.toml, window {recorded['context_window']:,}); --model "
+                f"{recorded['matched']} checks against its window and tokenizer"
+            )
+        else:
+            close = recorded["suggestions"]
+            hint = f" (nearest: {', '.join(close)})" if close else ""
+            out.append(
+                f"model: the log records {recorded['name']}, which models.toml does not list"
+                f"{hint}; give --window and --max-output to check against it"
+            )
     return out
 
 

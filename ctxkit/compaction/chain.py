@@ -9,10 +9,10 @@ from typing import Any
 from ctxkit import structure
 from ctxkit.archive.recall_tool import add_tools
 from ctxkit.archive.store import Archive, ref_scope
+from ctxkit.budget import fixed_regions
 from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
-from ctxkit.budget import fixed_regions
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.counting import measure
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name

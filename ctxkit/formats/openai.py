@@ -188,7 +188,7 @@ def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     if not isinstance(prompt, int):
         return None
-    call = {"after_unit": -1, "input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
+    call: dict[str, Any] = {"after_unit": -1, "input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
     if isinstance(model, str) and model:
         call["model"] = model
     return call
