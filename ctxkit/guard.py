@@ -601,7 +601,7 @@ def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Targ
     floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
     floor += regions.get("unlogged", 0)
     bounds = target.thresholds.bounds(target.limit)
-    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds, in_loop=True)
     what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
     if floor >= bounds["compact"]:
         return (
