@@ -283,7 +283,8 @@ def run_guard(**kw: Any) -> int:
         codes.append(verdict.exit_code(fail_on))
         key = verdict.status if verdict.chosen is not None else "final"
         tally[key] = tally.get(key, 0) + 1
-        entry = gate.add(t) if gate is not None else None
+        # measured as evaluated: with the --system prompt before it and the --tools beside it
+        entry = gate.add(verdict.transcript) if gate is not None else None
         cases.extend(_verdict_cases(verdict, fail_on, kw["tool_threshold"]))
         if fmt == "json":
             import orjson
