@@ -335,7 +335,9 @@ class ToolBudget:
         )
         lines = [limit]
         schemas = f"tool schemas {self.schema_tokens:,} tokens ({self.share(self.schema_tokens)}%)"
-        if not self.over:
+        if not any(t.tokens is not None for t in self.tools):
+            lines.append("no tool schema in the input: nothing to weigh against the threshold")
+        elif not self.over:
             lines.append(f"{schemas}: under the threshold, nothing to defer")
         else:
             by_source = Counter(t.source for t in self.tools if t.action == "defer")
@@ -358,6 +360,14 @@ class ToolBudget:
             lines.append(
                 f"{len(self.unknown)} tools have no schema in the input (the log shows their calls "
                 "only): give --tools/--mcp files to count them"
+            )
+        if self.logged_deferred is not None:
+            deferred = [t for t in self.tools if t.logged == "deferred"]
+            kinds = Counter(t.source for t in deferred)
+            lines.append(
+                f"the log: the agent itself deferred {len(deferred)} of these tools ("
+                + ", ".join(f"{s} {kinds[s]}" for s in SOURCES if kinds[s])
+                + ") and loaded the rest"
             )
         if self.note:
             lines.append(f"note: {self.note}")
