@@ -195,11 +195,13 @@ def count(
             yield with_context(t, extra_system, extra_tools)
 
     if ray_opts is not None:
-        if by or cost_models or calibrate or baseline_out:
+        if by or cost_models or calibrate:
             raise UsageError(
-                "--engine ray counts the regions of each conversation; --by, --cost, "
-                "--calibrate and --save-baseline run on --engine local"
+                "--engine ray counts the regions of each conversation; --by, --cost and "
+                "--calibrate run on --engine local"
             )
+        if baseline_out:
+            raise UsageError("--save-baseline runs on --engine local")
         rows = _ray_rows(files, read_opts, tokenizer, opts, no_usage, extra_system,
                          extra_tools, ray_opts, stats)
         _report_reading(tok, stats, debug)
@@ -261,27 +263,9 @@ def count(
 
 
 def _save_baseline(path: str, entries: list[Any], tokenizer: str | None, opts: CountOptions, allow: Any) -> None:
-    """Write the baseline; allowances already in the file are kept (flags override them)."""
-    import os
+    from ctxkit.gates.baseline import save_entries
 
-    from ctxkit.gates.baseline import (
-        DEFAULT_ALLOW,
-        Baseline,
-        count_options_of,
-        is_baseline_file,
-        load_baseline,
-        save_baseline,
-    )
-    from ctxkit.tokens import DEFAULT_TOKENIZER
-
-    kept = load_baseline(path).allow if os.path.exists(path) and is_baseline_file(path) else DEFAULT_ALLOW
-    baseline = Baseline(
-        tokenizer=tokenizer or DEFAULT_TOKENIZER,
-        entries={e.key: e for e in entries},
-        allow={**kept, **allow},
-        count_options=count_options_of(opts),
-    )
-    save_baseline(path, baseline)
+    baseline = save_entries(path, entries, tokenizer, opts, allow)
     rules = ", ".join(f"{k}={v}" for k, v in baseline.allow.items())
     echo_err(f"baseline: {len(baseline.entries)} entries ({baseline.tokenizer}) written to {path}; allow {rules}")
 

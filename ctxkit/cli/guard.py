@@ -354,14 +354,13 @@ def _verdict_cases(verdict: Any, fail_on: str, tool_threshold: float) -> list[An
 
 
 def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
-    """Compare with the baseline: the diff table (table and json), the cases; the exit code."""
-    from ctxkit.gates.baseline import diff_rows, regression_exit
+    """Compare with the baseline: the diff (table, json), the cases; the exit code."""
+    from ctxkit.gates.baseline import regression_exit
     from ctxkit.gates.cases import baseline_cases
-    from ctxkit.report.tables import render_table
+    from ctxkit.report.ci import render_baseline
 
     diffs = gate.diffs()
     cases.extend(baseline_cases(diffs, gate.baseline.tokenizer))
-    over = [d for d in diffs if d.status == "over"]
     code = regression_exit(diffs)
     if fmt == "json":
         import orjson
@@ -369,20 +368,7 @@ def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
         click.echo(orjson.dumps({"baseline": gate.path, "tokenizer": gate.baseline.tokenizer,
                                  "exit_code": code, "entries": [d.to_dict() for d in diffs]}).decode())
     elif fmt == "table":
-        counts = {s: sum(d.status == s for d in diffs) for s in ("ok", "over", "new", "missing")}
-        head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        click.echo(f"\nbaseline {gate.path} ({gate.baseline.tokenizer}): {len(diffs)} entries, {head}")
-        rows = diff_rows(diffs, changed_only=True)
-        if rows:
-            click.echo(render_table(rows))
-        for d in diffs:
-            if d.status != "ok" or d.over:
-                click.echo(f"baseline {d.status}: {d.key}:{d.at_line}: {d.summary()}")
-        click.echo(
-            f"baseline verdict: {len(over)} over their allowance, exit {code}"
-            if over
-            else "baseline verdict: no region grew beyond its allowance"
-        )
+        click.echo("\n" + render_baseline(diffs, gate.path, gate.baseline.tokenizer, code), nl=False)
     return code
 
 

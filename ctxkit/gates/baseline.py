@@ -280,6 +280,28 @@ def save_baseline(path: str, baseline: Baseline) -> None:
     write_output(path, baseline.dumps())
 
 
+def save_entries(
+    path: str,
+    entries: Sequence[Entry],
+    tokenizer: str | None,
+    opts: CountOptions,
+    allow: Mapping[str, Allowance] | None = None,
+) -> Baseline:
+    """`count --save-baseline`: write the entries measured with `tokenizer` (a spec; None is the
+    default); the allowances already in `path` are kept, `allow` overrides them."""
+    from ctxkit.tokens import DEFAULT_TOKENIZER
+
+    kept = load_baseline(path).allow if os.path.exists(path) and is_baseline_file(path) else DEFAULT_ALLOW
+    baseline = Baseline(
+        tokenizer=tokenizer or DEFAULT_TOKENIZER,
+        entries={e.key: e for e in entries},
+        allow={**kept, **(allow or {})},
+        count_options=count_options_of(opts),
+    )
+    save_baseline(path, baseline)
+    return baseline
+
+
 # --- comparison --------------------------------------------------------------------------------
 
 

@@ -24,6 +24,29 @@ _ICONS = {"passed": "✅", "failed": "❌", "skipped": "⏭️"}
 _XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+# --- the table for people ---------------------------------------------------------------------
+
+
+def render_baseline(diffs: Sequence[Any], path: str, tokenizer: str, code: int) -> str:
+    """`guard --baseline`'s block: counts per status, the diff table, a line per entry that is
+    not plainly ok, and the verdict."""
+    from ctxkit.gates.baseline import diff_rows
+
+    counts = {s: sum(d.status == s for d in diffs) for s in ("ok", "over", "new", "missing")}
+    head = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+    lines = [f"baseline {path} ({tokenizer}): {len(diffs)} entries, {head}"]
+    rows = diff_rows(diffs, changed_only=True)
+    if rows:
+        lines.append(render_table(rows))
+    lines += [f"baseline {d.status}: {d.key}:{d.at_line}: {d.summary()}" for d in diffs if d.status != "ok"]
+    lines.append(
+        f"baseline verdict: {counts['over']} over their allowance, exit {code}"
+        if counts["over"]
+        else "baseline verdict: no region grew beyond its allowance"
+    )
+    return "\n".join(lines) + "\n"
+
+
 # --- GitHub Actions ----------------------------------------------------------------------------
 
 
