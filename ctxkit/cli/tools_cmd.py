@@ -101,7 +101,7 @@ def tools(
         given += load_tool_file(path, "mcp", name) if sep else load_tool_file(spec, "mcp")
     given += [t for f in skill_files for t in load_tool_file(f, "skill")]
     stats = ReadStats()
-    logs = list(paths) if paths or not given else []
+    logs = list(paths) if paths else ([] if given else ["-"])  # no file at all: a log on stdin
     transcripts = [t for p in (expand_paths(logs) if logs else []) for t in read_path(p, read_opts, stats=stats)]
     if logs and not transcripts:
         raise click.ClickException("no conversation found in the input")
