@@ -202,9 +202,9 @@ def summarize(rows: Sequence[Row]) -> list[dict[str, Any]]:
             for cat in P.CATEGORIES:
                 vals: list[float] = []
                 for r in mine:
-                    share = r.score.category(cat) if r.valid and r.score is not None else None
-                    if share is not None:
-                        vals.append(share)
+                    kept = r.score.category(cat) if r.valid and r.score is not None else None
+                    if kept is not None:
+                        vals.append(kept)
                 line[cat] = round(statistics.mean(vals), 3) if vals else None
             line["refused"] = sum(1 for r in mine if r.error is not None)
             line["invalid"] = sum(1 for r in mine if r.error is None and not r.valid)
