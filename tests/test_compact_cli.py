@@ -9,6 +9,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
+from ctxkit.budget import compaction_goal
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data" / "compact"
@@ -381,15 +382,18 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
     assert "skipped 1 invalid lines (--skip-invalid)" in g.stderr
 
 
-def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path: Path) -> None:
-    """tau-bench's system prompt takes 1,259 tokens: a 1,500 limit works, aiming for the most the
-    guard passes at that limit (below its compact threshold, 1,425), and the guard passes it."""
+def test_limit_that_holds_the_system_prompt_but_not_the_target(tmp_path: Path) -> None:
+    """tau-bench's system prompt takes 1,259 tokens: at a 1,500 limit a --target of 1,200 cannot
+    hold it, so compact aims for the most the guard passes at that limit (1,424, under its
+    compact threshold), and the guard passes what it wrote."""
     result = _run(
         [
             "compact",
             str(_input("tau-bench")),
             "--limit",
             "1500",
+            "--target",
+            "1200",
             "--embedder",
             "lexical",
             "-o",
@@ -406,14 +410,14 @@ def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path:
 
 
 def test_limit_whose_compact_threshold_the_system_prompt_reaches_is_refused(tmp_path: Path) -> None:
-    """At a limit of 1,300 the system prompt (1,259 tokens) fits but is above the guard's compact
-    threshold (1,235): whatever compact wrote, the guard would ask for compaction again."""
+    """At a limit of 1,320 the system prompt (1,259 tokens) fits but reaches the guard's compact
+    threshold (1,254): whatever compact wrote, the guard would ask for compaction again."""
     out = tmp_path / "o.json"
-    result = _run(["compact", str(_input("tau-bench")), "--limit", "1300", "-o", str(out)])
+    result = _run(["compact", str(_input("tau-bench")), "--limit", "1320", "-o", str(out)])
     assert result.exit_code == 2
     assert result.stderr == (
-        "Error: tau-bench.in: limit 1,300 leaves no room: the system prompt and tool schemas "
-        "alone take 1,259 tokens, at or above the guard's compact threshold 1,235, so the guard "
+        "Error: tau-bench.in: limit 1,320 leaves no room: the system prompt and tool schemas "
+        "alone take 1,259 tokens, at or above the guard's compact threshold 1,254, so the guard "
         "would ask for compaction again at once; raise the limit\n"
     )
     assert not out.exists()
@@ -490,7 +494,7 @@ def test_library_and_cli_give_the_same_output(limit: int, tmp_path: Path) -> Non
         result = compact(t, limit=limit, archive=archive)
     lib_out = tmp_path / "lib.json"
     write_path([result.transcript], str(lib_out))
-    assert result.target == limit * 4 // 5
+    assert result.target == compaction_goal(limit)
     assert lib_out.read_bytes() == cli_out.read_bytes()
 
 
