@@ -15,6 +15,8 @@ from typing import Any
 
 from ctxkit.classify import classify
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
     Source,
     blocks_text,
@@ -434,3 +436,66 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             seen.add(uid)
         out.append(rec)
     return out, {}
+
+
+# ---------------------------------------------------------------- validating
+
+
+def validate(data: Any) -> list[str]:
+    """Each record's message as an Anthropic `MessageParam`, the messages Claude Code sends
+    (consecutive records of one role merged) under the Messages API rules, one chain of uuids."""
+    records = app_records(data)
+    out: list[str] = []
+    messages: list[tuple[str, str, Any]] = []
+    parent: Any = None
+    session: Any = None
+    uuids: set[Any] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if not isinstance(rec, dict):
+            out.append(f"{at}: not an object")
+            continue
+        if rec.get("type") not in ("user", "assistant"):
+            continue
+        if rec.get("sessionId") != session and rec.get("parentUuid") is None:
+            # Another session's chain (a dataset written as logs, one after the other); a
+            # resumed session changes its id but links to the record before.
+            if session is not None:
+                out.extend(anthropic_rules(messages, ""))
+                messages = []
+            session, parent = rec.get("sessionId"), None
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            out.append(f"{at}: no message object")
+            continue
+        api = {k: v for k, v in msg.items() if k in ("role", "content")}
+        out.extend(validate_type("anthropic.messages", [api], at))
+        session = rec.get("sessionId")
+        if msg.get("role") != rec.get("type"):
+            out.append(f"{at}: message role {msg.get('role')!r} in a {rec.get('type')} record")
+        if rec.get("parentUuid") != parent:
+            out.append(f"{at}: parentUuid {rec.get('parentUuid')!r}, expected the record before ({parent!r})")
+        if not rec.get("uuid") or rec.get("uuid") in uuids:
+            out.append(f"{at}: missing or repeated uuid")
+        uuids.add(rec.get("uuid"))
+        parent = rec.get("uuid")
+        messages.append((at, str(msg.get("role")), msg.get("content")))
+    out.extend(anthropic_rules(messages, ""))
+    return out[:MAX_PROBLEMS]
+
+
+FORMAT = Format(
+    name=NAME,
+    label=APP_LABEL,
+    shape="log",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="Claude Code",
+    strict=True,
+    holds_tools=False,
+    omits=OMITS,
+    sidechains=True,
+    compaction=True,
+)

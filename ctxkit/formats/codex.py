@@ -21,6 +21,8 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, app_records, validate_type
 from ctxkit.formats.common import (
     ReadStats,
     Source,
@@ -401,3 +403,80 @@ def _joinable(out: list[dict[str, Any]], u: Unit) -> bool:
     return payload.get("type") == "message" and payload.get("role") in (role, u.role) and isinstance(
         payload.get("content"), list
     )
+
+
+# ---------------------------------------------------------------- validating
+
+
+_CODEX_INTERNAL_ITEMS = frozenset({"ghost_snapshot"})
+_CODEX_KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+
+
+def _codex_item(payload: dict[str, Any]) -> dict[str, Any]:
+    """A rollout's response item as the SDK types it: Codex's own serialization leaves out the
+    id of a reasoning item (and writes its `content` as null) and the id and status of an
+    assistant message, which the SDK's output-item types require."""
+    if payload.get("type") == "reasoning":
+        item = {k: v for k, v in payload.items() if not (k == "content" and v is None)}
+        item.setdefault("id", "rs_rollout")
+        return item
+    if payload.get("type") == "message" and payload.get("role") == "assistant":
+        content = payload.get("content")
+        if isinstance(content, list):
+            content = [
+                {"annotations": [], **b} if isinstance(b, dict) and b.get("type") == "output_text" else b
+                for b in content
+            ]
+        return {"id": "msg_rollout", "status": "completed", **payload, "content": content}
+    return payload
+
+
+def validate(data: Any) -> list[str]:
+    """Each response item as `openai.types.responses.ResponseInputItemParam`, every output
+    answering a call before it, every call answered, compacted records with their summary."""
+    records = app_records(data)
+    out: list[str] = []
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if not isinstance(rec, dict) or rec.get("type") not in _CODEX_KINDS or not isinstance(rec.get("payload"), dict):
+            out.append(f"{at}: not a rollout record {{timestamp, type, payload}}")
+            continue
+        payload = rec["payload"]
+        if rec["type"] == "compacted":
+            if not isinstance(payload.get("message"), str) or not payload["message"]:
+                out.append(f"{at}: compacted record without its summary message")
+            continue
+        if rec["type"] != "response_item" or payload.get("type") in _CODEX_INTERNAL_ITEMS:
+            continue
+        out.extend(validate_type("responses.item", _codex_item(payload), at))
+        ptype = payload.get("type")
+        cid = payload.get("call_id")
+        if ptype in ("function_call", "custom_tool_call", "local_shell_call") and isinstance(cid, str):
+            calls[cid] = i + 1
+        elif ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            if cid not in calls:
+                out.append(f"{at}: output {cid} answers no call before it")
+            answered.add(str(cid))
+        elif ptype == "message" and not payload.get("content"):
+            out.append(f"{at}: message without content")
+    for cid, n in calls.items():
+        if cid not in answered:
+            out.append(f"record {n}: call {cid} has no output")
+    return out[:MAX_PROBLEMS]
+
+
+FORMAT = Format(
+    name=NAME,
+    label=APP_LABEL,
+    shape="log",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="Codex",
+    strict=True,
+    holds_tools=False,
+    compaction=True,
+)
