@@ -1,11 +1,13 @@
-"""Every real transcript through `compact` (to a third of its tokens) and `expand`: the written
-outputs stay what they were (SHA-256 goldens under tests/data/roundtrip, one per file; rewrite
-with `pytest --regen-goldens` after an intended change)."""
+"""Every real transcript through `compact` (to a third of its tokens) and `expand`: expand gives
+every record of the file back, and the written outputs stay what they were (SHA-256 goldens
+under tests/data/roundtrip, one per file; rewrite with `pytest --regen-goldens` after an
+intended change)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +23,18 @@ GOLDEN = Path(__file__).parent / "data" / "roundtrip"
 REAL_FILES = sorted(
     f"{p.parent.name}/{p.name}" for p in REALDATA.glob("*/*") if p.is_file()
 ) if REALDATA.is_dir() else []
+
+
+def records(data: bytes) -> object:
+    """A file's records: its JSON document, its JSONL lines, or (text) its bytes."""
+    try:
+        return json.loads(data)
+    except ValueError:
+        pass
+    try:
+        return [json.loads(line) for line in data.splitlines() if line.strip()]
+    except ValueError:
+        return data
 
 
 def _compact_expand(path: Path, tmp: Path) -> tuple[bytes, bytes]:
@@ -44,6 +58,10 @@ def test_realdata_compact_and_expand_outputs_are_unchanged(
     realdata: Path, tmp_path: Path, name: str, golden: Callable[[Path, str | bytes], None]
 ) -> None:
     small, back = _compact_expand(realdata / name, tmp_path)
+    original = (realdata / name).read_bytes()
+    assert records(back) == records(original)  # every record back
+    if name.endswith(".jsonl") or name.endswith(".md"):
+        assert back == original  # byte for byte
     digests = f"compacted {hashlib.sha256(small).hexdigest()}\nexpanded {hashlib.sha256(back).hexdigest()}\n"
     golden(GOLDEN / f"{name}.sha256", digests)
 
