@@ -237,7 +237,7 @@ class _Reader:
                     problem = "truncated JSON document: the file ends before its closing bracket"
                 self.fail(line, problem, first)
                 return
-            yield from self.document(doc, one_line=False)
+            yield from self.document(doc, one_line=False, newline=data.rstrip(b" \t\r").endswith(b"\n"))
             return
         yield from self.jsonl([(lineno, first, None)], stream, lineno)
 
@@ -327,7 +327,7 @@ class _Reader:
             return
         yield self.messages(fmt, records, layout="lines", lines=numbers, envelope={})
 
-    def document(self, doc: Any, *, one_line: bool) -> Iterator[Transcript]:
+    def document(self, doc: Any, *, one_line: bool, newline: bool = True) -> Iterator[Transcript]:
         """A single JSON document: a message array, a conversation object, or a dataset array."""
         if isinstance(doc, list):
             self.stats.records += len(doc)
@@ -355,6 +355,8 @@ class _Reader:
             if is_conversation(doc) or self._forced_shape() == "object":
                 t = self.conversation(doc, layout="object", line=None, tid=self.stem)
                 if t is not None:
+                    if not newline and FORMATS[t.source_format].shape == "object":
+                        t.metadata["eof_newline"] = False  # written back without one, as it was
                     yield t
                 return
             fmt = self.fmt or detect_format([doc])

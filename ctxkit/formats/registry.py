@@ -21,6 +21,7 @@ _MODULES = (
     "claude_code",
     "codex",
     "openhands",
+    "gemini_cli",
     "anthropic",
     "openai",
     "sharegpt",

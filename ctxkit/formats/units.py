@@ -127,16 +127,18 @@ def transcript_record(t: Transcript) -> dict[str, Any]:
 
 def validate(data: Any) -> list[str]:
     """Every record a unit (`is_unit`) that ctxkit reads back, every tool result answering a
-    call made before it; a dataset line's units likewise."""
-    out: list[str] = []
+    call made before it; each transcript of a dataset (`transcript_record` lines) likewise."""
     found = parsed(data)
     items = found if isinstance(found, list) else [found]
-    for n, item in enumerate(items):
-        records = item["units"] if isinstance(item, dict) and detect_object(item) else [item]
-        where = f"transcript {n + 1}: " if records is not items and len(items) > 1 else ""
+    if items and all(isinstance(x, dict) and detect_object(x) for x in items):
+        transcripts = [(f"transcript {n + 1}: " if len(items) > 1 else "", x["units"]) for n, x in enumerate(items)]
+    else:
+        transcripts = [("", items)]
+    out: list[str] = []
+    for where, records in transcripts:
         calls: set[str] = set()
         for i, rec in enumerate(records):
-            at = f"{where}unit {i + 1 if records is not items else n + 1}"
+            at = f"{where}unit {i + 1}"
             if not is_unit(rec):
                 out.append(f"{at}: not a units record")
                 continue

@@ -126,7 +126,8 @@ def _write_one(t: Transcript, out: IO[str], fmt: str) -> None:
         return
     if own.shape == "object":
         out.write(_dump(own.write(t), indent=t.layout != "dataset"))
-        out.write("\n")
+        if not (t.source_format == fmt and t.metadata.get("eof_newline") is False):
+            out.write("\n")
         return
     records, extras = own.write(t)
     layout = _layout(t, fmt, extras)
