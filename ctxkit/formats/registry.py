@@ -20,6 +20,7 @@ _MODULES = (
     "units",
     "claude_code",
     "codex",
+    "copilot_cli",
     "openhands",
     "gemini_cli",
     "anthropic",
