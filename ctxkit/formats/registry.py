@@ -23,6 +23,7 @@ _MODULES = (
     "copilot_cli",
     "openhands",
     "gemini_cli",
+    "opencode",
     "anthropic",
     "openai",
     "sharegpt",
