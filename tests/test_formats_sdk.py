@@ -24,7 +24,7 @@ from ctxkit.tokens import count_transcript
 
 CHECKED = tuple(f for f in WRITABLE if f != "units")  # units is ctxkit's own: no SDK type
 FOLDERS = ("claude-code", "codex", "openai-chat", "anthropic-messages", "mini-swe-agent", "sharegpt", "openhands",
-           "swe-agent")
+           "swe-agent", "gemini-cli", "opencode", "copilot-cli")
 REAL_FILES = sorted(
     str(p.relative_to(REALDATA)) for folder in FOLDERS for p in (REALDATA / folder).iterdir()
     if p.suffix in (".json", ".jsonl", ".traj")
@@ -234,6 +234,13 @@ def _roles(fmt: str, text: str) -> list[str]:
                 else e.get("action") or e["observation"] for e in events]
     if fmt == "swe-agent":
         return [m["role"] for m in parsed["history"]]
+    if fmt == "gemini-cli":
+        return [m["type"] for m in parsed["messages"]]
+    if fmt == "opencode":
+        return [m["info"]["role"] for m in parsed["messages"]]
+    if fmt == "copilot-cli":
+        return [r["type"].split(".")[0].replace("tool", "tool") for r in parsed if r["type"].endswith(
+            (".message", "execution_complete"))]
     messages = parsed["messages"] if isinstance(parsed, dict) else parsed
     return [m["role"] for m in messages]
 
@@ -253,6 +260,9 @@ def test_joined_units_share_the_message_before(fmt: str) -> None:
         "aider": ["user", "assistant", "user", "assistant"],  # system and tool output are `> ` notices
         "openhands": ["system", "user", "condense", "call_tool_mcp", "mcp", "condense", "assistant"],
         "swe-agent": ["system", "user", "assistant", "tool", "user", "assistant"],
+        "gemini-cli": ["user", "gemini", "user", "gemini"],  # no system prompt; a call holds its result
+        "opencode": ["user", "assistant", "user", "assistant"],  # the tool part holds its result
+        "copilot-cli": ["system", "user", "assistant", "tool", "user", "assistant"],
     }[fmt]
     for piece in ("Earlier: the tests failed.", "[2 turns archived]", "[note]"):
         assert piece in text

@@ -228,12 +228,12 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         elif joins(u) and produced and produced[-1][1].get("type") in ("user.message", "assistant.message") and (
                 (produced[-1][1]["type"] == "assistant.message") == (u.role == "assistant")) and u.role != "tool":
             last = produced[-1][1]
-            text = str(last["data"].get("content") or "")
-            joined = f"{text}\n\n{u.content}" if text else u.content
-            new = {**last, "data": {**last["data"], "content": joined}}
-            if "transformedContent" in last["data"]:
-                new["data"]["transformedContent"] = joined
-            produced[-1] = (produced[-1][0], new)
+            data = dict(last["data"])
+            for key in ("content", "transformedContent"):
+                if key in data or key == "content":
+                    text = str(data.get(key) or "")
+                    data[key] = f"{text}\n\n{u.content}" if text else u.content
+            produced[-1] = (produced[-1][0], {**last, "data": data})
         elif src is not None:
             produced.append((u, _changed(u, src)))
         elif not (u.role == "assistant" and not u.content and not u.tool_calls):

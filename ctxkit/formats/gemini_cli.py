@@ -206,9 +206,9 @@ def _message(run: list[Unit], t: Transcript, same: bool) -> dict[str, Any] | Non
     head = run[0]
     template = head.source if same and isinstance(head.source, dict) and head.source.get("type") in _TYPES else None
     ts = _iso(head.timestamp)
-    if head.role == "tool":
-        return None  # a result rides in its call's message
-    if head.role in ("user", "system"):
+    if head.role in ("tool", "system"):
+        return None  # a result rides in its call's message; no recording holds a system prompt
+    if head.role == "user":
         msg = dict(template) if template is not None else {"id": str(uuidlib.uuid5(_NAMESPACE, f"{t.id}/{head.id}")),
                                                             "timestamp": ts, "type": "user"}
         content = template.get("content") if template is not None else None
@@ -224,6 +224,14 @@ def _message(run: list[Unit], t: Transcript, same: bool) -> dict[str, Any] | Non
     if template is None and head.reasoning:
         msg["thoughts"] = [{"subject": "", "description": head.reasoning, "timestamp": ts}]
     return msg
+
+
+def _joined(msg: dict[str, Any], text: str) -> dict[str, Any]:
+    """A message with more text at its end (a unit that joins the message before)."""
+    content = msg.get("content")
+    if isinstance(content, list):
+        return {**msg, "content": [*content, {"text": text}]}
+    return {**msg, "content": f"{content}\n\n{text}" if content else text}
 
 
 def write_object(t: Transcript) -> dict[str, Any]:
@@ -243,6 +251,11 @@ def write_object(t: Transcript) -> dict[str, Any]:
             else:
                 groups.append([u])
         for g in groups:
+            last = produced[-1][1] if produced else None
+            if joins(g[0]) and len(g) == 1 and isinstance(last, dict) and last.get("type") == (
+                    "gemini" if g[0].role == "assistant" else "user") and g[0].role != "tool":
+                produced[-1] = (produced[-1][0], _joined(last, g[0].content))
+                continue
             msg = _message(g, t, same)
             if msg is not None:
                 produced.append((g[0], msg))

@@ -41,6 +41,7 @@ from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "opencode"
 COMPACTED = "before OpenCode's last compaction"
+COMPACTION_PROMPT = "What did we do so far?"
 _NAMESPACE = uuidlib.UUID("8c4d2e6f-1a3b-5c7d-9e0f-4a6b8c2d1e3f")
 
 
@@ -116,6 +117,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
                         texts.append(f"[file {part.get('filename') or part.get('url') or ''}]")
             if any(isinstance(p, dict) and p.get("type") == "compaction" for p in parts):
                 compacted_at = len(units)
+                texts.append(COMPACTION_PROMPT)  # what OpenCode sends the model for that part
             run.append(Unit(id=mid, role="user", content="\n".join(texts), timestamp=ts, images=images, raw=msg, group=i))
         else:
             summary = bool(info.get("summary")) and info.get("mode") == "compaction"
@@ -304,8 +306,16 @@ def write(t: Transcript) -> dict[str, Any]:
                         if p.get("type") == "tool" and p.get("callID") == u.tool_call_id:
                             p["state"] = {**p["state"], "output": u.content}
                     continue
+                last = produced[-1][1] if produced else None
+                if joins(u) and isinstance(last, dict) and last["info"].get("role") == u.role:
+                    part = {"id": _id("prt", t, u.id), "sessionID": last["info"].get("sessionID"),
+                            "messageID": last["info"].get("id"), "type": "text", "text": u.content}
+                    produced[-1] = (produced[-1][0], {**last, "parts": [*last["parts"], part]})
+                    continue
                 new = _made(u, t, template, last_user)
                 produced.append((u, new))
+                if u.role == "user":
+                    last_user = new["info"]["id"]
         last = produced[-1][1] if produced else None
         if isinstance(last, dict) and isinstance(last.get("info"), dict):
             if last["info"].get("role") == "assistant":
