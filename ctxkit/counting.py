@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.archive import first_compacted
+from ctxkit.archive.store import first_compacted
 from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas

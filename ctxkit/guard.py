@@ -30,21 +30,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.agents import AgentForecast, forecast, get_rule
 from ctxkit.budget import (
     STATUSES,
     Target,
     Thresholds,
     compaction_goal,
-    resolve_target,
     status_for,
     status_rank,
     used_fraction,
 )
-from ctxkit.config import Config
+from ctxkit.budget.targets import resolve_target
+from ctxkit.config.file import Config
 from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
 from ctxkit.model import Transcript, Unit
+from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
 from ctxkit.tokens import (
     CountOptions,
     Tokenizer,
@@ -158,7 +158,7 @@ def _pending_unit(index: int, p: PendingOutput, content: str | None = None) -> U
 def offload_stub(p: PendingOutput, preview_chars: int) -> str:
     """The stub that would replace an offloaded output: the offload strategy's own, with a ref
     of the same size as the one the archive will give it."""
-    from ctxkit.archive import REF_PROBE
+    from ctxkit.archive.store import REF_PROBE
     from ctxkit.strategies.offload import preview_of, stub_text
 
     size = len(p.content.encode("utf-8"))
@@ -211,7 +211,7 @@ def plan_pending(
             item.action, item.tokens_after = "cut", max(0, item.tokens - excess)
         excess -= item.tokens - item.tokens_after
     after = sum(i.tokens_after for i in items)
-    thresholds = Thresholds.from_config(config)
+    thresholds = config.thresholds
     return PendingPlan(
         items=items,
         room=room,
@@ -475,7 +475,7 @@ def evaluate(
     to be appended. Where the log records what the provider counted, the gap between that and
     ctxkit's count of the same context is the `unlogged` region (what the log never shows),
     carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
-    recorded usage. `as_agents` names coding agents (`ctxkit.agents.RULES`) whose own
+    recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`) whose own
     auto-compaction trigger is applied to each target's window; with `do_replay` also at which
     unit each would first have compacted and how many times.
     """

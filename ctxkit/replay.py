@@ -30,13 +30,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.budget import Thresholds, status_for, status_rank
 from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
 from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
+from ctxkit.fidelity.truth import truth_priorities
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
-from ctxkit.truth import truth_priorities
 
 DEFAULT_THRESHOLDS = Thresholds()
 
@@ -303,8 +303,8 @@ def replay_path(
     sidecar beside `sidecar_of` (default `path`) when there is one. The archive is scratch
     (in memory) unless `archive_path` is given: a replay writes no transcript to recall into.
     """
+    from ctxkit.fidelity.truth import attach_truth, read_truth_records, sidecar_for
     from ctxkit.formats import read_path
-    from ctxkit.truth import attach_truth, read_truth_records, sidecar_for
 
     transcripts = list(read_path(path, opts, label=label))
     if not transcripts:
@@ -323,7 +323,7 @@ def _run(
     truth: Mapping[str, Any] | None,
     started: float,
 ) -> ReplayResult:
-    from ctxkit.truth import needle_retention
+    from ctxkit.fidelity.truth import needle_retention
 
     limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
     tok, copts = settings.tok, settings.count_opts

@@ -71,7 +71,8 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["CTXKIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="ctxkit-bench-embed-")
-    from ctxkit import relevance
+    from ctxkit import embedders
+    from ctxkit.embedders import minilm, relevance
     from ctxkit.tokens import count_text
 
     texts = load_texts(args.input, args.units, args.chars)
@@ -80,10 +81,10 @@ def main() -> None:
     source = args.input.name if args.input.exists() else "synthetic text"
     print(f"input: {len(texts)} units, {tokens} tokens (cl100k_base) from {source}")
 
-    load_s, _ = timed(relevance.load_sentence_model)
+    load_s, _ = timed(minilm.load_sentence_model)
     print(f"minilm load (import + weights, once per process): {load_s * 1000:8.0f} ms")
 
-    cold = relevance.get_embedder("minilm")
+    cold = embedders.get_embedder("minilm")
     cold_s, _ = timed(lambda: cold.embed(texts))
     stats = getattr(cold, "stats", {})
     print(
@@ -93,7 +94,7 @@ def main() -> None:
 
     warm_runs, warm_cpu = [], []
     for _ in range(args.repeat):
-        fresh = relevance.get_embedder("minilm", cache=False)
+        fresh = embedders.get_embedder("minilm", cache=False)
         seconds, _ = timed(lambda e=fresh: e.embed(texts))
         warm_runs.append(seconds)
         warm_cpu.append(CPU_SECONDS[-1])
@@ -109,7 +110,7 @@ def main() -> None:
         f"= {cpu_unit_ms / threads:.1f} ms/unit of wall time when the cores are free"
     )
 
-    cached = relevance.get_embedder("minilm")
+    cached = embedders.get_embedder("minilm")
     cached_s, _ = timed(lambda: cached.embed(texts))
     stats = getattr(cached, "stats", {})
     print(
@@ -117,12 +118,12 @@ def main() -> None:
         f"{cached_s * 1000:8.1f} ms = {cached_s * 1000 / len(texts):6.2f} ms/unit"
     )
 
-    minilm = relevance.get_embedder("minilm")
+    minilm = embedders.get_embedder("minilm")
     rel_s, _ = timed(lambda: relevance.relevance_scores(texts, query, minilm))
     coh_s, _ = timed(lambda: relevance.similarity(texts, texts[::2], minilm))
     print(f"minilm relevance_scores + similarity, cached: {(rel_s + coh_s) * 1000:8.1f} ms")
 
-    lexical = relevance.get_embedder("lexical")
+    lexical = embedders.get_embedder("lexical")
     lex_s, _ = timed(lambda: relevance.relevance_scores(texts, query, lexical))
     lsim_s, _ = timed(lambda: relevance.similarity(texts, texts[::2], lexical))
     print(f"lexical relevance_scores (BM25) + similarity: {(lex_s + lsim_s) * 1000:8.1f} ms")
@@ -140,8 +141,9 @@ def bench_chain(path: Path, n: int) -> None:
     """The compaction chain on the first n units of a real session, each embedder, cold and cached."""
     try:
         from ctxkit.compaction import ChainOptions, CompactSettings, compact
+        from ctxkit.embedders import get_embedder
+        from ctxkit.embedders.relevance import similarity
         from ctxkit.formats import read_path
-        from ctxkit.relevance import get_embedder, similarity
         from ctxkit.tokens import count_transcript, get_tokenizer
     except ImportError as e:  # the chain is built in another module; the embed figures stand alone
         print(f"full chain: skipped ({e})")

@@ -9,7 +9,7 @@
    Conversations/s and tokens/s (input tokens, as `count` counts them) over the wall time of
    the whole command, Ray's start-up included (measured apart, on a one-line dataset).
 2. Memory. That dataset repeated (each copy's first user message marked, so no two lines are
-   the same) to each size in --sizes-mb, counted by `ctxkit.ray.count_dataset` on a local Ray
+   the same) to each size in --sizes-mb, counted by `ctxkit.engines.ray.count_dataset` on a local Ray
    with 2 CPUs and a 100 MB object store. Each task reports its worker's peak RSS; the driver's
    own peak is measured too. Loading the dataset whole is estimated from the RSS that reading a
    sample into a list takes, scaled to the size.
@@ -136,8 +136,8 @@ def load_whole_mb_per_mb(sample: Path) -> float:
 
 
 def memory(work: Path, sizes_mb: list[float]) -> list[str]:
-    from ctxkit.ray import CountJob, RayOptions, count_dataset
-    from ctxkit.shards import plan_shards
+    from ctxkit.engines.ray import CountJob, RayOptions, count_dataset
+    from ctxkit.engines.shards import plan_shards
 
     base = [x for x in (work / "dataset.jsonl").read_bytes().splitlines() if x.strip()]
     table = []

@@ -15,12 +15,12 @@ import os
 import sys
 import time
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
-from ctxkit.config import Config
+from ctxkit.config.file import Config
+from ctxkit.config.settings import build_embedder
+from ctxkit.embedders import EMBEDDERS
 from ctxkit.formats import read_path
-from ctxkit.relevance import EMBEDDERS
-from ctxkit.settings import build_embedder
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 FOLDERS = (

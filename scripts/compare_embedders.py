@@ -28,14 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replay_realdata import derive_needles  # noqa: E402
 
-from ctxkit.archive import Archive  # noqa: E402
+from ctxkit.archive.store import Archive  # noqa: E402
 from ctxkit.compaction import CompactSettings, coherence, compact  # noqa: E402
-from ctxkit.config import Config  # noqa: E402
+from ctxkit.config.file import Config  # noqa: E402
+from ctxkit.config.settings import build_embedder  # noqa: E402
+from ctxkit.embedders.relevance import get_embedder  # noqa: E402
+from ctxkit.fidelity.truth import needle_retention  # noqa: E402
 from ctxkit.formats import read_path  # noqa: E402
-from ctxkit.relevance import get_embedder  # noqa: E402
-from ctxkit.settings import build_embedder  # noqa: E402
 from ctxkit.tokens import count_transcript, get_tokenizer  # noqa: E402
-from ctxkit.truth import needle_retention  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT.parent / "shared" / "realdata"

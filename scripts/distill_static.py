@@ -14,7 +14,7 @@ seed 12) and checked on 600 others (seed 99): the second principal axis dropped 
 then 256 left), and SIF 5e-6. Spearman with MiniLM's cosines went from 0.75/0.74 to 0.85/0.84
 (0.87/0.86 for the static embedder's coherence, which mixes in the bag-of-words cosine). Rows are stored as int8 with one float32
 scale per row (uncompressed .npz, so it loads without
-inflating); the file's sha256 goes into ctxkit/static.py (`STATIC_SHA256`), which checks it
+inflating); the file's sha256 goes into ctxkit/embedders/static.py (`STATIC_SHA256`), which checks it
 at load. The forward pass is deterministic on CPU, and PCA signs are fixed, so a rebuild from
 the same model and settings gives the same file.
 """

@@ -4,7 +4,7 @@
 
 Units come from every transcript under ../shared/realdata; each unit's text is what the chain
 embeds (content plus tool-call names and arguments, `compaction.unit_texts`), and its first chunk
-(`relevance.chunk_text`, at most 200 words) is the text compared. Pairs are drawn with a fixed
+(`embedders.base.chunk_text`, at most 200 words) is the text compared. Pairs are drawn with a fixed
 seed: two thirds within one transcript (what coherence and relevance compare), one third across
 transcripts. For each pair every embedder gives `relevance.similarity([a], [b])` - the cosine of
 the two embeddings, or the lexical embedder's bag-of-words cosine - and the script prints the
@@ -31,8 +31,8 @@ REALDATA = ROOT.parent / "shared" / "realdata"
 def load_units(realdata: Path) -> dict[str, list[list[str]]]:
     """By folder (format), per transcript, the first chunk of each unit's text (3+ words)."""
     from ctxkit.compaction import unit_texts
+    from ctxkit.embedders.base import chunk_text
     from ctxkit.formats import read_path
-    from ctxkit.relevance import chunk_text
 
     out: dict[str, list[list[str]]] = {}
     for folder in sorted(p for p in realdata.iterdir() if p.is_dir()):
@@ -103,7 +103,7 @@ def pair_similarities(
     embedder: object, pairs: list[tuple[str, str]], cosine: bool = False
 ) -> tuple[np.ndarray, float]:
     """Similarity of each pair and the ms per unit it took; `cosine`: of `embed` vectors only."""
-    from ctxkit.relevance import similarity
+    from ctxkit.embedders.relevance import similarity
 
     texts = list(dict.fromkeys(t for p in pairs for t in p))
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def main() -> int:
     if not args.realdata.is_dir():
         print(f"no real transcripts at {args.realdata}", file=sys.stderr)
         return 1
-    from ctxkit.relevance import get_embedder
+    from ctxkit.embedders import get_embedder
 
     units = load_units(args.realdata)
     pairs = sample_pairs(units, args.pairs, args.seed)
@@ -142,7 +142,7 @@ def main() -> int:
     )
     reference, ref_ms = pair_similarities(get_embedder("minilm"), pairs)
     rows = [("minilm", 1.0, ref_ms, "reference (cache hits are fast)")]
-    from ctxkit.static import StaticEmbedder
+    from ctxkit.embedders.static import StaticEmbedder
 
     # (label, embedder, cosine of embed vectors only)
     candidates: list[tuple[str, object, bool]] = [

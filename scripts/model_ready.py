@@ -12,7 +12,7 @@ where N is the transcript's own token count (`ctxkit count --no-usage`: the toke
 sees, without a log's unlogged system prompt). Each output is then checked: written in the
 input's format (the output's format detected), valid against the SDK types of the input's
 provider (`ctxkit.formats.sdk`; "n/a" while it is absent, or for ctxkit's own units format), `ctxkit
-expand` gives back the input's units (role, content, tool calls), and the `ctxkit.fidelity`
+expand` gives back the input's units (role, content, tool calls), and the `ctxkit.fidelity.measures`
 measures, taken on the library's compaction of the same transcript with the same settings
 (meta included; the `cli=lib` column says whether the CLI wrote exactly that result).
 
@@ -81,14 +81,14 @@ def _unit_key(u: Any) -> tuple[Any, ...]:
 
 def check_one(path: str, label: str, source: str, work: str, user_budget: int | None) -> dict[str, Any]:
     """Compact one single-transcript file through the CLI and measure everything."""
-    from ctxkit import fidelity
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
+    from ctxkit.config.settings import compact_settings
     from ctxkit.errors import CtxkitError
+    from ctxkit.fidelity import measures as fidelity
+    from ctxkit.fidelity.truth import read_with_truth
     from ctxkit.formats import ReadOptions, read_path, write_transcripts
-    from ctxkit.settings import compact_settings
     from ctxkit.tokens import count_transcript, get_tokenizer
-    from ctxkit.truth import read_with_truth
 
     started = time.perf_counter()
     tok = get_tokenizer()

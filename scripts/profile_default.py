@@ -38,9 +38,9 @@ PHASES = [
     ("  discard_low_rel", "strategies/discard_low_rel.py", "discard_low_rel"),
     ("  offload", "strategies/offload.py", "offload"),
     ("  coherence (gate + final figure)", "compaction/chain.py", "coherence"),
-    ("    static table load (numpy + .npz)", "static.py", "load_table"),
+    ("    static table load (numpy + .npz)", "embedders/static.py", "load_table"),
     ("  counting tokens", "tokens/accounting.py", "count_transcript"),
-    ("archive writes (SQLite)", "archive.py", "put_transcript"),
+    ("archive writes (SQLite)", "archive/store.py", "put_transcript"),
     ("write the output", "fileio.py", "write_output"),
 ]
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proptest import examples
 
-from ctxkit.archive import (
+from ctxkit.archive.store import (
     Archive,
     default_archive_path,
     long_ref,
@@ -679,7 +679,7 @@ def test_list_covers_a_transcripts_digest_keys(archive: Archive) -> None:
 
 
 def test_refs_are_decimal_and_cost_the_same_tokens_whatever_the_digest() -> None:
-    from ctxkit.archive import REF_DIGITS, REF_PROBE
+    from ctxkit.archive.store import REF_DIGITS, REF_PROBE
     from ctxkit.tokens import get_tokenizer
 
     tok = get_tokenizer("cl100k_base")
@@ -691,7 +691,7 @@ def test_refs_are_decimal_and_cost_the_same_tokens_whatever_the_digest() -> None
 
 
 def test_ref_scope_ignores_the_name_and_the_token_cache() -> None:
-    from ctxkit.archive import ref_scope
+    from ctxkit.archive.store import ref_scope
 
     t = original()
     assert ref_scope(t) == ref_scope(dataclasses.replace(t, id="other", path="elsewhere.json"))
@@ -744,7 +744,7 @@ def test_collision_corpus_every_unit_keeps_its_own_ref(tmp_path: Path) -> None:
         units = [tool_result(f"r{i}", f"same text {i % 7}") for i in range(25)]
         units.append(tool_result("last", f"conversation {n % 20}"))  # 20 distinct, 20 twins
         corpus.append(Transcript(units=units, id=f"conv#{n}", source_format="openai"))
-    from ctxkit.archive import ref_scope
+    from ctxkit.archive.store import ref_scope
 
     squatted = [make_ref(ref_scope(t), u.id, u.content) for t in corpus[:10] for u in t.units[::2]]
     _occupy(path, squatted[0], "s0", "squatter 0")
@@ -1037,7 +1037,7 @@ def test_an_archive_from_before_scoped_refs_still_reads_and_takes_new_units(
 def test_parallel_workers_respect_a_clash_in_the_archive(tmp_path: Path) -> None:
     """Workers make refs in a scratch archive; one that clashes in the real archive is redone
     in the parent, so a --jobs run gives what a serial run gives."""
-    from ctxkit.archive import ref_scope
+    from ctxkit.archive.store import ref_scope
     from ctxkit.compaction import CompactSettings, compact_many
     from ctxkit.tokens import get_tokenizer
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.compaction.arrange import arrange, give_back, made_up
 from ctxkit.formats import read_path

@@ -13,15 +13,12 @@ from ctxkit.budget import (
     Thresholds,
     compaction_goal,
     effective_limit,
-    find_model,
-    load_models,
-    resolve_model_budget,
-    resolve_policy,
-    resolve_target,
     status_for,
     status_rank,
 )
-from ctxkit.config import AgentPolicy, Config, ModelOverride, PerLLM
+from ctxkit.budget.models import find_model, load_models
+from ctxkit.budget.targets import resolve_model_budget, resolve_policy, resolve_target
+from ctxkit.config.file import AgentPolicy, Config, ModelOverride, PerLLM
 from ctxkit.errors import UsageError
 
 

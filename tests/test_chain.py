@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxkit import structure
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.compaction import ChainOptions, CompactSettings, compact, expand_chain
 from ctxkit.errors import BreakerFailed, UsageError
 from ctxkit.formats import read_path

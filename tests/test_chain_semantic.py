@@ -11,11 +11,11 @@ import pytest
 from chatserver import ChatServer, Reply, completion
 from click.testing import CliRunner
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.cli import cli
 from ctxkit.compaction import ChainOptions, CompactSettings, Event, coherence, compact
+from ctxkit.embedders import EMBEDDERS, get_embedder
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.relevance import EMBEDDERS, get_embedder
 from ctxkit.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")

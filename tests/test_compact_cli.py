@@ -460,7 +460,7 @@ SAMPLES = Path(__file__).parents[1] / "sample_transcripts"
 @pytest.mark.parametrize("limit", [3000, 4000])
 def test_library_and_cli_give_the_same_output(limit: int, tmp_path: Path) -> None:
     """`compact(t, limit=L)` and `ctxkit compact --limit L` aim at one goal, byte for byte."""
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.formats import read_path, write_path
 
@@ -502,7 +502,7 @@ def test_an_app_log_with_its_own_compaction_that_fits_expands_as_it_is(tmp_path:
     r = _run(["expand", str(out), "-o", str(back)])
     assert r.exit_code == 0, r.stderr
     assert back.read_bytes() == src.read_bytes()
-    from ctxkit.archive import _PREAMBLE
+    from ctxkit.archive.store import _PREAMBLE
     from ctxkit.strategies.summarize_old import preamble
 
     assert preamble(2, 10, ["ref-1"]).startswith(_PREAMBLE)  # how a summary of ours is told apart

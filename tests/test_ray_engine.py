@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
+from ctxkit.engines.shards import INDEX_NAME, ShardedArchive, plan_shards, read_shard
 from ctxkit.formats import ReadOptions, ReadStats, read_path
-from ctxkit.shards import INDEX_NAME, ShardedArchive, plan_shards, read_shard
 
 REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 SHARD_MB = "0.02"  # ~20 KB a task: the test datasets make several shards
@@ -78,7 +78,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory, sims: Path) -> Path:
 @pytest.fixture(scope="module")
 def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     pytest.importorskip("ray")
-    from ctxkit.ray import RayOptions, ray_session
+    from ctxkit.engines.ray import RayOptions, ray_session
 
     # a short path: Ray's sockets live under it (Unix sockets take ~107 characters)
     temp = tmp_path_factory.mktemp("r", numbered=True)
@@ -170,9 +170,9 @@ def test_a_file_that_is_no_jsonl_dataset_is_one_shard(tmp_path: Path, sims: Path
 
 
 def test_sharded_archive_restores_and_recalls_through_its_index(tmp_path: Path) -> None:
-    from ctxkit.archive import Archive, refs_in
+    from ctxkit.archive.store import Archive, refs_in
     from ctxkit.compaction import compact
-    from ctxkit.shards import write_index
+    from ctxkit.engines.shards import write_index
     from ctxkit.simulate import generate
 
     originals = [generate("long_chat", seed=s, tokens=3000) for s in (1, 2)]
@@ -313,7 +313,7 @@ def test_score_rl_on_ray_is_score_rl(ray_session: Any, sims: Path, tmp_path: Pat
 @pytest.mark.parametrize("mode", ["exit", "raise"])
 def test_a_task_that_dies_once_leaves_one_copy(ray_session: Any, mixed: Path, tmp_path: Path,
                                                mode: str) -> None:
-    from ctxkit.ray import CompactJob, Fault, RayOptions, compact_dataset
+    from ctxkit.engines.ray import CompactJob, Fault, RayOptions, compact_dataset
 
     clean, faulty = tmp_path / "clean", tmp_path / "faulty"
     shards = plan_shards([str(mixed)], shard_bytes=int(float(SHARD_MB) * 2**20))
@@ -341,7 +341,7 @@ def test_a_task_that_dies_once_leaves_one_copy(ray_session: Any, mixed: Path, tm
 def test_compactor_in_a_ray_pipeline(ray_session: Any, sims: Path, tmp_path: Path) -> None:
     import ray
 
-    from ctxkit.ray import Compactor
+    from ctxkit.engines.ray import Compactor
 
     local = tmp_path / "local.jsonl"
     assert run("compact", str(sims), "--limit", "2000", "-o", str(local)).exit_code == 0

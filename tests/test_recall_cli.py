@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.cli import cli
 from ctxkit.formats import read_path, write_path
 from ctxkit.model import ToolCall, Transcript, Unit

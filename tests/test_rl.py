@@ -320,8 +320,8 @@ def test_overflow_sim_long_chat_ends_under_limit_with_coherence_above_085(seed: 
 @pytest.mark.parametrize("seed", range(6))
 def test_overflow_sim_long_chat_summarize_old_above_085_with_minilm(seed: int) -> None:
     """summarize_old alone reaches 0.85 on every seed when coherence uses the minilm model."""
+    from ctxkit.embedders import get_embedder
     from ctxkit.errors import CtxkitError
-    from ctxkit.relevance import get_embedder
 
     try:
         mini = get_embedder("minilm")

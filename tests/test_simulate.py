@@ -14,9 +14,10 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.cli import cli
 from ctxkit.errors import UsageError
+from ctxkit.fidelity.truth import needle_retention, pair_problems, read_truth
 from ctxkit.formats import read_path, write_transcripts
 from ctxkit.model import Transcript
 from ctxkit.simulate import (
@@ -27,7 +28,6 @@ from ctxkit.simulate import (
 )
 from ctxkit.structure import check
 from ctxkit.tokens import count_transcript
-from ctxkit.truth import needle_retention, pair_problems, read_truth
 
 NAMES = sorted(SCENARIOS)
 SIZE_TOLERANCE = 0.02  # measured: within 1.2% at 1k-100k tokens

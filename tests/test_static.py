@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxkit import static
+from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS, get_embedder, static
+from ctxkit.embedders.relevance import relevance_scores, similarity
 from ctxkit.errors import EmbedderError
-from ctxkit.relevance import DEFAULT_EMBEDDER, EMBEDDERS, get_embedder, relevance_scores, similarity
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_transcripts" / "tau-bench-airline.json"
@@ -50,7 +50,7 @@ def test_the_table_is_checked_by_its_hash(tmp_path: Path, monkeypatch: pytest.Mo
     table = static.load_table()
     assert table.sha256 == static.STATIC_SHA256
     copy = tmp_path / "table.npz"
-    shutil.copy(Path(static.__file__).parent / "data" / static.STATIC_FILE, copy)
+    shutil.copy(Path(static.__file__).parents[1] / "data" / static.STATIC_FILE, copy)
     with copy.open("ab") as f:
         f.write(b"\0")  # one byte more: a corrupted or swapped file
     with pytest.raises(EmbedderError, match="sha256"):

@@ -12,7 +12,7 @@ measurements of that same run. Suites (`SUITES`):
   with the lexical and MiniLM embedders, and compaction time as a multiple of one tiktoken pass;
 - `quality`: ctxkit's chain against LangChain's `trim_messages`, plain drop-oldest truncation and
   observation masking, on simulated transcripts (with ground truth) and real ones, with a
-  fidelity table (`ctxkit.fidelity`: needles, files-touched trail, user messages verbatim);
+  fidelity table (`ctxkit.fidelity.measures`: needles, files-touched trail, user messages verbatim);
 - `scale`: 1k to 1M tokens, one fresh process per size, time and peak memory, log-log slope.
 
 Example:

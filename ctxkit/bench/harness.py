@@ -318,8 +318,8 @@ def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
 
 def _settings(limit: int) -> Any:
     """The default configuration's settings at `limit`, with the default embedder."""
-    from ctxkit.config import Config
-    from ctxkit.settings import compact_settings
+    from ctxkit.config.file import Config
+    from ctxkit.config.settings import compact_settings
 
     return compact_settings(limit=limit, config=Config()).replace(embedder=None)
 

@@ -117,7 +117,7 @@ def langchain_trim(
 
 def observation_masking(t: Transcript, goal: int, archive: Any) -> Transcript:
     """ctxkit's mask_observations alone, applied once (the Complexity Trap's masking)."""
-    from ctxkit.relevance import task_query
+    from ctxkit.embedders.relevance import task_query
     from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, Context, State
 
     ctx = Context(
@@ -144,11 +144,11 @@ def run_peer(
     peer: str, t: Transcript, limit: int, coherence_embedders: Sequence[tuple[str, Any]]
 ) -> dict[str, Any]:
     """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import coherence, compact
+    from ctxkit.fidelity.truth import needle_retention
     from ctxkit.structure import pairs_intact
     from ctxkit.tokens import count_transcript
-    from ctxkit.truth import needle_retention
 
     s = _settings(limit)
     goal = s.goal
@@ -220,10 +220,10 @@ def run_peer(
 
 
 def _fidelity(t: Transcript, result: Transcript, tok: Any, goal: int) -> dict[str, Any]:
-    """The fidelity table's measures of one run (`ctxkit.fidelity`); needles are `run_peer`'s.
+    """The fidelity table's measures of one run (`ctxkit.fidelity.measures`); needles are `run_peer`'s.
     "In budget": the user messages the engine's budget for `goal` promises to keep."""
-    from ctxkit import fidelity
-    from ctxkit.summarize import user_message_budget
+    from ctxkit.fidelity import measures as fidelity
+    from ctxkit.summarizers.extractive import user_message_budget
 
     trail = fidelity.files_trail(t, result)
     users = fidelity.user_verbatim(t, result, user_message_budget(goal), count=tok.count)

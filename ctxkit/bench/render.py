@@ -66,7 +66,7 @@ PEER_COLUMNS = (
     ("coherence_minilm", "coh. minilm"),
 )
 
-# The fidelity table: what each peer kept of what a model needs to go on (`ctxkit.fidelity`).
+# The fidelity table: what each peer kept of what a model needs to go on (`ctxkit.fidelity.measures`).
 FIDELITY_COLUMNS = (
     ("peer", "peer"),
     ("source", "set"),
@@ -270,7 +270,7 @@ def plot(report: BenchReport, path: str) -> None:
 
 
 def _default_embedder() -> str:
-    from ctxkit.relevance import DEFAULT_EMBEDDER
+    from ctxkit.embedders import DEFAULT_EMBEDDER
 
     return DEFAULT_EMBEDDER
 

@@ -183,8 +183,8 @@ def suite_count(opts: BenchOptions, say: Progress) -> SuiteResult:
 
 def suite_guard(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Time of one guard decision (count + budget + status) with a warm and a cold cache."""
-    from ctxkit.budget import resolve_target
-    from ctxkit.config import Config
+    from ctxkit.budget.targets import resolve_target
+    from ctxkit.config.file import Config
     from ctxkit.guard import evaluate
     from ctxkit.tokens import TokenizerCache
 
@@ -282,7 +282,7 @@ def _minilm_load_subprocess() -> tuple[float | None, str]:
     """Seconds to import sentence-transformers and load MiniLM in a fresh process."""
     code = (
         "import time; t = time.perf_counter()\n"
-        "from ctxkit.relevance import load_sentence_model\n"
+        "from ctxkit.embedders.minilm import load_sentence_model\n"
         "load_sentence_model()\n"
         "print(time.perf_counter() - t)\n"
     )
@@ -301,7 +301,7 @@ def _static_load_subprocess() -> tuple[float | None, str]:
     """Seconds to import numpy, load the static table and embed one text in a fresh process."""
     code = (
         "import time; t = time.perf_counter()\n"
-        "from ctxkit.relevance import get_embedder\n"
+        "from ctxkit.embedders import get_embedder\n"
         "get_embedder('static').embed(['warm up'])\n"
         "print(time.perf_counter() - t)\n"
     )
@@ -318,23 +318,23 @@ def _static_load_subprocess() -> tuple[float | None, str]:
 
 def suite_embed(opts: BenchOptions, say: Progress) -> SuiteResult:
     """MiniLM load (fresh process) and batched embedding per unit; static and lexical beside it."""
-    from ctxkit import relevance
+    from ctxkit import embedders
     from ctxkit.tokens import count_text
 
     res = SuiteResult("embed")
     texts, source = embed_texts(opts)
     tokens = sum(count_text(x) for x in texts)
-    lexical = relevance.get_embedder("lexical", cache=False)
+    lexical = embedders.get_embedder("lexical", cache=False)
     lex = _repeat(lambda: lexical.embed(texts), opts.repeats(5))
     static_load_s, static_why = _static_load_subprocess()
     if static_load_s is None:
         res.skipped.append(f"static: {static_why}")
     else:
-        from ctxkit.static import load_table
+        from ctxkit.embedders.static import load_table
 
         def fresh_static() -> None:
             load_table().wordpiece.clear()  # cold: every word split again
-            relevance.get_embedder("static").embed(texts)
+            embedders.get_embedder("static").embed(texts)
 
         st = _repeat(fresh_static, opts.repeats(5))
         res.figures.append(
@@ -368,14 +368,14 @@ def suite_embed(opts: BenchOptions, say: Progress) -> SuiteResult:
             )
         )
         try:
-            model = relevance.get_embedder("minilm", cache=False)
+            model = embedders.get_embedder("minilm", cache=False)
         except CtxkitError as exc:
             res.skipped.append(f"minilm: {exc}")
         else:
             model.embed(texts[:2])  # first call allocates; not part of the steady state
 
             def fresh() -> None:
-                relevance.get_embedder("minilm", cache=False).embed(texts)
+                embedders.get_embedder("minilm", cache=False).embed(texts)
 
             run = _repeat(fresh, opts.repeats(5))
             res.figures.append(
@@ -396,9 +396,9 @@ def suite_embed(opts: BenchOptions, say: Progress) -> SuiteResult:
                 old = os.environ.get("CTXKIT_CACHE_DIR")
                 os.environ["CTXKIT_CACHE_DIR"] = tmp
                 try:
-                    cached = relevance.get_embedder("minilm")
+                    cached = embedders.get_embedder("minilm")
                     cached.embed(texts)
-                    again = relevance.get_embedder("minilm")
+                    again = embedders.get_embedder("minilm")
                     hit = _repeat(lambda: again.embed(texts), opts.repeats(5))
                 finally:
                     if old is None:
@@ -433,10 +433,10 @@ def _torch_threads() -> int | None:
 
 
 def _compact(t: Transcript, limit: int, embedder: Any = None, chain: str | None = None) -> Any:
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
-    from ctxkit.config import Config
-    from ctxkit.settings import compact_settings
+    from ctxkit.config.file import Config
+    from ctxkit.config.settings import compact_settings
 
     s = compact_settings(limit=limit, config=Config(), chain=chain)
     with Archive(":memory:") as archive:
@@ -445,7 +445,7 @@ def _compact(t: Transcript, limit: int, embedder: Any = None, chain: str | None 
 
 def _cached_minilm(cache_dir: str) -> Any:
     """A MiniLM embedder whose SQLite cache lives in `cache_dir` (not the user's cache)."""
-    from ctxkit.relevance import get_embedder
+    from ctxkit.embedders import get_embedder
 
     old = os.environ.get("CTXKIT_CACHE_DIR")
     os.environ["CTXKIT_CACHE_DIR"] = cache_dir
@@ -476,7 +476,7 @@ def _limit_for(t: Transcript) -> int:
 def suite_compact(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Summarization, the full chain on 50 units, and compaction against one tiktoken pass."""
     from ctxkit.simulate import generate
-    from ctxkit.summarize import summarize_extractive
+    from ctxkit.summarizers.extractive import summarize_extractive
     from ctxkit.tokens import count_transcript
 
     res = SuiteResult("compact")
@@ -500,7 +500,7 @@ def suite_compact(opts: BenchOptions, say: Progress) -> SuiteResult:
     std = standard_transcript()
     limit = _limit_for(std)
     std_tokens = count_transcript(std, tok).total
-    from ctxkit.relevance import DEFAULT_EMBEDDER, get_embedder
+    from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
 
     # (label, make a fresh embedder or None for the default one, what its caches hold)
     embedders: list[tuple[str, Callable[[], Any] | None, str]] = [
@@ -619,7 +619,7 @@ def suite_compact(opts: BenchOptions, say: Progress) -> SuiteResult:
 
 def suite_quality(opts: BenchOptions, say: Progress) -> SuiteResult:
     """ctxkit's chain beside LangChain trim_messages, drop-oldest and observation masking."""
-    from ctxkit.relevance import get_embedder
+    from ctxkit.embedders import get_embedder
     from ctxkit.simulate import SCENARIOS, generate
 
     res = SuiteResult("quality")
@@ -704,7 +704,7 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
     """
     import tracemalloc
 
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.simulate import generate
     from ctxkit.tokens import count_transcript
@@ -876,7 +876,7 @@ def run(
             raise unknown_name("suite", name, [*SUITES, "all"])
     if not names:
         raise UsageError("no suite to run; pick one of " + ", ".join([*SUITES, "all"]))
-    from ctxkit.relevance import DEFAULT_EMBEDDER
+    from ctxkit.embedders import DEFAULT_EMBEDDER
 
     report = BenchReport(
         machine=machine_notes(),

@@ -24,6 +24,7 @@ from ctxkit.cli.options import (
 )
 from ctxkit.cli.output import transcript_output
 from ctxkit.compaction.recovery import RECOVERY_MODES
+from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.errors import UsageError
 from ctxkit.fileio import (
     atomic_writer,
@@ -33,8 +34,7 @@ from ctxkit.fileio import (
     write_output,
 )
 from ctxkit.formats import WRITABLE, ReadOptions, ReadStats
-from ctxkit.relevance import DEFAULT_EMBEDDER, EMBEDDERS
-from ctxkit.summarize import SUMMARIZER_NAMES
+from ctxkit.summarizers import SUMMARIZER_NAMES
 
 if TYPE_CHECKING:
     from ctxkit.compaction import Event
@@ -97,7 +97,7 @@ if TYPE_CHECKING:
     "--recall-tool",
     is_flag=True,
     help="Add a recall(ref, lines?, search?) tool to the output's tools (counted in the budget), "
-    "for an agent harness to serve with ctxkit.recall_tool.serve_recall.",
+    "for an agent harness to serve with ctxkit.archive.recall_tool.serve_recall.",
 )
 @click.option(
     "--embedder",
@@ -189,15 +189,15 @@ def compact(
       ctxkit compact session.jsonl --limit 5000 -o small.jsonl --html report.html
       ctxkit compact 'data/*.jsonl' --limit 8000 --engine ray -o small/   # shards + archives
     """
-    from ctxkit.archive import Archive, default_archive_path
+    from ctxkit.archive.store import Archive, default_archive_path
     from ctxkit.compaction import compact_many
+    from ctxkit.config.settings import compact_settings
     from ctxkit.formats import (
         check_depth,
         expand_paths,
         output_format_for,
         read_path,
     )
-    from ctxkit.settings import compact_settings
 
     inputs = expand_paths(paths)  # globs too, as count and guard take them
     settings_args: dict[str, Any] = {
@@ -338,7 +338,7 @@ def compact(
             report["dry_run"] = dry_run
             write_output(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
         if html_path:
-            from ctxkit.htmlreport import render_html
+            from ctxkit.report.html import render_html
 
             for r in seen.reports:
                 r["archive"] = None if dry_run else archive_file
@@ -362,8 +362,8 @@ def _compact_ray(
 ) -> None:
     """`--engine ray`: every shard compacted by a Ray task into -o DIR, with its archive."""
     from ctxkit.engines import check_shard_dir
-    from ctxkit.ray import CompactJob, compact_dataset
-    from ctxkit.shards import INDEX_NAME, plan_shards
+    from ctxkit.engines.ray import CompactJob, compact_dataset
+    from ctxkit.engines.shards import INDEX_NAME, plan_shards
 
     check_shard_dir(output)
     check_paths({"PATH": inputs}, {"-o": output})
@@ -371,7 +371,7 @@ def _compact_ray(
     job = CompactJob(os.path.abspath(output), settings_args, read_opts, to_format)
     totals = {"conversations": 0, "changed": 0, "tokens_before": 0, "tokens_after": 0}
     stats = ReadStats()
-    from ctxkit.ray import merge_stats
+    from ctxkit.engines.ray import merge_stats
 
     for tally in compact_dataset(shards, job, ray_opts):
         for key in totals:
@@ -396,7 +396,7 @@ def _compact_ray(
 
 def _with_recall_tool(budget: Any, fmt: str, archive_file: str) -> Any:
     """The settings with the recall tool; unchanged, with a note, for a format without tools."""
-    from ctxkit.recall_tool import serving_hint, with_recall_tool
+    from ctxkit.archive.recall_tool import serving_hint, with_recall_tool
 
     settings = with_recall_tool(budget, fmt)
     if settings is None:
@@ -443,7 +443,7 @@ def _label(source: str, path: str) -> str | None:
 def _truth_for(source: str) -> Any:
     """The ground truth `ctxkit simulate` wrote beside the input, to mark needles and P1 units
     on the page (it does not change the compaction); None when there is none."""
-    from ctxkit.truth import TruthMatcher, read_truth_records, sidecar_for
+    from ctxkit.fidelity.truth import TruthMatcher, read_truth_records, sidecar_for
 
     sidecar = sidecar_for(source)
     return TruthMatcher(read_truth_records(sidecar), sidecar) if sidecar is not None else None
@@ -517,7 +517,7 @@ def _replay(
     cost_models: tuple[str, ...] = (),
 ) -> None:
     """`--replay`: the replay report (JSON) to the output, one summary line per transcript."""
-    from ctxkit.budget import priced_model
+    from ctxkit.budget.models import priced_model
     from ctxkit.replay import replay_cost, replay_path
 
     priced = [priced_model(name, "--cost") for name in cost_models]

@@ -7,7 +7,7 @@ import os
 import click
 
 from ctxkit.cli.options import echo_err
-from ctxkit.config import DUMP_FORMATS
+from ctxkit.config.file import DUMP_FORMATS
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths, write_bytes_atomic
 
@@ -48,7 +48,7 @@ def config(
       ctxkit config --init            # writes ./ctxkit.yaml
       ctxkit config --init ci.yaml --force
     """
-    from ctxkit.config import DEFAULT_PATH, default_config_text, dump_config, load_config
+    from ctxkit.config.file import DEFAULT_PATH, default_config_text, dump_config, load_config
 
     if show and init:
         raise UsageError("give --show or --init, not both")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ctxkit.budget import priced_model
+from ctxkit.budget.models import priced_model
 from ctxkit.cli.options import (
     debug_option,
     echo_err,
@@ -35,7 +35,7 @@ from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
-from ctxkit.report import FORMATS, default_format, render_table, write_rows
+from ctxkit.report.tables import FORMATS, default_format, render_table, write_rows
 from ctxkit.tokens import (
     REGIONS,
     CountOptions,
@@ -211,9 +211,9 @@ def _ray_rows(
     ray_opts: Any,
     stats: Any,
 ) -> list[dict[str, Any]]:
-    """The region rows, counted by Ray tasks shard by shard (`ctxkit.ray.count_dataset`)."""
-    from ctxkit.ray import CountJob, count_dataset, merge_stats
-    from ctxkit.shards import plan_shards
+    """The region rows, counted by Ray tasks shard by shard (`ctxkit.engines.ray.count_dataset`)."""
+    from ctxkit.engines.ray import CountJob, count_dataset, merge_stats
+    from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))
     shards = plan_shards(files, read_opts, shard_bytes=ray_opts.shard_bytes)

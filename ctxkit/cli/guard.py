@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from ctxkit.agents import RULES
 from ctxkit.cli.options import (
     FiniteFloat,
     debug_option,
@@ -19,6 +18,7 @@ from ctxkit.cli.options import (
 )
 from ctxkit.errors import InputError
 from ctxkit.guard import FAIL_ON
+from ctxkit.recipes.triggers import RULES
 
 REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
 
@@ -167,8 +167,8 @@ def guard(ctx: click.Context, **kw: Any) -> None:
 
 def run_guard(**kw: Any) -> int:
     """Read the flags, evaluate every transcript, write the report; the combined exit code."""
-    from ctxkit.budget import resolve_target
-    from ctxkit.config import load_config
+    from ctxkit.budget.targets import resolve_target
+    from ctxkit.config.file import load_config
     from ctxkit.formats import ReadStats, expand_paths, read_path
     from ctxkit.formats.extras import load_tools, read_text_file
     from ctxkit.guard import combine_exit_codes, evaluate, load_pending
@@ -272,7 +272,7 @@ def with_threshold_flags(
     config: Any, warn: float | None, compact: float | None, block: float | None
 ) -> Any:
     """The config with threshold flags applied; a bad value names the flag."""
-    from ctxkit.config import ROOT
+    from ctxkit.config.file import ROOT
     from ctxkit.errors import ConfigError, UsageError
 
     try:
@@ -353,7 +353,7 @@ def _render_usage(verdict: Any) -> list[str]:
 
 def render_verdict(verdict: Any, fail_on: str) -> str:
     """The human report of one verdict: a row per target, then the why, the decision and notes."""
-    from ctxkit.report import render_table
+    from ctxkit.report.tables import render_table
 
     t = verdict.transcript
     where = t.path or "<stdin>"
@@ -415,7 +415,7 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
 
 
 def _render_pending(r: Any) -> list[str]:
-    from ctxkit.report import render_table
+    from ctxkit.report.tables import render_table
 
     plan = r.pending
     head = (

@@ -31,9 +31,9 @@ def mcp(archive_path: str | None) -> None:
       #   command = "ctxkit"
       #   args = ["mcp", "--archive", "/abs/path/small.jsonl.ctx.db"]
     """
-    from ctxkit.archive import Archive, default_archive_path
+    from ctxkit.archive.mcp_server import require_sdk, serve_stdio
+    from ctxkit.archive.store import Archive, default_archive_path
     from ctxkit.errors import UsageError
-    from ctxkit.mcp_server import require_sdk, serve_stdio
 
     path = archive_path or default_archive_path(None)
     try:

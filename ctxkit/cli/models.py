@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ctxkit.errors import UsageError
-from ctxkit.report import FORMATS, default_format, write_rows
+from ctxkit.report.tables import FORMATS, default_format, write_rows
 
 
 @click.command("models")
@@ -31,7 +31,7 @@ def models(names: tuple[str, ...], fmt: str | None) -> None:
       ctxkit models
       ctxkit models claude-sonnet-4-20250514 gpt-4o --format json
     """
-    from ctxkit.budget import find_model, load_models, model_suggestions
+    from ctxkit.budget.models import find_model, load_models, model_suggestions
 
     rows = list(load_models().values())
     if names:

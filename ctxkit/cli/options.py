@@ -146,7 +146,7 @@ def budget_options(f: F) -> F:
 
 def engine_options(f: F) -> F:
     """--engine, --ray-address, --ray-workers, --shard-mb: where a dataset command runs; they reach the
-    command as `engine` and `ray_opts` (a `ctxkit.ray.RayOptions` for --engine ray, else None)."""
+    command as `engine` and `ray_opts` (a `ctxkit.engines.ray.RayOptions` for --engine ray, else None)."""
 
     @functools.wraps(f)
     def command(
@@ -159,7 +159,7 @@ def engine_options(f: F) -> F:
     ) -> Any:
         ray_opts = None
         if engine == "ray":
-            from ctxkit.ray import RayOptions
+            from ctxkit.engines.ray import RayOptions
 
             ray_opts = RayOptions(
                 address=ray_address,

@@ -18,15 +18,15 @@ LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
+    from ctxkit.engines.shards import ShardedArchive
     from ctxkit.model import Transcript
-    from ctxkit.shards import ShardedArchive
 
 _PREVIEW_CHARS = 48
 
 
 def _parse_lines(text: str | None) -> tuple[int, int] | None:
-    from ctxkit.recall_tool import parse_lines
+    from ctxkit.archive.recall_tool import parse_lines
 
     return parse_lines(text, "--lines")
 
@@ -34,7 +34,7 @@ def _parse_lines(text: str | None) -> tuple[int, int] | None:
 def _open_for_reading(path: str) -> Archive | ShardedArchive:
     """Open an existing archive, or a directory of archive shards (`compact --engine ray`);
     read-only when the file cannot be written (no access stats then)."""
-    from ctxkit.shards import open_archive
+    from ctxkit.engines.shards import open_archive
 
     readonly = os.path.exists(path) and not os.access(path, os.W_OK)
     return open_archive(path, readonly=readonly)
@@ -100,7 +100,7 @@ def recall(
       ctxkit recall ref-1a2b3c4d:L50-100 --max-tokens 500 --archive small.json.ctx.db
       ctxkit recall --list --archive small.json.ctx.db
     """
-    from ctxkit.archive import default_archive_path
+    from ctxkit.archive.store import default_archive_path
 
     path = archive_path or default_archive_path(None)
     if list_:
@@ -216,7 +216,7 @@ def expand(
       ctxkit expand small.json --archive small.json.ctx.db -o original.json
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
-    from ctxkit.archive import Archive, default_archive_path
+    from ctxkit.archive.store import Archive, default_archive_path
     from ctxkit.cli.output import transcript_output
     from ctxkit.formats import read_path
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ctxkit.fileio import check_paths, check_writable, write_output
-from ctxkit.htmlreport import render_file
+from ctxkit.report.html import render_file
 
 
 @click.command("report")

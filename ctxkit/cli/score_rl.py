@@ -18,10 +18,10 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
+from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.model import Transcript
-from ctxkit.relevance import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.rl.actions import MODES
 from ctxkit.rl.datasets import DPO_SHAPES, EXPORTS, FORMATS
 from ctxkit.simulate import SCENARIOS
@@ -216,8 +216,8 @@ def score_rl(
         {"-o": output},
     )
 
-    from ctxkit.relevance import get_embedder
-    from ctxkit.settings import compact_settings
+    from ctxkit.config.settings import compact_settings
+    from ctxkit.embedders import get_embedder
 
     settings_args: dict[str, Any] = {
         "limit": limit,
@@ -308,10 +308,10 @@ def _score_ray(
 
     from ctxkit import rl
     from ctxkit.engines import check_shard_dir
+    from ctxkit.engines.ray import ScoreJob, score_dataset
+    from ctxkit.engines.shards import plan_shards
+    from ctxkit.fidelity.truth import no_truth_message
     from ctxkit.formats import expand_paths
-    from ctxkit.ray import ScoreJob, score_dataset
-    from ctxkit.shards import plan_shards
-    from ctxkit.truth import no_truth_message
 
     if names or not paths:
         raise UsageError("--engine ray scores dataset files; --scenario runs on --engine local")
@@ -367,8 +367,8 @@ def _transcripts(
     p1_ratio: float | None,
 ) -> Iterator[Transcript]:
     """Input files first (read lazily, with their ground truth), then generated scenarios."""
+    from ctxkit.fidelity.truth import read_with_truth
     from ctxkit.simulate import generate_many
-    from ctxkit.truth import read_with_truth
 
     if paths:
         yield from read_with_truth(paths, read_opts, truth_path=truth_path, warn=echo_err)

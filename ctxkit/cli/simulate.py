@@ -7,6 +7,7 @@ import sys
 import click
 
 from ctxkit.cli.options import FiniteFloat, echo_err
+from ctxkit.fidelity.truth import write_truth
 from ctxkit.simulate import (
     MAX_TOKENS,
     MIN_TOKENS,
@@ -18,7 +19,6 @@ from ctxkit.simulate import (
     save,
     truth_path_for,
 )
-from ctxkit.truth import write_truth
 
 
 def _scenario_names(values: tuple[str, ...]) -> list[str]:

@@ -7,14 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxkit import structure
-from ctxkit.archive import Archive, ref_scope
+from ctxkit.archive.recall_tool import add_tools
+from ctxkit.archive.store import Archive, ref_scope
 from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.recall_tool import add_tools
 from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
@@ -60,10 +60,11 @@ def unit_texts(units: Sequence[Unit]) -> list[str]:
 def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = None) -> float:
     """The spec's coherence: similarity in [0, 1] of the result's text to the original's.
 
-    `embedder` None is the default one (`relevance.DEFAULT_EMBEDDER`). The report, the chain's
+    `embedder` None is the default one (`embedders.DEFAULT_EMBEDDER`). The report, the chain's
     undo rule and `score-rl` all use this one figure.
     """
-    from ctxkit.relevance import DEFAULT_EMBEDDER, get_embedder, similarity
+    from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
+    from ctxkit.embedders.relevance import similarity
 
     if [u.content for u in original] == [u.content for u in result]:
         return 1.0
@@ -118,7 +119,7 @@ def compact(
     tools = add_tools(transcript.tools, settings.added_tools)
     original = list(transcript.units)
     if query is None:
-        from ctxkit.relevance import task_query
+        from ctxkit.embedders.relevance import task_query
 
         query = task_query(transcript)
     # The id refs and the stored original go under: the transcript's own, unless the archive

@@ -19,7 +19,8 @@ class ChainOptions:
     """How to compact: the chain, each strategy's parameters, recovery."""
 
     chain: tuple[str, ...] = DEFAULT_CHAIN
-    params: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: _config_params())
+    # the registry's defaults, which are also the default configuration's (`config --init`)
+    params: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: dict(DEFAULT_PARAMS))
     max_iterations: int = 3
     recovery_mode: str = DEFAULT_RECOVERY
     handover_tokens: int = 500
@@ -29,14 +30,6 @@ class ChainOptions:
         merged = dict(DEFAULT_PARAMS.get(name, {}))
         merged.update(self.params.get(name, {}))
         return merged
-
-
-def _config_params() -> dict[str, dict[str, Any]]:
-    """Every strategy's parameters as the default configuration sets them."""
-    from ctxkit.config import Config
-
-    bs = Config().breaking_strategy
-    return {name: bs.params(name) for name in bs.strategies}
 
 
 def expand_chain(names: Sequence[str]) -> tuple[str, ...]:
@@ -57,7 +50,7 @@ class CompactSettings:
     """Everything a compaction needs besides the transcript, built once and passed whole (as
     black passes `mode=`): `compact(t, CompactSettings(limit=8000))`.
 
-    The CLI builds one from flags and the configuration (`ctxkit.settings.compact_settings`), the
+    The CLI builds one from flags and the configuration (`ctxkit.config.settings.compact_settings`), the
     library from keywords; both aim at the same goal (`budget.compaction_goal`).
 
     >>> CompactSettings(limit=5000).goal
@@ -71,7 +64,7 @@ class CompactSettings:
     tokenizer: Tokenizer | None = None  # None: the default tokenizer
     tokenizer_label: str = DEFAULT_TOKENIZER
     count_opts: CountOptions = CountOptions()
-    embedder: Any = None  # relevance and coherence; None: relevance.DEFAULT_EMBEDDER
+    embedder: Any = None  # relevance and coherence; None: embedders.DEFAULT_EMBEDDER
     summarizer: Callable[..., str] | None = None  # None: extractive
     budget: Target | None = None  # where the limit came from, when resolved from a model or config
     # tool schemas the output adds to the transcript's own (`--recall-tool`): counted in the

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
-from ctxkit.archive import Archive, ref_scope
+from ctxkit.archive.store import Archive, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Observer

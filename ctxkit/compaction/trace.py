@@ -1,5 +1,5 @@
 """What happened to each unit of a compaction: the records the JSON report and the HTML page
-(`ctxkit.htmlreport`) show, one per unit before and one per unit after.
+(`ctxkit.report.html`) show, one per unit before and one per unit after.
 
 A unit before is `kept` (verbatim), `condensed` (same id, shorter content), `masked` (same id,
 a one-line placeholder), `summarized` (inside a summary) or `archived` (removed; a placeholder
@@ -30,7 +30,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxkit.archive import REF_DIGITS, make_ref, ref_scope
+from ctxkit.archive.store import REF_DIGITS, make_ref, ref_scope
 from ctxkit.model import Transcript, Unit
 
 STATUSES = ("kept", "condensed", "masked", "summarized", "archived")

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from ctxkit.compress.base import TOLERANCE, Line, TokenCounter, says_something
 from ctxkit.compress.code import compress_code
-from ctxkit.compress.json import compress_json
-from ctxkit.compress.kinds import COMPRESSORS, KINDS, compress, detect_kind
+from ctxkit.compress.kinds import COMPRESSORS, KINDS, compress, compress_json, detect_kind
 from ctxkit.compress.log import collapse_repeats, compress_log
 from ctxkit.compress.text import STOPWORDS, compress_text, sentence_scores, split_sentences, words
 

@@ -8,6 +8,7 @@ a program or a model can read; nothing is ever written after it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ctxkit.compress.base import TokenCounter, _within
@@ -20,11 +21,18 @@ NOTE_KEY = "_note"
 _JSON_LEVELS = ((20, 400), (10, 200), (5, 100), (3, 60), (2, 30), (1, 16))
 
 
-def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
+# compresses one long string to a ratio of its tokens (`compress.kinds` passes its dispatch by kind)
+StringCompressor = Callable[[str, float, TokenCounter], str]
+
+
+def compress_json(
+    text: str, target_tokens: int, tok: TokenCounter, strings: StringCompressor | None = None
+) -> str:
     """Long arrays keep their first items plus "... N more items", long strings their start
     plus "... N more chars", objects with very many keys their first ones plus
     `"...": "N more keys"`; tighter at each step until the target is met. Valid JSON in,
-    valid JSON out (text that does not parse is compressed as a log)."""
+    valid JSON out (text that does not parse is compressed as a log). With `strings`, long
+    strings are first compressed by that function (by what they hold)."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -34,12 +42,12 @@ def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
         return best
     # a tool output wrapped in JSON ({"output": "<a log>", "exit_code": 1}): compress the long
     # strings by what they hold before cutting anything of the structure
-    longs = _long_strings(data)
-    if longs:
+    longs = _long_strings(data) if strings is not None else []
+    if longs and strings is not None:
         long_tokens = sum(tok.count(_dumps(v)) for v in longs)
         rest = tok.count(best) - long_tokens
         if rest < target_tokens:
-            data = _compress_strings(data, (target_tokens - rest) / long_tokens, tok)
+            data = _compress_strings(data, (target_tokens - rest) / long_tokens, tok, strings)
             best = _dumps(data)
             if _within(tok, best, target_tokens):
                 return best
@@ -63,16 +71,16 @@ def _long_strings(value: object) -> list[str]:
     return [value] if isinstance(value, str) and len(value) >= LONG_STRING else []
 
 
-def _compress_strings(value: object, ratio: float, tok: TokenCounter) -> object:
-    """The value with each long string compressed to `ratio` by its own kind."""
-    from ctxkit.compress.kinds import compress, detect_kind
-
+def _compress_strings(
+    value: object, ratio: float, tok: TokenCounter, strings: StringCompressor
+) -> object:
+    """The value with each long string compressed to `ratio` by `strings`."""
     if isinstance(value, dict):
-        return {k: _compress_strings(v, ratio, tok) for k, v in value.items()}
+        return {k: _compress_strings(v, ratio, tok, strings) for k, v in value.items()}
     if isinstance(value, list):
-        return [_compress_strings(v, ratio, tok) for v in value]
+        return [_compress_strings(v, ratio, tok, strings) for v in value]
     if isinstance(value, str) and len(value) >= LONG_STRING:
-        return compress(value, detect_kind(value), ratio, tok)
+        return strings(value, ratio, tok)
     return value
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ctxkit.compress.base import TokenCounter, _normalize, says_something
 from ctxkit.compress.code import _CODE_LINE, _numbered, compress_code
-from ctxkit.compress.json import compress_json
+from ctxkit.compress.json import compress_json as _compress_json_only
 from ctxkit.compress.log import _LEVEL, _LOCATED, _LOG_LINE, _LOG_START, compress_log
 from ctxkit.compress.text import compress_text
 
@@ -66,6 +66,16 @@ def detect_kind(text: str) -> str:
     if n >= 8 and sum(1 for ln in lines if not re.search(r"[.!?:]\s*$", ln)) / n > 0.8:
         return "log"  # many short unpunctuated lines: command output, listings
     return "text"
+
+
+def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:
+    """`compress.json.compress_json` with each long string compressed by what it holds first
+    (a log inside `{"output": "...", "exit_code": 1}` is cut as a log)."""
+    return _compress_json_only(text, target_tokens, tok, strings=_by_kind)
+
+
+def _by_kind(text: str, ratio: float, tok: TokenCounter) -> str:
+    return compress(text, detect_kind(text), ratio, tok)
 
 
 COMPRESSORS: dict[str, Callable[[str, int, TokenCounter], str]] = {

@@ -105,7 +105,7 @@ def _check_params(
 ) -> None:
     """Check an action's params with the configuration's own rules (ranges, types, keys), so
     an actions file accepts exactly what ctxkit.yaml accepts."""
-    from ctxkit.config import Config
+    from ctxkit.config.file import Config
     from ctxkit.errors import ConfigError
 
     for strategy, values in params.items():

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import orjson
 
-from ctxkit.archive import REFS_IN_TEXT
+from ctxkit.archive.store import REFS_IN_TEXT
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.fileio import atomic_writer, check_writable
 from ctxkit.formats.prompt import api_format, render

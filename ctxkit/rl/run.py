@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
-from ctxkit.archive import Archive
+from ctxkit.archive.store import Archive
 from ctxkit.budget import used_fraction
 from ctxkit.compaction import CompactSettings
 from ctxkit.compaction import compact as run_chain
@@ -165,7 +165,7 @@ def run_action(
     `CompactSettings(limit=limit)`, or overrides the settings' limit); the action replaces
     their chain, parameters and recovery mode.
     """
-    from ctxkit.truth import needle_retention
+    from ctxkit.fidelity.truth import needle_retention
 
     if mode not in MODES:
         raise unknown_name("mode", mode, MODES)
@@ -179,7 +179,7 @@ def run_action(
     )
     truth = t.metadata.get("ground_truth")
     if truth:
-        from ctxkit.truth import truth_priorities
+        from ctxkit.fidelity.truth import truth_priorities
 
         t = truth_priorities(t, truth)
     before = state_features(t, limit, tok, copts)

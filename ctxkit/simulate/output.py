@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.fidelity.truth import truth_lines
 from ctxkit.fileio import atomic_set
 from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
-from ctxkit.truth import truth_lines
 
 # The formats that hold a generated transcript whole, those that name an extension for it: an
 # app log has no place for the system prompt (Claude Code) and ShareGPT renumbers tool calls,

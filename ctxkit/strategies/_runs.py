@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxkit.archive import REF_PROBE
+from ctxkit.archive.store import REF_PROBE
 from ctxkit.model import Unit
 from ctxkit.strategies._common import describe, fmt_refs, is_compacted, tool_names
 from ctxkit.strategies.base import (

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ctxkit.model import Transcript, Unit
 
 if TYPE_CHECKING:
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.tokens import CountOptions, Tokenizer
 
 Summarizer = Callable[..., str]
@@ -37,7 +37,7 @@ class Context:
     transcript_id: str
     query: str  # the task query that relevance is measured against
     tools: tuple[dict[str, Any], ...] = ()  # tool schemas, counted as their own region
-    embedder: Any = None  # a relevance Embedder, or None for relevance.DEFAULT_EMBEDDER
+    embedder: Any = None  # a relevance Embedder, or None for embedders.DEFAULT_EMBEDDER
     summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
     seed: int = 0
     ref_scope: str = ""  # what refs are made from (archive.ref_scope); "" = the transcript id
@@ -112,10 +112,10 @@ def user_messages_kept(state: State) -> set[int]:
     user-message budget of the goal (`summarize.user_message_budget`) holds them. Strategies that
     shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
     it quotes them word for word."""
-    from ctxkit.structure import is_user_request
-    from ctxkit.summarize import newest_within, user_message_budget
+    from ctxkit.structure import is_request
+    from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
-    at = [i for i, u in enumerate(state.units) if is_user_request(u) and u.content.strip()]
+    at = [i for i, u in enumerate(state.units) if is_request(u)]
     tok = state.ctx.tokenizer
     sizes = [tok.count(state.units[i].content) for i in at]
     return {at[k] for k in newest_within(sizes, user_message_budget(state.target))}
@@ -129,7 +129,7 @@ def untouchable(state: State) -> set[int]:
 
 def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
-    from ctxkit import archive as archive_module
+    from ctxkit.archive import store as archive_module
 
     return archive_module.make_ref(scope, unit.id, unit.content)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.schema import number, plain, setting
+from ctxkit.config.fields import number, plain, setting
 from ctxkit.strategies._common import block_text
 from ctxkit.strategies._runs import removable_blocks, remove_runs, run_text
 from ctxkit.strategies.base import State, merged, untouchable
@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = plain(Params())
 
 def block_scores(state: State, spans: list[tuple[int, int]], priority_boost: float) -> list[float]:
     """Relevance of each block to the task query; blocks holding a P1 unit are boosted."""
-    from ctxkit.relevance import relevance_scores
+    from ctxkit.embedders.relevance import relevance_scores
 
     texts = [block_text(state.units, s, e) for s, e in spans]
     scores = relevance_scores(texts, state.ctx.query, state.ctx.embedder) if texts else []

@@ -6,7 +6,7 @@ shape (`recall_tool_for`); `serve_recall` executes a call, for an agent harness 
 server, with the semantics of `ctxkit recall` (`Archive.recall`).
 
 Example (a harness that got a `recall` tool call from the model):
-    >>> from ctxkit.archive import Archive
+    >>> from ctxkit.archive.store import Archive
     >>> from ctxkit.model import Unit
     >>> with Archive(":memory:") as archive:
     ...     ref = archive.put("t0", Unit("r1", "tool", "log", "ok\\nFAILED: test_x\\ndone"))
@@ -23,11 +23,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.archive import SHORT_REF, parse_ref
+from ctxkit.archive.store import SHORT_REF, parse_ref
 from ctxkit.errors import ArchiveError, UsageError
 
 if TYPE_CHECKING:
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import CompactSettings
 
 RECALL_TOOL_NAME = "recall"

@@ -77,7 +77,7 @@ def _size(text: str) -> int:
 def needles(compacted: Transcript, truth: Mapping[str, Any] | None) -> Share | None:
     """Needles of the ground truth still in the compacted context, not counting what the
     archive could give back (None without ground truth or needles)."""
-    from ctxkit.truth import needle_retention
+    from ctxkit.fidelity.truth import needle_retention
 
     if not truth or not truth.get("needles"):
         return None
@@ -110,7 +110,7 @@ def files_trail(original: Transcript, compacted: Transcript) -> Share:
     Touched means named in a tool call's arguments (read, edited, run): a path that only
     appears in some output (a grep hit, a stack trace) is not part of the trail.
     """
-    from ctxkit.summarize import files_touched
+    from ctxkit.summarizers.extractive import files_touched
 
     calls = [
         Unit(u.id, u.role, tool_calls=u.tool_calls) for u in changed_units(original, compacted)
@@ -131,7 +131,7 @@ def newest_within(
 ) -> list[Unit]:
     """The newest requests within `budget_tokens`, oldest first: the engine's own rule
     (`summarize.newest_within`), so "in budget" means what compaction promises to keep."""
-    from ctxkit.summarize import newest_within as within
+    from ctxkit.summarizers.extractive import newest_within as within
 
     return [requests[k] for k in within([count(u.content) for u in requests], budget_tokens)]
 
@@ -165,7 +165,7 @@ def user_verbatim(
     """The original's user requests whose full text is still in the compacted transcript, in a
     user message or quoted in a summary, whole (not inside a longer word: "ok" is not kept by
     "look"); `count` counts tokens (default cl100k_base) for the budget."""
-    from ctxkit.summarize import USER_MESSAGE_TOKENS
+    from ctxkit.summarizers.extractive import USER_MESSAGE_TOKENS
 
     if budget_tokens is None:
         budget_tokens = USER_MESSAGE_TOKENS
@@ -388,7 +388,7 @@ def measure(
     The user-message budget defaults to the engine's for `target` (`summarize.user_message_budget`)."""
     truth = truth if truth is not None else original.metadata.get("ground_truth")
     if user_budget_tokens is None and target is not None:
-        from ctxkit.summarize import user_message_budget
+        from ctxkit.summarizers.extractive import user_message_budget
 
         user_budget_tokens = user_message_budget(target)
     return Fidelity(

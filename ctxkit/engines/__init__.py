@@ -1,7 +1,7 @@
 """Where `count`, `compact` and `score-rl` run a dataset: the registry of engines.
 
 `local` streams the dataset on this machine (`--jobs N` processes for compact); `ray` hands its
-shards to Ray Data (`ctxkit.ray`, the `ctxkit[ray]` extra), on a local Ray or a cluster. Both
+shards to Ray Data (`ctxkit.engines.ray`, the `ctxkit[ray]` extra), on a local Ray or a cluster. Both
 run the same library functions on each conversation, so they write the same output.
 """
 

@@ -10,7 +10,7 @@ The API key goes to the configured origin (scheme, host, port) only: a redirect 
 origin is refused, never followed with the key. Every message this module raises has the key,
 anything shaped like `sk-...` or a bearer token, and the user:password part of URLs redacted.
 
-    >>> from ctxkit.llm import settings_from_env
+    >>> from ctxkit.summarizers.llm import settings_from_env
     >>> settings = settings_from_env("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")
     >>> settings.url, settings.model
     ('http://127.0.0.1:8000/v1', 'qwen2.5-7b-instruct')
@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from ctxkit.errors import LLMError, UsageError
 from ctxkit.model import Unit
-from ctxkit.summarize import SECTIONS  # one list of sections, offline and LLM alike
+from ctxkit.summarizers.extractive import SECTIONS  # one list of sections, offline and LLM alike
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MODEL = "gpt-4o-mini"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxkit.budget import resolve_target
+from ctxkit.budget.targets import resolve_target
 from ctxkit.compaction import ChainOptions, CompactSettings, expand_chain
-from ctxkit.config import Config, load_config
+from ctxkit.config.file import Config, load_config
 from ctxkit.errors import UsageError
 from ctxkit.tokens import CountOptions, Tokenizer
 
@@ -103,7 +103,7 @@ def build_embedder(
 
     Loading is lazy inside the embedder, so building one costs nothing until a strategy scores.
     """
-    from ctxkit.relevance import get_embedder
+    from ctxkit.embedders import get_embedder
 
     choice = config.embedder
     return LazyEmbedder(
@@ -140,12 +140,12 @@ def build_summarizer(
     warn: Callable[[str], None] | None = None,
 ) -> Callable[..., str]:
     """The summarizer flags or config ask for; `llm` takes its retries from `retry_policies`."""
-    from ctxkit.summarize import make_summarizer
+    from ctxkit.summarizers import make_summarizer
 
     choice = name or config.summarizer.name
     if choice != "llm":
         return make_summarizer(choice, tok=tok)
-    from ctxkit.llm import settings_from_env
+    from ctxkit.summarizers.llm import settings_from_env
 
     retry = config.retry_policies.for_tool("summarizer")
     settings = settings_from_env(

@@ -211,7 +211,8 @@ class StaticEmbedder:
 
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> float:
         """Coherence in [0, 1]: the mean of the static cosine and the bag-of-words cosine."""
-        from ctxkit.relevance import LexicalEmbedder, cosine_of_means
+        from ctxkit.embedders.base import cosine_of_means
+        from ctxkit.embedders.lexical import LexicalEmbedder
 
         static = cosine_of_means(a, b, self)
         lexical = LexicalEmbedder().similarity(a, b)

@@ -1,6 +1,6 @@
 """`ctxkit mcp`: a stdio MCP server that lets a model recall and search an archive.
 
-Two tools, defined once in `ctxkit.recall_tool`: `recall` (the text of an archived unit, a line
+Two tools, defined once in `ctxkit.archive.recall_tool`: `recall` (the text of an archived unit, a line
 range or the matches of a pattern, as `ctxkit recall`) and `search` (which archived units match
 a pattern). The archive is opened read-only; a bad call (unknown ref, bad arguments) is a tool
 error result the model can read and correct, never the end of the server.
@@ -16,9 +16,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from ctxkit.archive import Archive
-from ctxkit.errors import CtxkitError, UsageError
-from ctxkit.recall_tool import (
+from ctxkit.archive.recall_tool import (
     RECALL_TOOL,
     RECALL_TOOL_NAME,
     SEARCH_TOOL,
@@ -26,6 +24,8 @@ from ctxkit.recall_tool import (
     serve_recall,
     serve_search,
 )
+from ctxkit.archive.store import Archive
+from ctxkit.errors import CtxkitError, UsageError
 
 SERVER_NAME = "ctxkit"
 INSTRUCTIONS = (

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from ctxkit.archive import Archive, _digest, _made_by_compaction, parse_ref, refs_in
+from ctxkit.archive.store import Archive, _digest, _made_by_compaction, parse_ref, refs_in
 from ctxkit.engines import SHARD_MB
 from ctxkit.errors import ArchiveError, InputError
 from ctxkit.formats import ReadOptions, ReadStats, read_dataset_line, read_path

@@ -56,9 +56,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ctxkit.errors import ConfigError
-from ctxkit.relevance import DEFAULT_EMBEDDER
-from ctxkit.schema import (
+from ctxkit.budget import Thresholds
+from ctxkit.config.fields import (
     boolean,
     choice,
     fail,
@@ -73,6 +72,8 @@ from ctxkit.schema import (
     str_list,
     text,
 )
+from ctxkit.embedders import DEFAULT_EMBEDDER
+from ctxkit.errors import ConfigError
 from ctxkit.strategies import DEFAULT_CHAIN, PARAMS, STRATEGIES
 
 DEFAULT_PATH = "ctxkit.yaml"
@@ -81,13 +82,13 @@ ROOT = "context_config"
 
 
 def _embedder_names() -> Sequence[str]:
-    from ctxkit.relevance import EMBEDDERS
+    from ctxkit.embedders import EMBEDDERS
 
     return sorted(EMBEDDERS)
 
 
 def _summarizer_names() -> Sequence[str]:
-    from ctxkit.summarize import SUMMARIZER_NAMES
+    from ctxkit.summarizers import SUMMARIZER_NAMES
 
     return SUMMARIZER_NAMES
 
@@ -236,7 +237,7 @@ class Summarizer:
 
 @dataclass(frozen=True)
 class Embedder:
-    """Which embedder scores relevance and coherence: a name in `relevance.EMBEDDERS`."""
+    """Which embedder scores relevance and coherence: a name in `embedders.EMBEDDERS`."""
 
     name: str = setting(DEFAULT_EMBEDDER, choice(_embedder_names))
     model: str | None = setting(None, text())
@@ -313,9 +314,9 @@ class Config:
 
     min_limit: int = setting(3500, integer(1))
     default_limit: int = setting(5000, integer(1))
-    warning_threshold: float = setting(0.80, number(0.0, 1.0, low_open=True))
-    compact_threshold: float = setting(0.95, number(0.0, 1.0, low_open=True))
-    block_threshold: float = setting(0.98, number(0.0, 1.0, low_open=True))
+    warning_threshold: float = setting(Thresholds.warn, number(0.0, 1.0, low_open=True))
+    compact_threshold: float = setting(Thresholds.compact, number(0.0, 1.0, low_open=True))
+    block_threshold: float = setting(Thresholds.block, number(0.0, 1.0, low_open=True))
     per_llm: tuple[PerLLM, ...] = setting((), _per_llm)
     agents: dict[str, AgentPolicy] = setting(DEFAULT_AGENTS, named_map(_agent))
     models: dict[str, ModelOverride] = setting({}, named_map(section(ModelOverride)))
@@ -333,6 +334,11 @@ class Config:
     embedder: Embedder = setting(Embedder(), section(Embedder))
     priority_areas: tuple[str, ...] = setting((), str_list)
     source: str | None = field(default=None, compare=False, metadata={"internal": True})
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The warn, compact and block fractions this configuration sets."""
+        return Thresholds(self.warning_threshold, self.compact_threshold, self.block_threshold)
 
     def to_dict(self) -> dict[str, Any]:
         """The `context_config` mapping (plain types; what `config --show` prints)."""

@@ -1,6 +1,6 @@
 """The Ray Data engine: `count`, `compact` and `score-rl` over datasets larger than one machine.
 
-The dataset is cut into shards (`ctxkit.shards`: whole lines of a JSONL file, row ranges of a
+The dataset is cut into shards (`ctxkit.engines.shards`: whole lines of a JSONL file, row ranges of a
 Parquet file, or a whole file of any other layout). Ray Data runs one task per shard
 (`map_batches` over a dataset of shard descriptions, in input order); the task reads its shard
 with the readers `read_path` uses and hands each conversation to the same library call as the
@@ -14,9 +14,9 @@ extra; nothing imports it before a run asks for it.
 
 People with a Ray pipeline of their own use the callable class:
 
-    import ray, ctxkit.ray
+    import ray, ctxkit.engines.ray
     ds = ray.data.read_text("dataset.jsonl")            # one JSON line per row, column "text"
-    small = ds.map_batches(ctxkit.ray.Compactor, fn_constructor_kwargs={"limit": 8000},
+    small = ds.map_batches(ctxkit.engines.ray.Compactor, fn_constructor_kwargs={"limit": 8000},
                            batch_format="pandas", compute=ray.data.ActorPoolStrategy(size=2))
 
 Rows carry each conversation as its JSON text (column `text`), not as nested columns: Arrow
@@ -39,9 +39,9 @@ from typing import Any
 
 import orjson
 
+from ctxkit.engines.shards import SHARD_BYTES, Shard, archive_shard_path, read_shard, write_index
 from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions, ReadStats
-from ctxkit.shards import SHARD_BYTES, Shard, archive_shard_path, read_shard, write_index
 
 TASK_RETRIES = 3  # a task whose worker died (or that raised ShardFault) runs again, 3 times
 
@@ -361,7 +361,7 @@ _SETTINGS: dict[str, Any] = {}  # per worker process: settings built once per ru
 
 
 def _settings(kwargs: dict[str, Any]) -> Any:
-    from ctxkit.settings import compact_settings
+    from ctxkit.config.settings import compact_settings
 
     key = repr(sorted(kwargs.items()))
     if key not in _SETTINGS:
@@ -376,7 +376,7 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
     Both are written under temp names and renamed when whole, the archive first (an output
     always finds its refs).
     """
-    from ctxkit.archive import Archive
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.fileio import atomic_writer
     from ctxkit.formats import check_depth, write_transcripts
@@ -497,8 +497,8 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
     """Score every action on one shard's transcripts (`rl.score`, as the local engine does);
     the rows to `<out_dir>/<shard name>` (atomic), the per-action totals back."""
     from ctxkit import rl
-    from ctxkit.relevance import get_embedder
-    from ctxkit.truth import TruthMatcher, match_truth, read_truth_records, sidecar_for
+    from ctxkit.embedders import get_embedder
+    from ctxkit.fidelity.truth import TruthMatcher, match_truth, read_truth_records, sidecar_for
 
     settings = _settings(job.settings)
     if job.embedder is not None:
@@ -575,7 +575,7 @@ class Compactor:
         read_opts: ReadOptions | None = None,
         **settings: Any,
     ) -> None:
-        from ctxkit.settings import compact_settings
+        from ctxkit.config.settings import compact_settings
 
         self.settings = compact_settings(**settings)
         self.archive_dir = archive_dir
@@ -585,7 +585,7 @@ class Compactor:
     def __call__(self, batch: Any) -> Any:
         import hashlib
 
-        from ctxkit.archive import Archive
+        from ctxkit.archive.store import Archive
         from ctxkit.compaction import compact
         from ctxkit.formats import check_depth, dataset_item, read_conversation
 
@@ -640,8 +640,8 @@ class Compactor:
 def read_conversations(paths: Sequence[str], opts: RayOptions = RayOptions()) -> Any:
     """A Ray dataset of a dataset's conversations, one row each: `path`, `line`, `text` (the
     conversation's JSON), read by shard as the CLI reads them; for `Compactor`."""
+    from ctxkit.engines.shards import plan_shards
     from ctxkit.formats import dataset_item, expand_paths
-    from ctxkit.shards import plan_shards
 
     ray = import_ray()
     shards = plan_shards(expand_paths(list(paths)), shard_bytes=opts.shard_bytes)

@@ -11,7 +11,7 @@ The archive also keeps each original transcript whole (units with their source r
 layout, envelope, tool schemas), which is what `ctxkit expand` restores.
 
 Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
-    >>> from ctxkit.archive import Archive
+    >>> from ctxkit.archive.store import Archive
     >>> from ctxkit.model import Unit
     >>> log = "\\n".join(f"line {i}" for i in range(1, 41))
     >>> unit = Unit("r1", "tool", "log", log, tool_call_id="c1", name="bash")

@@ -1,0 +1,628 @@
+"""The offline summarizer: a structured handover written from what the log says happened.
+
+`summarize_extractive` is deterministic and needs no model. Its sections follow Claude Code's
+compaction prompt and are filled from the transcript's structure (`ctxkit.facts`): the task in
+the user's words, every file acted on and how (created, edited, read, ran), each failure with
+its error line and whether a later run fixed it, the actions and their outcomes, the open todo
+items, and where the work stood. Nothing is inferred from words alone: an output is a failure
+when the log says so, a file was edited when an edit tool or an in-place command touched it.
+
+Within the token target the sections share the room by what a model continuing the task needs
+most: the task, edited files, the latest errors, pending tasks and current work first, then
+read files, older actions and the assistant's own notes. A previous summary (`previous_summary`,
+ctxkit's own or an agent's) is merged section by section, so repeated compaction keeps one
+summary with true counts instead of stacking them.
+
+`handover` is the fresh-start form: the same sections, every P1 unit named, and optionally the
+last request verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ctxkit import facts as F
+from ctxkit.compress import sentence_scores, split_sentences, words
+from ctxkit.model import Unit
+
+if TYPE_CHECKING:
+    from ctxkit.tokens import Tokenizer
+
+Summarizer = Callable[..., str]
+
+# The user's own messages are what users most miss after a compaction: summaries quote them
+# word for word, newest first, up to this many tokens (Codex keeps 20k tokens of them), and
+# never more than this share of the goal (the rest of the goal is the work itself).
+USER_MESSAGE_TOKENS = 20_000
+USER_MESSAGE_SHARE = 0.25
+
+
+def user_message_budget(goal: int) -> int:
+    """Tokens of user messages kept word for word in a compacted transcript of `goal` tokens."""
+    return min(USER_MESSAGE_TOKENS, int(goal * USER_MESSAGE_SHARE))
+
+
+def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
+    """Indices of the newest items whose sizes add up to at most `budget`, oldest first; the
+    first that does not fit stops the count (as Codex keeps user messages).
+
+    >>> newest_within([5, 3, 4], 7)
+    [1, 2]
+    >>> newest_within([3, 9, 4], 10)
+    [2]
+    >>> newest_within([5, 3, 4], 12)
+    [0, 1, 2]
+    """
+    out: list[int] = []
+    for k in range(len(sizes) - 1, -1, -1):
+        if sizes[k] > budget:
+            break
+        budget -= sizes[k]
+        out.append(k)
+    return out[::-1]
+
+
+REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
+ITEM_CHARS = 160
+GROUP_ARGS_CHARS = 48
+READ_PER_LINE = 6  # files only read are listed this many to an item
+_DECISION = re.compile(
+    r"\b(?:I will|I'll|I'm going to|we'll|we should|decided|decision|instead|"
+    r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
+    re.IGNORECASE,
+)
+_OPEN = re.compile(
+    r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?\s*\n(.*?)```", re.DOTALL)
+
+
+def _tok(tok: Tokenizer | None) -> Tokenizer:
+    if tok is not None:
+        return tok
+    from ctxkit.tokens import get_tokenizer
+
+    return get_tokenizer()
+
+
+def _one_line(text: str, chars: int = ITEM_CHARS) -> str:
+    return F.one_line(text, chars)
+
+
+def _quote(text: str, chars: int = REQUEST_CHARS) -> str:
+    """A request in its own words; a long one keeps its head and tail."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    head = flat[: chars * 2 // 3].rstrip()
+    tail = flat[-(chars // 3) :].lstrip()
+    return f"{head} [...] {tail}"
+
+
+# --------------------------------------------------------------------------------------------
+# extraction (thin views over `ctxkit.facts`)
+
+
+def user_requests(units: Sequence[Unit]) -> list[Unit]:
+    """The user's own requests, in order: harness notes ("[Request interrupted by user]",
+    Codex's `<environment_context>`) and demonstrations are not requests."""
+    return F.requests(units)
+
+
+def file_actions(units: Sequence[Unit]) -> dict[str, list[str]]:
+    """path -> what was done to it (created, edited, written, deleted, ran, read, used)."""
+    return F.files(units)
+
+
+def files_touched(units: Sequence[Unit]) -> list[str]:
+    """Files the actions touched: changed ones first (created, edited, written, deleted), then
+    those run, then those read; in order of first appearance within each rank."""
+    actions = F.files(units)
+    order = {p: i for i, p in enumerate(actions)}
+    return sorted(actions, key=lambda p: (F.ACTION_RANK.get(actions[p][0], 9), order[p]))
+
+
+def error_line(text: str) -> str | None:
+    """The line that says what went wrong in a failing output (see `facts.error_line`); None
+    when the text holds no failure (a listing of files named error.c is none)."""
+    probe = Unit("x", "tool", content=text, tool_call_id="x")
+    out = F.outcome(probe)
+    if out.failed:
+        return out.error or None
+    line = F.error_line(text)
+    return line if line and F._EXCEPTION.match(line) and not F._CODE_LISTING.match(line) else None
+
+
+def _action_lines(actions: Sequence[F.Call]) -> list[str]:
+    """`name(args) -> outcome` per action; consecutive short calls of one tool with one
+    outcome share a line (`Read x3(a; b; c) -> ok`). Todo-list writes are pending tasks."""
+    rows = [
+        (c.name, c.args, c.outcome.label if c.outcome is not None else "no result")
+        for c in actions
+        if "todo" not in c.name.lower()
+    ]
+    out: list[str] = []
+    k = 0
+    while k < len(rows):
+        name, args, label = rows[k]
+        j = k + 1
+        while (
+            j < len(rows)
+            and rows[j][0] == name
+            and rows[j][2] == label
+            and max(len(args), len(rows[j][1])) <= GROUP_ARGS_CHARS
+        ):
+            j += 1
+        if name == "$" and j == k + 1:
+            out.append(f"$ {args} -> {label}")
+        elif j == k + 1:
+            out.append(f"{name}({args}) -> {label}")
+        else:
+            joined = _one_line("; ".join(r[1] for r in rows[k:j]), 200)
+            out.append(f"{name} x{j - k}({joined}) -> {label}")
+        k = j
+    return out
+
+
+def commands_run(units: Sequence[Unit]) -> list[str]:
+    """`name(args) -> outcome` for each action (tool calls and commands written as text)."""
+    return _action_lines(F.calls(units))
+
+
+def _failures(actions: Sequence[F.Call]) -> list[str]:
+    """`call -> error line` per distinct failure, oldest first; "(fixed: a later run passed)"
+    when the same call later went through."""
+    by_error: dict[str, list[tuple[F.Call, bool]]] = {}
+    for k, c in enumerate(actions):
+        if not c.failed:
+            continue
+        fixed = any(
+            d.name == c.name and d.args == c.args and d.outcome is not None and not d.outcome.failed
+            for d in actions[k + 1 :]
+        )
+        assert c.outcome is not None
+        by_error.setdefault(c.outcome.label, []).append((c, fixed))
+    out = []
+    for label, runs in by_error.items():
+        first, _ = runs[0]
+        again = f" (and {len(runs) - 1} more)" if len(runs) > 1 else ""
+        note = " (fixed: a later run passed)" if all(f for _, f in runs) else ""
+        out.append(f"{_one_line(first.label, 100)}{again} -> {label}{note}")
+    return out
+
+
+def errors_seen(units: Sequence[Unit]) -> list[str]:
+    """What failed, in order (the log's own failures only), then error lines the user pasted."""
+    out = _failures(F.calls(units))
+    for u in user_requests(units):
+        line = error_line(u.content)
+        if line:
+            out.append(f"reported by the user: {line}")
+    return list(dict.fromkeys(out))
+
+
+def decisions(units: Sequence[Unit]) -> list[str]:
+    """Assistant sentences that state a plan, a cause or a choice."""
+    out: dict[str, None] = {}
+    for u in units:
+        if u.role != "assistant" or not u.content:
+            continue
+        for s in split_sentences(u.content):
+            if _DECISION.search(s) and 20 <= len(s.strip()) <= 400:
+                out.setdefault(_one_line(s), None)
+    return list(out)
+
+
+def _todo_items(units: Sequence[Unit]) -> list[str]:
+    return [f"[{status}] {text}" for status, text in F.todos(units)]
+
+
+def open_items(units: Sequence[Unit]) -> list[str]:
+    """Unfinished todos, TODO/FIXME lines and unchecked checkboxes in messages, and the last
+    request if nothing answered it."""
+    items: dict[str, None] = dict.fromkeys(_todo_items(units))
+    for u in units:
+        if u.role not in ("user", "assistant") or F.is_output(u):
+            continue
+        for line in u.content.splitlines():
+            if _OPEN.search(line):
+                items.setdefault(_one_line(line), None)
+    requests = user_requests(units)
+    if requests:
+        last = requests[-1]
+        at = next(i for i, u in enumerate(units) if u is last)
+        if not any(u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[at + 1 :]):
+            items.setdefault("unanswered: " + _quote(last.content, 200), None)
+    return list(items)
+
+
+def central_sentences(units: Sequence[Unit]) -> list[str]:
+    """Message sentences ordered by TF-IDF centrality (most central first)."""
+    sentences: list[str] = []
+    for u in units:
+        if u.role in ("user", "assistant") and not F.is_output(u) and u.content:
+            sentences.extend(
+                s.strip() for s in split_sentences(u.content) if 30 <= len(s.strip()) <= 500
+            )
+    if not sentences:
+        return []
+    scores = sentence_scores(sentences)
+    vocab = Counter(w for s in sentences for w in dict.fromkeys(words(s)))
+    central = []
+    for s, base in zip(sentences, scores, strict=True):
+        bag = list(dict.fromkeys(words(s)))  # ordered: float sums must not depend on hash seeds
+        shared = sum(math.log(1 + vocab[w]) for w in bag if vocab[w] > 1)
+        central.append(base + shared / math.sqrt(len(bag) + 1))
+    order = sorted(range(len(sentences)), key=lambda i: (-central[i], i))
+    seen: set[str] = set()
+    out = []
+    for i in order:
+        key = _one_line(sentences[i], 400)
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+def primary_request(units: Sequence[Unit]) -> Unit | None:
+    """The request that states the task: the first user request of four words or more (a bare
+    "yes" or "continue" answers something; it is not the goal), else the longest."""
+    requests = user_requests(units)
+    for u in requests:
+        if len(u.content.split()) >= 4:
+            return u
+    return max(requests, key=lambda u: len(u.content), default=None)
+
+
+def tools_used(units: Sequence[Unit]) -> list[str]:
+    """`name xN` per tool called, most called first."""
+    counts = Counter(c.name for u in units for c in u.tool_calls if c.name)
+    return [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common()]
+
+
+def narration(units: Sequence[Unit]) -> list[str]:
+    """What the assistant said it was doing, in order: the first sentence of each of its
+    messages that has prose (the text beside its tool calls, its explanations)."""
+    out: dict[str, None] = {}
+    for u in units:
+        if u.role != "assistant" or not (u.content.strip() or u.reasoning.strip()):
+            continue
+        prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
+        first = next((s.strip() for s in split_sentences(prose) if len(s.strip()) >= 12), "")
+        if first:
+            out.setdefault(_one_line(first, 200), None)
+    return list(out)
+
+
+def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:
+    """Where the work stood at the end of these units: the assistant's last message with prose
+    and the last actions it took, with their outcomes."""
+    items: list[str] = []
+    last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
+    if last is not None:
+        items.append(_quote(_BASH_BLOCK.sub("", last.content).strip() or last.content, 300))
+    lines = _action_lines(actions if actions is not None else F.calls(units))
+    items.extend(f"then: {c}" for c in lines[-3:])
+    return items
+
+
+def next_step(units: Sequence[Unit]) -> list[str]:
+    """The step the units end on: a todo in progress, else a request nothing answered yet."""
+    doing = [t for t in _todo_items(units) if t.startswith("[in_progress]")]
+    if doing:
+        return [doing[0].removeprefix("[in_progress] ")]
+    unanswered = [t for t in open_items(units) if t.startswith("unanswered: ")]
+    return [unanswered[-1].removeprefix("unanswered: ")] if unanswered else []
+
+
+# --------------------------------------------------------------------------------------------
+# sections: building, merging a previous summary, fitting a budget
+
+# The sections of Claude Code's compaction prompt, filled from the transcript's structure.
+SECTIONS = (
+    "Primary request and intent",
+    "Key technical concepts",
+    "Files and code",
+    "Errors and fixes",
+    "Problem solving",
+    "Commands run",
+    "Pending tasks",
+    "Current work",
+    "Next step",
+)
+USER_MESSAGES_TITLE = "All user messages"
+EARLIER_TITLE = "Earlier summary"
+# Sections whose items a newer summary replaces rather than adds to.
+_LATEST_ONLY = frozenset({"Current work", "Next step", "Pending tasks", "Key technical concepts"})
+
+
+@dataclass
+class Section:
+    """A titled list of items and the order in which they are worth keeping."""
+
+    title: str
+    items: list[str]
+    first: int = 0  # this many items (in preference order) are taken before the round-robin
+    preference: list[int] | None = None  # indices, most worth keeping first (None: in order)
+    keep_all: bool = False
+
+    def order(self) -> list[int]:
+        return self.preference if self.preference is not None else list(range(len(self.items)))
+
+
+def _file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
+    """Changed files one per line with what was done (`path (created, ran)`), then the files only
+    read or used, several to a line; preference: changed first, newest last."""
+    changed = [p for p, a in actions.items() if a[0] not in ("read", "used", "ran")]
+    ran = [p for p, a in actions.items() if a[0] == "ran"]
+    seen = [p for p, a in actions.items() if a[0] in ("read", "used")]
+    items = [f"{p} ({', '.join(actions[p])})" for p in changed]
+    items += [f"{p} ({', '.join(actions[p])})" for p in ran]
+    for k in range(0, len(seen), READ_PER_LINE):
+        items.append("read: " + ", ".join(seen[k : k + READ_PER_LINE]))
+    return items, list(range(len(items)))
+
+
+def parse_sections(text: str) -> dict[str, list[str]]:
+    """A summary's `## Title` sections and their `- item` lines (continuation lines join the
+    item before); lines outside a section go under the earlier-summary title."""
+    out: dict[str, list[str]] = {}
+    title = EARLIER_TITLE
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if line.startswith("## "):
+            title = line[3:].split(" (verbatim")[0].strip()
+            out.setdefault(title, [])
+            continue
+        if line.lstrip().startswith("[") and line.rstrip().endswith("]") and title == EARLIER_TITLE:
+            continue  # ctxkit's preamble: the new summary writes its own
+        items = out.setdefault(title, [])
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif items and raw.startswith((" ", "\t")):
+            items[-1] += " " + line.strip()
+        else:
+            items.append(line.strip())
+    return out
+
+
+def _earlier_lines(lines: Sequence[str]) -> list[str]:
+    """Lines of a summary not in ctxkit's sections (an agent's own summary, an LLM's): those
+    that say something, whole."""
+    out = []
+    for line in lines:
+        text = line.strip().removeprefix("- ")
+        if len(text) < 12 or text.endswith(":") or text.lower().startswith(("let me", "analysis")):
+            continue
+        out.append(_one_line(text, 300))
+    return out
+
+
+def _merge(sections: list[Section], previous: str | None) -> list[Section]:
+    """Fold a previous summary into these sections: its items come first in each section of the
+    same title (the newer items win for the latest-only sections); files merge by path; what
+    fits no section is kept as earlier-summary lines."""
+    if not previous:
+        return sections
+    old = parse_sections(previous)
+    by_title = {s.title: s for s in sections}
+    extra: list[str] = []
+    for title, items in old.items():
+        if title == USER_MESSAGES_TITLE:
+            continue  # quoted again by the caller from its own record
+        section = by_title.get(title)
+        if section is None:
+            extra.extend(_earlier_lines(items))
+            continue
+        if title in _LATEST_ONLY and section.items:
+            continue
+        fresh = [i for i in items if i not in section.items]
+        shift = len(fresh)
+        section.items = [*fresh, *section.items]
+        if section.preference is not None:
+            # older items are worth less than the newer ones of the same section
+            section.preference = [i + shift for i in section.preference] + list(range(shift))
+        section.first = section.first  # unchanged: the first picks stay the new items
+    if extra:
+        sections.insert(0, Section(EARLIER_TITLE, list(dict.fromkeys(extra)), first=3))
+    return sections
+
+
+def _fit(
+    sections: Sequence[Section],
+    target_tokens: int,
+    tok: Tokenizer,
+    fixed_tail: str = "",
+    filler: Iterable[str] = (),
+) -> str:
+    """Take every item of the keep-all sections, then each section's first picks, then items
+    round-robin across sections in preference order until the budget is spent, then filler
+    sentences; render each section's chosen items in their own order."""
+    budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
+    used = 0
+    chosen: list[set[int]] = [set() for _ in sections]
+    counts = [tok.count_many([f"- {it}\n" for it in s.items]) if s.items else [] for s in sections]
+    header = [tok.count(f"## {s.title}\n") if s.items else 0 for s in sections]
+    opened = [False] * len(sections)
+
+    def take(k: int, j: int, force: bool = False) -> bool:
+        nonlocal used
+        cost = counts[k][j] + (0 if opened[k] else header[k])
+        if not force and used + cost > budget:
+            return False
+        chosen[k].add(j)
+        opened[k] = True
+        used += cost
+        return True
+
+    orders = [s.order() for s in sections]
+    starts = [0] * len(sections)
+    for k, s in enumerate(sections):
+        if s.keep_all:
+            for j in orders[k]:
+                take(k, j, force=True)
+            starts[k] = len(orders[k])
+            continue
+        for j in orders[k][: s.first]:
+            take(k, j)
+        starts[k] = min(s.first, len(orders[k]))
+    depth = 0
+    progress = True
+    while progress:
+        progress = False
+        for k in range(len(sections)):
+            at = starts[k] + depth
+            if at < len(orders[k]):
+                progress = True
+                take(k, orders[k][at])
+        depth += 1
+    extra: list[str] = []
+    for sentence in filler:
+        n = tok.count(sentence + " ")
+        if used + n > budget:
+            continue
+        extra.append(sentence)
+        used += n
+        if used >= budget - 8:
+            break
+    parts = []
+    for s, picked in zip(sections, chosen, strict=True):
+        if picked:
+            parts.append(f"## {s.title}\n" + "\n".join(f"- {s.items[j]}" for j in sorted(picked)))
+    if extra:
+        parts.append("## Key points\n" + " ".join(extra))
+    if fixed_tail:
+        parts.append(fixed_tail)
+    return "\n".join(parts)
+
+
+def _newest_first(n: int) -> list[int]:
+    return list(range(n - 1, -1, -1))
+
+
+def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Section]:
+    """The sections every summary shares: files, errors, actions, tasks, current work."""
+    actions = F.calls(units)
+    file_items, file_pref = _file_items(F.files(units, actions))
+    errors = _failures(actions)
+    for u in requests:
+        line = error_line(u.content)
+        if line:
+            errors.append(f"reported by the user: {line}")
+    errors = list(dict.fromkeys(errors))
+    done = _action_lines(actions)
+    notes = narration(units)
+    todos = [t for t in open_items(units) if not t.startswith("unanswered: ")]
+    return [
+        Section("Files and code", file_items, first=12, preference=file_pref),
+        Section("Errors and fixes", errors, first=4, preference=_newest_first(len(errors))),
+        Section("Problem solving", notes, preference=_newest_first(len(notes))),
+        Section("Commands run", done, first=2, preference=_newest_first(len(done))),
+        Section("Pending tasks", todos, first=6),
+        Section("Current work", current_work(units, actions), first=2),
+        Section("Next step", next_step(units), first=1),
+    ]
+
+
+def summarize_extractive(
+    units: Sequence[Unit],
+    target_tokens: int,
+    previous_summary: str | None = None,
+    tok: Tokenizer | None = None,
+) -> str:
+    """A structured summary of `units` in about `target_tokens` tokens (deterministic, offline),
+    in the sections of Claude Code's compaction prompt; `previous_summary` is merged in."""
+    tok = _tok(tok)
+    requests = user_requests(units)
+    primary = primary_request(units)
+    intent = [f'"{_quote(primary.content)}"'] if primary is not None else []
+    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
+    used = tools_used(units)
+    sections = [
+        Section("Primary request and intent", intent, first=1),
+        Section("Key technical concepts", ["tools used: " + ", ".join(used[:12])] if used else []),
+        *_work_sections(units, requests),
+    ]
+    return _fit(_merge(sections, previous_summary), target_tokens, tok)
+
+
+def handover(
+    units: Sequence[Unit],
+    target_tokens: int = 500,
+    p1_units: Sequence[Unit] | None = None,
+    tok: Tokenizer | None = None,
+    *,
+    include_last_request: bool = True,
+) -> str:
+    """The fresh-start handover: the task, every P1 unit named, what was done and what remains,
+    then (unless `include_last_request` is False) the last user request verbatim.
+
+    The P1 section is never cut: one line per P1 unit (id, type and the head of its first line;
+    just the id when that would take over half the budget), even past `target_tokens` (the
+    caller sizes the budget). The other sections share what is left. The last request stays
+    outside the budget; a caller that keeps the real last request after the handover passes
+    only the dropped units and `include_last_request=False`.
+    """
+    tok = _tok(tok)
+    requests = user_requests(units)
+    p1 = list(p1_units) if p1_units is not None else [u for u in units if u.is_p1]
+    tail = ""
+    if include_last_request and requests:
+        tail = "## Last request (verbatim)\n" + requests[-1].content
+    room = target_tokens - (tok.count(tail) if tail else 0)
+    named = [p1_line(u) for u in p1]
+    if named and sum(tok.count_many([f"- {n}\n" for n in named])) > room // 2:
+        named = [u.id for u in p1]
+    primary = primary_request(units)
+    sections = [
+        Section("Task", [f'"{_quote(primary.content)}"'] if primary is not None else [], first=1),
+        Section(P1_TITLE, named, keep_all=True),
+        *_work_sections(units, requests),
+        Section("Decisions", decisions(units)),
+    ]
+    return _fit(sections, target_tokens, tok, fixed_tail=tail, filler=central_sentences(units))
+
+
+P1_TITLE = "Priority items (archived; recall by id)"
+P1_CHARS = 60
+
+
+def p1_line(unit: Unit) -> str:
+    """`id (type): head of the first line` naming one P1 unit in a handover."""
+    first = next(iter(unit.content.strip().splitlines()), "")
+    head = _one_line(first, P1_CHARS)
+    return f"{unit.id} ({unit.type}): {head}" if head else f"{unit.id} ({unit.type})"
+
+
+__all__ = [
+    "EARLIER_TITLE",
+    "P1_TITLE",
+    "SECTIONS",
+    "USER_MESSAGES_TITLE",
+    "USER_MESSAGE_TOKENS",
+    "Section",
+    "Summarizer",
+    "central_sentences",
+    "commands_run",
+    "decisions",
+    "error_line",
+    "errors_seen",
+    "file_actions",
+    "files_touched",
+    "handover",
+    "newest_within",
+    "open_items",
+    "parse_sections",
+    "primary_request",
+    "summarize_extractive",
+    "user_message_budget",
+    "user_requests",
+]
