@@ -257,6 +257,7 @@ def read_text(text: str, src: Source) -> list[Transcript]:
         sessions = rest
     out = []
     line_no = 1
+    keys: dict[str, int] = {}
     for k, session in enumerate(sessions):
         at = line_no  # the session's header line, or its first line
         for kind, seg_lines in session:
@@ -266,12 +267,28 @@ def read_text(text: str, src: Source) -> list[Transcript]:
             at += len(seg_lines)
         else:
             at = line_no
-        tid = src.tid if len(sessions) == 1 else f"{src.tid}#{at}"
+        # A session is named by when it started (its header), not by where it sits: compaction
+        # moves every later session up, the archive must still tell them apart.
+        key = _session_key(session) or str(at)
+        keys[key] = keys.get(key, 0) + 1
+        if keys[key] > 1:
+            key = f"{key}.{keys[key]}"
+        tid = src.tid if len(sessions) == 1 else f"{src.tid}#{key}"
         out.append(_session(session, src, tid, newline, at))
         line_no += sum(len(seg_lines) for _, seg_lines in session)
         if k == 0 and text.startswith("\ufeff"):
             out[0].metadata["bom"] = True
     return out
+
+
+def _session_key(segs: list[tuple[str, list[str]]]) -> str | None:
+    """When a session started, from its header (`2024-08-06T08:55:14`); None without one."""
+    for kind, seg_lines in segs:
+        if kind == "header":
+            line = next((x for x in seg_lines if x.startswith(HEADER)), "")
+            stamp = line[len(HEADER):].strip()
+            return stamp.replace(" ", "T") or None
+    return None
 
 
 def _session(segs: list[tuple[str, list[str]]], src: Source, tid: str, newline: str, line_no: int) -> Transcript:
