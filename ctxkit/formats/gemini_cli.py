@@ -164,8 +164,9 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
         if len(run) > 1:
             for u in run:
                 u.meta["group_size"] = len(run)
-    envelope = {k: v for k, v in obj.items() if k != "messages"}
-    metadata: dict[str, Any] = {KEPT: keeper.metadata(), "gemini_cli": {"keys": list(obj)}}
+    # the recording's other keys, for writing it back (not an envelope other formats would copy)
+    rest = {k: v for k, v in obj.items() if k != "messages"}
+    metadata: dict[str, Any] = {KEPT: keeper.metadata(), "gemini_cli": {"keys": list(obj), "fields": rest}}
     if calls:
         metadata["provider_usage"] = {"source": NAME, "calls": calls}
     if isinstance(obj.get("sessionId"), str):
@@ -173,7 +174,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
     if model:
         metadata["model"] = model
     return Transcript(units=units, id=str(obj.get("sessionId") or src.tid), source_format=NAME, layout="object",
-                      envelope=envelope, line=src.line, metadata=metadata)
+                      line=src.line, metadata=metadata)
 
 
 # ---------------------------------------------------------------- writing
@@ -260,7 +261,8 @@ def write_object(t: Transcript) -> dict[str, Any]:
             if msg is not None:
                 produced.append((g[0], msg))
     messages = place(t, produced) if same else [m for _, m in produced]
-    envelope = dict(t.envelope) if same else {
+    own = t.metadata.get("gemini_cli") if same else None
+    envelope = dict(own["fields"]) if isinstance(own, dict) and isinstance(own.get("fields"), dict) else {
         "sessionId": str(uuidlib.uuid5(_NAMESPACE, t.id)), "projectHash": "",
         "startTime": _iso(next((u.timestamp for u in t.units if u.timestamp is not None), None)),
         "lastUpdated": _iso(next((u.timestamp for u in reversed(t.units) if u.timestamp is not None), None))}

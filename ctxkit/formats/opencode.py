@@ -172,13 +172,15 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
             f"{src.path}: {len(hidden):,} messages before OpenCode's last compaction left out (the model no longer sees them)")
         calls = [{**c, "after_unit": c["after_unit"] - compacted_at} for c in calls if c["after_unit"] >= compacted_at]
         units = units[compacted_at:]
-    metadata: dict[str, Any] = {KEPT: keeper.metadata(), "opencode": {"keys": list(obj)}}
+    # the export's other keys, for writing it back (not an envelope other formats would copy)
+    rest = {k: v for k, v in obj.items() if k != "messages"}
+    metadata: dict[str, Any] = {KEPT: keeper.metadata(), "opencode": {"keys": list(obj), "fields": rest}}
     if calls:
         metadata["provider_usage"] = {"source": NAME, "calls": calls}
     if session:
         metadata["session_id"] = str(session)
     return Transcript(units=units, id=str(session or src.tid), source_format=NAME, layout="object",
-                      envelope={k: v for k, v in obj.items() if k != "messages"}, line=src.line, metadata=metadata)
+                      line=src.line, metadata=metadata)
 
 
 # ---------------------------------------------------------------- writing
@@ -254,7 +256,8 @@ def _rebuilt(run: list[Unit], msg: dict[str, Any]) -> dict[str, Any]:
 
 def _made(u: Unit, t: Transcript, template: dict[str, Any] | None, parent: str | None) -> dict[str, Any]:
     """A new message for a unit compaction made (or one of another format)."""
-    session = str((t.envelope.get("info") or {}).get("id") if isinstance(t.envelope.get("info"), dict) else t.id)
+    fields = (t.metadata.get("opencode") or {}).get("fields") or {}
+    session = str(fields["info"].get("id") if isinstance(fields.get("info"), dict) else _id("ses", t, "session"))
     mid = _id("msg", t, u.id)
     created = int((u.timestamp or 0) * 1000)
     info: dict[str, Any]
@@ -323,8 +326,9 @@ def write(t: Transcript) -> dict[str, Any]:
             else:
                 last_user = str(last["info"].get("id"))
     messages = place(t, produced) if same else [m for _, m in produced]
-    envelope = dict(t.envelope) if same else {"info": {"id": _id("ses", t, "session"), "title": t.id,
-                                                       "time": {"created": 0, "updated": 0}}}
+    own = t.metadata.get("opencode") if same else None
+    envelope = dict(own["fields"]) if isinstance(own, dict) and isinstance(own.get("fields"), dict) else {
+        "info": {"id": _id("ses", t, "session"), "title": t.id, "time": {"created": 0, "updated": 0}}}
     keys = (t.metadata.get("opencode") or {}).get("keys") if same else None
     obj = {**envelope, "messages": messages}
     if isinstance(keys, list):

@@ -428,7 +428,7 @@ class _Reader:
             found = detect_format(records[0])  # a dataset: one conversation per line
         if found == fmt:
             found = None
-        what = f"it looks like {found}" if found else "its records are of no known format"
+        what = f"it looks like {found}" if found else f"its first record is {_found(records[0]) if records else 'nothing'}"
         hint = f"use --from {found} or leave --from out" if found else "leave --from out"
         where = lines[0] if lines else line
         raise InputError(

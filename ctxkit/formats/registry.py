@@ -24,6 +24,7 @@ _MODULES = (
     "openhands",
     "gemini_cli",
     "opencode",
+    "gemini",
     "anthropic",
     "openai",
     "sharegpt",
