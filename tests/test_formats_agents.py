@@ -206,3 +206,46 @@ def test_codex_replacement_history_units_are_their_compacted_record(realdata: Pa
     assert "[3 messages archived]" in texts
     assert compacted["payload"]["replacement_history"][-1]["type"] == "compaction"  # the summary stays last
     assert problems("codex", "\n".join(json.dumps(r) for r in records)) == []
+
+
+# ---------------------------------------------------------------- Cline
+
+
+def test_cline_results_in_user_text_are_paired_with_their_calls() -> None:
+    """Cline's tool results come back as user text (`[read_file for 'a.py'] Result:`): each is
+    paired with the open call of its tool. A real conversation written as a Cline task and read
+    back keeps its calls and results, and writes back as it was read."""
+    (t,) = read_path(str(SAMPLES / "gemini-cli-session.json"))
+    text = written([t], "cline")
+    assert problems("cline", text) == []
+    messages = json.loads(text)
+    results = [b["text"] for m in messages if m["role"] == "user" for b in m["content"] if "] Result:" in b["text"]]
+    assert len(results) == len([u for u in t.units if u.role == "tool"]) > 0
+    (c,) = read_text(text)
+    assert c.source_format == "cline" and not orphan_results(c.units)
+    assert [(u.role, u.content, u.tool_call_id) for u in c.units] == [(u.role, u.content, u.tool_call_id) for u in t.units]
+    assert written([c]) == text
+    # as Anthropic messages, every call gets its tool_result
+    assert problems("anthropic", written([c], "anthropic")) == []
+
+
+def test_an_older_cline_task_with_xml_calls() -> None:
+    """Older Cline tasks call tools with XML tags in the assistant's text."""
+    task = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nfix the test\n</task>"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking.\n<read_file>\n<path>a.py</path>\n</read_file>"}]},
+        {"role": "user", "content": [{"type": "text", "text": "[read_file for 'a.py'] Result:\nprint(1)"},
+                                     {"type": "text", "text": "<environment_details>\nnone\n</environment_details>"}]},
+    ]
+    (t,) = read_text(json.dumps(task))
+    assert t.source_format == "cline"
+    call = t.units[1].tool_calls[0]
+    assert (call.name, json.loads(call.arguments)) == ("read_file", {"path": "a.py"})
+    result = t.units[2]
+    assert (result.role, result.tool_call_id, result.content) == ("tool", call.id, "print(1)")
+    assert t.units[3].content.startswith("<environment_details>")
+    units = list(t.units)
+    units[2] = units[2].replace(content="[archived]")
+    back = json.loads(written([t.replace(units=units)]))
+    assert back[2]["content"][0]["text"] == "[read_file for 'a.py'] Result:\n[archived]"
+    assert back[2]["content"][1] == task[2]["content"][1] and back[:2] == task[:2]

@@ -71,6 +71,7 @@ class Format:
     key: str = "messages"
     bare: bool = True
     lines: bool = False  # messages: always written one record per line (a JSONL file of its own)
+    array: bool = False  # messages: always written as one JSON array of its records (a task file)
     # messages: a conversation object of the format's own (ctxkit's units dataset line), read
     # and written whole instead of as envelope + records
     read_object: Callable[[dict[str, Any], Source], Transcript] | None = None

@@ -25,6 +25,7 @@ _MODULES = (
     "gemini_cli",
     "opencode",
     "gemini",
+    "cline",
     "anthropic",
     "openai",
     "sharegpt",

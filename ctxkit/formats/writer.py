@@ -109,6 +109,8 @@ def _layout(t: Transcript, fmt: str, extras: dict[str, Any]) -> str:
         return layout
     if own.lines:
         return "lines"
+    if own.array:
+        return "array"
     if not own.bare:
         return "object"
     source = FORMATS.get(t.source_format)
