@@ -31,6 +31,7 @@ from ctxkit.formats import (
     write_path,
     write_transcripts,
 )
+from ctxkit.formats.common import args_object
 from ctxkit.model import Transcript, Unit
 
 # ---------------------------------------------------------------- helpers
@@ -66,8 +67,16 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
         return aider_carried(t, same)
     units = [u for u in t.units if not (u.role == "assistant" and not u.content and not u.tool_calls
                                         and (u.reasoning or fmt != "openai"))]
-    if fmt == "claude-code":
+    if fmt in ("claude-code", "gemini-cli", "opencode", "cline"):  # no system prompt in the file
         units = [u for u in units if u.role != "system"]
+    if fmt in ("gemini-cli", "opencode", "copilot-cli", "gemini", "cline"):  # calls' arguments are objects
+        if fmt == "gemini" and not same:
+            system = [u for u in units if u.role == "system"]
+            if system:
+                units = [Unit(id="system", role="system", content="\n\n".join(u.content for u in system)),
+                         *[u for u in units if u.role != "system"]]
+        return [(u.role, u.content, [(c.id, c.name, args_object(c.arguments)) for c in u.tool_calls], u.tool_call_id,
+                 "") for u in units]
     if fmt in ("anthropic", "sharegpt") and not same:
         system = [u for u in units if u.role == "system"]
         if system:
@@ -151,10 +160,9 @@ def files(realdata: Path, folder: str) -> list[Path]:
 
 def test_registry_names_and_writers() -> None:
     assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt", "atif", "aider",
-                                      "openhands", "swe-agent"])
-    for name, module in FORMATS.items():
-        assert callable(module.detect) and callable(module.read)
-        assert hasattr(module, "write") == (name in WRITABLE)
+                                      "openhands", "swe-agent", "gemini-cli", "opencode", "copilot-cli", "gemini",
+                                      "cline"])
+    assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
 
 
 def test_unknown_format_is_a_usage_error() -> None:
@@ -366,10 +374,17 @@ def test_app_formats_convert(realdata: Path, folder: str) -> None:
     ts = list(read_path(str(path)))
     for fmt in WRITABLE:
         back = read_text(written(ts, fmt), fmt)  # plain text chats are ambiguous: force it
-        if fmt in ("claude-code", "codex"):
+        if FORMATS[fmt].shape == "log":
             assert len(back) == 1 or fmt != folder  # an app log is one session
             continue
         assert [b.source_format for b in back] == [fmt] * len(ts)
+        if fmt in ("gemini-cli", "opencode", "gemini", "cline"):
+            # an agent's own shape (no system prompt, a call holding its result): every
+            # message's text comes back
+            for b, t in zip(back, ts, strict=True):
+                texts = "\n".join(u.content for u in b.units)
+                assert all(u.content in texts for u in t.units if u.role != "system"), fmt
+            continue
         assert [carried(b, fmt, same=True) for b in back] == [carried(t, fmt) for t in ts]
 
 

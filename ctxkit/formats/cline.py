@@ -38,7 +38,7 @@ from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "cline"
 # `[read_file for 'a.py'] Result:`, `[execute_command for 'ls'] Result:`, `[attempt_completion] Result:`
-RESULT = re.compile(r"\A\[(?P<tool>[A-Za-z_][\w-]*)(?: for (?P<what>.*?))?\] Result:[ \t]*\n?", re.S)
+RESULT = re.compile(r"\A\[(?P<tool>[^\[\]\n]+?)(?: for (?P<what>.*?))?\] Result:[ \t]*\n?", re.S)
 # Cline's tools, whose XML tags an older task's assistant text holds
 TOOLS = frozenset({
     "execute_command", "read_file", "write_to_file", "replace_in_file", "search_files", "list_files",
@@ -120,16 +120,14 @@ def read(records: list[Any], src: Source) -> Transcript:
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 unit = tool_units(block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=msg, names=names, ts=ts, src=src)
                 open_calls = [c for c in open_calls if c.id != unit.tool_call_id]
-            elif found is not None and isinstance(said, str):
+            elif found is not None and isinstance(said, str) and open_calls:
+                # a result answers the open call of its tool (the oldest), else the oldest open one
                 tool = found.group("tool")
-                call = next((c for c in open_calls if c.name == tool), open_calls[0] if open_calls else None)
-                if call is not None:
-                    open_calls.remove(call)
-                else:
-                    src.warn(i, f"result of {tool} answers no call of the message before")
+                call = next((c for c in open_calls if c.name == tool), open_calls[0])
+                open_calls.remove(call)
                 unit = Unit(id=uid if k == 0 else f"{uid}#{k}", role="tool", content=said[found.end():],
-                            timestamp=ts, tool_call_id=call.id if call is not None else f"{uid}#{k}",
-                            name=tool, raw=msg, group=i, meta={"result_line": said[: found.end()]})
+                            timestamp=ts, tool_call_id=call.id, name=tool, raw=msg, group=i,
+                            meta={"result_line": said[: found.end()]})
             else:
                 rest.append(block)
                 continue

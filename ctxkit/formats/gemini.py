@@ -137,14 +137,12 @@ def _part_of(u: Unit) -> list[dict[str, Any]]:
     if u.role == "tool":
         key = "error" if u.meta.get("is_error") else "output"
         response: dict[str, Any] = {"name": u.name or "", "response": {key: u.content}}
-        if u.tool_call_id and not u.tool_call_id.startswith("call_"):
+        if u.tool_call_id:
             response["id"] = u.tool_call_id
         return [{"functionResponse": response}]
     parts: list[dict[str, Any]] = [{"text": u.content}] if u.content or not u.tool_calls else []
     for c in u.tool_calls:
-        call: dict[str, Any] = {"name": c.name, "args": args_object(c.arguments)}
-        if not c.id.startswith("call_"):
-            call["id"] = c.id
+        call: dict[str, Any] = {"id": c.id, "name": c.name, "args": args_object(c.arguments)}
         parts.append({"functionCall": call})
     return parts
 

@@ -202,7 +202,7 @@ def _call(c: ToolCall, results: dict[str, Unit], template: dict[str, Any] | None
     return call
 
 
-def _message(run: list[Unit], t: Transcript, same: bool) -> dict[str, Any] | None:
+def _message(run: list[Unit], t: Transcript, same: bool, answers: dict[str, Unit] | None = None) -> dict[str, Any] | None:
     """One message for a run of units (an assistant unit and its results, or one unit)."""
     head = run[0]
     template = head.source if same and isinstance(head.source, dict) and head.source.get("type") in _TYPES else None
@@ -218,7 +218,7 @@ def _message(run: list[Unit], t: Transcript, same: bool) -> dict[str, Any] | Non
     msg = dict(template) if template is not None else {"id": str(uuidlib.uuid5(_NAMESPACE, f"{t.id}/{head.id}")),
                                                         "timestamp": ts, "type": "gemini"}
     msg["content"] = head.content
-    results = {u.tool_call_id or "": u for u in run[1:] if u.role == "tool"}
+    results = {**(answers or {}), **{u.tool_call_id or "": u for u in run[1:] if u.role == "tool"}}
     sources = {str(c.get("id")): c for c in (template.get("toolCalls") or []) if isinstance(c, dict)} if template else {}
     if head.tool_calls or sources:
         msg["toolCalls"] = [_call(c, results, sources.get(c.id)) for c in head.tool_calls]
@@ -239,12 +239,18 @@ def write_object(t: Transcript) -> dict[str, Any]:
     """The recording object for a transcript (see the module doc)."""
     same = t.source_format == NAME
     produced: list[tuple[Unit | None, Any]] = []
+    # a result rides in its call's record: another format's results, wherever they are
+    answers = {} if same else {u.tool_call_id or "": u for u in t.units if u.role == "tool"}
+    called: set[str] = set()  # calls written so far
     for raw, run in raw_groups(t.units):
         if same and raw is not None and not any(joins(u) for u in run):
             produced.append((run[0], raw))
+            called.update(c.id for c in run[0].tool_calls)
             continue
-        if run[0].role == "tool" and produced and isinstance(produced[-1][1], dict) and produced[-1][1].get("type") == "gemini":
-            continue  # results of a call whose message is written: they are in it
+        if not same:  # results of calls whose message is written are in it
+            run = [u for u in run if not (u.role == "tool" and (u.tool_call_id or "") in called)]
+        elif run[0].role == "tool" and produced and isinstance(produced[-1][1], dict) and produced[-1][1].get("type") == "gemini":
+            continue
         groups: list[list[Unit]] = []
         for u in run:
             if u.role == "tool" and groups and groups[-1][0].role == "assistant":
@@ -257,9 +263,10 @@ def write_object(t: Transcript) -> dict[str, Any]:
                     "gemini" if g[0].role == "assistant" else "user") and g[0].role != "tool":
                 produced[-1] = (produced[-1][0], _joined(last, g[0].content))
                 continue
-            msg = _message(g, t, same)
+            msg = _message(g, t, same, answers)
             if msg is not None:
                 produced.append((g[0], msg))
+                called.update(c.id for c in g[0].tool_calls)
     messages = place(t, produced) if same else [m for _, m in produced]
     own = t.metadata.get("gemini_cli") if same else None
     envelope = dict(own["fields"]) if isinstance(own, dict) and isinstance(own.get("fields"), dict) else {
