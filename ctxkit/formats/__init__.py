@@ -34,6 +34,7 @@ from ctxkit.formats.base import Format
 from ctxkit.formats.common import ReadOptions, ReadStats
 from ctxkit.formats.reader import (
     expand_paths,
+    is_text_transcript,
     read_conversation,
     read_dataset_line,
     read_path,
@@ -63,6 +64,7 @@ __all__ = [
     "detect_format",
     "expand_paths",
     "is_conversation",
+    "is_text_transcript",
     "json_depth",
     "output_format_for",
     "read_conversation",

@@ -112,6 +112,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     calls: dict[str, dict[str, Any]] = {}
     session: str | None = None
     boundaries: set[Any] = set()  # uuids of compact_boundary records
+    deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -123,6 +124,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         if inner is None:
             if kind == "system" and rec.get("subtype") == "compact_boundary":
                 boundaries.add(rec.get("uuid"))
+            elif kind == "attachment":
+                _note_deferred(rec, deferred)
             stats.skip(str(kind))
             keeper.keep(i, rec, name=rec.get("uuid"))
             continue
@@ -242,6 +245,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
         metadata["session_id"] = session
+    if deferred:
+        metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
     metadata[KEPT] = keeper.metadata()
     return Transcript(
         units=units,
@@ -252,6 +257,20 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _note_deferred(rec: dict[str, Any], deferred: dict[str, bool]) -> None:
+    """Apply a `deferred_tools_delta` attachment (Claude Code 2.1.x tool search: which tools it
+    sends by name only, for ToolSearch to load) to the tools deferred so far."""
+    att = rec.get("attachment")
+    if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
+        return
+    for key, on in (("removedNames", False), ("addedNames", True), ("readdedNames", True)):
+        names = att.get(key)
+        if isinstance(names, list):
+            for name in names:
+                if isinstance(name, str):
+                    deferred[name] = on
 
 
 def _after_compaction(

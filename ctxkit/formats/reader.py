@@ -28,6 +28,7 @@ from ctxkit.model import Transcript
 
 __all__ = [
     "expand_paths",
+    "is_text_transcript",
     "read_conversation",
     "read_dataset_line",
     "read_path",
@@ -86,6 +87,11 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
                 pass
             raise InputError(p, None, "no such file or directory")
     return out
+
+
+def is_text_transcript(path: str | Path) -> bool:
+    """Whether a markdown file is a transcript of a text format (an aider chat history)."""
+    return _is_text_transcript(Path(path))
 
 
 def _is_text_transcript(path: Path) -> bool:
