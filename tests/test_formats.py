@@ -167,9 +167,9 @@ def test_registry_names_and_writers() -> None:
 
 def test_unknown_format_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="known: aider, anthropic, atif, claude-code"):
-        read_text("[]", "gemini")
+        read_text("[]", "vertex")
     with pytest.raises(UsageError, match="output format"):
-        output_format_for(Transcript(units=[]), "gemini")
+        output_format_for(Transcript(units=[]), "vertex")
 
 
 def test_output_format_defaults() -> None:
@@ -832,7 +832,7 @@ def test_forced_app_format_on_another_format_is_an_error(fmt: str, text: str, fo
     with pytest.raises(InputError) as err:
         read_text(text, fmt, path="log.jsonl")
     assert err.value.path == "log.jsonl" and f"not a {fmt} file" in err.value.problem
-    assert (f"it looks like {found}" if found else "no known format") in err.value.problem
+    assert (f"it looks like {found}" if found else "its first record is an object with keys a") in err.value.problem
 
 
 def test_forced_app_format_on_its_own_format_still_reads(realdata: Path) -> None:

@@ -238,6 +238,10 @@ def _roles(fmt: str, text: str) -> list[str]:
         return [m["type"] for m in parsed["messages"]]
     if fmt == "opencode":
         return [m["info"]["role"] for m in parsed["messages"]]
+    if fmt == "gemini":
+        return [c["role"] for c in parsed["contents"]]
+    if fmt == "cline":
+        return [m["role"] for m in parsed]
     if fmt == "copilot-cli":
         return [r["type"].split(".")[0].replace("tool", "tool") for r in parsed if r["type"].endswith(
             (".message", "execution_complete"))]
@@ -263,6 +267,8 @@ def test_joined_units_share_the_message_before(fmt: str) -> None:
         "gemini-cli": ["user", "gemini", "user", "gemini"],  # no system prompt; a call holds its result
         "opencode": ["user", "assistant", "user", "assistant"],  # the tool part holds its result
         "copilot-cli": ["system", "user", "assistant", "tool", "user", "assistant"],
+        "gemini": ["user", "model", "user", "model"],  # results and the note join their turn
+        "cline": ["user", "assistant", "user", "assistant"],  # results are user text blocks
     }[fmt]
     for piece in ("Earlier: the tests failed.", "[2 turns archived]", "[note]"):
         assert piece in text

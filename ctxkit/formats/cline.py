@@ -155,7 +155,6 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     """Messages for a transcript (see the module doc)."""
     same = t.source_format == NAME
     out: list[dict[str, Any]] = []
-    last_group: Any = None  # the source message the last message written was rebuilt from
     for raw, run in raw_groups([u for u in t.units if u.role != "system"]):
         if same and raw is not None and not any(joins(u) for u in run):
             out.append(raw)
@@ -171,17 +170,20 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                     blocks: list[Any] = [{"type": "text", "text": u.content}]
                 else:
                     blocks = assistant_blocks(u)
-                out.append({**(template or {}), "role": "assistant", "content": blocks})
+                last = out[-1] if out else None
+                if last is not None and last["role"] == "assistant" and template is None:
+                    out[-1] = {**last, "content": [*last["content"], *blocks]}  # one message per turn
+                else:
+                    out.append({**(template or {}), "role": "assistant", "content": blocks})
                 continue
             block = _result_block(u) if u.role == "tool" else {"type": "text", "text": u.content}
             last = out[-1] if out else None
-            together = u.role == "tool" or joins(u) or (template is not None and u.group == last_group)
-            if last is not None and last["role"] == "user" and together:
+            # one user message per turn (as Anthropic's API takes them): results, text, notes
+            if last is not None and last["role"] == "user":
                 out[-1] = {**last, "content": [*last["content"], block]}
             else:
                 base = {k: v for k, v in (template or {}).items() if k not in ("content",)}
                 out.append({**base, "role": "user", "content": [block]})
-            last_group = u.group if template is not None else None
     return out, {}
 
 

@@ -167,8 +167,10 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 continue
             role = "model" if u.role == "assistant" else "user"
             last = out[-1] if out else None
+            # one Content per turn: the calls of a response (written one unit each by some
+            # formats) together, a turn's results together, a joining unit in the one before
             same_turn = last is not None and last["role"] == role and (
-                joins(u) or u.role == "tool" and all("functionResponse" in p for p in last["parts"]))
+                joins(u) or role == "model" or u.role == "tool" and all("functionResponse" in p for p in last["parts"]))
             if same_turn and last is not None:
                 out[-1] = {**last, "parts": [*last["parts"], *_part_of(u)]}
             else:

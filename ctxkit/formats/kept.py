@@ -98,6 +98,13 @@ def _records_of(u: Unit) -> list[Any]:
     return list(src) if isinstance(src, list) else [src]
 
 
+def records(t: Transcript) -> list[Any]:
+    """The records a log holds beside its units (session headers, events, notices...), in file
+    order: what a reader kept for the writer."""
+    kept = t.metadata.get(KEY)
+    return [e[2] for e in kept.get("records") or []] if isinstance(kept, dict) else []
+
+
 def names(t: Transcript) -> set[str]:
     """The own ids (uuids) of every record the transcript was read from, units' and kept."""
     kept = t.metadata.get(KEY)
