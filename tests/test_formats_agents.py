@@ -249,3 +249,31 @@ def test_an_older_cline_task_with_xml_calls() -> None:
     back = json.loads(written([t.replace(units=units)]))
     assert back[2]["content"][0]["text"] == "[read_file for 'a.py'] Result:\n[archived]"
     assert back[2]["content"][1] == task[2]["content"][1] and back[:2] == task[:2]
+
+
+def test_a_legacy_codex_rollout_reads_and_writes_back_in_its_layout() -> None:
+    """Codex CLI rollouts from before mid 2025 have no envelope: a header line, state markers,
+    bare response items (the layout openai/codex's RolloutRecorder wrote then; no licensed real
+    one was found to ship, so this is that layout, item for item)."""
+    lines = [
+        {"id": "0198b0b4-3d2e-7c41-9a55-1f0e2d3c4b5a", "timestamp": "2025-08-14T10:02:11.520Z",
+         "instructions": None, "git": {"commit_hash": "3f2a", "branch": "main"}},
+        {"record_type": "state"},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list the files"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA"},
+        {"type": "function_call", "name": "shell", "arguments": "{\"command\":[\"ls\"]}", "call_id": "call_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "{\"output\":\"a.py\\n\"}"},
+        {"record_type": "state"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "One file: a.py."}]},
+    ]
+    text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines)
+    (t,) = read_text(text, path="rollout.jsonl")
+    assert t.source_format == "codex" and t.id == lines[0]["id"]
+    assert [(u.role, u.tool_call_id) for u in t.units] == [("user", None), ("assistant", None), ("tool", "call_1"),
+                                                           ("assistant", None)]
+    assert written([t]) == text
+    units = list(t.units)
+    units[2] = units[2].replace(content="[archived]")
+    back = [json.loads(x) for x in written([t.replace(units=units)]).splitlines()]
+    assert back[5] == {**lines[5], "output": "[archived]"} and back[:5] == lines[:5]
+    assert problems("codex", written([t])) == []
