@@ -155,6 +155,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     """Messages for a transcript (see the module doc)."""
     same = t.source_format == NAME
     out: list[dict[str, Any]] = []
+    last_unit: Unit | None = None  # the unit the last user message was written for
     for raw, run in raw_groups([u for u in t.units if u.role != "system"]):
         if same and raw is not None and not any(joins(u) for u in run):
             out.append(raw)
@@ -178,12 +179,16 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 continue
             block = _result_block(u) if u.role == "tool" else {"type": "text", "text": u.content}
             last = out[-1] if out else None
-            # one user message per turn (as Anthropic's API takes them): results, text, notes
-            if last is not None and last["role"] == "user":
+            # results with the message before, a joining unit too, and the units of one source
+            # message together (consecutive user messages the API merges anyway)
+            together = u.role == "tool" or joins(u) or (
+                template is not None and last_unit is not None and u.group is not None and u.group == last_unit.group)
+            if last is not None and last["role"] == "user" and together:
                 out[-1] = {**last, "content": [*last["content"], block]}
             else:
                 base = {k: v for k, v in (template or {}).items() if k not in ("content",)}
                 out.append({**base, "role": "user", "content": [block]})
+            last_unit = u
     return out, {}
 
 
@@ -191,8 +196,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _problems(conv: dict[str, Any], where: str = "") -> list[str]:
-    """What Cline resumes: user and assistant messages in turn, the first the user's, no empty
-    content, each call of an assistant message answered in the next user message (a result
+    """What Cline resumes: user and assistant messages (consecutive ones of a role are one turn,
+    as the Messages API merges them), the first the user's, no empty content, each call of an assistant message answered in the next user message (a result
     block of that tool, or a `tool_result`)."""
     messages = conv.get("messages")
     if not isinstance(messages, list):
@@ -206,8 +211,6 @@ def _problems(conv: dict[str, Any], where: str = "") -> list[str]:
             continue
         if i == 0 and m["role"] != "user":
             out.append(f"{at}: the first message must be the user's")
-        if i > 0 and isinstance(messages[i - 1], dict) and messages[i - 1].get("role") == m["role"]:
-            out.append(f"{at}: two {m['role']} messages in a row")
         content = m.get("content")
         if not content:
             out.append(f"{at}: empty content")
