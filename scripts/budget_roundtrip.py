@@ -28,7 +28,16 @@ from click.testing import CliRunner
 from ctxkit.cli import cli
 from ctxkit.formats import read_path
 
-FOLDERS = ("claude-code", "codex", "mini-swe-agent", "gemini-cli", "opencode", "copilot-cli", "aider")
+FOLDERS = (
+    "claude-code",
+    "codex",
+    "mini-swe-agent",
+    "gemini-cli",
+    "opencode",
+    "copilot-cli",
+    "aider",
+    "openhands",
+)
 
 
 def logs_with_usage(root: Path) -> list[tuple[Path, str | None]]:
