@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import orjson
@@ -12,7 +11,6 @@ from click.testing import CliRunner
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data" / "compact"
-CASES = sorted(p.name.split(".")[0] for p in DATA.glob("*.args"))
 
 
 def _run(args: list[str], stdin: bytes | None = None):
@@ -23,17 +21,14 @@ def _input(case: str) -> Path:
     return next(DATA.glob(f"{case}.in.*"))
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_golden(case: str, tmp_path: Path, golden) -> None:
+@pytest.mark.parametrize("case", ["anthropic", "tau-bench", "units-build"])
+def test_expand_restores_the_original(case: str, tmp_path: Path) -> None:
+    """The goldens (tests/test_golden_cli.py) fix the output; the archive brings the input back."""
     src = _input(case)
-    expected = DATA / (case + ".out" + src.suffix)
-    args = shlex.split((DATA / f"{case}.args").read_text())
     out = tmp_path / ("out" + src.suffix)
-    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), *args])
+    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), "--limit", "3000"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("Context reduced ")
-    golden(expected, out.read_bytes())
-    # and the archive brings the original back
     restored = tmp_path / ("restored" + src.suffix)
     r = _run(["expand", str(out), "--archive", str(tmp_path / "a.db"), "-o", str(restored)])
     assert r.exit_code == 0, r.stderr
