@@ -212,7 +212,8 @@ def _ray_rows(
     stats: Any,
 ) -> list[dict[str, Any]]:
     """The region rows, counted by Ray tasks shard by shard (`ctxkit.engines.ray.count_dataset`)."""
-    from ctxkit.engines.ray import CountJob, count_dataset, merge_stats
+    from ctxkit.engines.dataset import merge_stats
+    from ctxkit.engines.ray import CountJob, count_dataset
     from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))

@@ -217,7 +217,7 @@ def expand(
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
     from ctxkit.archive.store import Archive, default_archive_path
-    from ctxkit.cli.output import transcript_output
+    from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
 
     if os.path.isdir(compacted):
@@ -268,7 +268,7 @@ def _expand_shards(
                 n += 1
                 yield archive.restore(t)
 
-    from ctxkit.cli.output import transcript_output
+    from ctxkit.compaction.sinks import transcript_output
 
     with _open_for_reading(archive_path) as archive, transcript_output(output, directory, to_format) as sink:
         sink.write(restored(archive))
