@@ -22,8 +22,8 @@ import orjson
 from ctxkit.compaction.result import CompactResult, Event, Failure
 from ctxkit.compaction.run import ArchiveTarget, RunSummary, run
 from ctxkit.engines.request import CompactRequest
-from ctxkit.fileio import atomic_writer, check_paths, check_writable, spooled_input, write_output
 from ctxkit.errors import UsageError
+from ctxkit.fileio import atomic_writer, check_paths, check_writable, spooled_input, write_output
 from ctxkit.formats import ReadStats
 from ctxkit.report.tables import reading_summary
 

@@ -121,3 +121,47 @@ class CompactRequest:
             raise UsageError("--recall-tool adds a tool to compacted output; --replay writes none")
         if self.report == "-" and to_stdout and not self.replay:
             raise UsageError("--report - needs -o FILE: stdout already carries the transcript")
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """A `ctxkit score-rl` run: transcripts (`inputs`, expanded files; and `scenarios`
+    generated on the fly, `count` seeds each from `seed`), the `actions` to score on each,
+    how (`mode`, `settings`, `embedder`), and the dataset to write (`export` rows in `fmt` to
+    `output`, a directory of shards with `--engine ray`)."""
+
+    inputs: tuple[str, ...] = ()
+    scenarios: tuple[str, ...] = ()
+    actions: tuple[Any, ...] = ()  # rl.Action
+    actions_file: str | None = None  # where they were read from (never overwritten)
+    settings: SettingsSpec = field(default_factory=SettingsSpec)
+    read_opts: ReadOptions = ReadOptions()
+    truth: str | None = None
+    seed: int = 0
+    count: int = 1
+    tokens: int | None = None
+    p1_ratio: float | None = None
+    mode: str = "oneshot"
+    embedder: str | None = None
+    export: str = "rl"
+    dpo_shape: str | None = None
+    max_example_tokens: int | None = None
+    fmt: str = "jsonl"
+    output: str = "-"
+    engine: str = DEFAULT_ENGINE
+    ray: Any = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        check_engine(self.engine)
+        if not self.scenarios and not self.inputs:
+            raise UsageError("give transcript files, or --scenario NAME / --scenarios all")
+        if self.fmt == "parquet" and self.output == "-":
+            raise UsageError("--format parquet needs -o FILE (Parquet is not written to stdout)")
+        if self.engine != DEFAULT_ENGINE and (self.scenarios or not self.inputs):
+            raise UsageError("--engine ray scores dataset files; --scenario runs on --engine local")
+
+    @property
+    def fixed_limit(self) -> bool:
+        """Whether --limit or --model sets every transcript's limit (else its ground truth's)."""
+        return self.settings.limit is not None or self.settings.model is not None
