@@ -102,7 +102,7 @@ def test_registry_names_live_in_their_registry() -> None:
         # the builtin actions: deliberate parameter variants of named strategies
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
         "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
-        "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
+        "bench/suites/embed.py": {"claude-code"},  # real Claude Code logs to embed
         "guard.py": {"offload"},  # a pending output's planned action
         "recipes/triggers.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format

@@ -54,19 +54,11 @@ from ctxkit.bench.peers import (
     summarize_peers,
     to_langchain,
 )
-from ctxkit.bench.render import FIDELITY_COLUMNS, PEER_COLUMNS, fmt_value, plot, render_table
-from ctxkit.bench.suites import (
-    SUITES,
-    embed_texts,
-    run,
-    scale_worker,
-    suite_compact,
-    suite_count,
-    suite_embed,
-    suite_guard,
-    suite_quality,
-    suite_scale,
-)
+from ctxkit.bench.render import fmt_value, plot, render_table
+from ctxkit.bench.suites import SUITES, TABLES, run
+from ctxkit.bench.suites.embed import embed_texts
+from ctxkit.bench.suites.quality import FIDELITY_COLUMNS, PEER_COLUMNS
+from ctxkit.bench.suites.scale import scale_worker
 
 __all__ = [
     "BenchOptions",
@@ -85,6 +77,7 @@ __all__ = [
     "SCALE_SIZES",
     "STANDARD",
     "SUITES",
+    "TABLES",
     "SuiteResult",
     "raw_encoding",
     "drop_oldest",
@@ -102,12 +95,6 @@ __all__ = [
     "run_peer",
     "scale_worker",
     "standard_transcript",
-    "suite_compact",
-    "suite_count",
-    "suite_embed",
-    "suite_guard",
-    "suite_quality",
-    "suite_scale",
     "summarize_peers",
     "to_langchain",
 ]
