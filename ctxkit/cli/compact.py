@@ -20,6 +20,7 @@ from ctxkit.cli.options import (
 from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import WRITABLE, ReadOptions
+from ctxkit.strategies import STRATEGIES
 from ctxkit.summarizers import SUMMARIZER_NAMES
 
 EXIT_HELP = """\b
@@ -48,7 +49,11 @@ Exit codes:
 )
 @section(
     "Compaction",
-    click.option("--chain", default=None, help="Comma-separated strategies, e.g. offload,summarize_old."),
+    click.option(
+        "--chain", default=None,
+        help=f"Comma-separated strategies, in order, of {', '.join(STRATEGIES)}; hybrid is "
+        "the default chain (default: the config's chain_order).",
+    ),
     click.option(
         "--recovery", type=click.Choice(RECOVERY_MODES), default=None,
         help="What to do when the chain cannot reach the target (default from config: fresh_start).",
