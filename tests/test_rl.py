@@ -26,11 +26,11 @@ from ctxkit.rl import (
     render,
     reward,
     reward_terms,
-    time_penalty,
     run_action,
     score,
     sft_record,
     state_features,
+    time_penalty,
 )
 from ctxkit.simulate import SCENARIOS, generate
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES

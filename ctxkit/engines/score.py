@@ -51,9 +51,9 @@ def score(request: ScoreRequest, say: Say) -> ScoreOutcome:
     if request.engine != "local":
         return _score_ray(request, say)
     from ctxkit import rl
-    from ctxkit.embedders import get_embedder
+    from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
 
-    settings = settings.replace(embedder=get_embedder(request.embedder, warn=say))
+    settings = settings.replace(embedder=get_embedder(request.embedder or DEFAULT_EMBEDDER, warn=say))
 
     def limit_for(t: Transcript) -> int:
         truth = t.metadata.get("ground_truth")

@@ -126,7 +126,7 @@ def peer_rows(
 ) -> tuple[list[str], list[Sequence[Any]]]:
     """The headers and rows of a per-peer table: the columns some summary line has."""
     cols = [c for c in columns if any(c[0] in r for r in summary)]
-    rows = []
+    rows: list[Sequence[Any]] = []
     for r in summary:
         vals = []
         for key, _h in cols:

@@ -7,6 +7,7 @@ import gc
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.bench.harness import (
@@ -219,6 +220,8 @@ def tables(s: SuiteResult) -> list[Table]:
     )
     out: list[Table] = [(None, head, [tuple(r[k] for k in keys) for r in s.rows])]
     if s.summary:
-        slopes = [(x["scenario"], x["measure"], x["slope"], x["span"]) for x in s.summary]
+        slopes: list[Sequence[Any]] = [
+            (x["scenario"], x["measure"], x["slope"], x["span"]) for x in s.summary
+        ]
         out.append((None, ("scenario", "measure", "log-log slope", "span"), slopes))
     return out
