@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
+import orjson
 
 from ctxkit.cli.options import (
     FiniteFloat,
@@ -17,7 +20,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
 )
 from ctxkit.errors import InputError
-from ctxkit.guard import FAIL_ON
+from ctxkit.guard import FAIL_ON, combine_exit_codes
 from ctxkit.recipes.triggers import RULES
 
 REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
@@ -144,15 +147,22 @@ Exit codes:
     show_default=True,
     help="table for people, json (one object per transcript per line) for machines.",
 )
+@click.option(
+    "--details",
+    is_flag=True,
+    help="Several transcripts: each one's full verdict after the summary (default: the summary "
+    "and the transcripts that do not pass).",
+)
 @tokenizer_options
 @debug_option
 @click.pass_context
-def guard(ctx: click.Context, **kw: Any) -> None:
+def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) -> None:
     """Check that each transcript fits the target model(s), with room for the answer.
 
     The limit is the model's effective limit (window - buffer - max output) or, when a config
     file is loaded or --limit/--agent/--llm is given, the smaller of that and the policy limit.
     Several --model targets: the first that fits is chosen; none fits = verdict final.
+    A dataset gets a summary first: the total, then each transcript that does not pass.
 
     \b
     Examples:
@@ -160,112 +170,146 @@ def guard(ctx: click.Context, **kw: Any) -> None:
       ctxkit guard session.jsonl --model gpt-4 --model gpt-4o --format json
       ctxkit guard session.jsonl --agent verification --pending outputs.json
       ctxkit guard session.jsonl --window 128000 --max-output 16384 --replay --check
+      ctxkit guard dataset.jsonl --limit 8000 --details
     """
-    code = run_guard(**kw)
-    ctx.exit(code)
+    from ctxkit.formats import ReadStats, expand_paths
+    from ctxkit.guard import evaluate_paths
 
-
-def run_guard(**kw: Any) -> int:
-    """Read the flags, evaluate every transcript, write the report; the combined exit code."""
-    from ctxkit.budget.targets import resolve_target
-    from ctxkit.config.file import load_config
-    from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.formats.extras import load_tools, read_text_file
-    from ctxkit.guard import combine_exit_codes, evaluate, load_pending
-    from ctxkit.tokens import CountOptions, TokenizerCache
-
-    debug = kw["debug"]
-    trace = (lambda msg: echo_err(f"debug: {msg}")) if debug else None
-    config = with_threshold_flags(
-        load_config(kw["config_path"]),
-        kw["warn_threshold"],
-        kw["compact_threshold"],
-        kw["block_threshold"],
-    )
-    if trace:
-        trace(f"config: {config.source or 'defaults'}")
-    flags: dict[str, Any] = dict(
-        config=config,
-        context_window=kw["window"],
-        max_output_tokens=kw["max_output"],
-        buffer_tokens=kw["buffer"],
-        limit=kw["limit"],
-        agent=kw["agent"],
-        llm=kw["llm"],
-        tokenizer=kw["tokenizer"],
-    )
-    targets = [resolve_target(m, **flags) for m in kw["models"]] or [resolve_target(None, **flags)]
-    defaults = CountOptions()
-    opts = CountOptions(
-        image_tokens=defaults.image_tokens if kw["image_tokens"] is None else kw["image_tokens"],
-        tool_schema_scale=(
-            defaults.tool_schema_scale
-            if kw["tool_schema_scale"] is None
-            else kw["tool_schema_scale"]
-        ),
-    )
-    system = read_text_file(kw["system_file"]) if kw["system_file"] else None
-    tools = load_tools(kw["tools_file"]) if kw["tools_file"] else None
-    pending = load_pending(kw["pending_file"]) if kw["pending_file"] else None
-    fmt, fail_on = kw["fmt"], kw["fail_on"]
-
-    tokenizers = TokenizerCache()
-    warned: set[str] = set()
-    codes: list[int] = []
-    tally: dict[str, int] = {}
+    trace = (lambda msg: echo_err(f"debug: {msg}")) if f["debug"] else None
+    settings = guard_settings(f, trace)
+    targets = guard_targets(settings.config, f)
     stats = ReadStats()
-    first = True
-    for path in expand_paths(kw["paths"]):
-        for t in read_path(
-            path,
-            kw["read_opts"],
-            stats=stats,
-        ):
-            verdict = evaluate(
-                t,
-                targets,
-                config,
-                system=system,
-                tools=tools,
-                pending=pending,
-                do_replay=kw["do_replay"],
-                check=kw["do_check"],
-                fail_on=fail_on,
-                opts=opts,
-                tokenizers=tokenizers,
-                trace=trace,
-                use_usage=not kw["no_usage"],
-                as_agents=kw["as_agents"],
-            )
-            for w in verdict.warnings:
-                if w not in warned:
-                    warned.add(w)
-                    echo_err(w)
-            codes.append(verdict.exit_code(fail_on))
-            key = verdict.status if verdict.chosen is not None else "final"
-            tally[key] = tally.get(key, 0) + 1
-            if fmt == "json":
-                import orjson
-
-                click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
-            else:
-                if not first:
-                    click.echo("")
-                click.echo(render_verdict(verdict, fail_on), nl=False)
-            first = False
-    if fmt == "table" and len(codes) > 1:
-        counts = ", ".join(
-            f"{name} {tally[name]}"
-            for name in ("ok", "warn", "compact", "block", "overflow", "final")
-            if name in tally
-        )
-        click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}")
+    inputs = expand_paths(paths)
+    verdicts = evaluate_paths(inputs, read_opts, targets, settings, stats=stats, trace=trace)
+    codes = _render(verdicts, f["fmt"], settings.fail_on, f["details"])
     if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
         echo_err(reading_summary(stats))
     if not codes:
-        names = ", ".join(expand_paths(kw["paths"]))
-        raise InputError(names, None, "no transcript found in the input")
-    return combine_exit_codes(codes)
+        raise InputError(", ".join(inputs), None, "no transcript found in the input")
+    ctx.exit(combine_exit_codes(codes))
+
+
+def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
+    """The flags as one `GuardSettings` (config with the threshold flags, the files read)."""
+    from ctxkit.config.file import load_config
+    from ctxkit.formats.extras import load_tools, read_text_file
+    from ctxkit.guard import GuardSettings, load_pending
+    from ctxkit.tokens import CountOptions
+
+    config = with_threshold_flags(
+        load_config(f["config_path"]), f["warn_threshold"], f["compact_threshold"], f["block_threshold"]
+    )
+    if trace:
+        trace(f"config: {config.source or 'defaults'}")
+    defaults = CountOptions()
+    return GuardSettings(
+        config=config,
+        system=read_text_file(f["system_file"]) if f["system_file"] else None,
+        tools=tuple(load_tools(f["tools_file"])) if f["tools_file"] else None,
+        pending=tuple(load_pending(f["pending_file"])) if f["pending_file"] else (),
+        replay=f["do_replay"],
+        check=f["do_check"],
+        fail_on=f["fail_on"],
+        count_opts=CountOptions(
+            image_tokens=defaults.image_tokens if f["image_tokens"] is None else f["image_tokens"],
+            tool_schema_scale=defaults.tool_schema_scale
+            if f["tool_schema_scale"] is None
+            else f["tool_schema_scale"],
+        ),
+        use_usage=not f["no_usage"],
+        as_agents=tuple(f["as_agents"]),
+    )
+
+
+def guard_targets(config: Any, f: dict[str, Any]) -> list[Any]:
+    """The targets in order of preference: each --model, else the one the flags and config give."""
+    from ctxkit.budget.targets import resolve_target
+
+    flags: dict[str, Any] = dict(
+        config=config,
+        context_window=f["window"],
+        max_output_tokens=f["max_output"],
+        buffer_tokens=f["buffer"],
+        limit=f["limit"],
+        agent=f["agent"],
+        llm=f["llm"],
+        tokenizer=f["tokenizer"],
+    )
+    return [resolve_target(m, **flags) for m in f["models"]] or [resolve_target(None, **flags)]
+
+
+SHOWN_FAILING = 20  # transcripts listed under a dataset's summary (all with --details)
+
+
+def _render(verdicts: Iterator[Any], fmt: str, fail_on: str, details: bool) -> list[int]:
+    """Write the verdicts (one in full; several as a summary first); their exit codes."""
+    warned: set[str] = set()
+    codes: list[int] = []
+    head = list(itertools.islice(verdicts, 2))
+    several = len(head) > 1
+    texts: list[str] = []
+    failing: list[dict[str, Any]] = []
+    tally: dict[str, int] = {}
+    for verdict in itertools.chain(head, verdicts):
+        for w in verdict.warnings:
+            if w not in warned:
+                warned.add(w)
+                echo_err(w)
+        code = verdict.exit_code(fail_on)
+        codes.append(code)
+        key = verdict.status if verdict.chosen is not None else "final"
+        tally[key] = tally.get(key, 0) + 1
+        if fmt == "json":
+            click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
+        elif not several:
+            click.echo(render_verdict(verdict, fail_on), nl=False)
+        else:
+            if code:
+                failing.append(_failing_row(verdict, code))
+            if details:
+                texts.append(render_verdict(verdict, fail_on))
+    if fmt == "table" and several:
+        click.echo(_summary(codes, tally, failing, fail_on, details), nl=False)
+        for text in texts:
+            click.echo("")
+            click.echo(text, nl=False)
+    return codes
+
+
+def _failing_row(verdict: Any, code: int) -> dict[str, Any]:
+    t = verdict.transcript
+    r = verdict.chosen or verdict.results[0]
+    return {
+        "transcript": (t.path or "<stdin>") + (f":{t.line}" if t.line is not None else ""),
+        "verdict": "fits" if verdict.chosen is not None else "final",
+        "target": r.target.name,
+        "status": r.status,
+        "used": r.used,
+        "limit": r.limit,
+        "exit": code,
+    }
+
+
+def _summary(
+    codes: list[int], tally: dict[str, int], failing: list[dict[str, Any]], fail_on: str, details: bool
+) -> str:
+    """A dataset's summary: the total, then the transcripts that do not pass (the first few)."""
+    from ctxkit.report.tables import render_table
+
+    counts = ", ".join(
+        f"{name} {tally[name]}"
+        for name in ("ok", "warn", "compact", "block", "overflow", "final")
+        if name in tally
+    )
+    lines = [f"{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}"]
+    if failing:
+        lines.append(f"{len(failing):,} do not pass (fail-on {fail_on}):")
+        lines.append(render_table(failing[:SHOWN_FAILING]))
+        if len(failing) > SHOWN_FAILING:
+            lines.append(f"... and {len(failing) - SHOWN_FAILING:,} more")
+    if not details:
+        lines.append("(--details: each transcript's full verdict)")
+    return "\n".join(lines) + "\n"
 
 
 def with_threshold_flags(

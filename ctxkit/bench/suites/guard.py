@@ -22,19 +22,20 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Time of one guard decision (count + budget + status) with a warm and a cold cache."""
     from ctxkit.budget.targets import resolve_target
     from ctxkit.config.file import Config
-    from ctxkit.guard import evaluate
+    from ctxkit.guard import GuardSettings, evaluate
     from ctxkit.tokens import TokenizerCache
 
     res = SuiteResult("guard")
     cfg = Config()
+    settings = GuardSettings(config=cfg)
     targets = [resolve_target("gpt-4o", config=cfg)]
     cache = TokenizerCache()
     std = standard_transcript()
     n = opts.repeats(50)
-    evaluate(std, targets, cfg, tokenizers=cache)
-    warm = _repeat(lambda: evaluate(std, targets, cfg, tokenizers=cache), n)
+    evaluate(std, targets, settings, tokenizers=cache)
+    warm = _repeat(lambda: evaluate(std, targets, settings, tokenizers=cache), n)
     cold = _repeat(
-        lambda: evaluate(std, targets, cfg, tokenizers=cache), opts.repeats(10), before=_clear
+        lambda: evaluate(std, targets, settings, tokenizers=cache), opts.repeats(10), before=_clear
     )
     res.figures.append(
         Figure(
@@ -53,7 +54,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         )
     )
     both = [targets[0], resolve_target("gpt-4", config=cfg)]
-    two = _repeat(lambda: evaluate(std, both, cfg, tokenizers=cache), n)
+    two = _repeat(lambda: evaluate(std, both, settings, tokenizers=cache), n)
     res.figures.append(
         Figure(
             "guard decision, two targets (gpt-4o, gpt-4), cached",
@@ -64,10 +65,10 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     corpus = real_transcripts(opts.realdata, REAL_MIN_TOKENS)
     if corpus:
         biggest = max(corpus, key=lambda t: len(t.units))
-        evaluate(biggest, targets, cfg, tokenizers=cache)
-        big = _repeat(lambda: evaluate(biggest, targets, cfg, tokenizers=cache), opts.repeats(20))
+        evaluate(biggest, targets, settings, tokenizers=cache)
+        big = _repeat(lambda: evaluate(biggest, targets, settings, tokenizers=cache), opts.repeats(20))
         big_cold = _repeat(
-            lambda: evaluate(biggest, targets, cfg, tokenizers=cache),
+            lambda: evaluate(biggest, targets, settings, tokenizers=cache),
             opts.repeats(5),
             before=_clear,
         )
