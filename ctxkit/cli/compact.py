@@ -32,9 +32,7 @@ Exit codes:
      each one left out is named on stderr"""
 
 
-@click.command("compact", cls=SectionedCommand, epilog=EXIT_HELP)
-@section("Budget", budget_options)
-@section(
+_output_options = section(
     "Output",
     click.option(
         "-o", "--output", "output", default="-",
@@ -47,7 +45,9 @@ Exit codes:
     click.option("--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."),
     click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive."),
 )
-@section(
+
+
+_compaction_options = section(
     "Compaction",
     click.option(
         "--chain", default=None,
@@ -64,7 +64,9 @@ Exit codes:
         "for an agent harness to serve with ctxkit.archive.recall_tool.serve_recall.",
     ),
 )
-@section(
+
+
+_reports_options = section(
     "Reports",
     click.option("--explain", is_flag=True, help="Say what each step did, on stderr."),
     click.option(
@@ -79,7 +81,9 @@ Exit codes:
     click.option("-v", "--verbose", is_flag=True, help="Report each phase on stderr."),
     click.option("--events", "events_path", default=None, help="Write one JSON object per phase here (- = stderr)."),
 )
-@section(
+
+
+_replay_options = section(
     "Replay",
     click.option(
         "--replay", is_flag=True,
@@ -92,7 +96,9 @@ Exit codes:
         "costs in cache writes and when it pays back); repeatable.",
     ),
 )
-@section(
+
+
+_relevance_summaries_options = section(
     "Relevance and summaries",
     click.option(
         "--embedder", type=click.Choice(sorted(EMBEDDERS)), default=None,
@@ -111,9 +117,9 @@ Exit codes:
         help="The (fast) model that writes summaries, apart from the agent's model.",
     ),
 )
-@section("Input", input_options)
-@section("Tokens", tokenizer_options)
-@section(
+
+
+_engine_options = section(
     "Engine",
     click.option(
         "--jobs", type=click.IntRange(min=1), default=1,
@@ -122,6 +128,19 @@ Exit codes:
     engine_options,
     progress_option,
 )
+
+
+
+@click.command("compact", cls=SectionedCommand, epilog=EXIT_HELP)
+@section("Budget", budget_options)
+@_output_options
+@_compaction_options
+@_reports_options
+@_replay_options
+@_relevance_summaries_options
+@section("Input", input_options)
+@section("Tokens", tokenizer_options)
+@_engine_options
 def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> None:
     """Shrink an over-budget transcript; everything removed stays recallable.
 

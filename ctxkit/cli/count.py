@@ -4,7 +4,7 @@ the provider's own usage."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +12,14 @@ import click
 
 from ctxkit.budget.models import priced_model
 from ctxkit.cli.options import (
+    SectionedCommand,
     debug_option,
     echo_err,
     engine_options,
     input_options,
     progress_option,
     reading_summary,
+    section,
     tokenizer_options,
     want_progress,
 )
@@ -51,59 +53,89 @@ CALIBRATION_NOTE = (
 )
 
 
-@click.command("count")
-@input_options
-@tokenizer_options
-@click.option(
-    "--by",
-    type=click.Choice(BREAKDOWNS),
-    default=None,
-    help="Break the total down by role, type, turn, message or tool (default: regions).",
+_breakdown_options = section(
+    "Breakdown",
+    click.option(
+        "--by",
+        type=click.Choice(BREAKDOWNS),
+        default=None,
+        help="Break the total down by role, type, turn, message or tool (default: regions).",
+    ),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="Output format (default: table on a terminal, else jsonl).",
+    ),
+    click.option(
+        "--cost",
+        "cost_models",
+        multiple=True,
+        metavar="MODEL",
+        help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
+        "MODEL's prices from models.toml; repeat for several models.",
+    ),
+    click.option(
+        "--calibrate",
+        is_flag=True,
+        help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
+    ),
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Output format (default: table on a terminal, else jsonl).",
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A text file with the system prompt the log does not record; counted as system.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A JSON list of tool schemas the log does not record; counted as tools.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default its gap to the local count is "
+        "the `unlogged` region).",
+    ),
 )
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A text file with the system prompt the log does not record; counted as system.",
+
+
+_input_options = section(
+    "Input",
+    input_options,
 )
-@click.option(
-    "--tools",
-    "tools_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A JSON list of tool schemas the log does not record; counted as tools.",
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--cost",
-    "cost_models",
-    multiple=True,
-    metavar="MODEL",
-    help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
-    "MODEL's prices from models.toml; repeat for several models.",
+
+
+_engine_options = section(
+    "Engine",
+    engine_options,
+    progress_option,
+    debug_option,
 )
-@click.option(
-    "--no-usage",
-    "no_usage",
-    is_flag=True,
-    help="Ignore the provider usage a log records (by default its gap to the local count is "
-    "the `unlogged` region).",
-)
-@click.option(
-    "--calibrate",
-    is_flag=True,
-    help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
-)
-@engine_options
-@progress_option
-@debug_option
+
+
+@click.command("count", cls=SectionedCommand)
+@_breakdown_options
+@_what_the_call_sends_options
+@_input_options
+@_tokens_options
+@_engine_options
 def count(
     paths: tuple[str, ...],
     read_opts: ReadOptions,
@@ -181,6 +213,21 @@ def count(
 
     priced = [priced_model(name, "--cost") for name in cost_models]
     breakdown = Breakdown(by, tok, opts) if by else None
+    region_rows, cost_rows = _count_rows(items, tok, opts, breakdown, priced, not no_usage, debug)
+    _report_reading(tok, stats, debug)
+    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+
+
+def _count_rows(
+    items: Iterable[Transcript],
+    tok: Any,
+    opts: CountOptions,
+    breakdown: Breakdown | None,
+    priced: list[Any],
+    usage: bool,
+    debug: bool,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each transcript's region row and cost rows (and its breakdown, when asked for)."""
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
     for t in items:
@@ -188,16 +235,15 @@ def count(
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
-        usage = None if no_usage else recorded_usage(t, tok, opts)
-        unlogged = usage.unlogged if usage is not None else 0
-        region_rows.append(region_row(t, counted, usage))
+        recorded = recorded_usage(t, tok, opts) if usage else None
+        unlogged = recorded.unlogged if recorded is not None else 0
+        region_rows.append(region_row(t, counted, recorded))
         for model in priced:
             cost = transcript_cost(t, model, counted.total + unlogged)
             cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")
-    _report_reading(tok, stats, debug)
-    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+    return region_rows, cost_rows
 
 
 def _ray_rows(

@@ -13,10 +13,12 @@ import orjson
 
 from ctxkit.cli.options import (
     FiniteFloat,
+    SectionedCommand,
     debug_option,
     echo_err,
     input_options,
     reading_summary,
+    section,
     tokenizer_options,
 )
 from ctxkit.errors import InputError
@@ -36,125 +38,167 @@ Exit codes:
   2  usage error (bad flag or config)"""
 
 
-@click.command("guard", epilog=EXIT_HELP)
-@input_options
-@click.option(
-    "--model",
-    "models",
-    multiple=True,
-    metavar="NAME",
-    help="Target model, repeatable in order of preference (see models.toml).",
+_targets_options = section(
+    "Targets",
+    click.option(
+        "--model",
+        "models",
+        multiple=True,
+        metavar="NAME",
+        help="Target model, repeatable in order of preference (see models.toml).",
+    ),
+    click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
+    ),
+    click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens)."),
+    click.option(
+        "--max-output",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Output reserve (default: the model's maximum output, else window/4).",
+    ),
+    click.option(
+        "--buffer",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Safety buffer (default 8192, at most window/8).",
+    ),
+    click.option(
+        "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
+    ),
+    click.option(
+        "--llm", default=None, metavar="TYPE", help="Use this LLM type's policy limit (config per_llm)."
+    ),
+    click.option(
+        "--config",
+        "config_path",
+        default=None,
+        metavar="FILE",
+        help="YAML configuration (default ./ctxkit.yaml when present).",
+    ),
 )
-@click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens).")
-@click.option(
-    "--max-output",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Output reserve (default: the model's maximum output, else window/4).",
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="A system prompt file, counted before the transcript.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
+    ),
+    click.option(
+        "--pending",
+        "pending_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
+    ),
 )
-@click.option(
-    "--buffer",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Safety buffer (default 8192, at most window/8).",
+
+
+_checks_options = section(
+    "Checks",
+    click.option(
+        "--replay",
+        "do_replay",
+        is_flag=True,
+        help="Replay the transcript message by message: when each threshold was first crossed.",
+    ),
+    click.option(
+        "--check",
+        "do_check",
+        is_flag=True,
+        help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
+    ),
+    click.option(
+        "--as",
+        "as_agents",
+        multiple=True,
+        type=click.Choice(tuple(RULES)),
+        help="Apply this coding agent's own auto-compact trigger to each target's window (with "
+        "--replay: where it would first have compacted, and how often); repeatable.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default the larger of it and the local "
+        "count decides).",
+    ),
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
+
+
+_exit_options = section(
+    "Exit",
+    click.option(
+        "--fail-on",
+        type=click.Choice(FAIL_ON),
+        default="compact",
+        show_default=True,
+        help="The lowest status that exits non-zero.",
+    ),
+    click.option(
+        "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
+    ),
+    click.option(
+        "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
+    ),
+    click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98)."),
 )
-@click.option(
-    "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
+
+
+_report_options = section(
+    "Report",
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(REPORT_FORMATS),
+        default="table",
+        show_default=True,
+        help="table for people, json (one object per transcript per line) for machines.",
+    ),
+    click.option(
+        "--details",
+        is_flag=True,
+        help="Several transcripts: each one's full verdict after the summary (default: the summary "
+        "and the transcripts that do not pass).",
+    ),
+    debug_option,
 )
-@click.option(
-    "--llm", default=None, metavar="TYPE", help="Use this LLM type's policy limit (config per_llm)."
+
+
+_input_options = section(
+    "Input",
+    input_options,
 )
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="A system prompt file, counted before the transcript.",
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--tools",
-    "tools_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
-)
-@click.option(
-    "--pending",
-    "pending_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
-)
-@click.option(
-    "--replay",
-    "do_replay",
-    is_flag=True,
-    help="Replay the transcript message by message: when each threshold was first crossed.",
-)
-@click.option(
-    "--check",
-    "do_check",
-    is_flag=True,
-    help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
-)
-@click.option(
-    "--as",
-    "as_agents",
-    multiple=True,
-    type=click.Choice(tuple(RULES)),
-    help="Apply this coding agent's own auto-compact trigger to each target's window (with "
-    "--replay: where it would first have compacted, and how often); repeatable.",
-)
-@click.option(
-    "--no-usage",
-    "no_usage",
-    is_flag=True,
-    help="Ignore the provider usage a log records (by default the larger of it and the local "
-    "count decides).",
-)
-@click.option(
-    "--fail-on",
-    type=click.Choice(FAIL_ON),
-    default="compact",
-    show_default=True,
-    help="The lowest status that exits non-zero.",
-)
-@click.option(
-    "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
-)
-@click.option(
-    "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
-)
-@click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98).")
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    metavar="FILE",
-    help="YAML configuration (default ./ctxkit.yaml when present).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(REPORT_FORMATS),
-    default="table",
-    show_default=True,
-    help="table for people, json (one object per transcript per line) for machines.",
-)
-@click.option(
-    "--details",
-    is_flag=True,
-    help="Several transcripts: each one's full verdict after the summary (default: the summary "
-    "and the transcripts that do not pass).",
-)
-@tokenizer_options
-@debug_option
+
+
+@click.command("guard", cls=SectionedCommand, epilog=EXIT_HELP)
+@_targets_options
+@_what_the_call_sends_options
+@_checks_options
+@_exit_options
+@_report_options
+@_input_options
+@_tokens_options
 @click.pass_context
 def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) -> None:
     """Check that each transcript fits the target model(s), with room for the answer.

@@ -236,7 +236,7 @@ class SectionedCommand(click.Command):
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
             if record is not None:
                 title = getattr(param, "section", "Other options")
                 sections.setdefault(title, []).append(record)

@@ -8,11 +8,13 @@ import click
 
 from ctxkit.cli.options import (
     FiniteFloat,
+    SectionedCommand,
     budget_options,
     echo_err,
     engine_options,
     input_options,
     progress_option,
+    section,
     tokenizer_options,
     want_progress,
 )
@@ -40,102 +42,138 @@ def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]
     return names
 
 
-@click.command("score-rl")
-@input_options
-@click.option(
-    "--scenario",
-    "-s",
-    "scenario",
-    multiple=True,
-    metavar="NAME",
-    help="Generate this scenario on the fly (repeatable; `all` for every one).",
+_budget_options = section(
+    "Budget",
+    budget_options,
 )
-@click.option(
-    "--scenarios", default=None, metavar="LIST", help="Comma-separated scenarios, or `all`."
+
+
+_transcripts_options = section(
+    "Transcripts",
+    input_options,
+    click.option(
+        "--truth",
+        "truth_path",
+        default=None,
+        help="Ground-truth sidecar for input files (default: the one `ctxkit simulate` wrote beside them).",
+    ),
+    click.option(
+        "--scenario",
+        "-s",
+        "scenario",
+        multiple=True,
+        metavar="NAME",
+        help="Generate this scenario on the fly (repeatable; `all` for every one).",
+    ),
+    click.option(
+        "--scenarios", default=None, metavar="LIST", help="Comma-separated scenarios, or `all`."
+    ),
+    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first scenario."),
+    click.option(
+        "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds per scenario."
+    ),
+    click.option(
+        "--tokens",
+        type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
+        default=None,
+        help="Size of each generated transcript (default: the scenario's).",
+    ),
+    click.option(
+        "--p1-ratio", type=FiniteFloat(0.0, 1.0), default=None, help="P1 share of generated units."
+    ),
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the first scenario.")
-@click.option(
-    "--count", type=click.IntRange(min=1), default=1, show_default=True, help="Seeds per scenario."
+
+
+_actions_options = section(
+    "Actions",
+    click.option(
+        "--action",
+        "action_names",
+        multiple=True,
+        metavar="NAME",
+        help="Run only these actions (repeatable); see --list-actions.",
+    ),
+    click.option(
+        "--actions",
+        "actions_path",
+        default=None,
+        help="YAML/JSON list of {name, chain, params, recovery_mode} (default: the built-in set).",
+    ),
+    click.option("--list-actions", is_flag=True, help="List the actions and exit."),
+    click.option(
+        "--mode",
+        type=click.Choice(MODES),
+        default="oneshot",
+        show_default=True,
+        help="Compact each transcript once, or replay it through an agent loop.",
+    ),
+    click.option(
+        "--embedder",
+        type=click.Choice(sorted(EMBEDDERS)),
+        default=DEFAULT_EMBEDDER,
+        show_default=True,
+        help="Coherence and relevance embedder (auto: minilm when it loads).",
+    ),
 )
-@click.option(
-    "--tokens",
-    type=click.IntRange(min=MIN_TOKENS, max=MAX_TOKENS),
-    default=None,
-    help="Size of each generated transcript (default: the scenario's).",
+
+
+_dataset_options = section(
+    "Dataset",
+    click.option("-o", "--output", "output", default="-", help="Output file (atomic); default stdout."),
+    click.option(
+        "--export",
+        "export",
+        type=click.Choice(EXPORTS),
+        default="rl",
+        show_default=True,
+        help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst compaction "
+        "pairs; sft: OpenAI chat fine-tuning lines (transcript -> best compaction).",
+    ),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="Dataset file format (parquet needs -o); default: parquet for -o *.parquet, else jsonl.",
+    ),
+    click.option(
+        "--dpo-shape",
+        type=click.Choice(DPO_SHAPES),
+        default=DPO_SHAPES[0],
+        show_default=True,
+        help="Pair layout: OpenAI preference fine-tuning (input, preferred_output, "
+        "non_preferred_output) or TRL (prompt, chosen, rejected).",
+    ),
+    click.option(
+        "--max-example-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Skip dpo/sft examples over N tokens (counted on stderr); default: no budget.",
+    ),
 )
-@click.option(
-    "--p1-ratio", type=FiniteFloat(0.0, 1.0), default=None, help="P1 share of generated units."
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--truth",
-    "truth_path",
-    default=None,
-    help="Ground-truth sidecar for input files (default: the one `ctxkit simulate` wrote beside them).",
+
+
+_engine_options = section(
+    "Engine",
+    engine_options,
+    progress_option,
 )
-@click.option(
-    "--actions",
-    "actions_path",
-    default=None,
-    help="YAML/JSON list of {name, chain, params, recovery_mode} (default: the built-in set).",
-)
-@click.option(
-    "--action",
-    "action_names",
-    multiple=True,
-    metavar="NAME",
-    help="Run only these actions (repeatable); see --list-actions.",
-)
-@click.option("--list-actions", is_flag=True, help="List the actions and exit.")
-@click.option(
-    "--mode",
-    type=click.Choice(MODES),
-    default="oneshot",
-    show_default=True,
-    help="Compact each transcript once, or replay it through an agent loop.",
-)
-@click.option(
-    "--embedder",
-    type=click.Choice(sorted(EMBEDDERS)),
-    default=DEFAULT_EMBEDDER,
-    show_default=True,
-    help="Coherence and relevance embedder (auto: minilm when it loads).",
-)
-@click.option(
-    "--export",
-    "export",
-    type=click.Choice(EXPORTS),
-    default="rl",
-    show_default=True,
-    help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst compaction "
-    "pairs; sft: OpenAI chat fine-tuning lines (transcript -> best compaction).",
-)
-@click.option(
-    "--dpo-shape",
-    type=click.Choice(DPO_SHAPES),
-    default=DPO_SHAPES[0],
-    show_default=True,
-    help="Pair layout: OpenAI preference fine-tuning (input, preferred_output, "
-    "non_preferred_output) or TRL (prompt, chosen, rejected).",
-)
-@click.option(
-    "--max-example-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="N",
-    help="Skip dpo/sft examples over N tokens (counted on stderr); default: no budget.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Dataset file format (parquet needs -o); default: parquet for -o *.parquet, else jsonl.",
-)
-@click.option("-o", "--output", "output", default="-", help="Output file (atomic); default stdout.")
-@engine_options
-@progress_option
-@budget_options
-@tokenizer_options
+
+
+@click.command("score-rl", cls=SectionedCommand)
+@_budget_options
+@_transcripts_options
+@_actions_options
+@_dataset_options
+@_tokens_options
+@_engine_options
 def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
     """Score compaction actions as RL rewards; write the RL log or DPO/SFT datasets.
 
