@@ -324,13 +324,14 @@ def _failing_row(verdict: Any, code: int) -> dict[str, Any]:
     t = verdict.transcript
     r = verdict.chosen or verdict.results[0]
     return {
-        "transcript": (t.path or "<stdin>") + (f":{t.line}" if t.line is not None else ""),
+        "line": t.line if t.line is not None else "-",
         "verdict": "fits" if verdict.chosen is not None else "final",
         "target": r.target.name,
         "status": r.status,
         "used": r.used,
         "limit": r.limit,
         "exit": code,
+        "file": t.path or "<stdin>",  # last: a long path is cut, not the figures
     }
 
 
