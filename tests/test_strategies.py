@@ -275,7 +275,11 @@ def test_mask_observations_keeps_recent_turns(tmp_path: Path) -> None:
     for k in range(6):
         masked = by_id[f"r{k}"]
         assert masked.type == "placeholder" and "\n" not in masked.content
-        assert masked.content == f"[bash output, {len(LOG.encode()):,} bytes, archived as {masked.meta['ref']}]"
+        # the log holds a traceback: the placeholder keeps what failed, for the next step
+        assert masked.content == (
+            f"[bash output, {len(LOG.encode()):,} bytes, error: ValueError: price must be positive, "
+            f"archived as {masked.meta['ref']}]"
+        )
     # the last two turns ("mid" and "last") keep their tool output
     assert by_id["r9"].content.startswith('{"rows"')
     _, none, _ = run("mask_observations", fixture_units(), tmp_path, {"keep_last_turns": 50}, tag="b")
@@ -367,7 +371,14 @@ def test_summarize_old_builds_one_summary(tmp_path: Path) -> None:
     if again is not None:
         rolled = [u for u in again.units if u.type == "summary"]
         assert len(rolled) == 1 and set(s.meta["refs"]) <= set(rolled[0].meta["refs"])
-        assert "Earlier summary" in rolled[0].content
+        # merged, not stacked: one section of each title, what the first summary said kept,
+        # and the counts of the messages both stand for
+        text = rolled[0].content
+        assert text.count("## Files and code") == 1 and "Earlier summary" not in text
+        assert "src/app/models.py" in text and "ValueError: price must be positive" in text
+        first_n = s.meta["summarized"][0]
+        assert rolled[0].meta["summarized"][0] > first_n
+        assert f"{rolled[0].meta['summarized'][0]} earlier messages" in text
 
 
 def test_summarize_old_uses_the_context_summarizer(tmp_path: Path) -> None:

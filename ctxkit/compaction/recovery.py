@@ -26,10 +26,13 @@ class ChainOptions(Protocol):
 
 
 def _last_request_index(units: Sequence[Unit]) -> int | None:
-    for i in range(len(units) - 1, -1, -1):
-        if structure.is_user_request(units[i]):
-            return i
-    return None
+    found = structure.request_indices(units)
+    return found[-1] if found else None
+
+
+def _first_request_index(units: Sequence[Unit]) -> int | None:
+    found = structure.request_indices(units)
+    return found[0] if found else None
 
 
 def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
@@ -77,7 +80,8 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     the handover and the last request (offloaded with a ref if it alone is too big).
     """
     system = [u for u in original if u.role == "system"]
-    first = next((u for u in original if structure.is_user_request(u)), None)
+    first_i = _first_request_index(original)
+    first = original[first_i] if first_i is not None else None
     # The first request stays word for word ahead of the handover when it fits, as after a
     # summary (the task in the user's words, then what became of it): every recent run is
     # tried with it before any is tried without it.
@@ -200,7 +204,7 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
 
     system = [u for u in original if u.role == "system"]
     last_i = _last_request_index(original)
-    first_i = next((i for i, u in enumerate(original) if structure.is_user_request(u)), None)
+    first_i = _first_request_index(original)
     tok = state.ctx.tokenizer
     base = state.with_units(system)
     room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
@@ -224,6 +228,41 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
                              room - sum(state.with_units(lead).units_tokens()) if lead else room)
         if candidate.fits():
             break
+    if not candidate.fits() and request is not None:
+        candidate = _squeezed(state, candidate, original[last_i])  # type: ignore[index]
+    return candidate
+
+
+def _squeezed(state: State, candidate: State, request: Unit) -> State:
+    """The minimal form made to fit when its estimate was short: the last request cut further
+    (archived whole) by what is still over, a few times; the handover stays."""
+    tok = state.ctx.tokenizer
+    units = list(candidate.units)
+    at = next((k for k, u in enumerate(units) if u.id == request.id), None)
+    if at is None:
+        return candidate
+    for _ in range(4):
+        over = candidate.tokens() - state.target
+        if over <= 0:
+            break
+        room = max(0, tok.count(units[at].content) - over - 8)
+        units[at] = _fit_last_request(state, request, room)
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+    if candidate.fits():
+        return candidate
+    # The request is as short as it gets: the handover shrinks to one line with one ref (the
+    # rest of the refs stay in its meta and in the archive), or goes.
+    handover_at = next((k for k, u in enumerate(units) if u.id == "ctxkit-handover"), None)
+    if handover_at is not None:
+        old = units[handover_at]
+        refs = [str(r) for r in old.meta.get("refs", ())]
+        more = f" and {len(refs) - 1:,} more" if len(refs) > 1 else ""
+        line = f"[earlier messages {archived_as(refs[:1])}{more}]" if refs else "[earlier messages archived]"
+        units[handover_at] = old.replace(content=line, meta=old.meta)
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+        if not candidate.fits():
+            del units[handover_at]
+            candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
     return candidate
 
 
@@ -255,7 +294,10 @@ def _minimal(
     candidate = state
     head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
     for _ in range(6):
-        body_text = handover(body, target_tokens=size, p1_units=p1, tok=tok).strip()
+        # the real last request follows the handover: the handover must not quote another
+        body_text = handover(
+            body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+        ).strip()
         if not body_text:
             head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
         text = f"{head}\n{body_text}" if body_text else head

@@ -112,10 +112,10 @@ def user_messages_kept(state: State) -> set[int]:
     user-message budget of the goal (`summarize.user_message_budget`) holds them. Strategies that
     shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
     it quotes them word for word."""
-    from ctxkit.structure import is_user_request
+    from ctxkit.structure import is_request
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
-    at = [i for i, u in enumerate(state.units) if is_user_request(u) and u.content.strip()]
+    at = [i for i, u in enumerate(state.units) if is_request(u)]
     tok = state.ctx.tokenizer
     sizes = [tok.count(state.units[i].content) for i in at]
     return {at[k] for k in newest_within(sizes, user_message_budget(state.target))}
