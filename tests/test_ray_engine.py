@@ -360,13 +360,14 @@ def test_compactor_in_a_ray_pipeline(ray_session: Any, sims: Path, tmp_path: Pat
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("limit", ["800", "300"])  # past fresh_start (exit 1); below the system prompt (exit 2)
+# the chain short of its goal with recovery error (BREAKER_FAILED); below the system prompt
+@pytest.mark.parametrize("flags", [["--limit", "800", "--recovery", "error"], ["--limit", "300"]])
 def test_a_conversation_that_cannot_fit_is_left_out_as_on_the_local_engine(
-    ray_session: Any, sims: Path, tmp_path: Path, limit: str
+    ray_session: Any, sims: Path, tmp_path: Path, flags: list[str]
 ) -> None:
-    local = CliRunner().invoke(cli, ["compact", str(sims), "--limit", limit, "-o", str(tmp_path / "l.jsonl")])
+    local = CliRunner().invoke(cli, ["compact", str(sims), *flags, "-o", str(tmp_path / "l.jsonl")])
     assert local.exit_code == 3, local.stderr
-    result = CliRunner().invoke(cli, ["compact", str(sims), "--limit", limit, "--engine", "ray",
+    result = CliRunner().invoke(cli, ["compact", str(sims), *flags, "--engine", "ray",
                                       "-o", str(tmp_path / "out")])
     assert result.exit_code == 3, result.stderr
 

@@ -70,7 +70,9 @@ def compact_shards(
     os.makedirs(job.out_dir, exist_ok=True)
     changed: dict[int, int] = {}
     for shard, tally in zip(shards, map_shards(compact_shard, shards, job), strict=True):
-        changed[shard.file_index] = changed.get(shard.file_index, 0) + tally["changed"]
+        # a conversation left out is a change too: the output is not the input
+        touched = tally["changed"] + len(tally["failures"])
+        changed[shard.file_index] = changed.get(shard.file_index, 0) + touched
         yield tally
     if job.to_format is None:
         # a file in which nothing changed is written as it was, as `compact` writes it
