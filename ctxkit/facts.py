@@ -321,9 +321,21 @@ _SWE_FILE_CMD = re.compile(r"^(create|open|search_file|find_file)\s+(\S+)", re.M
 _OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
 
 
+def acted(units: Sequence[Unit], i: int) -> bool:
+    """The assistant message at `i` is a command written as text: it made no tool call, holds a
+    code block, and an output came back right after it (a code block in a reply to the user
+    is an example, not an action)."""
+    return (
+        i + 1 < len(units)
+        and is_output(units[i + 1])
+        and units[i + 1].tool_call_id is None
+        and text_action(units[i]) is not None
+    )
+
+
 def text_action(u: Unit) -> str | None:
-    """The command an agent wrote as text (the last code block of an assistant message that
-    made no tool call): mini-swe-agent's ```bash blocks, SWE-agent's actions."""
+    """The command in an assistant message that made no tool call: the last code block
+    (SWE-agent's actions, ```bash blocks); `acted` says whether it was run."""
     if u.role != "assistant" or u.tool_calls:
         return None
     blocks = _CODE_BLOCK.findall(u.content)
@@ -441,11 +453,8 @@ def calls(units: Sequence[Unit]) -> list[Call]:
             open_file = f.open_file
         for cid, name, args, paths in f.calls:
             out.append(Call(i, name, args, paths, results.get(cid)))
-        if f.action is not None:
-            nxt = units[i + 1] if i + 1 < len(units) else None
-            result = None
-            if nxt is not None and nxt.role in ("user", "tool") and not is_request(nxt):
-                result = unit_facts(nxt).outcome or outcome(nxt)
+        if f.action is not None and acted(units, i):
+            result = unit_facts(units[i + 1]).outcome or outcome(units[i + 1])
             paths = f.action_paths
             if not paths and open_file and _SWE_EDIT.search(u.content):
                 paths = ((open_file, "edited"),)

@@ -19,7 +19,8 @@ block, as for a context at the limit itself, so adding tokens never improves a s
 
 Exit codes (`Verdict.exit_code`): 0 fits (ok, warn), 3 compaction needed, 4 blocked, 5 overflow
 or none fits; `fail_on` moves the bar (statuses below it exit 0; warn at the bar exits 3).
-With `check=True`, structural errors exit 6 when the fit alone would exit 0.
+With `check=True`, structural errors exit 6 when the fit alone would exit 0; a baseline check
+(`gates.baseline`) adds 7 for a region grown beyond its allowance (`combine_exit_codes`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.budget.targets import resolve_target
+from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
+from ctxkit.budget.tools import schemas_over
 from ctxkit.config.file import Config
 from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
+from ctxkit.gates.baseline import EXIT_REGRESSION
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
 from ctxkit.tokens import (
@@ -459,7 +463,8 @@ class GuardSettings:
     is): the configuration (thresholds, policy), a system prompt sent before the units,
     tool schemas that replace the transcript's, `pending` tool outputs about to be appended,
     the threshold replay and structural check, the exit policy, the count options, whether
-    recorded usage counts, and coding agents whose auto-compaction trigger to apply.
+    recorded usage counts, coding agents whose auto-compaction trigger to apply, and the share
+    of a window past which the tool schemas alone earn a note.
 
     >>> GuardSettings(check=True).fail_on
     'compact'
@@ -475,6 +480,7 @@ class GuardSettings:
     count_opts: CountOptions = CountOptions()
     use_usage: bool = True
     as_agents: tuple[str, ...] = ()
+    tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD
 
 
 def evaluate(
@@ -495,12 +501,14 @@ def evaluate(
     the larger of the two; `use_usage=False` ignores recorded usage. `as_agents` names coding
     agents (`ctxkit.recipes.triggers.RULES`) whose own auto-compaction trigger is applied to
     each target's window; with `replay` also at which unit each would first have compacted and
-    how many times. `tokenizers` caches tokenizers across calls; `trace` hears each step.
+    how many times. When the tool schemas alone pass `tool_threshold` of a target's effective
+    window, its notes say so (None: never). `tokenizers` caches tokenizers across calls;
+    `trace` hears each step.
     """
     s = settings or GuardSettings()
     config, system, tools, pending = s.config, s.system, s.tools, s.pending
     do_replay, check, fail_on, opts = s.replay, s.check, s.fail_on, s.count_opts
-    use_usage, as_agents = s.use_usage, s.as_agents
+    use_usage, as_agents, tool_threshold = s.use_usage, s.as_agents, s.tool_threshold
     rules = [get_rule(name) for name in as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
@@ -554,6 +562,9 @@ def evaluate(
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)
+        heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
+        if heavy:
+            result.notes.append(heavy)
         fixed = (
             regions.get("tools", 0)
             + regions.get("unlogged", 0)
@@ -621,7 +632,7 @@ def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Targ
     floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
     floor += regions.get("unlogged", 0)
     bounds = target.thresholds.bounds(target.limit)
-    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds, in_loop=True)
     what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
     if floor >= bounds["compact"]:
         return (
@@ -727,13 +738,14 @@ def load_pending(path: str) -> list[PendingOutput]:
 
 
 def combine_exit_codes(codes: Sequence[int]) -> int:
-    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    """The worst exit code over several transcripts and gates (5 > 4 > 3 > 7 > 6 > 0)."""
     order = {
         0: 0,
         EXIT_PROBLEMS: 1,
-        EXIT_CODES["warn"]: 2,
-        EXIT_CODES["block"]: 3,
-        EXIT_CODES["overflow"]: 4,
+        EXIT_REGRESSION: 2,
+        EXIT_CODES["warn"]: 3,
+        EXIT_CODES["block"]: 4,
+        EXIT_CODES["overflow"]: 5,
     }
     return max(codes, key=lambda c: order.get(c, len(order)))
 
@@ -748,11 +760,12 @@ def evaluate_paths(
     tokenizers: TokenizerCache | None = None,
     trace: Trace | None = None,
 ) -> Iterator[Verdict]:
-    """`evaluate` over every transcript of these files (read lazily, a dataset one conversation
-    at a time), in input order: the one call behind `ctxkit guard`."""
-    from ctxkit.formats import read_path
+    """`evaluate` over every transcript of these paths (globs and folders expanded, none =
+    stdin; read lazily, a dataset one conversation at a time; a prompt file as `gates.inputs`
+    reads it), in input order: the one call behind `ctxkit guard`."""
+    from ctxkit.formats import ReadOptions
+    from ctxkit.gates.inputs import read_inputs
 
     tokenizers = tokenizers or TokenizerCache()
-    for path in paths:
-        for t in read_path(path, read_opts, stats=stats):
-            yield evaluate(t, targets, settings, tokenizers=tokenizers, trace=trace)
+    for t in read_inputs(paths, read_opts or ReadOptions(), stats):
+        yield evaluate(t, targets, settings, tokenizers=tokenizers, trace=trace)

@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--min-tokens", type=int, default=3000)
     ap.add_argument("--json")
     ap.add_argument("--target-at-limit", action="store_true")
+    ap.add_argument("--target-share", type=float, default=None, help="ctxkit aims at this share of the budget")
     ap.add_argument("--peers", default=",".join(RECIPES))
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -72,7 +73,10 @@ def main() -> None:
                 row = {"file": Path(path).name[:60], "tokens": n, "div": div, "budget": budget, "method": name}
                 try:
                     if peer is None:
-                        s = CompactSettings(limit=budget, target=budget if args.target_at_limit else None)
+                        target = budget if args.target_at_limit else None
+                        if args.target_share:
+                            target = int(budget * args.target_share)
+                        s = CompactSettings(limit=budget, target=target)
                         with Archive(":memory:") as arch:
                             out = compact(t, s, archive=arch).transcript
                     else:
@@ -83,7 +87,13 @@ def main() -> None:
                     continue
                 sc = P.score(probes, out)
                 after = count_transcript(out, tok).total
+                kept_ids = {u.id: u for u in out.units}
+                system_kept = all(
+                    u.id in kept_ids and kept_ids[u.id].content == u.content
+                    for u in t.units if u.role == "system"
+                )
                 row.update(
+                    system_kept=system_kept,
                     recall=sc.recall,
                     cats={c: sc.category(c) for c in P.CATEGORIES if sc.total.get(c)},
                     after=after, fits=after <= budget, broken=len(pairs_intact(t.units, out.units)),
@@ -93,7 +103,10 @@ def main() -> None:
                 rows.append(row)
         print(f"{Path(path).name[:70]} {n} probes={len(probes)}", file=sys.stderr)
     # a case no method could fit (the system prompt alone is over the budget) is left out
-    feasible = {(r["file"], r["div"]) for r in rows if r.get("fits") and not r.get("broken")}
+    # valid: fits, no tool pair broken, the system prompt kept verbatim
+    feasible = {
+        (r["file"], r["div"]) for r in rows if r.get("fits") and not r.get("broken") and r.get("system_kept")
+    }
     skipped = {(r["file"], r["div"]) for r in rows} - feasible
     print(f"{len(feasible)} cases; {len(skipped)} infeasible (no method fits) left out")
     rows = [r for r in rows if (r["file"], r["div"]) in feasible]

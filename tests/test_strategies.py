@@ -196,6 +196,7 @@ def test_registry_names_and_defaults() -> None:
     assert DEFAULT_PARAMS["summarize_old"] == {
         "old_threshold": 0.6,
         "summary_length": 300,
+        "summary_share": 0.1,
         "min_coherence": 0.7,
     }
     assert DEFAULT_PARAMS["prioritize_recent"] == {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
@@ -555,6 +556,10 @@ def test_content_type_chunking_keeps_json_valid(tmp_path: Path) -> None:
     for k, payload in enumerate([rows, listing]):
         units.append(Unit(f"a{k}", "assistant", "tool_call", "", tool_calls=[ToolCall(f"c{k}", "sql", "{}")]))
         units.append(Unit(f"r{k}", "tool", "log", json.dumps(payload, indent=2), tool_call_id=f"c{k}", name="sql"))
+    # a last small call: the last call's own output is never cut in the middle (see
+    # never_shortened), so both outputs above are fair game
+    units.append(Unit("a9", "assistant", "tool_call", "", tool_calls=[ToolCall("c9", "sql", "{}")]))
+    units.append(Unit("r9", "tool", "log", "[]", tool_call_id="c9", name="sql"))
     units += [Unit("done", "assistant", content="Here they are."), Unit("last", "user", content="Thanks.")]
     before, after, archive = run("content_type_chunking", units, tmp_path)
     assert after is not None

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "guard": ("ctxkit.cli.guard", "guard", "Will it fit the model, with room for the answer?"),
     "config": ("ctxkit.cli.config_cmd", "config", "Show or write the configuration."),
     "models": ("ctxkit.cli.models", "models", "List known models: windows, tokenizers, prices."),
+    "tools": ("ctxkit.cli.tools_cmd", "tools", "Tool schemas against the window: which to defer."),
     "compact": ("ctxkit.cli.compact", "compact", "Shrink a transcript to fit a budget."),
     "recall": ("ctxkit.cli.recall", "recall", "Read back what compaction archived."),
     "expand": ("ctxkit.cli.recall", "expand", "Restore a compacted transcript from its archive."),

@@ -25,7 +25,8 @@ from ctxkit.errors import InputError
 from ctxkit.guard import FAIL_ON, combine_exit_codes
 from ctxkit.recipes.triggers import RULES
 
-REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
+# a table for people, one JSON verdict per transcript, and the CI formats (`report.ci`)
+REPORT_FORMATS = ("table", "json", "github", "junit", "markdown")
 
 EXIT_HELP = """\b
 Exit codes:
@@ -34,6 +35,7 @@ Exit codes:
   4  blocked (block)
   5  overflow, or no target fits (verdict final)
   6  structural errors found by --check (when the fit alone exits 0)
+  7  --baseline: a region grew beyond its allowance (when the fit exits 0)
   1  runtime error (bad input)
   2  usage error (bad flag or config)"""
 
@@ -137,6 +139,13 @@ _checks_options = section(
         help="Ignore the provider usage a log records (by default the larger of it and the local "
         "count decides).",
     ),
+    click.option(
+        "--tool-threshold",
+        type=FiniteFloat(min=0.0, max=1.0, min_open=True),
+        default=0.10,
+        show_default=True,
+        help="Warn when tool schemas alone pass this share of a target's effective window.",
+    ),
 )
 
 
@@ -159,6 +168,26 @@ _exit_options = section(
 )
 
 
+_baseline_ci_options = section(
+    "Baseline (CI)",
+    click.option(
+        "--baseline",
+        "baseline_path",
+        default=None,
+        metavar="FILE",
+        help="A budget saved by `count --save-baseline`: fail (exit 7) when a region grows beyond "
+        "its allowance; prints the diff table.",
+    ),
+    click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="REGION=N|P%",
+        help="Override the baseline's allowance for a region (tokens or percent); repeatable.",
+    ),
+)
+
+
 _report_options = section(
     "Report",
     click.option(
@@ -167,13 +196,28 @@ _report_options = section(
         type=click.Choice(REPORT_FORMATS),
         default="table",
         show_default=True,
-        help="table for people, json (one object per transcript per line) for machines.",
+        help="table for people, json (one object per transcript per line) for machines; github "
+        "(workflow-command annotations), junit (XML) or markdown (a pull-request summary) for CI.",
     ),
     click.option(
         "--details",
         is_flag=True,
-        help="Several transcripts: each one's full verdict after the summary (default: the summary "
-        "and the transcripts that do not pass).",
+        help="Several transcripts: each one's full verdict after the summary (default: the "
+        "summary and the transcripts that do not pass).",
+    ),
+    click.option(
+        "--junit",
+        "junit_path",
+        default=None,
+        metavar="FILE",
+        help="Also write the checks as JUnit XML (a case per transcript x target, and per baseline entry).",
+    ),
+    click.option(
+        "--summary",
+        "summary_path",
+        default=None,
+        metavar="FILE",
+        help="Also write a Markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY).",
     ),
     debug_option,
 )
@@ -196,6 +240,7 @@ _tokens_options = section(
 @_what_the_call_sends_options
 @_checks_options
 @_exit_options
+@_baseline_ci_options
 @_report_options
 @_input_options
 @_tokens_options
@@ -215,6 +260,7 @@ def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) 
       ctxkit guard session.jsonl --agent verification --pending outputs.json
       ctxkit guard session.jsonl --window 128000 --max-output 16384 --replay --check
       ctxkit guard dataset.jsonl --limit 8000 --details
+      ctxkit guard prompts/system.md 'fixtures/*.jsonl' --baseline ctx-baseline.json --format github
     """
     from ctxkit.formats import ReadStats, expand_paths
     from ctxkit.guard import evaluate_paths
@@ -222,15 +268,20 @@ def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) 
     trace = (lambda msg: echo_err(f"debug: {msg}")) if f["debug"] else None
     settings = guard_settings(f, trace)
     targets = guard_targets(settings.config, f)
+    gate = _open_gate(f, paths)
+    cases: list[Any] = []
     stats = ReadStats()
-    inputs = expand_paths(paths)
-    verdicts = evaluate_paths(inputs, read_opts, targets, settings, stats=stats, trace=trace)
-    codes = _render(verdicts, f["fmt"], settings.fail_on, f["details"])
+    verdicts = evaluate_paths(paths, read_opts, targets, settings, stats=stats, trace=trace)
+    codes = _render(verdicts, f, settings.fail_on, gate, cases)
+    if gate is not None and codes:
+        codes.append(_finish_gate(gate, cases, f["fmt"]))
     if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
         echo_err(reading_summary(stats))
     if not codes:
-        raise InputError(", ".join(inputs), None, "no transcript found in the input")
-    ctx.exit(combine_exit_codes(codes))
+        raise InputError(", ".join(expand_paths(paths)), None, "no transcript found in the input")
+    code = combine_exit_codes(codes)
+    _write_ci(cases, f["fmt"], f["junit_path"], f["summary_path"], code)
+    ctx.exit(code)
 
 
 def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
@@ -262,6 +313,7 @@ def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
         ),
         use_usage=not f["no_usage"],
         as_agents=tuple(f["as_agents"]),
+        tool_threshold=f["tool_threshold"],
     )
 
 
@@ -285,8 +337,10 @@ def guard_targets(config: Any, f: dict[str, Any]) -> list[Any]:
 SHOWN_FAILING = 20  # transcripts listed under a dataset's summary (all with --details)
 
 
-def _render(verdicts: Iterator[Any], fmt: str, fail_on: str, details: bool) -> list[int]:
-    """Write the verdicts (one in full; several as a summary first); their exit codes."""
+def _render(verdicts: Iterator[Any], f: dict[str, Any], fail_on: str, gate: Any, cases: list[Any]) -> list[int]:
+    """Write the verdicts (one in full; several as a summary first, in the table format) and
+    check each against the baseline; their exit codes."""
+    fmt, details = f["fmt"], f["details"]
     warned: set[str] = set()
     codes: list[int] = []
     head = list(itertools.islice(verdicts, 2))
@@ -303,8 +357,16 @@ def _render(verdicts: Iterator[Any], fmt: str, fail_on: str, details: bool) -> l
         codes.append(code)
         key = verdict.status if verdict.chosen is not None else "final"
         tally[key] = tally.get(key, 0) + 1
+        # measured as evaluated: with the --system prompt before it and the --tools beside it
+        entry = gate.add(verdict.transcript) if gate is not None else None
+        cases.extend(_verdict_cases(verdict, fail_on, f["tool_threshold"]))
         if fmt == "json":
-            click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
+            d = verdict.to_dict(fail_on)
+            if entry is not None:
+                d["baseline_entry"] = entry.to_dict()
+            click.echo(orjson.dumps(d).decode())
+        elif fmt != "table":
+            continue  # the CI formats are written once, at the end
         elif not several:
             click.echo(render_verdict(verdict, fail_on), nl=False)
         else:
@@ -355,6 +417,81 @@ def _summary(
     if not details:
         lines.append("(--details: each transcript's full verdict)")
     return "\n".join(lines) + "\n"
+
+
+# --- gates and CI output ------------------------------------------------------------------------
+
+
+def _open_gate(kw: dict[str, Any], paths: tuple[str, ...]) -> Any:
+    """The baseline check of this run (None without --baseline); output files checked first."""
+    from ctxkit.fileio import check_paths
+    from ctxkit.formats import expand_paths
+    from ctxkit.gates.baseline import BaselineCheck, parse_allow
+
+    outputs = {"--junit": kw["junit_path"], "--summary": kw["summary_path"]}
+    if any(outputs.values()):
+        inputs = {"PATH": expand_paths(paths), "--baseline": kw["baseline_path"]}
+        check_paths(inputs, outputs)
+    allow = parse_allow(kw["allow"])
+    if kw["baseline_path"] is None:
+        if allow:
+            from ctxkit.errors import UsageError
+
+            raise UsageError("--allow sets the allowances of --baseline; give --baseline FILE")
+        return None
+    return BaselineCheck.open(
+        kw["baseline_path"],
+        allow=allow,
+        tokenizer=kw["tokenizer"],
+        image_tokens=kw["image_tokens"],
+        tool_schema_scale=kw["tool_schema_scale"],
+        use_usage=not kw["no_usage"],
+    )
+
+
+def _verdict_cases(verdict: Any, fail_on: str, tool_threshold: float) -> list[Any]:
+    from ctxkit.gates.cases import verdict_cases
+
+    return verdict_cases(verdict, fail_on, tool_threshold)
+
+
+def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
+    """Compare with the baseline: the diff (table, json), the cases; the exit code."""
+    from ctxkit.gates.baseline import regression_exit
+    from ctxkit.gates.cases import baseline_cases
+    from ctxkit.report.ci import render_baseline
+
+    diffs = gate.diffs()
+    cases.extend(baseline_cases(diffs, gate.baseline.tokenizer))
+    code = regression_exit(diffs)
+    if fmt == "json":
+        import orjson
+
+        click.echo(orjson.dumps({"baseline": gate.path, "tokenizer": gate.baseline.tokenizer,
+                                 "exit_code": code, "entries": [d.to_dict() for d in diffs]}).decode())
+    elif fmt == "table":
+        click.echo("\n" + render_baseline(diffs, gate.path, gate.baseline.tokenizer, code), nl=False)
+    return code
+
+
+def _write_ci(cases: list[Any], fmt: str, junit: str | None, summary: str | None, code: int) -> None:
+    """The CI formats on stdout, and the --junit and --summary files (written atomically)."""
+    from ctxkit.fileio import write_output
+    from ctxkit.gates.cases import tally
+    from ctxkit.report.ci import render_github, render_junit, render_markdown
+
+    counts = tally(cases)
+    line = f"ctxkit guard: {len(cases)} checks, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"
+    if fmt == "github":
+        click.echo(render_github(cases, line), nl=False)
+    elif fmt == "junit":
+        click.echo(render_junit(cases, "ctxkit guard"), nl=False)
+    elif fmt == "markdown":
+        click.echo(render_markdown(cases, "ctxkit guard", f"exit {code}"), nl=False)
+    if junit:
+        write_output(junit, render_junit(cases, "ctxkit guard").encode())
+    if summary:
+        write_output(summary, render_markdown(cases, "ctxkit guard", f"exit {code}").encode())
 
 
 def with_threshold_flags(

@@ -30,14 +30,14 @@ class Fit:
 
     tok: Tokenizer
     copts: CountOptions = CountOptions()
-    _costs: dict[int, int] = field(default_factory=dict)
+    _costs: dict[int, tuple[Unit, int]] = field(default_factory=dict)
 
     def unit(self, u: Unit) -> int:
-        """One unit's tokens (message overhead included)."""
-        key = id(u)
-        if key not in self._costs:
-            self._costs[key] = count_units([u], self.tok, self.copts)[0].total
-        return self._costs[key]
+        """One unit's tokens (message overhead included), cached for that very unit."""
+        hit = self._costs.get(id(u))
+        if hit is None or hit[0] is not u:
+            hit = self._costs[id(u)] = (u, count_units([u], self.tok, self.copts)[0].total)
+        return hit[1]
 
     def fixed(self, t: Transcript) -> int:
         """Tokens no message removal changes: tool schemas and reply priming."""

@@ -127,6 +127,27 @@ def untouchable(state: State) -> set[int]:
     return protected(state) | user_messages_kept(state)
 
 
+def last_action(state: State) -> set[int]:
+    """The last thing the agent did and what came back: the last tool call's unit with its
+    results, or the last command an agent wrote as text with the output after it. Strategies
+    that remove units (summarize, mask, discard) leave it; those that shorten an output keep
+    its head (offload, chunking), where its first line is."""
+    from ctxkit.facts import acted
+    from ctxkit.structure import blocks
+
+    units = state.units
+    for i in range(len(units) - 1, -1, -1):
+        u = units[i]
+        if u.tool_calls:
+            for start, end in blocks(list(units)):
+                if start <= i < end:
+                    return set(range(start, end))
+            return {i}
+        if acted(units, i):
+            return {i, i + 1}
+    return set()
+
+
 def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit.archive import store as archive_module

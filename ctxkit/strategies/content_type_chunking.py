@@ -105,7 +105,7 @@ def never_shortened(units: Sequence[Unit]) -> set[int]:
     """What the model reads first when it resumes, kept word for word: the last assistant
     message with text, the last user request, the last tool call; and every command an agent
     wrote as text (SWE-agent's `edit 287:296 ... end_of_edit`): cut, the action is lost."""
-    from ctxkit.facts import text_action
+    from ctxkit.facts import acted
     from ctxkit.structure import request_indices
 
     out: set[int] = set()
@@ -118,8 +118,13 @@ def never_shortened(units: Sequence[Unit]) -> set[int]:
         out.add(requests[-1])
     calls = [i for i, u in enumerate(units) if u.tool_calls]
     if calls:
-        out.add(calls[-1])
-    out.update(i for i, u in enumerate(units) if text_action(u) is not None)
+        # the last call and its results: an output too large to keep is offloaded (its head
+        # stays, where the first line is), not cut in the middle
+        last = calls[-1]
+        ids = {c.id for c in units[last].tool_calls}
+        out.add(last)
+        out.update(i for i in range(last + 1, len(units)) if units[i].tool_call_id in ids)
+    out.update(i for i in range(len(units)) if acted(units, i))
     return out
 
 

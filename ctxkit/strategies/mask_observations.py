@@ -27,6 +27,7 @@ from ctxkit.strategies.base import (
     archive_unit,
     archived_as,
     fmt_int,
+    last_action,
     merged,
     placeholder,
     protected,
@@ -76,7 +77,7 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
         if len(steps) <= keep_steps:
             return None
         cutoff = steps[-keep_steps]
-    keep = protected(state)
+    keep = protected(state) | last_action(state)
     names = tool_names(state.units)
     tok = state.ctx.tokenizer
     out = list(state.units)

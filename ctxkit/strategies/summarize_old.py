@@ -26,6 +26,7 @@ from ctxkit.strategies.base import (
     State,
     archive_unit,
     fmt_int,
+    last_action,
     make_ref,
     merged,
     protected,
@@ -40,7 +41,10 @@ class Params:
     """Summarize the oldest history, at most `old_threshold` of it, in `summary_length` tokens."""
 
     old_threshold: float = setting(0.6, number(0.0, 1.0), "largest share of history summarized")
-    summary_length: int = setting(300, integer(1), "tokens")
+    summary_length: int = setting(300, integer(1), "tokens, at least")
+    summary_share: float = setting(
+        0.1, number(0.0, 0.5), "of the goal the summary may take when that is more"
+    )
     min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
 
 
@@ -148,7 +152,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
-    length = int(p["summary_length"])
+    # a larger goal holds a fuller summary: every file and failure of a long session
+    length = max(int(p["summary_length"]), int(state.target * float(p.get("summary_share", 0.0))))
     units = state.units
     tokens = state.units_tokens()
     first = 0
@@ -158,7 +163,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     longest = _longest_cut(state, first, int(history * threshold), tokens)
     if longest <= first:
         return None
-    keep = protected(state)
+    # the last action stays after the summary, as protected units from the span do
+    keep = protected(state) | last_action(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     def build(cut: int, refs_of: Any) -> State | None:

@@ -463,7 +463,19 @@ def _fit(
         used += cost
         return True
 
-    orders = [s.order() for s in sections]
+    # an item says its thing once: a line already in an earlier section is left out of later
+    # ones (the assistant's words land in several sections: its plan, its decisions, a todo)
+    seen: set[str] = set()
+    orders = []
+    for s in sections:
+        fresh = []
+        for j in s.order():
+            key = " ".join(s.items[j].lower().split())
+            if key in seen and not s.keep_all:
+                continue
+            seen.add(key)
+            fresh.append(j)
+        orders.append(fresh)
     starts = [0] * len(sections)
     for k, s in enumerate(sections):
         if s.keep_all:
@@ -486,6 +498,8 @@ def _fit(
         depth += 1
     extra: list[str] = []
     for sentence in filler:
+        if " ".join(sentence.lower().split()) in seen:
+            continue
         n = tok.count(sentence + " ")
         if used + n > budget:
             continue
