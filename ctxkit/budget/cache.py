@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
 from ctxkit.tokens import Tokenizer
 
 # The shortest prefix a provider caches (Anthropic: 1,024 tokens on Sonnet and Opus, more on
