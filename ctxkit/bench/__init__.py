@@ -46,13 +46,10 @@ from ctxkit.bench.harness import (
 from ctxkit.bench.peers import (
     PEER_LABELS,
     PEERS,
-    drop_oldest,
-    langchain_trim,
-    observation_masking,
     raw_unit_tokens,
     run_peer,
+    runnable_peers,
     summarize_peers,
-    to_langchain,
 )
 from ctxkit.bench.render import fmt_value, plot, render_table
 from ctxkit.bench.suites import SUITES, TABLES, run
@@ -80,21 +77,18 @@ __all__ = [
     "TABLES",
     "SuiteResult",
     "raw_encoding",
-    "drop_oldest",
     "embed_texts",
     "fmt_value",
-    "langchain_trim",
     "loglog_slope",
     "machine_notes",
-    "observation_masking",
     "plot",
     "raw_unit_tokens",
     "real_transcripts",
     "render_table",
     "run",
     "run_peer",
+    "runnable_peers",
     "scale_worker",
     "standard_transcript",
     "summarize_peers",
-    "to_langchain",
 ]

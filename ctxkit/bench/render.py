@@ -81,7 +81,10 @@ def render_table(report: BenchReport) -> str:
 
 
 # One colour per peer in every panel; the scale suite's scenarios get colours of their own.
-PEER_COLORS = dict(zip(PEERS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"), strict=False))
+# one colour per peer, from the registry's order (matplotlib's tab10): a new peer gets its own
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf")
+PEER_COLORS = {p: _PALETTE[k % len(_PALETTE)] for k, p in enumerate(PEERS)}
 _SCENARIO_COLORS = ("#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 
 # (title, unit, value of one summary line or None when not measured); one measure per panel

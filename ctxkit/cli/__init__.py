@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "recall": ("ctxkit.cli.recall", "recall", "Read back what compaction archived."),
     "expand": ("ctxkit.cli.recall", "expand", "Restore a compacted transcript from its archive."),
     "report": ("ctxkit.cli.report_cmd", "report", "Show a compaction report as an HTML page."),
+    "fidelity": ("ctxkit.cli.fidelity_cmd", "fidelity", "What a compaction kept of the task, probe by probe."),
     "mcp": ("ctxkit.cli.mcp_cmd", "mcp", "Serve recall and search over an archive to a model (MCP)."),
     "simulate": ("ctxkit.cli.simulate", "simulate", "Generate overflow scenarios with ground truth."),
     "score-rl": ("ctxkit.cli.score_rl", "score_rl", "Score strategies as RL rewards; export datasets."),

@@ -1,5 +1,5 @@
 """The bench suites, by name (a registry, as the strategies are): count, guard, embed, compact,
-quality, scale; and `run`.
+quality, fidelity, scale; and `run`.
 
 Each suite is a module with `NAME` and `measure(opts, say) -> SuiteResult`, and optionally
 `tables(result)`: the tables `bench` prints under its figures. A new suite is a module and one
@@ -24,6 +24,7 @@ from ctxkit.bench.harness import (
 from ctxkit.bench.suites import compact as _compact
 from ctxkit.bench.suites import count as _count
 from ctxkit.bench.suites import embed as _embed
+from ctxkit.bench.suites import fidelity as _fidelity
 from ctxkit.bench.suites import guard as _guard
 from ctxkit.bench.suites import quality as _quality
 from ctxkit.bench.suites import scale as _scale
@@ -36,6 +37,7 @@ _MODULES: tuple[ModuleType, ...] = (
     _embed,
     _compact,
     _quality,
+    _fidelity,
     _scale,
 )
 

@@ -18,7 +18,7 @@ from ctxkit.bench.harness import (
     limit_for,
     real_transcripts,
 )
-from ctxkit.bench.peers import PEER_LABELS, PEERS, run_peer, summarize_peers
+from ctxkit.bench.peers import PEER_LABELS, run_peer, runnable_peers, summarize_peers
 from ctxkit.errors import CtxkitError
 
 NAME = "quality"
@@ -30,13 +30,8 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     from ctxkit.simulate import SCENARIOS, generate
 
     res = SuiteResult("quality")
-    try:
-        import langchain_core  # noqa: F401
-    except ImportError:
-        res.skipped.append(
-            "langchain_trim: langchain-core is not installed (pip install ctxkit[bench])"
-        )
-    peers = [p for p in PEERS if p != "langchain_trim" or not res.skipped]
+    peers, missing = runnable_peers()
+    res.skipped.extend(missing)
     embedders: list[tuple[str, Any]] = [("lexical", get_embedder("lexical", cache=False))]
     want_minilm = opts.coherence_minilm if opts.coherence_minilm is not None else not opts.quick
     if want_minilm:
