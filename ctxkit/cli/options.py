@@ -134,7 +134,7 @@ def budget_options(f: F) -> F:
             "--target",
             type=click.IntRange(min=1),
             default=None,
-            help="Token goal (default: the warn threshold of the limit, so the guard does not re-fire).",
+            help="Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire).",
         ),
         click.option(
             "--config",
