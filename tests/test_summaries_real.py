@@ -236,3 +236,17 @@ def test_a_summary_of_outputs_an_earlier_step_shortened_keeps_their_error_lines(
     assert [p.key for p in errors if not P.kept(p, context)] == []
     summary = "\n".join(u.content for u in _made_up(result.transcript))
     assert "omitted]" not in _section(summary, "Errors and fixes")
+
+
+def test_a_fresh_start_keeps_the_last_reply_cut_rather_than_none_of_it(realdata: Path, tmp_path: Path) -> None:
+    """An aider chat has no tool calls: its last action is the last reply. When the recent run
+    cannot fit, the fresh start kept only the request and a handover (nothing of where the work
+    stood); it now keeps the last reply cut in the middle, archived whole under its ref."""
+    t = _read(realdata, "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md")
+    last = next(u for u in reversed(t.units) if u.role == "assistant" and u.content)
+    out, archive = _compact(t, 15, tmp_path)
+    kept = next(u for u in out.units if u.id == last.id)
+    assert kept.content != last.content and "this message is larger than the context allows" in kept.content
+    assert kept.content.startswith(last.content[:40])
+    ref = kept.meta["ref"]
+    assert ref in kept.content and archive.get(ref).content == last.content
