@@ -364,7 +364,7 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
                 token = m.group(0)
                 if token.lower() in _BORING or token in out or len(token) < 3:
                     continue
-                if re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
+                if token in before and re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
                     out[token] = Probe("identifier", token, u.id, i)
     return list(out.values())[:MAX_IDENTIFIERS]
 
