@@ -30,6 +30,7 @@ class Fit:
 
     tok: Tokenizer
     copts: CountOptions = CountOptions()
+    extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
     _costs: dict[int, tuple[Unit, int]] = field(default_factory=dict)
 
     def unit(self, u: Unit) -> int:
@@ -40,8 +41,8 @@ class Fit:
         return hit[1]
 
     def fixed(self, t: Transcript) -> int:
-        """Tokens no message removal changes: tool schemas and reply priming."""
-        return count_tool_schemas(t.tools, self.tok, self.copts) + (
+        """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
+        return self.extra + count_tool_schemas(t.tools, self.tok, self.copts) + (
             self.copts.reply_priming if t.units else 0
         )
 
