@@ -127,10 +127,22 @@ class SessionForensics:
 # --- what the log says about each compaction ----------------------------------------------------
 
 
-def _boundaries(path: str | None) -> dict[str, dict[str, Any]]:
-    """Claude Code `compact_boundary` records by uuid (their `compactMetadata`)."""
+def kept_records(t: Transcript) -> list[Any]:
+    """The log's records that are no units, in file order (`formats.kept`)."""
+    kept = t.metadata.get("kept")
+    records = kept.get("records") if isinstance(kept, dict) else None
+    return [r[2] for r in records or [] if isinstance(r, list) and len(r) == 3]
+
+
+def _boundaries(t: Transcript, path: str | None) -> dict[str, dict[str, Any]]:
+    """Claude Code `compact_boundary` records by uuid (their `compactMetadata`): from the records
+    the reader kept, else from the file."""
     out: dict[str, dict[str, Any]] = {}
-    if not path or path == "-":
+    for rec in kept_records(t):
+        if isinstance(rec, dict) and rec.get("subtype") == "compact_boundary" and rec.get("uuid"):
+            meta = rec.get("compactMetadata")
+            out[str(rec["uuid"])] = meta if isinstance(meta, dict) else {}
+    if out or not path or path == "-":
         return out
     try:
         with open(path, "rb") as f:
@@ -209,8 +221,10 @@ def _trigger(meta: dict[str, Any]) -> str | None:
 
 
 def log_model(t: Transcript) -> str | None:
-    """The model the log names (the last assistant record's `message.model`, Codex's
-    `turn_context` model), or None."""
+    """The model the log names (Claude Code's `message.model`, Gemini CLI's `model`, opencode's
+    `modelID`, Codex's `turn_context` model: the newest), or None."""
+    if isinstance(t.metadata.get("model"), str):
+        return str(t.metadata["model"])
     for u in reversed(t.units):
         raw = u.raw if isinstance(u.raw, dict) else None
         msg = raw.get("message") if raw else None
@@ -220,10 +234,12 @@ def log_model(t: Transcript) -> str | None:
             and not msg["model"].startswith("<")
         ):
             return str(msg["model"])
-        if raw and isinstance(raw.get("model"), str):
+        if raw and isinstance(raw.get("model"), str):  # Gemini CLI
             return str(raw["model"])
-    for rec in reversed(t.metadata.get("codex_records") or []):
-        r = rec[1] if isinstance(rec, list) and len(rec) == 2 else rec
+        info = raw.get("info") if raw else None  # opencode
+        if isinstance(info, dict) and isinstance(info.get("modelID"), str):
+            return str(info["modelID"])
+    for r in reversed(kept_records(t)):
         payload = r.get("payload") if isinstance(r, dict) else None
         if isinstance(payload, dict) and isinstance(payload.get("model"), str):
             return str(payload["model"])
@@ -247,9 +263,29 @@ def file_reads(actions: Sequence[Any]) -> list[tuple[int, str]]:
     return out
 
 
-def compaction_units(t: Transcript) -> list[int]:
-    """Indices of the agent's own compaction summaries (read with `include_compacted`)."""
-    return [i for i, u in enumerate(t.units) if u.type == "summary" and u.raw is not None]
+def compaction_points(t: Transcript) -> list[tuple[int, Unit, bool]]:
+    """The agent's own compactions in a log read with `include_compacted`, in order: (where it
+    sits in the units, its summary, whether that summary is one of the units). A summary unit
+    sits at its own index; a compaction the reader kept as a record (Codex's remote compaction,
+    whose summary is encrypted) sits after the unit before it, its summary made from its
+    `message` (empty when there is none)."""
+    out = [(i, u, True) for i, u in enumerate(t.units) if u.type == "summary" and u.raw is not None]
+    index = {u.id: i for i, u in enumerate(t.units)}
+    kept = t.metadata.get("kept")
+    for rec in (kept.get("records") if isinstance(kept, dict) else None) or []:
+        if not (isinstance(rec, list) and len(rec) == 3 and isinstance(rec[2], dict)):
+            continue
+        at, anchor, raw = rec
+        if raw.get("type") != "compacted":
+            continue
+        payload = raw.get("payload") if isinstance(raw.get("payload"), dict) else {}
+        text = payload.get("message") if isinstance(payload.get("message"), str) else ""
+        pos = index[anchor] + 1 if anchor in index else 0
+        out.append(
+            (pos, Unit(f"compacted@{at}", "user", type="summary", content=text, raw=raw), False)
+        )
+    out.sort(key=lambda p: p[0])
+    return out
 
 
 # --- the analysis -------------------------------------------------------------------------------
@@ -296,7 +332,7 @@ def analyze(
     units = list(t.units)
     sizes = [c.total for c in count_units(units, tok, request.count_opts)]
     index_of = {id(u): i for i, u in enumerate(units)}
-    boundaries = _boundaries(path) if t.source_format == "claude-code" else {}
+    boundaries = _boundaries(t, path) if t.source_format == "claude-code" else {}
     model = log_model(t)
     price = _price(model, request.model)
     window = request.window
@@ -310,16 +346,15 @@ def analyze(
     reads = file_reads(actions)
 
     cwd = session_cwd(t)
-    points = compaction_units(t)
+    points = compaction_points(t)
     out: list[LogCompaction] = []
     prev_after: list[Unit] = []
-    prev_index = -1
-    for k, idx in enumerate(points):
-        summary = units[idx]
+    resume = 0  # the first unit after the previous compaction
+    for k, (idx, summary, in_units) in enumerate(points):
         parent = summary.raw.get("parentUuid") if isinstance(summary.raw, dict) else None
         meta = boundaries.get(str(parent), {}) if parent else {}
         kept = _kept(t, summary, meta)
-        since = [u for u in units[prev_index + 1 : idx] if u.type != "summary"]
+        since = [u for u in units[resume:idx] if u.type != "summary"]
         before_ctx = [*prev_after, *since]
         after_ctx = [summary, *kept]
         history = len([u for u in since if u.role != "system"]) >= 2
@@ -332,14 +367,21 @@ def analyze(
             if history
             else None
         )
-        nxt = points[k + 1] if k + 1 < len(points) else len(units)
+        nxt = points[k + 1][0] if k + 1 < len(points) else len(units)
         earlier = {p for i, p in reads if i < idx}
-        again = [(i, p) for i, p in reads if idx < i < nxt and p in earlier]
+        again = [(i, p) for i, p in reads if idx <= i < nxt and p in earlier]
         rereads = sorted({p for _, p in again})
         count = lambda us: t.replace(units=list(us))  # noqa: E731
         tokens_before = _count(count(before_ctx), tok, request.count_opts)
         tokens_after = _count(count(after_ctx), tok, request.count_opts)
-        summary_tokens = sizes[index_of[id(summary)]]
+        readable = not _encrypted(summary.raw)
+        summary_tokens = (
+            0
+            if not readable
+            else sizes[index_of[id(summary)]]
+            if in_units
+            else _count(count([summary]), tok, request.count_opts)
+        )
         last_before = [c for c in usage if int(c.get("after_unit", -1)) < idx]
         first_after = [c for c in usage if int(c.get("after_unit", -1)) >= idx]
         rec_before = (
@@ -373,10 +415,10 @@ def analyze(
                 rereads=rereads,
                 reread_calls=len(again),
                 economics=econ,
-                summary_readable=not _encrypted(summary.raw),
+                summary_readable=readable,
             )
         )
-        prev_after, prev_index = after_ctx, idx
+        prev_after, resume = after_ctx, idx + 1 if in_units else idx
     note = ""
     if model and price is None:
         note = f"{model} has no prices in models.toml: give --model to price it"
@@ -387,7 +429,7 @@ def analyze(
         pts = points_economics(
             price,
             usage,
-            [idx for idx in points],
+            [p[0] for p in points],
             summary_tokens=_median([c.summary_tokens for c in out]) or 3_000,
             after_tokens=_median([c.recorded_after for c in out if c.recorded_after]),
             window=window,
@@ -436,7 +478,7 @@ def analyze_paths(
     out = []
     for path in expand_paths(list(paths)):
         for t in read_path(path, opts):
-            if not compaction_units(t):
+            if not compaction_points(t):
                 continue
             out.append(analyze(t, request, path))
     out.sort(key=lambda s: (-s.lost, -s.usd, s.source))
@@ -449,6 +491,6 @@ __all__ = [
     "SessionForensics",
     "analyze",
     "analyze_paths",
-    "compaction_units",
+    "compaction_points",
     "log_model",
 ]

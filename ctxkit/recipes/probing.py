@@ -17,14 +17,26 @@ from ctxkit.model import Transcript
 
 
 def session_cwd(t: Transcript) -> str | None:
-    """The working directory the log records (Claude Code `cwd`, Codex `session_meta` /
-    `turn_context` cwd), or None."""
+    """The working directory the log records (Claude Code `cwd`, opencode `path.cwd`, Codex
+    `session_meta` / `turn_context` cwd), or None."""
     for u in t.units:
         raw = u.raw if isinstance(u.raw, dict) else None
         if raw and isinstance(raw.get("cwd"), str) and raw["cwd"].startswith("/"):
             return str(raw["cwd"]).rstrip("/")
-    for rec in t.metadata.get("codex_records") or []:
-        r = rec[1] if isinstance(rec, list) and len(rec) == 2 else rec
+        where = (
+            (raw.get("info") or {}).get("path")
+            if raw and isinstance(raw.get("info"), dict)
+            else None
+        )
+        if (
+            isinstance(where, dict)
+            and isinstance(where.get("cwd"), str)
+            and where["cwd"].startswith("/")
+        ):
+            return str(where["cwd"]).rstrip("/")  # opencode
+    kept = t.metadata.get("kept")
+    for rec in (kept.get("records") if isinstance(kept, dict) else None) or []:
+        r = rec[2] if isinstance(rec, list) and len(rec) == 3 else None
         payload = r.get("payload") if isinstance(r, dict) else None
         if (
             isinstance(payload, dict)
