@@ -31,7 +31,7 @@ from ctxkit.fidelity.probes import ProbeScore, extract
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.economics import CompactionEconomics, compaction_economics, points_economics
 from ctxkit.recipes.probing import score_in, session_cwd
-from ctxkit.tokens import CountOptions, Tokenizer, count_units, get_tokenizer
+from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, count_units, get_tokenizer
 
 READ_ACTIONS = ("read",)
 
@@ -279,7 +279,8 @@ def compaction_points(t: Transcript) -> list[tuple[int, Unit, bool]]:
         if raw.get("type") != "compacted":
             continue
         payload = raw.get("payload") if isinstance(raw.get("payload"), dict) else {}
-        text = payload.get("message") if isinstance(payload.get("message"), str) else ""
+        message = payload.get("message")
+        text = message if isinstance(message, str) else ""
         pos = index[anchor] + 1 if anchor in index else 0
         out.append(
             (pos, Unit(f"compacted@{at}", "user", type="summary", content=text, raw=raw), False)
@@ -328,7 +329,7 @@ def analyze(
     """The forensics of one session read with `include_compacted` (see the module doc)."""
     from ctxkit.counting import provider_calls
 
-    tok = request.tokenizer or get_tokenizer("cl100k_base")
+    tok = request.tokenizer or get_tokenizer(DEFAULT_TOKENIZER)
     units = list(t.units)
     sizes = [c.total for c in count_units(units, tok, request.count_opts)]
     index_of = {id(u): i for i, u in enumerate(units)}

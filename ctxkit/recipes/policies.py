@@ -114,6 +114,7 @@ class AgentPolicy:
     step: Policy
     trigger: Callable[[int, int], int | None]  # (W, O) -> the token count it compacts at
     summarizes: bool = True
+    default: bool = True  # replayed when no agents are named
 
 
 # --- shared pieces ------------------------------------------------------------------------------
@@ -817,6 +818,7 @@ POLICIES: dict[str, AgentPolicy] = {
             openhands_masking,
             lambda w, o: None,
             summarizes=False,
+            default=False,
         ),
         AgentPolicy(
             "opencode",
@@ -836,6 +838,7 @@ POLICIES: dict[str, AgentPolicy] = {
             anthropic_clear_tool_uses,
             _fixed(CLEAR_TRIGGER),
             summarizes=False,
+            default=False,
         ),
         AgentPolicy(
             "anthropic-compaction",
@@ -844,6 +847,7 @@ POLICIES: dict[str, AgentPolicy] = {
             "Anthropic API docs, compaction",
             anthropic_compaction,
             _fixed(SERVER_COMPACT_TRIGGER),
+            default=False,
         ),
     )
 }

@@ -33,11 +33,11 @@ from ctxkit.recipes.policies import POLICIES, SUMMARY_BY, AgentPolicy, Edit, Env
 from ctxkit.recipes.probing import score_in, session_cwd
 from ctxkit.replay import call_points
 from ctxkit.structure import is_request
-from ctxkit.tokens import CountOptions, Tokenizer, get_tokenizer
+from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, get_tokenizer
 
 CTXKIT = "ctxkit"
 AGENTS = (*POLICIES, CTXKIT)  # every name `--as` takes
-DEFAULT_AGENTS = ("claude-code", "codex", "gemini-cli", "openhands", "opencode", CTXKIT)
+DEFAULT_AGENTS = (*(n for n, p in POLICIES.items() if p.default), CTXKIT)
 
 
 @dataclass(frozen=True)
@@ -381,7 +381,7 @@ def replay_session(t: Transcript, request: SessionRequest, source: str = "") -> 
     for name in request.agents:
         if name not in AGENTS:
             raise unknown_name("agent", name, AGENTS)
-    tok = request.tokenizer or get_tokenizer("cl100k_base")
+    tok = request.tokenizer or get_tokenizer(DEFAULT_TOKENIZER)
     unlogged = (
         unlogged_tokens(t, tok, request.count_opts)
         if request.unlogged is None
