@@ -21,6 +21,7 @@ from ctxkit.recipes.session import (
     request_for,
 )
 from ctxkit.replay import call_points
+from ctxkit.structure import is_request
 from ctxkit.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
@@ -337,3 +338,29 @@ def test_every_agent_runs_on_every_real_agent_log(realdata: Path, rel: str) -> N
                 CTXKIT,
             ):
                 assert r.compactions > 0, r.agent
+
+
+def test_codex_figures_on_a_small_real_log_by_hand(realdata: Path) -> None:
+    """A real Claude Code session (templar, 30 messages, 29.6k tokens) under Codex's rule with a
+    20k window: the first compaction comes at the first model call whose context reaches
+    0.9 x 20,000, and
+    leaves the system prompt, every request so far (well under Codex's 20k) and the summary."""
+    path = realdata / "claude-code/conneroisu__templar__logs-chat-json@7c1b6b43__session-5fa42961.jsonl"
+    (t,) = list(read_path(str(path), ReadOptions()))
+    run = replay_session(t, _request(("codex",), 20_000, 2_000)).runs[0]
+    assert run.trigger == 18_000
+    first = run.compaction_log[0]
+    assert first.call == _first_call_at_or_over(t, 18_000)
+    assert first.tokens_before == _fit().total(t, t.units[: first.unit_index])
+    before = t.units[: first.unit_index]
+    requests = [u for u in before if u.role == "system" or (is_request(u) and u.type != "summary")]
+    assert sum(TOK.count(u.content) for u in requests if u.role != "system") < P.CODEX_USER_TOKENS
+    text = P.CODEX_PREFIX + "\n" + f"SUMMARY of {first.unit_index} units"
+    assert first.tokens_after == _fit().total(
+        t, [*requests, Unit("x", "user", type="summary", content=text)]
+    )
+    # every call before it sent everything so far; the one after it sent what Codex kept
+    calls = call_points(t.units)
+    assert run.call_tokens[: first.call] == [
+        _fit().total(t, t.units[:i]) for i in calls[: first.call]
+    ]

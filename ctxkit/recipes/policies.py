@@ -834,7 +834,7 @@ POLICIES: dict[str, AgentPolicy] = {
             "Anthropic clear_tool_uses",
             "clear_tool_uses_20250919: over 100k input tokens, all tool results but the newest 3 "
             "cleared (server side)",
-            "Anthropic API docs, context editing",
+            "https://docs.claude.com/en/docs/build-with-claude/context-editing",
             anthropic_clear_tool_uses,
             _fixed(CLEAR_TRIGGER),
             summarizes=False,
@@ -844,7 +844,7 @@ POLICIES: dict[str, AgentPolicy] = {
             "anthropic-compaction",
             "Anthropic compaction",
             "compact_20260112: over 150k input tokens, a summary replaces everything before it",
-            "Anthropic API docs, compaction",
+            "https://platform.claude.com/docs/en/build-with-claude/compaction-threshold",
             anthropic_compaction,
             _fixed(SERVER_COMPACT_TRIGGER),
             default=False,

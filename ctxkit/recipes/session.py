@@ -102,6 +102,7 @@ class AgentRun:
     cost: dict[str, Any] | None = None
     time_ms: float = 0.0
     error: str | None = None
+    source: str = ""  # where the rule was read (docs/agents.md cites each)
 
     @property
     def compaction_log(self) -> list[CompactionRecord]:
@@ -140,6 +141,7 @@ class AgentRun:
             "agent": self.agent,
             "label": self.label,
             "rule": self.rule,
+            "source": self.source,
             "trigger": self.trigger,
             "model_calls": len(self.call_tokens),
             "compactions": self.compactions,
@@ -241,6 +243,7 @@ def run_policy(t: Transcript, policy: AgentPolicy, env: Env, probes: _Probes) ->
         policy.rule,
         policy.trigger(env.window, env.max_output),
         window=env.window,
+        source=policy.source,
     )
     points = set(call_points(units))
     fixed = env.fit.fixed(t)

@@ -211,7 +211,10 @@ def _replay_section(k: int, table: Mapping[str, Any]) -> Iterator[str]:
     yield _chart(table)
     for a in table["agents"]:
         log = a["log"]
-        yield f'<details class="agent"><summary><b>{esc(a["label"])}</b>: {esc(a["rule"])} — {len(log)} events</summary>'
+        events = f"{len(log)} event" + ("" if len(log) == 1 else "s")
+        yield f'<details class="agent"><summary><b>{esc(a["label"])}</b>: {esc(a["rule"])} — {events}</summary>'
+        if a.get("source"):
+            yield f'<p class="source">Rule read from {esc(a["source"])} (cited in docs/agents.md).</p>'
         if log:
             yield '<table class="log"><thead><tr><th class="num">call</th><th>what</th><th class="num">before</th><th class="num">after</th><th class="num">summary</th><th class="num">probes</th><th>lost</th></tr></thead><tbody>'
             for c in log:
@@ -333,7 +336,8 @@ def _compaction_lines(c: Mapping[str, Any]) -> list[str]:
 
 def _forensics_section(k: int, s: Mapping[str, Any]) -> Iterator[str]:
     yield f'<section class="session" id="s{k}"><h2>{esc(s["source"] or s["transcript"])}</h2>'
-    yield f'<p class="lead">{esc(s["format"])}, {esc(s["model"] or "model not named")}; priced as {esc(s["priced_as"] or "—")}'
+    priced = f"; priced as {esc(s['priced_as'])}" if s["priced_as"] else "; not priced"
+    yield f'<p class="lead">{esc(s["format"])}, {esc(s["model"] or "model not named")}{priced}'
     if s.get("note"):
         yield f"<br>{esc(s['note'])}"
     yield "</p>"
@@ -357,7 +361,12 @@ def _forensics_section(k: int, s: Mapping[str, Any]) -> Iterator[str]:
     yield "</tbody></table>"
     for c in s["compactions"]:
         p = c.get("probes")
-        yield f'<details class="compaction-detail"><summary>#{c["number"]}: {esc(_lost_gist(p) or "nothing lost")}</summary>'
+        gist = (
+            "the history before it is not in this log"
+            if p is None
+            else _lost_gist(p) or "nothing lost"
+        )
+        yield f'<details class="compaction-detail"><summary>#{c["number"]}: {esc(gist)}</summary>'
         for line in _compaction_lines(c)[1:]:
             yield f'<div class="now">{esc(line.strip())}</div>'
         if p and p["lost"]:
@@ -382,6 +391,7 @@ _EXTRA_CSS = """
 .chart{display:block;margin:10px 0;max-width:100%;height:auto;border:1px solid var(--line)}
 table.agents,table.compactions{width:auto}.lost{overflow-wrap:anywhere}details.agent,details.compaction-detail{margin:6px 0}
 .legend .key{display:inline-block;width:10px;height:10px;margin:0 3px 0 10px}
+p.source{margin:4px 0 4px 18px;color:var(--mute);font-size:.9em}
 """
 
 
