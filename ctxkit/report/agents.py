@@ -121,7 +121,7 @@ def replay_text(table: Mapping[str, Any]) -> str:
     fmt = lambda row: "  ".join(  # noqa: E731
         (v.ljust(w) if i == 0 else v.rjust(w))
         for i, (v, w) in enumerate(zip(row, widths, strict=True))
-    )
+    ).rstrip()
     lines.append(fmt(head))
     lines.extend(fmt(c) for c in cells)
     details = []
@@ -256,7 +256,10 @@ def forensics_text(sessions: Sequence[Mapping[str, Any]]) -> str:
             str(len(s["compactions"])),
             str(s["lost_probes"]),
             str(s["rereads"]),
-            " > ".join(f"{n:,}" for n in s["summary_tokens"]),
+            " > ".join(
+                f"{c['summary_tokens']:,}" if c["summary_readable"] else "encrypted"
+                for c in s["compactions"]
+            ),
             _usd(s["usd"]) if s["priced_as"] else "—",
             s["priced_as"] or "—",
         ]
@@ -266,7 +269,7 @@ def forensics_text(sessions: Sequence[Mapping[str, Any]]) -> str:
     fmt = lambda row: "  ".join(  # noqa: E731
         (v.ljust(w) if i in (0, 6) else v.rjust(w))
         for i, (v, w) in enumerate(zip(row, widths, strict=True))
-    )
+    ).rstrip()
     lines.append(fmt(head))
     lines.extend(fmt(c) for c in cells)
     for s in sessions:
@@ -354,7 +357,7 @@ def _forensics_section(k: int, s: Mapping[str, Any]) -> Iterator[str]:
         yield (
             f'<tr class="compaction" data-lost="{len(p["lost"]) if p else 0}" data-rereads="{len(c["rereads"])}">'
             f'<td>{c["number"]}</td><td class="num">{_n(c["recorded_tokens_before"])}</td><td class="num">{_n(c["recorded_tokens_after"])}</td>'
-            f'<td class="num">{_n(c["summary_tokens"])}</td><td class="num">{_share(p["recall"]) if p else "—"}</td>'
+            f'<td class="num">{_n(c["summary_tokens"]) if c["summary_readable"] else "encrypted"}</td><td class="num">{_share(p["recall"]) if p else "—"}</td>'
             f'<td class="num">{len(p["lost"]) if p else "—"}</td><td class="num">{len(c["rereads"])}</td>'
             f'<td class="num">{_usd(e["usd_cost"]) if e else "—"}</td><td>{paid}</td></tr>'
         )
