@@ -302,7 +302,10 @@ def test_unknown_agent_names_the_known_ones() -> None:
         replay_session(_session(2), SessionRequest(agents=("cursor",)))
 
 
-AGENT_LOG_DIRS = ("claude-code", "codex", "gemini-cli", "opencode", "openhands", "copilot-cli")
+AGENT_LOG_DIRS = (
+    "claude-code", "codex", "gemini-cli", "opencode", "openhands", "copilot-cli", "aider",
+    "mini-swe-agent", "swe-agent",
+)
 _REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 _LOGS = sorted(
     f"{d}/{p.name}"
