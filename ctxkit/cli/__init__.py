@@ -29,6 +29,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "expand": ("ctxkit.cli.recall", "expand", "Restore a compacted transcript from its archive."),
     "report": ("ctxkit.cli.report_cmd", "report", "Show a compaction report as an HTML page."),
     "fidelity": ("ctxkit.cli.fidelity_cmd", "fidelity", "What a compaction kept of the task, probe by probe."),
+    "replay": ("ctxkit.cli.replay_cmd", "replay", "What each agent would have kept of a session."),
+    "forensics": ("ctxkit.cli.forensics_cmd", "forensics", "What the compactions in logs lost and cost."),
     "mcp": ("ctxkit.cli.mcp_cmd", "mcp", "Serve recall and search over an archive to a model (MCP)."),
     "simulate": ("ctxkit.cli.simulate", "simulate", "Generate overflow scenarios with ground truth."),
     "score-rl": ("ctxkit.cli.score_rl", "score_rl", "Score strategies as RL rewards; export datasets."),

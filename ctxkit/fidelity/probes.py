@@ -33,6 +33,7 @@ quoted in a summary is found either way.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -200,8 +201,10 @@ def paths_in(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=65_536)
 def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
-    """(path, edited) for each file a call acted on."""
+    """(path, edited) for each file a call acted on (cached: scoring asks it per probe; callers
+    only read the list)."""
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
@@ -387,7 +390,7 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
                 token = m.group(0)
                 if token.lower() in _BORING or token in out or len(token) < 3:
                     continue
-                if re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
+                if token in before and re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
                     out[token] = Probe("identifier", token, u.id, i)
     return list(out.values())[:MAX_IDENTIFIERS]
 
