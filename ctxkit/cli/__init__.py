@@ -5,17 +5,22 @@ Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules the
 
 from __future__ import annotations
 
-import importlib
-import os
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import click
+try:  # Ctrl-C while the command is still starting (before `main` runs): no traceback
+    import importlib
+    import os
+    import re
+    import signal
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+    from typing import Any
 
-from ctxkit.errors import CtxkitError, UsageError
+    import click
+
+    from ctxkit.errors import CtxkitError, UsageError
+except KeyboardInterrupt:
+    raise SystemExit(130) from None
 
 # name -> (module, attribute, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -62,11 +67,17 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(one_line(str(exc))) from None
         except CtxkitError as exc:
             raise _Failure(str(exc), exc.exit_code) from None
         except BrokenPipeError:
             _quiet_exit_on_broken_pipe()
+        except MemoryError:
+            raise _Failure(
+                "out of memory: the input is too large for this machine's memory (or its limit, "
+                "ulimit -v); raise the limit, or split the input",
+                1,
+            ) from None
         except KeyboardInterrupt:
             # Ctrl-C: the atomic writers have removed their temp files on the way up.
             sys.exit(130)
@@ -124,11 +135,21 @@ def _quiet_exit_on_broken_pipe() -> None:
     sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a filter killed by the pipe
 
 
+# control characters, except the tab: a newline in a file name must not split the error line
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (`\\n`, `\\x1b`): an error stays one line and
+    a file name cannot move the cursor or colour the terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class _Failure(click.ClickException):
     """A domain error as click reports it: `Error: <message>` and the error's exit code."""
 
     def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
+        super().__init__(one_line(message))
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
@@ -153,9 +174,35 @@ def cli() -> None:
     """
 
 
+def _guard_standard_streams() -> None:
+    """Give a closed stdin, stdout or stderr (`>&-`) a stand-in, so a run reports a closed
+    stdout in one line and works on without a stderr, instead of failing on `None`.
+
+    The descriptor itself is pointed at /dev/null: a file ctxkit opens next would otherwise get
+    number 1 or 2, and whatever is written to "stdout" would land in it."""
+    from ctxkit.fileio import ClosedStream
+
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                pass
+            setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
+        else:
+            if getattr(sys, name) is None:  # open, but Python did not wrap it
+                setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
+
+
 def main() -> None:
     """Console entry point."""
     try:
+        _guard_standard_streams()
         cli(prog_name="ctxkit")
     except KeyboardInterrupt:  # Ctrl-C before a subcommand runs (parsing, loading)
         sys.exit(130)
