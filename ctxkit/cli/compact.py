@@ -27,6 +27,7 @@ from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.errors import UsageError
 from ctxkit.fileio import (
+    atomic_set,
     atomic_writer,
     check_paths,
     check_writable,
@@ -282,7 +283,7 @@ def compact(
         check_writable(html_path, "html")
     if events_path and events_path != "-":
         check_writable(events_path, "events")
-    with spooled_input(source) as path, _event_sink(events_path, verbose) as observe:
+    with spooled_input(source, read_opts.max_input_mb) as path, _event_sink(events_path, verbose) as observe:
         stats = ReadStats()
         reader = read_path(path, read_opts, stats=stats, label=_label(source, path))
         # A dataset is read, compacted and written one conversation at a time: memory follows
@@ -316,10 +317,17 @@ def compact(
                 from tqdm import tqdm
 
                 runs = tqdm(runs, unit="conv", file=sys.stderr)
-            with transcript_output(output, path, to_format, discard=dry_run) as sink:
+            with (
+                transcript_output(output, path, to_format, discard=dry_run) as sink,
+                atomic_set() as side,
+            ):
                 sink.write(seen.add(r) for r in runs)
                 if not seen.changed:
                     sink.keep_input()  # unchanged: the input, byte for byte
+                # --report and --html are whole before anything is placed: one that cannot be
+                # written fails the run, leaving no output and no archive rows
+                _side_outputs(side, seen, report_path, html_path, None if dry_run else archive_file, dry_run)
+                side.write_streams()
                 # The archive commits before the output appears: a compacted file always
                 # finds its refs.
                 archive.close()
@@ -330,19 +338,6 @@ def compact(
             echo_err(reading_summary(stats))
         results = seen
         changed = seen.changed
-        if report_path:
-            report: dict[str, Any] = (
-                seen.reports[0] if seen.count == 1 else {"transcripts": seen.reports}
-            )
-            report["archive"] = None if dry_run else archive_file
-            report["dry_run"] = dry_run
-            write_output(report_path, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
-        if html_path:
-            from ctxkit.report.html import render_html
-
-            for r in seen.reports:
-                r["archive"] = None if dry_run else archive_file
-            write_output(html_path, render_html(seen.reports).encode("utf-8"))
 
     for tid, line in results.lines:
         echo_err(f"{tid}: {line}" if results.count > 1 else line)
@@ -350,6 +345,32 @@ def compact(
         echo_err(f"Archive: {archive_file} (ctxkit recall --list --archive {archive_file})")
     if dry_run:
         echo_err("Dry run: nothing written.")
+
+
+def _side_outputs(
+    side: Any,
+    seen: Any,
+    report_path: str | None,
+    html_path: str | None,
+    archive: str | None,
+    dry_run: bool,
+) -> None:
+    """The JSON report and the HTML page, staged in the run's atomic set."""
+    if report_path:
+        report: dict[str, Any] = (
+            seen.reports[0] if seen.count == 1 else {"transcripts": seen.reports}
+        )
+        report["archive"] = archive
+        report["dry_run"] = dry_run
+        with side.open(report_path, "wb") as f:
+            f.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    if html_path:
+        from ctxkit.report.html import render_html
+
+        for r in seen.reports:
+            r["archive"] = archive
+        with side.open(html_path, "wb") as f:
+            f.write(render_html(seen.reports).encode("utf-8"))
 
 
 def _compact_ray(
@@ -522,7 +543,7 @@ def _replay(
 
     priced = [priced_model(name, "--cost") for name in cost_models]
 
-    with spooled_input(source) as path:
+    with spooled_input(source, read_opts.max_input_mb) as path:
         results = replay_path(
             path,
             budget,

@@ -450,18 +450,20 @@ def compact_dataset(
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `compact_shard` tally, in input order; then the index of the archive
     shards is written and leftovers of killed attempts are removed."""
+    from ctxkit.fileio import output_directory
+
     job = replace(job, fault=job.fault or opts.fault)
-    os.makedirs(job.out_dir, exist_ok=True)
-    changed: dict[int, int] = {}
-    for shard, tally in zip(shards, run_shards(compact_shard, shards, job, opts), strict=True):
-        changed[shard.file_index] = changed.get(shard.file_index, 0) + tally["changed"]
-        yield tally
-    if job.to_format is None:
-        # a file in which nothing changed is written as it was, as `compact` writes it
-        same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
-        for _ in run_shards(copy_shard, same, job, replace(opts, fault=None)):
-            pass
-    finish_directory(job.out_dir, [s.name for s in shards])
+    with output_directory(job.out_dir):
+        changed: dict[int, int] = {}
+        for shard, tally in zip(shards, run_shards(compact_shard, shards, job, opts), strict=True):
+            changed[shard.file_index] = changed.get(shard.file_index, 0) + tally["changed"]
+            yield tally
+        if job.to_format is None:
+            # a file in which nothing changed is written as it was, as `compact` writes it
+            same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
+            for _ in run_shards(copy_shard, same, job, replace(opts, fault=None)):
+                pass
+        finish_directory(job.out_dir, [s.name for s in shards])
 
 
 def finish_directory(out_dir: str, names: Sequence[str]) -> None:
@@ -543,8 +545,10 @@ def score_dataset(
     shards: Sequence[Shard], job: ScoreJob, opts: RayOptions = RayOptions()
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `score_shard` result, in input order."""
-    os.makedirs(job.out_dir, exist_ok=True)
-    yield from run_shards(score_shard, shards, job, opts)
+    from ctxkit.fileio import output_directory
+
+    with output_directory(job.out_dir):
+        yield from run_shards(score_shard, shards, job, opts)
 
 
 # ---------------------------------------------------------------- for Ray pipelines
