@@ -5,22 +5,39 @@ Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules the
 
 from __future__ import annotations
 
+# The C module, not `signal`: importing that one builds its enums, long enough for a Ctrl-C to
+# land in it (seen), and this runs before anything can catch one.
+import _signal
 import sys
 
-try:  # Ctrl-C while the command is still starting (before `main` runs): no traceback
-    import importlib
-    import os
-    import re
-    import signal
-    from collections.abc import Iterator
-    from contextlib import contextmanager
-    from typing import Any
 
-    import click
+def _defer_interrupts() -> tuple[list[int], object] | None:
+    """Hold Ctrl-C while this module loads (the command is starting): a KeyboardInterrupt raised
+    inside an import (click's, locale's) prints a traceback through it. Returns what
+    `_end_of_start_up` needs, or None where Python's own handler is not in place."""
+    if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
+        return None
+    caught: list[int] = []
+    try:
+        previous = _signal.signal(_signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not the main thread
+        return None
+    return caught, previous
 
-    from ctxkit.errors import CtxkitError, UsageError
-except KeyboardInterrupt:
-    raise SystemExit(130) from None
+
+_START_UP = _defer_interrupts()
+
+import importlib  # noqa: E402 - after the handler, on purpose
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from ctxkit.errors import CtxkitError, UsageError  # noqa: E402
 
 # name -> (module, attribute, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -208,3 +225,17 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:  # --help or --version into `head`
         _quiet_exit_on_broken_pipe()
+
+
+def _end_of_start_up() -> None:
+    """Give Ctrl-C back to Python; one that came while the module loaded ends the command now,
+    quietly, as 130."""
+    if _START_UP is None:
+        return
+    caught, previous = _START_UP
+    _signal.signal(_signal.SIGINT, previous)
+    if caught:
+        raise SystemExit(130)
+
+
+_end_of_start_up()
