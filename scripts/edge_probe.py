@@ -433,6 +433,9 @@ def closed_streams(p: Probe, fx: Fixtures) -> None:
         ("score-rl", ["score-rl", str(fx.transcript), "--action", "offload"]),
         ("models", ["models"]),
         ("config", ["config"]),
+        ("--help", ["--help"]),
+        ("--version", ["--version"]),
+        ("count --help", ["count", "--help"]),
     ]
     for name, args in to_stdout:
         d = _case_dir(p, name)
@@ -1067,10 +1070,14 @@ def _mcp_session(
         msg is not None,
         "the server stopped answering",
     )
+    stuck = msg is None
+    if stuck:
+        # a writer thread may still block on the full pipe: closing stdin would wait for it
+        proc.kill()
     try:
         assert proc.stdin is not None
         proc.stdin.close()
-    except OSError:
+    except (OSError, ValueError):
         pass
     try:
         proc.wait(timeout=10)

@@ -169,6 +169,8 @@ def test_report_reads_at_most_the_limit(work: Path, monkeypatch: pytest.MonkeyPa
         "ctxkit compact a.json --limit 3000 >&-",
         "ctxkit simulate -s long_chat --tokens 3000 >&-",
         "ctxkit models >&-",
+        "ctxkit --help >&-",
+        "ctxkit --version >&-",
     ],
 )
 def test_a_closed_stdout_is_one_error_line_and_nothing_is_left(work: Path, script: str) -> None:

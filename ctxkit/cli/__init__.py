@@ -225,6 +225,9 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:  # --help or --version into `head`
         _quiet_exit_on_broken_pipe()
+    except CtxkitError as exc:  # --help or --version to a closed stdout
+        click.echo(f"Error: {one_line(str(exc))}", err=True)
+        sys.exit(exc.exit_code)
 
 
 def _end_of_start_up() -> None:
