@@ -1042,7 +1042,9 @@ def _mcp_session(
             ok = send(req)
 
             def is_error_reply(m: Any) -> bool:
-                return isinstance(m, dict) and "error" in m and m.get("id") is None
+                # the id of a line that is not a request is unknown (null), or read from its
+                # first bytes when the line was only too long to parse
+                return isinstance(m, dict) and "error" in m and m.get("id") in (None, 500)
 
             msg = wait_for(is_error_reply, bound, before) if ok else None
             what = req[:40] + (b"..." if len(req) > 40 else b"")

@@ -499,6 +499,14 @@ def test_mcp_answers_malformed_and_oversized_lines(tmp_path: Path) -> None:
         b'{"jsonrpc": "2.0", "id": 2, "method": 7}',
         b"x" * (1 << 21),
         json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).encode(),
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "q" * (1 << 21)}},
+            }
+        ).encode(),
     ]
     proc = subprocess.run(
         [sys.executable, "-m", "ctxkit", "mcp", "--archive", str(path)],
@@ -507,7 +515,10 @@ def test_mcp_answers_malformed_and_oversized_lines(tmp_path: Path) -> None:
         timeout=120,
     )
     replies = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert sorted(str(r.get("id")) for r in replies) == ["0", "2", "3", "None", "None", "None"]
+    assert sorted(str(r.get("id")) for r in replies) == ["0", "2", "3", "4", "None", "None", "None"]
+    # too large to parse, yet its id is in its first bytes: the client can match the refusal
+    big = next(r for r in replies if r.get("id") == 4)["error"]
+    assert big["code"] == -32600 and big["message"].startswith("request of 2,097,")
     # a line the server cannot read is answered at once, before what queues behind it
     errors = [r["error"] for r in replies if r.get("id") in (None, 2)]
     assert [e["code"] for e in errors] == [-32700, -32600, -32600, -32600]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -132,13 +133,13 @@ class _Requests:
         import anyio
 
         while True:
-            raw, size = await anyio.to_thread.run_sync(self._line)
+            raw, size, head = await anyio.to_thread.run_sync(self._line)
             if raw is None and size == 0:
                 raise StopAsyncIteration
             if raw is None:
                 await self._out.write(
                     error_reply(
-                        None,
+                        _id_in_head(head),
                         INVALID_REQUEST,
                         f"request of {size:,} bytes refused: at most {MAX_REQUEST_BYTES:,}",
                     )
@@ -152,15 +153,17 @@ class _Requests:
                 return text
             await self._out.write(problem)
 
-    def _line(self) -> tuple[bytes | None, int]:
-        """(the next line, its size); (None, size) for a line over the bound, read and dropped
-        without holding it; (None, 0) at the end."""
+    def _line(self) -> tuple[bytes | None, int, bytes]:
+        """(the next line, its size, its first chunk); the line is None for a line over the
+        bound, read and dropped without holding it, and at the end (size 0)."""
         chunks: list[bytes] = []
         size = 0
+        head = b""
         while True:
             chunk = self._stream.readline(_READ_CHUNK)
             if not chunk:
                 break
+            head = head or chunk
             size += len(chunk)
             if size <= MAX_REQUEST_BYTES:
                 chunks.append(chunk)
@@ -169,8 +172,8 @@ class _Requests:
             if chunk.endswith(b"\n"):
                 break
         if size > MAX_REQUEST_BYTES:
-            return None, size
-        return (b"".join(chunks) if chunks else None), size
+            return None, size, head
+        return (b"".join(chunks) if chunks else None), size, head
 
     def _problem(self, text: str) -> str | None:
         """The error reply a line gets, or None when it is a JSON-RPC message."""
@@ -190,6 +193,22 @@ class _Requests:
             first = str(exc).splitlines()
             detail = "; ".join(line.strip() for line in first[1:3]) or type(exc).__name__
             return error_reply(data.get("id"), INVALID_REQUEST, f"Invalid Request: {detail[:200]}")
+        return None
+
+
+# "id" among the top-level keys before any nested value: a refused request's id, unparsed
+_HEAD_ID = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+
+
+def _id_in_head(head: bytes) -> Any:
+    """The id of a request too large to parse, when its first bytes show it (clients write
+    `{"jsonrpc": "2.0", "id": 7, ...`), so the client can match the refusal; else None."""
+    m = _HEAD_ID.match(head)
+    if m is None:
+        return None
+    try:
+        return json.loads(m.group(1))
+    except ValueError:
         return None
 
 
