@@ -87,6 +87,10 @@ def read_file_limited(path: str, limit: int | None = None) -> bytes:
     try:
         with open(path, "rb") as f:
             return read_limited(f, limit, name)
+    except FileNotFoundError:
+        raise InputError(name, None, "no such file") from None
+    except PermissionError:
+        raise InputError(name, None, "permission denied") from None
     except IsADirectoryError:
         raise InputError(name, None, "is a directory; give a file") from None
     except OSError as exc:

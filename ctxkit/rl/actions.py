@@ -155,7 +155,7 @@ def load_actions(path: str) -> list[Action]:
     try:
         data = yaml.safe_load(read_file_limited(path).decode("utf-8"))
     except InputError as exc:
-        raise SettingsFileError(path, None, exc.problem) from None
+        raise SettingsFileError(path, None, f"cannot read: {exc.problem}") from None
     except UnicodeDecodeError as exc:
         raise SettingsFileError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except yaml.YAMLError as exc:
