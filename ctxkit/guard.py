@@ -19,7 +19,8 @@ block, as for a context at the limit itself, so adding tokens never improves a s
 
 Exit codes (`Verdict.exit_code`): 0 fits (ok, warn), 3 compaction needed, 4 blocked, 5 overflow
 or none fits; `fail_on` moves the bar (statuses below it exit 0; warn at the bar exits 3).
-With `check=True`, structural errors exit 6 when the fit alone would exit 0.
+With `check=True`, structural errors exit 6 when the fit alone would exit 0; a baseline check
+(`gates.baseline`) adds 7 for a region grown beyond its allowance (`combine_exit_codes`).
 """
 
 from __future__ import annotations
@@ -40,9 +41,12 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.budget.targets import resolve_target
+from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
+from ctxkit.budget.tools import schemas_over
 from ctxkit.config.file import Config
 from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
+from ctxkit.gates.baseline import EXIT_REGRESSION
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
 from ctxkit.tokens import (
@@ -467,6 +471,7 @@ def evaluate(
     trace: Trace | None = None,
     use_usage: bool = True,
     as_agents: Sequence[str] = (),
+    tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD,
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
@@ -477,7 +482,8 @@ def evaluate(
     carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
     recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`) whose own
     auto-compaction trigger is applied to each target's window; with `do_replay` also at which
-    unit each would first have compacted and how many times.
+    unit each would first have compacted and how many times. When the tool schemas alone pass
+    `tool_threshold` of a target's effective window, its notes say so (None: never).
     """
     rules = [get_rule(name) for name in as_agents]
     if not targets:
@@ -534,6 +540,9 @@ def evaluate(
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)
+        heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
+        if heavy:
+            result.notes.append(heavy)
         fixed = (
             regions.get("tools", 0)
             + regions.get("unlogged", 0)
@@ -601,7 +610,7 @@ def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Targ
     floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
     floor += regions.get("unlogged", 0)
     bounds = target.thresholds.bounds(target.limit)
-    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds, in_loop=True)
     what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
     if floor >= bounds["compact"]:
         return (
@@ -707,12 +716,13 @@ def load_pending(path: str) -> list[PendingOutput]:
 
 
 def combine_exit_codes(codes: Sequence[int]) -> int:
-    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    """The worst exit code over several transcripts and gates (5 > 4 > 3 > 7 > 6 > 0)."""
     order = {
         0: 0,
         EXIT_PROBLEMS: 1,
-        EXIT_CODES["warn"]: 2,
-        EXIT_CODES["block"]: 3,
-        EXIT_CODES["overflow"]: 4,
+        EXIT_REGRESSION: 2,
+        EXIT_CODES["warn"]: 3,
+        EXIT_CODES["block"]: 4,
+        EXIT_CODES["overflow"]: 5,
     }
     return max(codes, key=lambda c: order.get(c, len(order)))

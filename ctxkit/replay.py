@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.archive.store import Archive
-from ctxkit.budget import Thresholds, status_for, status_rank
+from ctxkit.budget import Thresholds, compaction_goal, status_for, status_rank
 from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
 from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
 from ctxkit.fidelity.truth import truth_priorities
@@ -325,6 +325,10 @@ def _run(
 ) -> ReplayResult:
     from ctxkit.fidelity.truth import needle_retention
 
+    if settings.target is None:
+        # an agent loop keeps appending: each compaction leaves room to work before the next
+        loop_goal = compaction_goal(settings.limit, thresholds=settings.thresholds, in_loop=True)
+        settings = settings.replace(target=loop_goal)
     limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
     tok, copts = settings.tok, settings.count_opts
     units = list(t.units)

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from ctxkit import bench
 from ctxkit.cli import cli
 from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.recipes import RECIPES, Fit
 from ctxkit.structure import pairs_intact
 from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
 
@@ -126,15 +127,15 @@ def _tool_transcript() -> Transcript:
     return Transcript(units=units, id="tools")
 
 
-def test_drop_oldest_breaks_pairs_and_fits() -> None:
+def test_drop_oldest_keeps_pairs_and_fits() -> None:
     t = _tool_transcript()
     tok = get_tokenizer()
     total = count_transcript(t, tok).total
-    goal = total - 20  # dropping u1 and a1 is enough: the result loses its call
-    out = bench.drop_oldest(t, goal, bench.raw_encoding())
-    assert [u.id for u in out.units] == ["s", "r1", "a2", "u2"]
+    goal = total - 20  # the call and its result go together, with the request before them
+    out = RECIPES["drop_oldest"].run(t, goal, Fit(tok))
+    assert [u.id for u in out.units] == ["s", "a2", "u2"]
     assert count_transcript(out, tok).total <= goal
-    assert [p.kind for p in pairs_intact(t.units, out.units)] == ["orphan_result"]
+    assert pairs_intact(t.units, out.units) == []
 
 
 def test_langchain_trim_keeps_pairs_and_budget() -> None:
@@ -142,7 +143,7 @@ def test_langchain_trim_keeps_pairs_and_budget() -> None:
     t = _tool_transcript()
     tok = get_tokenizer()
     goal = count_transcript(t, tok).total - 20
-    out = bench.langchain_trim(t, goal, bench.raw_encoding())
+    out = RECIPES["langchain_trim"].run(t, goal, Fit(tok))
     assert out.units[0].id == "s"
     assert out.units[1].role == "user"  # start_on="human"
     assert count_transcript(out, tok).total <= goal
@@ -175,7 +176,7 @@ def test_quality_suite_on_one_scenario() -> None:
     assert set(fid["ctxkit"]) >= {"files_trail", "user_verbatim", "last_request_verbatim"}
     assert_measured(report.to_dict())
     text = bench.render_table(report)
-    assert "LangChain trim_messages" in text and "drop oldest (naive)" in text
+    assert "LangChain trim_messages" in text and "drop oldest messages (pairs kept)" in text
     assert "files-touched trail" in text and "user msgs verbatim" in text
 
 

@@ -101,7 +101,6 @@ def test_registry_names_live_in_their_registry() -> None:
         "compaction/recovery.py": set(RECOVERY_MODES),  # the registry itself
         # the builtin actions: deliberate parameter variants of named strategies
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
-        "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
         "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
         "guard.py": {"offload"},  # a pending output's planned action
         "recipes/triggers.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)

@@ -105,7 +105,9 @@ def test_a_listing_of_files_named_error_is_no_error() -> None:
                "-rw-r--r-- 1 root root 1203 Apr 30 08:32 failed-tests.txt\n")
     assert error_line(listing) is None
     assert error_line("make: *** [all] Error 2\n") == "make: *** [all] Error 2"
-    assert error_line("Build failed.\n") == "Build failed."
+    # a word is not a failure: only the log's own signals are (an exit code, a status line)
+    assert error_line("Build failed.\n") is None
+    assert error_line("Build failed.\n<returncode>2</returncode>") == "Build failed."
 
 
 def test_error_lines_are_the_exception_not_the_traceback_header() -> None:
@@ -120,7 +122,8 @@ def test_error_lines_are_the_exception_not_the_traceback_header() -> None:
 def test_paths_in_json_escaped_output_are_not_glued_to_newlines() -> None:
     out = Unit("r", "tool", content=json.dumps({"output": "README.md\npackage.json\n", "metadata": {"exit_code": 0}}), tool_call_id="c")
     call = Unit("a", "assistant", tool_calls=[ToolCall("c", "shell", json.dumps({"command": ["bash", "-lc", "ls"]}))])
-    assert files_touched([call, out]) == ["README.md", "package.json"]
+    # a listing names files; it does not touch them
+    assert files_touched([call, out]) == []
     assert commands_run([call, out]) == ["shell(ls) -> ok"]
 
 

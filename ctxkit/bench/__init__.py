@@ -46,13 +46,10 @@ from ctxkit.bench.harness import (
 from ctxkit.bench.peers import (
     PEER_LABELS,
     PEERS,
-    drop_oldest,
-    langchain_trim,
-    observation_masking,
     raw_unit_tokens,
     run_peer,
+    runnable_peers,
     summarize_peers,
-    to_langchain,
 )
 from ctxkit.bench.render import FIDELITY_COLUMNS, PEER_COLUMNS, fmt_value, plot, render_table
 from ctxkit.bench.suites import (
@@ -87,19 +84,17 @@ __all__ = [
     "SUITES",
     "SuiteResult",
     "raw_encoding",
-    "drop_oldest",
     "embed_texts",
     "fmt_value",
-    "langchain_trim",
     "loglog_slope",
     "machine_notes",
-    "observation_masking",
     "plot",
     "raw_unit_tokens",
     "real_transcripts",
     "render_table",
     "run",
     "run_peer",
+    "runnable_peers",
     "scale_worker",
     "standard_transcript",
     "suite_compact",
@@ -109,5 +104,4 @@ __all__ = [
     "suite_quality",
     "suite_scale",
     "summarize_peers",
-    "to_langchain",
 ]

@@ -100,6 +100,19 @@ def peer_rows(
     return [h for _k, h in cols], rows
 
 
+def fidelity_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The probe-recall table: one row per method and budget (`fidelity.compare.summarize`)."""
+    from ctxkit.fidelity.probes import CATEGORIES
+
+    headers = ["method", "budget", "cases", "recall", *CATEGORIES, "refused", "invalid", "ms (median)"]
+    rows = [
+        [line["label"], line["budget"], line["cases"], line["recall"],
+         *(line.get(c) for c in CATEGORIES), line["refused"], line["invalid"], line["time_ms_median"]]
+        for line in summary
+    ]
+    return headers, rows
+
+
 def render_table(report: BenchReport) -> str:
     """The report for people: machine notes, then per suite its figures and tables."""
     m = report.machine
@@ -121,6 +134,9 @@ def render_table(report: BenchReport) -> str:
             lines += _table(*peer_rows(s.summary, PEER_COLUMNS))
             lines += ["", "fidelity (share kept; per transcript, then averaged):"]
             lines += _table(*peer_rows(s.summary, FIDELITY_COLUMNS))
+        elif name == "fidelity" and s.summary:
+            lines.append("")
+            lines += _table(*fidelity_rows(s.summary))
         elif name == "scale" and s.rows:
             lines.append("")
             lines += _table(
@@ -191,7 +207,10 @@ def render_table(report: BenchReport) -> str:
 
 
 # One colour per peer in every panel; the scale suite's scenarios get colours of their own.
-PEER_COLORS = dict(zip(PEERS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"), strict=False))
+# one colour per peer, from the registry's order (matplotlib's tab10): a new peer gets its own
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf")
+PEER_COLORS = {p: _PALETTE[k % len(_PALETTE)] for k, p in enumerate(PEERS)}
 _SCENARIO_COLORS = ("#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 
 # (title, unit, value of one summary line or None when not measured); one measure per panel

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -39,7 +40,7 @@ from ctxkit.bench.harness import (
     real_transcripts,
     standard_transcript,
 )
-from ctxkit.bench.peers import PEERS, run_peer, summarize_peers
+from ctxkit.bench.peers import run_peer, runnable_peers, summarize_peers
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.model import Transcript
 from ctxkit.tokens import CountOptions, speaker_name, unit_texts
@@ -623,13 +624,8 @@ def suite_quality(opts: BenchOptions, say: Progress) -> SuiteResult:
     from ctxkit.simulate import SCENARIOS, generate
 
     res = SuiteResult("quality")
-    try:
-        import langchain_core  # noqa: F401
-    except ImportError:
-        res.skipped.append(
-            "langchain_trim: langchain-core is not installed (pip install ctxkit[bench])"
-        )
-    peers = [p for p in PEERS if p != "langchain_trim" or not res.skipped]
+    peers, missing = runnable_peers()
+    res.skipped.extend(missing)
     embedders: list[tuple[str, Any]] = [("lexical", get_embedder("lexical", cache=False))]
     want_minilm = opts.coherence_minilm if opts.coherence_minilm is not None else not opts.quick
     if want_minilm:
@@ -671,6 +667,51 @@ def suite_quality(opts: BenchOptions, say: Progress) -> SuiteResult:
                     note=f"in context alone {line['needle_retention']:.2f}",
                 )
             )
+    return res
+
+
+FIDELITY_MIN_TOKENS = 3_000  # smaller transcripts have little to compact and few probes
+FIDELITY_MARGIN = 0.10  # ctxkit's mean recall over the best peer's, at every budget
+
+
+def suite_fidelity(opts: BenchOptions, say: Progress) -> SuiteResult:
+    """What the model can still answer: probe recall (`fidelity.probes`) of ctxkit's default and
+    of every peer on the real transcripts at 1/3, 1/6 and 1/10 of their own tokens."""
+    from ctxkit.fidelity import compare
+
+    res = SuiteResult("fidelity")
+    methods, missing = compare.available(compare.all_methods())
+    res.skipped.extend(missing)
+    found = real_transcripts(opts.realdata, FIDELITY_MIN_TOKENS)
+    per_file = Counter(str(t.metadata.get("bench_source")) for t in found)
+    # a file of many conversations is a dataset of chats, not an agent session
+    real = [t for t in found if per_file[str(t.metadata.get("bench_source"))] <= 3]
+    if not real:
+        res.skipped.append("real transcripts: not found")
+        return res
+    if opts.quick:
+        real = sorted(real, key=lambda t: len(t.units))[:3]
+    rows = compare.bench(real, methods=methods, progress=say)
+    res.rows = [r.to_dict(lost=False) for r in rows]
+    res.summary = compare.summarize(rows)
+    for share in compare.BUDGET_SHARES:
+        lines = [line for line in res.summary if line["budget"] == f"1/{share}"]
+        ours = next((line for line in lines if line["method"] == compare.CTXKIT), None)
+        peers = [line for line in lines if line["method"] != compare.CTXKIT]
+        if ours is None or not peers:
+            continue
+        best = max(peers, key=lambda line: line["recall"])
+        res.figures.append(
+            Figure(
+                f"probe recall at 1/{share}: ctxkit over the best peer",
+                ours["recall"] - best["recall"],
+                "recall",
+                target=FIDELITY_MARGIN,
+                better="higher",
+                note=f"ctxkit {ours['recall']:.3f}, {best['label']} {best['recall']:.3f}; "
+                f"{ours['cases']} cases, ctxkit refused {ours['refused']}",
+            )
+        )
     return res
 
 
@@ -855,6 +896,7 @@ SUITES: dict[str, Callable[[BenchOptions, Progress], SuiteResult]] = {
     "embed": suite_embed,
     "compact": suite_compact,
     "quality": suite_quality,
+    "fidelity": suite_fidelity,
     "scale": suite_scale,
 }
 

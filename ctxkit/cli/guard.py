@@ -20,7 +20,8 @@ from ctxkit.errors import InputError
 from ctxkit.guard import FAIL_ON
 from ctxkit.recipes.triggers import RULES
 
-REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
+# a table for people, one JSON verdict per transcript, and the CI formats (`report.ci`)
+REPORT_FORMATS = ("table", "json", "github", "junit", "markdown")
 
 EXIT_HELP = """\b
 Exit codes:
@@ -29,6 +30,7 @@ Exit codes:
   4  blocked (block)
   5  overflow, or no target fits (verdict final)
   6  structural errors found by --check (when the fit alone exits 0)
+  7  --baseline: a region grew beyond its allowance (when the fit exits 0)
   1  runtime error (bad input)
   2  usage error (bad flag or config)"""
 
@@ -142,7 +144,44 @@ Exit codes:
     type=click.Choice(REPORT_FORMATS),
     default="table",
     show_default=True,
-    help="table for people, json (one object per transcript per line) for machines.",
+    help="table for people, json (one object per transcript per line) for machines; github "
+    "(workflow-command annotations), junit (XML) or markdown (a pull-request summary) for CI.",
+)
+@click.option(
+    "--baseline",
+    "baseline_path",
+    default=None,
+    metavar="FILE",
+    help="A budget saved by `count --save-baseline`: fail (exit 7) when a region grows beyond "
+    "its allowance; prints the diff table.",
+)
+@click.option(
+    "--allow",
+    "allow",
+    multiple=True,
+    metavar="REGION=N|P%",
+    help="Override the baseline's allowance for a region (tokens or percent); repeatable.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    default=None,
+    metavar="FILE",
+    help="Also write the checks as JUnit XML (a case per transcript x target, and per baseline entry).",
+)
+@click.option(
+    "--summary",
+    "summary_path",
+    default=None,
+    metavar="FILE",
+    help="Also write a Markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY).",
+)
+@click.option(
+    "--tool-threshold",
+    type=FiniteFloat(min=0.0, max=1.0, min_open=True),
+    default=0.10,
+    show_default=True,
+    help="Warn when tool schemas alone pass this share of a target's effective window.",
 )
 @tokenizer_options
 @debug_option
@@ -160,6 +199,7 @@ def guard(ctx: click.Context, **kw: Any) -> None:
       ctxkit guard session.jsonl --model gpt-4 --model gpt-4o --format json
       ctxkit guard session.jsonl --agent verification --pending outputs.json
       ctxkit guard session.jsonl --window 128000 --max-output 16384 --replay --check
+      ctxkit guard prompts/system.md 'fixtures/*.jsonl' --baseline ctx-baseline.json --format github
     """
     code = run_guard(**kw)
     ctx.exit(code)
@@ -169,8 +209,9 @@ def run_guard(**kw: Any) -> int:
     """Read the flags, evaluate every transcript, write the report; the combined exit code."""
     from ctxkit.budget.targets import resolve_target
     from ctxkit.config.file import load_config
-    from ctxkit.formats import ReadStats, expand_paths, read_path
+    from ctxkit.formats import ReadStats, expand_paths
     from ctxkit.formats.extras import load_tools, read_text_file
+    from ctxkit.gates.inputs import read_inputs
     from ctxkit.guard import combine_exit_codes, evaluate, load_pending
     from ctxkit.tokens import CountOptions, TokenizerCache
 
@@ -208,6 +249,8 @@ def run_guard(**kw: Any) -> int:
     tools = load_tools(kw["tools_file"]) if kw["tools_file"] else None
     pending = load_pending(kw["pending_file"]) if kw["pending_file"] else None
     fmt, fail_on = kw["fmt"], kw["fail_on"]
+    gate = _open_gate(kw)
+    cases: list[Any] = []
 
     tokenizers = TokenizerCache()
     warned: set[str] = set()
@@ -215,44 +258,46 @@ def run_guard(**kw: Any) -> int:
     tally: dict[str, int] = {}
     stats = ReadStats()
     first = True
-    for path in expand_paths(kw["paths"]):
-        for t in read_path(
-            path,
-            kw["read_opts"],
-            stats=stats,
-        ):
-            verdict = evaluate(
-                t,
-                targets,
-                config,
-                system=system,
-                tools=tools,
-                pending=pending,
-                do_replay=kw["do_replay"],
-                check=kw["do_check"],
-                fail_on=fail_on,
-                opts=opts,
-                tokenizers=tokenizers,
-                trace=trace,
-                use_usage=not kw["no_usage"],
-                as_agents=kw["as_agents"],
-            )
-            for w in verdict.warnings:
-                if w not in warned:
-                    warned.add(w)
-                    echo_err(w)
-            codes.append(verdict.exit_code(fail_on))
-            key = verdict.status if verdict.chosen is not None else "final"
-            tally[key] = tally.get(key, 0) + 1
-            if fmt == "json":
-                import orjson
+    for t in read_inputs(kw["paths"], kw["read_opts"], stats):
+        verdict = evaluate(
+            t,
+            targets,
+            config,
+            system=system,
+            tools=tools,
+            pending=pending,
+            do_replay=kw["do_replay"],
+            check=kw["do_check"],
+            fail_on=fail_on,
+            opts=opts,
+            tokenizers=tokenizers,
+            trace=trace,
+            use_usage=not kw["no_usage"],
+            as_agents=kw["as_agents"],
+            tool_threshold=kw["tool_threshold"],
+        )
+        for w in verdict.warnings:
+            if w not in warned:
+                warned.add(w)
+                echo_err(w)
+        codes.append(verdict.exit_code(fail_on))
+        key = verdict.status if verdict.chosen is not None else "final"
+        tally[key] = tally.get(key, 0) + 1
+        # measured as evaluated: with the --system prompt before it and the --tools beside it
+        entry = gate.add(verdict.transcript) if gate is not None else None
+        cases.extend(_verdict_cases(verdict, fail_on, kw["tool_threshold"]))
+        if fmt == "json":
+            import orjson
 
-                click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
-            else:
-                if not first:
-                    click.echo("")
-                click.echo(render_verdict(verdict, fail_on), nl=False)
-            first = False
+            d = verdict.to_dict(fail_on)
+            if gate is not None and entry is not None:
+                d["baseline_entry"] = entry.to_dict()
+            click.echo(orjson.dumps(d).decode())
+        elif fmt == "table":
+            if not first:
+                click.echo("")
+            click.echo(render_verdict(verdict, fail_on), nl=False)
+        first = False
     if fmt == "table" and len(codes) > 1:
         counts = ", ".join(
             f"{name} {tally[name]}"
@@ -260,12 +305,91 @@ def run_guard(**kw: Any) -> int:
             if name in tally
         )
         click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}")
+    if gate is not None and tally:
+        codes.append(_finish_gate(gate, cases, fmt))
     if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
         echo_err(reading_summary(stats))
-    if not codes:
+    if not tally:
         names = ", ".join(expand_paths(kw["paths"]))
         raise InputError(names, None, "no transcript found in the input")
-    return combine_exit_codes(codes)
+    code = combine_exit_codes(codes)
+    _write_ci(cases, fmt, kw["junit_path"], kw["summary_path"], code)
+    return code
+
+
+# --- gates and CI output ------------------------------------------------------------------------
+
+
+def _open_gate(kw: dict[str, Any]) -> Any:
+    """The baseline check of this run (None without --baseline); output files checked first."""
+    from ctxkit.fileio import check_paths
+    from ctxkit.formats import expand_paths
+    from ctxkit.gates.baseline import BaselineCheck, parse_allow
+
+    outputs = {"--junit": kw["junit_path"], "--summary": kw["summary_path"]}
+    if any(outputs.values()):
+        inputs = {"PATH": expand_paths(kw["paths"]), "--baseline": kw["baseline_path"]}
+        check_paths(inputs, outputs)
+    allow = parse_allow(kw["allow"])
+    if kw["baseline_path"] is None:
+        if allow:
+            from ctxkit.errors import UsageError
+
+            raise UsageError("--allow sets the allowances of --baseline; give --baseline FILE")
+        return None
+    return BaselineCheck.open(
+        kw["baseline_path"],
+        allow=allow,
+        tokenizer=kw["tokenizer"],
+        image_tokens=kw["image_tokens"],
+        tool_schema_scale=kw["tool_schema_scale"],
+        use_usage=not kw["no_usage"],
+    )
+
+
+def _verdict_cases(verdict: Any, fail_on: str, tool_threshold: float) -> list[Any]:
+    from ctxkit.gates.cases import verdict_cases
+
+    return verdict_cases(verdict, fail_on, tool_threshold)
+
+
+def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
+    """Compare with the baseline: the diff (table, json), the cases; the exit code."""
+    from ctxkit.gates.baseline import regression_exit
+    from ctxkit.gates.cases import baseline_cases
+    from ctxkit.report.ci import render_baseline
+
+    diffs = gate.diffs()
+    cases.extend(baseline_cases(diffs, gate.baseline.tokenizer))
+    code = regression_exit(diffs)
+    if fmt == "json":
+        import orjson
+
+        click.echo(orjson.dumps({"baseline": gate.path, "tokenizer": gate.baseline.tokenizer,
+                                 "exit_code": code, "entries": [d.to_dict() for d in diffs]}).decode())
+    elif fmt == "table":
+        click.echo("\n" + render_baseline(diffs, gate.path, gate.baseline.tokenizer, code), nl=False)
+    return code
+
+
+def _write_ci(cases: list[Any], fmt: str, junit: str | None, summary: str | None, code: int) -> None:
+    """The CI formats on stdout, and the --junit and --summary files (written atomically)."""
+    from ctxkit.fileio import write_output
+    from ctxkit.gates.cases import tally
+    from ctxkit.report.ci import render_github, render_junit, render_markdown
+
+    counts = tally(cases)
+    line = f"ctxkit guard: {len(cases)} checks, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"
+    if fmt == "github":
+        click.echo(render_github(cases, line), nl=False)
+    elif fmt == "junit":
+        click.echo(render_junit(cases, "ctxkit guard"), nl=False)
+    elif fmt == "markdown":
+        click.echo(render_markdown(cases, "ctxkit guard", f"exit {code}"), nl=False)
+    if junit:
+        write_output(junit, render_junit(cases, "ctxkit guard").encode())
+    if summary:
+        write_output(summary, render_markdown(cases, "ctxkit guard", f"exit {code}").encode())
 
 
 def with_threshold_flags(

@@ -54,7 +54,7 @@ class CompactSettings:
     library from keywords; both aim at the same goal (`budget.compaction_goal`).
 
     >>> CompactSettings(limit=5000).goal
-    4000
+    4749
     """
 
     limit: int

@@ -68,6 +68,7 @@ __all__ = [
     "ReadStats",
     "detect_format",
     "expand_paths",
+    "is_text_transcript",
     "json_depth",
     "output_format_for",
     "dataset_item",
@@ -144,6 +145,11 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
                 pass
             raise InputError(p, None, "no such file or directory")
     return out
+
+
+def is_text_transcript(path: str | Path) -> bool:
+    """Whether a markdown file is a transcript of a text format (an aider chat history)."""
+    return _is_text_transcript(Path(path))
 
 
 def _is_text_transcript(path: Path) -> bool:

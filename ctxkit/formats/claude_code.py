@@ -84,6 +84,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     calls: dict[str, dict[str, Any]] = {}
     session: str | None = None
     message_uuids: set[Any] = set()  # uuids of the message records read so far
+    deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -92,6 +93,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         kind = rec.get("type")
         if kind not in _MESSAGE_KINDS:
             stats.skip(str(kind))
+            if kind == "attachment":
+                _note_deferred(rec, deferred)
             continue
         if rec.get("isSidechain") and not src.include_sidechains:
             stats.skipped_sidechain += 1
@@ -201,6 +204,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
         metadata["session_id"] = session
+    if deferred:
+        metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
     return Transcript(
         units=units,
         id=str(session or src.tid),
@@ -210,6 +215,20 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _note_deferred(rec: dict[str, Any], deferred: dict[str, bool]) -> None:
+    """Apply a `deferred_tools_delta` attachment (Claude Code 2.1.x tool search: which tools it
+    sends by name only, for ToolSearch to load) to the tools deferred so far."""
+    att = rec.get("attachment")
+    if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
+        return
+    for key, on in (("removedNames", False), ("addedNames", True), ("readdedNames", True)):
+        names = att.get(key)
+        if isinstance(names, list):
+            for name in names:
+                if isinstance(name, str):
+                    deferred[name] = on
 
 
 def _after_compaction(

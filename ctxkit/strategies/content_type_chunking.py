@@ -102,19 +102,29 @@ def _with_note(short: str, text: str, json_content: bool) -> str | None:
 
 
 def never_shortened(units: Sequence[Unit]) -> set[int]:
-    """The last assistant message with text and the last user request: what the model reads
-    first when it resumes, kept word for word."""
-    from ctxkit.structure import is_user_request
+    """What the model reads first when it resumes, kept word for word: the last assistant
+    message with text, the last user request, the last tool call; and every command an agent
+    wrote as text (SWE-agent's `edit 287:296 ... end_of_edit`): cut, the action is lost."""
+    from ctxkit.facts import acted
+    from ctxkit.structure import request_indices
 
     out: set[int] = set()
     for i in range(len(units) - 1, -1, -1):
         if units[i].role == "assistant" and units[i].content.strip():
             out.add(i)
             break
-    for i in range(len(units) - 1, -1, -1):
-        if is_user_request(units[i]):
-            out.add(i)
-            break
+    requests = request_indices(units)
+    if requests:
+        out.add(requests[-1])
+    calls = [i for i, u in enumerate(units) if u.tool_calls]
+    if calls:
+        # the last call and its results: an output too large to keep is offloaded (its head
+        # stays, where the first line is), not cut in the middle
+        last = calls[-1]
+        ids = {c.id for c in units[last].tool_calls}
+        out.add(last)
+        out.update(i for i in range(last + 1, len(units)) if units[i].tool_call_id in ids)
+    out.update(i for i in range(len(units)) if acted(units, i))
     return out
 
 

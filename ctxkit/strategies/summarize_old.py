@@ -14,6 +14,7 @@ is settled by `compaction.arrange` once the chain is done.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from ctxkit.strategies.base import (
     State,
     archive_unit,
     fmt_int,
+    last_action,
     make_ref,
     merged,
     protected,
@@ -39,7 +41,10 @@ class Params:
     """Summarize the oldest history, at most `old_threshold` of it, in `summary_length` tokens."""
 
     old_threshold: float = setting(0.6, number(0.0, 1.0), "largest share of history summarized")
-    summary_length: int = setting(300, integer(1), "tokens")
+    summary_length: int = setting(300, integer(1), "tokens, at least")
+    summary_share: float = setting(
+        0.1, number(0.0, 0.5), "of the goal the summary may take when that is more"
+    )
     min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
 
 
@@ -87,6 +92,24 @@ def preamble(n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bo
     )
 
 
+_COUNTS = re.compile(r"(\d[\d,]*) earlier messages? \(([\d,]+) tokens\)")
+
+
+def covered(unit: Unit, tokens: int) -> tuple[int, int]:
+    """(messages, tokens) a unit stands for: an earlier summary the messages and tokens it
+    summarized (from its record, or its opening line when read back from a file), any other
+    unit itself."""
+    if unit.type != "summary":
+        return 1, tokens
+    counts = unit.meta.get("summarized")
+    if isinstance(counts, (list, tuple)) and len(counts) == 2:
+        return int(counts[0]), int(counts[1])
+    m = _COUNTS.search(unit.content[:400])
+    if m:
+        return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+    return 1, tokens
+
+
 def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     """The user's own messages, word for word, oldest first."""
     from ctxkit.summarizers.extractive import USER_MESSAGES_TITLE
@@ -104,11 +127,11 @@ def _quoted(
     """(id, text) of the user messages a summary quotes word for word: those of the span and
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
-    from ctxkit.structure import is_user_request
+    from ctxkit.structure import is_request
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
-        return [(units[i].id, units[i].content) for i in indices if is_user_request(units[i]) and units[i].content.strip()]
+        return [(units[i].id, units[i].content) for i in indices if is_request(units[i])]
 
     gone_set = set(gone)
     earlier = requests([i for i in range(first, cut) if i < gone[0]])
@@ -129,7 +152,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
-    length = int(p["summary_length"])
+    # a larger goal holds a fuller summary: every file and failure of a long session
+    length = max(int(p["summary_length"]), int(state.target * float(p.get("summary_share", 0.0))))
     units = state.units
     tokens = state.units_tokens()
     first = 0
@@ -139,7 +163,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     longest = _longest_cut(state, first, int(history * threshold), tokens)
     if longest <= first:
         return None
-    keep = protected(state)
+    # the last action stays after the summary, as protected units from the span do
+    keep = protected(state) | last_action(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     def build(cut: int, refs_of: Any) -> State | None:
@@ -162,9 +187,11 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         refs = [refs_of(units[i]) for i in gone]
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
-        gone_tokens = sum(tokens[i] for i in gone)
+        # an earlier summary counts for the messages it stood for: the counts stay true
+        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
+        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
         quotes = verbatim_section([t for _, t in quoted])
-        head = preamble(len(gone), gone_tokens, refs, summarized=bool(text.strip() or quotes))
+        head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
@@ -177,6 +204,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "refs": all_refs,
                 "strategy": NAME,
                 "summarized_ids": [units[i].id for i in gone],
+                "summarized": [n_gone, gone_tokens],
                 "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
