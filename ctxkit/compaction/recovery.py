@@ -14,7 +14,7 @@ from ctxkit.strategies.base import (
     refs_hint,
     user_messages_kept,
 )
-from ctxkit.strategies.summarize_old import preamble, verbatim_section
+from ctxkit.strategies.summarize_old import preamble, verbatim_section, with_missing_facts
 
 if TYPE_CHECKING:
     from ctxkit.compaction.options import ChainOptions
@@ -215,7 +215,10 @@ def _with_handover(
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
-        text = "\n".join(p for p in (head, text, verbatim_section(quoted)) if p)
+        quotes = verbatim_section(quoted)
+        # checked against the dropped messages' own facts, as summarize_old checks its summary
+        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state)
+        text = "\n".join(p for p in (head, text, quotes) if p)
         summary = Unit(
             id="ctxkit-handover",
             role="user",

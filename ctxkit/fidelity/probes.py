@@ -307,9 +307,10 @@ def _calls_by_id(units: Sequence[Unit]) -> dict[str, tuple[int, Any]]:
     return {c.id: (i, c) for i, u in enumerate(units) for c in u.tool_calls}
 
 
-def errors(units: Sequence[Unit]) -> list[Probe]:
-    """The error line of each failing tool output in the last 30% of the run (one per line)."""
-    start = int(len(units) * (1 - LATE_SHARE))
+def errors(units: Sequence[Unit], late_share: float = LATE_SHARE) -> list[Probe]:
+    """The error line of each failing tool output in the last `late_share` of the run (one per
+    line)."""
+    start = int(len(units) * (1 - late_share))
     calls = _calls_by_id(units)
     out: dict[str, Probe] = {}
     for i in range(start, len(units)):
@@ -436,6 +437,12 @@ def todos(units: Sequence[Unit]) -> list[Probe]:
     return []
 
 
+def span_facts(units: Sequence[Unit]) -> list[Probe]:
+    """The facts of a span that a summary of it must carry: the files acted on, every failure's
+    error line (not only late ones) and the open todos (what `summarize_old` checks)."""
+    return [*artifacts(units), *errors(units, late_share=1.0), *todos(units)]
+
+
 def extract(t: Transcript | Sequence[Unit]) -> list[Probe]:
     """Every probe of a transcript, by category in `CATEGORIES` order."""
     units = list(t.units if isinstance(t, Transcript) else t)
@@ -509,6 +516,8 @@ class Context:
             for c in u.tool_calls:
                 if any(edit and p == path for p, edit in _call_paths(c.name, c.arguments)):
                     return True
+            if is_request(u):
+                continue  # "fix x.py" asks for an edit; it does not say one was made
             for line in u.content.splitlines():
                 if path in line and _EDIT_WORDS.search(line):
                     return True

@@ -18,6 +18,7 @@ last user request are never shortened.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -125,6 +126,41 @@ def never_shortened(units: Sequence[Unit]) -> set[int]:
         out.add(last)
         out.update(i for i in range(last + 1, len(units)) if units[i].tool_call_id in ids)
     out.update(i for i in range(len(units)) if acted(units, i))
+    out.update(_shows_edited_lines(units))
+    return out
+
+
+_SED_SCRIPT = re.compile(r"""\bsed\s+(?:-\w+\s+)*-i[^'"]*['"]\d*s(.)(.+?)\1""")
+MIN_ANCHOR_CHARS = 12
+
+
+def _shows_edited_lines(units: Sequence[Unit]) -> set[int]:
+    """Outputs that show a line a later edit changed (an Edit's old string, a `sed -i`
+    pattern): cut, they would lose exactly the line the fix is about."""
+    from ctxkit.facts import decoded_args, is_output
+
+    out: set[int] = set()
+    anchors: list[str] = []  # the lines later edits changed, seen walking back from the end
+    for i in range(len(units) - 1, -1, -1):
+        u = units[i]
+        if anchors and is_output(u) and any(a in u.content for a in anchors):
+            out.add(i)
+        for c in u.tool_calls:
+            args = decoded_args(c.arguments)
+            if not isinstance(args, dict):
+                continue
+            for key in ("old_string", "old_str"):
+                value = args.get(key)
+                if isinstance(value, str):
+                    first = next((ln.strip() for ln in value.splitlines() if len(ln.strip()) >= MIN_ANCHOR_CHARS), "")
+                    if first:
+                        anchors.append(first)
+            command = args.get("command") or args.get("cmd")
+            if isinstance(command, str):
+                for m in _SED_SCRIPT.finditer(command):
+                    pattern = m.group(2).replace("\\", "")
+                    if len(pattern) >= MIN_ANCHOR_CHARS:
+                        anchors.append(pattern)
     return out
 
 

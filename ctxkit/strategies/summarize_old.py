@@ -167,7 +167,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     keep = protected(state) | last_action(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
-    def build(cut: int, refs_of: Any) -> State | None:
+    def build(cut: int, refs_of: Any, check: bool = False) -> State | None:
         span = range(first, cut)
         gone = [i for i in span if i not in keep]
         if len(gone) < 2:
@@ -192,6 +192,11 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
         quotes = verbatim_section([t for _, t in quoted])
         head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
+        if check:
+            # checked against the span's own facts (probes, not the summarizer's extraction):
+            # what neither the summary nor the messages that stay carry is added
+            rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
+            text = with_missing_facts(text, quotes, [units[i] for i in gone], rest, length, state)
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
@@ -224,8 +229,46 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS)
     if chosen is None:
         chosen = longest
-    new = build(chosen, lambda u: archive_unit(state, u))
+    new = build(chosen, lambda u: archive_unit(state, u), check=True)
     return new if new is not None and new.tokens() < state.tokens() else None
+
+
+CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
+
+
+def with_missing_facts(
+    text: str, quotes: str, span: Sequence[Unit], rest: Sequence[Unit], length: int, state: State
+) -> str:
+    """The summary with the span's facts it lost (files acted on, error lines, open todos) that
+    no message staying in the context carries either, added in a section of their own within
+    a third of the summary's length (Gemini CLI has the model verify its snapshot; here the
+    probes of the span do)."""
+    from ctxkit.fidelity import probes as P
+    from ctxkit.model import Transcript
+    from ctxkit.summarizers.extractive import CHECK_TITLE
+
+    facts = P.span_facts(span)
+    if not facts:
+        return text
+    context = P.Context.of(Transcript(units=[Unit("s", "user", content=f"{text}\n{quotes}"), *rest]))
+    missing = [p for p in facts if not P.kept(p, context)]
+    if not missing:
+        return text
+    tok = state.ctx.tokenizer
+    room = max(40, length // CHECK_SHARE)
+    lines: list[str] = []
+    used = tok.count(f"## {CHECK_TITLE}\n")
+    for p in missing:
+        what = {"artifact": f"{p.key} ({p.detail})", "error": f"error: {p.key}", "todo": f"todo: {p.key}"}
+        line = f"- {what.get(p.category, p.key)}"
+        n = tok.count(line + "\n")
+        if used + n > room:
+            break
+        lines.append(line)
+        used += n
+    if not lines:
+        return text
+    return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(lines)
 
 
 def _smallest_fitting(cuts: list[int], build: Any, target: int, budget: int) -> int | None:

@@ -338,6 +338,8 @@ SECTIONS = (
 )
 USER_MESSAGES_TITLE = "All user messages"
 EARLIER_TITLE = "Earlier summary"
+# what a summary lost of its span and the check added back (`summarize_old`): files, errors, todos
+CHECK_TITLE = "Also in the archived messages"
 # Sections whose items a newer summary replaces rather than adds to.
 _LATEST_ONLY = frozenset({"Current work", "Next step", "Pending tasks", "Key technical concepts"})
 
@@ -415,6 +417,14 @@ def _merge(sections: list[Section], previous: str | None) -> list[Section]:
     old = parse_sections(previous)
     by_title = {s.title: s for s in sections}
     extra: list[str] = []
+    checked = old.pop(CHECK_TITLE, [])
+    for item in checked:  # back to the sections they belong to
+        if item.startswith("error: "):
+            old.setdefault("Errors and fixes", []).append(item.removeprefix("error: "))
+        elif item.startswith("todo: "):
+            old.setdefault("Pending tasks", []).append(item.removeprefix("todo: "))
+        else:
+            old.setdefault("Files and code", []).append(item)
     for title, items in old.items():
         if title == USER_MESSAGES_TITLE:
             continue  # quoted again by the caller from its own record
