@@ -84,7 +84,8 @@ class Run:
 
     def _tracebacks(self) -> list[tuple[str, str]]:
         """(frames, exception line) of every traceback on stderr."""
-        pattern = r"^([ \t]*)Traceback \(most recent call last\):\n((?:\1[ \t]+.*\n)*)\1(\S.*)"
+        # one way to match each line ([ \t] then the rest): `[ \t]+.*` backtracks exponentially
+        pattern = r"^([ \t]*)Traceback \(most recent call last\):\n((?:\1[ \t][^\n]*\n)*)\1(\S.*)"
         return [(frames, exc) for _, frames, exc in re.findall(pattern, self.err, re.M)]
 
     def startup_interrupt(self) -> bool:
