@@ -249,6 +249,7 @@ def test_run_action_oneshot_measures_the_outcome() -> None:
             priority_preserved=1.0,
             used_recovery=False,
             time_ms=o.time_ms,
+            fidelity=o.fidelity,
         )
     )
     row = trial.row()
@@ -524,3 +525,21 @@ def test_summary_per_action() -> None:
     table = s.table().splitlines()
     assert table[0].split()[:4] == ["action", "n", "reward", "fit"]
     assert len(table) == 4
+
+
+def test_the_reward_weighs_what_the_model_can_still_answer() -> None:
+    """The fidelity term: probe recall of the compacted context, weighted like coherence, so
+    of two compactions that both fit, the one that keeps what the task needs is preferred."""
+    from ctxkit.fidelity import probes
+    from ctxkit.rl.reward import FIDELITY_WEIGHT, reward, reward_terms
+
+    same = dict(success=True, coherence_delta=0.8, reduction_ratio=0.5, priority_preserved=1.0,
+                used_recovery=False, time_ms=10.0)
+    assert "fidelity" not in reward_terms(**same)  # not measured: the seed's terms alone
+    assert reward_terms(**same, fidelity=0.6)["fidelity"] == FIDELITY_WEIGHT * 0.6
+    assert reward(**same, fidelity=0.9) > reward(**same, fidelity=0.3)
+    t = generate("agent_session", seed=2, tokens=6000)
+    trial = run_action(t, Action("default", DEFAULT_CHAIN), limit=2500)
+    o = trial.outcome
+    assert o.success and o.fidelity == probes.score(probes.extract(t), trial.result).recall
+    assert o.terms["fidelity"] == FIDELITY_WEIGHT * o.fidelity and o.to_dict()["fidelity"] == round(o.fidelity, 6)

@@ -12,6 +12,7 @@ from ctxkit.budget import used_fraction
 from ctxkit.compaction import CompactSettings
 from ctxkit.compaction import compact as run_chain
 from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.fidelity import probes
 from ctxkit.model import TYPES, Transcript
 from ctxkit.rl.actions import MODES, Action
 from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms
@@ -44,6 +45,7 @@ class Outcome:
     retention: float | None = None
     retention_with_recall: float | None = None
     error: str | None = None
+    fidelity: float | None = None  # probe recall of the context it left (`fidelity.probes`)
 
     def add_retention(self, retention: Mapping[str, Any]) -> None:
         """Record needle retention (`truth.needle_retention`'s figures)."""
@@ -68,6 +70,7 @@ class Outcome:
             priority_preserved=self.priority_preserved,
             used_recovery=self.used_recovery,
             time_ms=self.time_ms,
+            fidelity=self.fidelity,
         )
 
     @property
@@ -98,6 +101,7 @@ class Outcome:
             "needles_recallable": self.needles_recallable,
             "retention": self.retention,
             "retention_with_recall": self.retention_with_recall,
+            "fidelity": None if self.fidelity is None else round(self.fidelity, 6),
             "error": self.error,
         }
 
@@ -246,6 +250,8 @@ def run_action(
                 retention = needle_retention(result_t, truth, archive) if truth else None
     if retention is not None:
         out.add_retention(retention)
+    # nothing usable came out of a failed run: it keeps nothing of what the task needs
+    out.fidelity = probes.score(probes.extract(t), result_t).recall if out.success else 0.0
     after = state_features(result_t, limit, tok, copts)
     return Trial(t, result_t, action, out, before, after)
 
@@ -283,6 +289,7 @@ class _Tally:
     recallable: int = 0
     coherence: float = 0.0
     reduction: float = 0.0
+    fidelity: float = 0.0
 
 
 class Summary:
@@ -303,6 +310,7 @@ class Summary:
         s.time_ms += o.time_ms
         s.coherence += o.coherence_delta
         s.reduction += o.reduction_ratio
+        s.fidelity += o.fidelity or 0.0
         if o.needles_total:
             s.needles += o.needles_total
             s.present += o.needles_present or 0
@@ -329,6 +337,7 @@ class Summary:
                     "recovery_rate": s.recovery / s.n,
                     "mean_coherence": s.coherence / s.n,
                     "mean_reduction": s.reduction / s.n,
+                    "mean_fidelity": s.fidelity / s.n,
                     "retention": s.present / s.needles if s.needles else None,
                     "retention_with_recall": (s.present + s.recallable) / s.needles
                     if s.needles
@@ -348,6 +357,7 @@ class Summary:
             "fit",
             "recovery",
             "coherence",
+            "fidelity",
             "reduced",
             "retention",
             "+recall",
@@ -367,6 +377,7 @@ class Summary:
                     pct(r["fit_rate"]),
                     pct(r["recovery_rate"]),
                     f"{r['mean_coherence']:.3f}",
+                    f"{r['mean_fidelity']:.3f}",
                     pct(r["mean_reduction"]),
                     pct(r["retention"]),
                     pct(r["retention_with_recall"]),

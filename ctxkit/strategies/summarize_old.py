@@ -254,6 +254,9 @@ def with_missing_facts(
     missing = [p for p in facts if not P.kept(p, context)]
     if not missing:
         return text
+    # what the next step most needs first: failures and changed files, then todos, then reads
+    rank = {"error": 0, "todo": 1}
+    missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 2))
     tok = state.ctx.tokenizer
     room = max(40, length // CHECK_SHARE)
     lines: list[str] = []
