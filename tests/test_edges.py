@@ -151,6 +151,13 @@ def test_side_files_are_bounded_too(work: Path) -> None:
     assert "Error: /dev/zero: input larger than the 1,024 MB input limit" in error_line(result)
 
 
+def test_a_truth_sidecar_is_bounded(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXKIT_MAX_INPUT_MB", "1")
+    result = run(["score-rl", "a.json", "--truth", "/dev/zero", "--action", "offload"])
+    assert result.exit_code == 1
+    assert error_line(result).startswith("Error: /dev/zero:1: sidecar larger than the 1 MB")
+
+
 def test_report_reads_at_most_the_limit(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CTXKIT_MAX_INPUT_MB", "1")
     result = run(["report", "/dev/zero", "--html", "page.html"])
