@@ -115,8 +115,11 @@ def is_request(u: Unit) -> bool:
     """A user request the user wrote: `is_user_request`, with words of the user's own (not a
     harness note such as "[Request interrupted by user]" or Codex's `<environment_context>`,
     not a demonstration)."""
-    if not is_user_request(u) or u.meta.get("demo"):
-        return False  # a demonstration (SWE-agent's few-shot example) is not the task
+    if not is_user_request(u) or u.meta.get("demo") or u.meta.get("is_meta"):
+        # a demonstration (SWE-agent's few-shot example) is not the task; a record the harness
+        # marks as its own (Claude Code's `isMeta`: a slash command's expanded template) is
+        # not the user's words
+        return False
     text = request_text(u)
     return bool(text) and not _HARNESS_NOTE.match(text)
 

@@ -103,7 +103,8 @@ def test_registry_names_live_in_their_registry() -> None:
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
         "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
         "guard.py": {"offload"},  # a pending output's planned action
-        "recipes/triggers.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)
+        # the agents of those names (guard --as)
+        "recipes/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
     }
     # "error" and "units" are also ordinary words (severities, token units)

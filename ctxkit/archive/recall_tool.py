@@ -114,7 +114,8 @@ def recall_tool_for(fmt: str) -> dict[str, Any] | None:
     from ctxkit.formats import FORMATS
     from ctxkit.formats.common import tools_as
 
-    if hasattr(FORMATS.get(fmt), "APP_LABEL"):
+    own = FORMATS.get(fmt)
+    if own is not None and not own.holds_tools:
         return None
     return tools_as(fmt, [{"type": "function", "function": dict(RECALL_TOOL)}])[0]
 

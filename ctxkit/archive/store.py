@@ -903,15 +903,40 @@ class Archive:
                 f"the refs of transcript {compacted.id!r} point to transcript {tid!r}, whose "
                 f"original is not stored in {self.path}"
             )
+        matched = self._by_key(compacted)
+        if matched is not None:
+            return matched
+        marked = any(_made_by_compaction(u) for u in compacted.units)
+        if not marked and _key_of(compacted.id) is not None:
+            # One conversation of a file of many, with no sign of compaction and no original
+            # under its key: compact left it as it was (another conversation that happens to
+            # share its requests is not its original).
+            return compacted
         matched = self._by_invariants(compacted)
         if matched is not None:
             return matched
-        if any(_made_by_compaction(u) for u in compacted.units):
+        if marked:
             raise ArchiveError(
                 f"transcript {compacted.id!r} was compacted but carries no ref into {self.path} "
                 "and its original is not stored there"
             )
         return compacted
+
+    def _by_key(self, compacted: Transcript) -> Transcript | None:
+        """The stored original of the same conversation of a file of many (its id after the
+        file's name: the line of a dataset, an aider session's start), when only one is, read
+        back under another file's name."""
+        key = _key_of(compacted.id)
+        if key is None:
+            return None
+        pattern = "%#" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._conn.execute(
+            "SELECT transcript_id FROM transcripts WHERE transcript_id LIKE ? ESCAPE '\\' "
+            "OR transcript_id LIKE ? ESCAPE '\\' ORDER BY rowid",
+            (pattern, pattern + "~%"),
+        ).fetchall()
+        found = [t for (tid,) in rows if (t := self.original(tid)) is not None and _could_come_from(t, compacted)]
+        return found[0] if len(found) == 1 else None
 
     def _by_invariants(self, compacted: Transcript) -> Transcript | None:
         """The stored original that the compaction invariants point to, when only one does.
@@ -1034,6 +1059,13 @@ def _open_failure(path: str, exc: sqlite3.Error) -> str:
     except OSError as os_exc:
         return _lower(os_exc)
     return str(exc)
+
+
+def _key_of(transcript_id: str) -> str | None:
+    """The part of a transcript id that names it within its file (`data#12` -> `12`); None for
+    the id of a file's only transcript."""
+    stem, sep, key = transcript_id.rpartition("#")
+    return key.split("~")[0] if sep and stem and key else None
 
 
 def _digest(text: str) -> str:

@@ -155,9 +155,11 @@ def logged_tools(t: Transcript) -> list[Tool]:
     the tools it calls but never describes (Claude Code, Codex built-ins)."""
     where = t.path or "<stdin>"
     tools = tools_from_schemas(t.tools, where)
-    for rec in (t.metadata.get("codex_records") or {}).get("head") or []:
+    from ctxkit.formats.kept import records
+
+    for rec in records(t):  # the records a log keeps beside its messages: Codex's session_meta
         payload = rec.get("payload") if isinstance(rec, dict) else None
-        if rec.get("type") == "session_meta" and isinstance(payload, dict):
+        if isinstance(payload, dict) and rec.get("type") == "session_meta":
             dynamic = payload.get("dynamic_tools")
             if isinstance(dynamic, list):
                 tools += tools_from_schemas([d for d in dynamic if isinstance(d, dict)], where, "app")

@@ -467,10 +467,9 @@ def _render_usage(verdict: Any) -> list[str]:
     from ctxkit.formats import FORMATS
 
     fmt = FORMATS.get(verdict.transcript.source_format)
-    omits = getattr(fmt, "OMITS", None)
-    if not out and fmt is not None and omits:
+    if not out and fmt is not None and fmt.omits:
         out.append(
-            f"note: this {fmt.APP_LABEL} log records no usage and never logs {omits}; the count "
+            f"note: this {fmt.label} log records no usage and never logs {fmt.omits}; the count "
             "leaves them out (give --system/--tools)"
         )
     return out

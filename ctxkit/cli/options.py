@@ -13,6 +13,7 @@ import click
 
 from ctxkit.engines import DEFAULT_ENGINE, ENGINES, SHARD_MB
 from ctxkit.formats import FORMATS, ReadOptions
+from ctxkit.formats.base import agents
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,13 +76,15 @@ def input_options(f: F) -> F:
         click.option(
             "--include-sidechains",
             is_flag=True,
-            help="Claude Code: keep subagent (sidechain) records in the main thread.",
+            help=agents([f.agent or f.name for f in FORMATS.values() if f.sidechains])
+            + ": keep subagent (sidechain) records in the main thread.",
         ),
         click.option(
             "--include-compacted",
             is_flag=True,
-            help="Claude Code, Codex and OpenHands: also read the records their own compaction "
-            "summarized away (by default a log is read as the model sees it after its last compaction).",
+            help=agents([f.agent or f.name for f in FORMATS.values() if f.compaction])
+            + ": also read the records their own compaction summarized away (by default a log "
+            "is read as the model sees it after its last compaction).",
         ),
         click.option(
             "--skip-invalid",

@@ -148,7 +148,7 @@ def _quoted(
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     """Replace the oldest history by one summary, the smallest span that reaches the goal
     (up to `old_threshold` of the history); None when it would not help."""
-    from ctxkit.structure import safe_cut_points
+    from ctxkit.structure import is_user_request, safe_cut_points
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
@@ -213,10 +213,12 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
-        # Protected units from before the first summarized one (the first request) precede
-        # the summary; those from inside the span (P1) follow it, pinned.
-        before = [units[i] for i in span if i in keep and i < gone[0]]
-        after = [units[i] for i in span if i in keep and i > gone[0]]
+        # Protected units from before the first summarized one, and the first request wherever
+        # it is (a log that opens with its agent's own summary has it inside the span), precede
+        # the summary; the other protected units of the span (P1) follow it, pinned.
+        opening = next((i for i in span if is_user_request(units[i])), None)
+        before = [units[i] for i in span if i in keep and (i < gone[0] or i == opening)]
+        after = [units[i] for i in span if i in keep and i > gone[0] and i != opening]
         return state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
 
     def dry_ref(unit: Unit) -> str:
