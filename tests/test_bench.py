@@ -256,3 +256,18 @@ def test_a_saved_report_charts_again(tmp_path: Path, repo_root: Path) -> None:
     png = tmp_path / "again.png"
     bench.plot(report, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fresh_processes_import_this_ctxkit_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A working directory holding a checkout named `ctxkit/` is not what the bench's fresh
+    processes import (`python -c` puts the working directory first on sys.path)."""
+    import ctxkit
+    from ctxkit.bench.harness import python_subprocess
+
+    (tmp_path / "ctxkit" / "ctxkit").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    out = python_subprocess("import ctxkit; print(ctxkit.__file__)", timeout_s=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ctxkit.__file__

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import orjson
@@ -13,7 +12,6 @@ from ctxkit.budget import compaction_goal
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data" / "compact"
-CASES = sorted(p.name.split(".")[0] for p in DATA.glob("*.args"))
 
 
 def _run(args: list[str], stdin: bytes | None = None):
@@ -24,17 +22,14 @@ def _input(case: str) -> Path:
     return next(DATA.glob(f"{case}.in.*"))
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_golden(case: str, tmp_path: Path, golden) -> None:
+@pytest.mark.parametrize("case", ["anthropic", "tau-bench", "units-build"])
+def test_expand_restores_the_original(case: str, tmp_path: Path) -> None:
+    """The goldens (tests/test_golden_cli.py) fix the output; the archive brings the input back."""
     src = _input(case)
-    expected = DATA / (case + ".out" + src.suffix)
-    args = shlex.split((DATA / f"{case}.args").read_text())
     out = tmp_path / ("out" + src.suffix)
-    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), *args])
+    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), "--limit", "3000"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("Context reduced ")
-    golden(expected, out.read_bytes())
-    # and the archive brings the original back
     restored = tmp_path / ("restored" + src.suffix)
     r = _run(["expand", str(out), "--archive", str(tmp_path / "a.db"), "-o", str(restored)])
     assert r.exit_code == 0, r.stderr
@@ -346,7 +341,7 @@ def test_unwritable_output_fails_before_any_work(where: str, tmp_path: Path) -> 
     out = tmp_path / "out.json"
     args = ["compact", str(_input("tau-bench")), "--limit", "4000", "--archive", str(db)]
     args += (
-        ["-o", str(tmp_path)]
+        ["-o", str(tmp_path / "no" / "out.json")]
         if where == "output"
         else ["-o", str(out), "--report", str(tmp_path / "no" / "r.json")]
     )
@@ -427,7 +422,8 @@ def test_a_glob_names_the_one_input(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.stderr
     many = _run(["compact", str(DATA / "*.in.*"), "--limit", "4000"])
-    assert many.exit_code == 2 and "compact takes one input" in many.stderr
+    assert many.exit_code == 2 and "are compacted into a directory" in many.stderr
+    assert many.stderr.rstrip().endswith("give -o DIR")
 
 
 def test_stdin_gives_the_same_bytes_every_run(tmp_path: Path) -> None:

@@ -42,7 +42,8 @@ import re
 import sqlite3
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
@@ -562,6 +563,22 @@ class Archive:
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Writes inside are undone together when it raises, the enclosing transaction going
+        on: a conversation that fails in a dataset run leaves none of its rows."""
+        if self.readonly:
+            yield
+            return
+        self._conn.execute("SAVEPOINT conversation")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK TO conversation")
+            self._conn.execute("RELEASE conversation")
+            raise
+        self._conn.execute("RELEASE conversation")
+
     def commit(self) -> None:
         """Make the writes so far durable (close does it too)."""
         if self.readonly or not self._conn.in_transaction:
@@ -636,7 +653,9 @@ class Archive:
     def key_for(self, t: Transcript) -> str:
         """The id to archive `t` under: its own, unless another transcript with that id (two
         files named session.json, say) is already stored; then the id plus a content digest.
-        Same input, same key, so refs stay deterministic."""
+        Same input, same key, so refs stay deterministic. Choosing a key takes the write lock
+        (`begin`): what is read from here holds until the commit."""
+        self.begin()
         stored = self.original(t.id)
         if stored is None or _same_units(stored, t):
             return t.id

@@ -51,19 +51,11 @@ from ctxkit.bench.peers import (
     runnable_peers,
     summarize_peers,
 )
-from ctxkit.bench.render import FIDELITY_COLUMNS, PEER_COLUMNS, fmt_value, plot, render_table
-from ctxkit.bench.suites import (
-    SUITES,
-    embed_texts,
-    run,
-    scale_worker,
-    suite_compact,
-    suite_count,
-    suite_embed,
-    suite_guard,
-    suite_quality,
-    suite_scale,
-)
+from ctxkit.bench.render import fmt_value, plot, render_table
+from ctxkit.bench.suites import SUITES, TABLES, run
+from ctxkit.bench.suites.embed import embed_texts
+from ctxkit.bench.suites.quality import FIDELITY_COLUMNS, PEER_COLUMNS
+from ctxkit.bench.suites.scale import scale_worker
 
 __all__ = [
     "BenchOptions",
@@ -82,6 +74,7 @@ __all__ = [
     "SCALE_SIZES",
     "STANDARD",
     "SUITES",
+    "TABLES",
     "SuiteResult",
     "raw_encoding",
     "embed_texts",
@@ -97,11 +90,5 @@ __all__ = [
     "runnable_peers",
     "scale_worker",
     "standard_transcript",
-    "suite_compact",
-    "suite_count",
-    "suite_embed",
-    "suite_guard",
-    "suite_quality",
-    "suite_scale",
     "summarize_peers",
 ]

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from ctxkit.gates.prompts import Section
 from ctxkit.tokens import Tokenizer
 
 # The shortest prefix a provider caches (Anthropic: 1,024 tokens on Sonnet and Opus, more on
@@ -31,6 +30,23 @@ from ctxkit.tokens import Tokenizer
 # row may say otherwise (`min_cacheable_tokens`).
 DEFAULT_MIN_CACHEABLE = 1024
 
+
+
+class Section(Protocol):
+    """What the layout reads of a prompt section (`gates.prompts.Section` has it; the budget
+    stays a leaf below the gates, so it is not imported here)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def content(self) -> str: ...
+
+    @property
+    def cacheable(self) -> bool: ...
+
+    @property
+    def line(self) -> int: ...
 
 @dataclass(frozen=True)
 class SectionLayout:

@@ -4,7 +4,7 @@ the provider's own usage."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +12,14 @@ import click
 
 from ctxkit.budget.models import priced_model
 from ctxkit.cli.options import (
+    SectionedCommand,
     debug_option,
     echo_err,
     engine_options,
     input_options,
     progress_option,
     reading_summary,
+    section,
     tokenizer_options,
     want_progress,
 )
@@ -51,84 +53,120 @@ CALIBRATION_NOTE = (
 )
 
 
-@click.command("count")
-@input_options
-@tokenizer_options
-@click.option(
-    "--by",
-    type=click.Choice((*BREAKDOWNS, "section")),
-    default=None,
-    help="Break the total down by role, type, turn, message or tool, or the system prompt by "
-    "section (default: regions).",
+_breakdown_options = section(
+    "Breakdown",
+    click.option(
+        "--by",
+        type=click.Choice((*BREAKDOWNS, "section")),
+        default=None,
+        help="Break the total down by role, type, turn, message or tool, or the system prompt by "
+        "section (default: regions).",
+    ),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="Output format (default: table on a terminal, else jsonl).",
+    ),
+    click.option(
+        "--cost",
+        "cost_models",
+        multiple=True,
+        metavar="MODEL",
+        help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
+        "MODEL's prices from models.toml; repeat for several models.",
+    ),
+    click.option(
+        "--calibrate",
+        is_flag=True,
+        help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
+    ),
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Output format (default: table on a terminal, else jsonl).",
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A text file with the system prompt the log does not record; counted as system.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A JSON list of tool schemas the log does not record; counted as tools.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default its gap to the local count is "
+        "the `unlogged` region).",
+    ),
 )
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A text file with the system prompt the log does not record; counted as system.",
+
+
+_baseline_ci_options = section(
+    "Baseline (CI)",
+    click.option(
+        "--save-baseline",
+        "baseline_out",
+        default=None,
+        metavar="FILE",
+        help="Record each input's regions as a checked-in budget for `guard --baseline` (its "
+        "allowances are kept when FILE exists).",
+    ),
+    click.option(
+        "--diff",
+        "diff_pair",
+        nargs=2,
+        default=None,
+        metavar="A B",
+        help="The region diff of B against A: baseline files, transcripts or prompt files.",
+    ),
+    click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="REGION=N|P%",
+        help="How much a region may grow over the baseline (tokens, or percent of it); `*` is every "
+        "region. Repeatable; stored by --save-baseline (default *=2%).",
+    ),
 )
-@click.option(
-    "--tools",
-    "tools_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A JSON list of tool schemas the log does not record; counted as tools.",
+
+
+_input_options = section(
+    "Input",
+    input_options,
 )
-@click.option(
-    "--cost",
-    "cost_models",
-    multiple=True,
-    metavar="MODEL",
-    help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
-    "MODEL's prices from models.toml; repeat for several models.",
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--no-usage",
-    "no_usage",
-    is_flag=True,
-    help="Ignore the provider usage a log records (by default its gap to the local count is "
-    "the `unlogged` region).",
+
+
+_engine_options = section(
+    "Engine",
+    engine_options,
+    progress_option,
+    debug_option,
 )
-@click.option(
-    "--calibrate",
-    is_flag=True,
-    help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
-)
-@click.option(
-    "--save-baseline",
-    "baseline_out",
-    default=None,
-    metavar="FILE",
-    help="Record each input's regions as a checked-in budget for `guard --baseline` (its "
-    "allowances are kept when FILE exists).",
-)
-@click.option(
-    "--allow",
-    "allow",
-    multiple=True,
-    metavar="REGION=N|P%",
-    help="How much a region may grow over the baseline (tokens, or percent of it); `*` is every "
-    "region. Repeatable; stored by --save-baseline (default *=2%).",
-)
-@click.option(
-    "--diff",
-    "diff_pair",
-    nargs=2,
-    default=None,
-    metavar="A B",
-    help="The region diff of B against A: baseline files, transcripts or prompt files.",
-)
-@engine_options
-@progress_option
-@debug_option
+
+
+@click.command("count", cls=SectionedCommand)
+@_breakdown_options
+@_what_the_call_sends_options
+@_baseline_ci_options
+@_input_options
+@_tokens_options
+@_engine_options
 def count(
     paths: tuple[str, ...],
     read_opts: ReadOptions,
@@ -219,12 +257,37 @@ def count(
         _write_calibration(cal, fmt)
         return
 
+    priced = [priced_model(name, "--cost") for name in cost_models]
+    breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
+    region_rows, cost_rows, layout_rows, entries = _count_rows(
+        items, tok, opts, by, breakdown, priced, not no_usage, bool(baseline_out), debug
+    )
+    _report_reading(tok, stats, debug)
+    if baseline_out:
+        _save_baseline(baseline_out, entries, tokenizer, opts, allowances)
+    if layout_rows:
+        _write_layout_rows(layout_rows, region_rows, cost_rows, fmt)
+        return
+    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+
+
+def _count_rows(
+    items: Iterable[Transcript],
+    tok: Tokenizer,
+    opts: CountOptions,
+    by: str | None,
+    breakdown: Breakdown | None,
+    priced: list[Any],
+    usage: bool,
+    baseline: bool,
+    debug: bool,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
+    prompt file priced) and baseline entry; its breakdown too, when asked for."""
     from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
     from ctxkit.gates.baseline import entry_of
     from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
 
-    priced = [priced_model(name, "--cost") for name in cost_models]
-    breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
     layout_rows: list[dict[str, Any]] = []
@@ -234,11 +297,11 @@ def count(
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
-        usage = None if no_usage else recorded_usage(t, tok, opts)
-        unlogged = usage.unlogged if usage is not None else 0
-        row = region_row(t, counted, usage)
+        recorded = recorded_usage(t, tok, opts) if usage else None
+        unlogged = recorded.unlogged if recorded is not None else 0
+        row = region_row(t, counted, recorded)
         region_rows.append(row)
-        if baseline_out:
+        if baseline:
             entries.append(entry_of(t, row, tok))
         if by == "section":
             cached_min = min_cacheable_for(priced[0]) if priced else None
@@ -253,13 +316,7 @@ def count(
             cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")
-    _report_reading(tok, stats, debug)
-    if baseline_out:
-        _save_baseline(baseline_out, entries, tokenizer, opts, allowances)
-    if layout_rows:
-        _write_layout_rows(layout_rows, region_rows, cost_rows, fmt)
-        return
-    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+    return region_rows, cost_rows, layout_rows, entries
 
 
 def _save_baseline(path: str, entries: list[Any], tokenizer: str | None, opts: CountOptions, allow: Any) -> None:
@@ -325,7 +382,8 @@ def _ray_rows(
     stats: Any,
 ) -> list[dict[str, Any]]:
     """The region rows, counted by Ray tasks shard by shard (`ctxkit.engines.ray.count_dataset`)."""
-    from ctxkit.engines.ray import CountJob, count_dataset, merge_stats
+    from ctxkit.engines.dataset import merge_stats
+    from ctxkit.engines.ray import CountJob, count_dataset
     from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))

@@ -93,6 +93,13 @@ class CompactSettings:
             return cls(limit=limit)
         return settings if limit is None else settings.replace(limit=limit)
 
+    def with_added_tools(self, *tools: dict[str, Any]) -> CompactSettings:
+        """A copy whose compacted transcripts also carry `tools` (`--recall-tool`), counted in
+        the budget; a tool of a name already there is not added twice."""
+        from ctxkit.archive.recall_tool import add_tools
+
+        return self.replace(added_tools=tuple(add_tools(list(self.added_tools), list(tools))))
+
     def replace(self, **changes: Any) -> CompactSettings:
         """A copy with some fields changed (a replay at another limit, an action's chain)."""
         return dataclasses.replace(self, **changes)

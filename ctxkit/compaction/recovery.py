@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ctxkit import structure
 from ctxkit.model import Unit
@@ -16,8 +16,13 @@ from ctxkit.strategies.base import (
 )
 from ctxkit.strategies.summarize_old import preamble, verbatim_section, with_missing_facts
 
-if TYPE_CHECKING:
-    from ctxkit.compaction.options import ChainOptions
+
+class ChainOptions(Protocol):
+    """What a recovery reads of `compaction.options.ChainOptions` (which imports this module's
+    default, so it is not imported here)."""
+
+    @property
+    def handover_tokens(self) -> int: ...
 
 
 def _last_request_index(units: Sequence[Unit]) -> int | None:

@@ -30,6 +30,7 @@ reproduces the file record for record.
 
 from __future__ import annotations
 
+from ctxkit.formats import parquet
 from ctxkit.formats.base import Format
 from ctxkit.formats.common import ReadOptions, ReadStats
 from ctxkit.formats.reader import (
@@ -51,6 +52,8 @@ from ctxkit.formats.writer import (
     write_path,
     write_transcripts,
 )
+
+parquet.bind(read_conversation, dataset_item)
 
 __all__ = [
     "FORMATS",

@@ -202,10 +202,15 @@ def _segments(lines: list[str]) -> list[tuple[str, list[str]]]:
     return segs
 
 
-def _user_text(lines: list[str]) -> str:
+def _content_line(line: str, newline: str) -> str:
+    """A line of a message without its end: a file written with `\n` keeps a `\r` of the text."""
+    return _body(line) if newline == "\r\n" else line.removesuffix("\n")
+
+
+def _user_text(lines: list[str], newline: str = "\r\n") -> str:
     out = []
     for line in lines:
-        body = _body(line)
+        body = _content_line(line, newline)
         if not body.strip():
             continue
         text = body[5:] if body.startswith("#### ") else ""
@@ -213,8 +218,8 @@ def _user_text(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _reply_text(lines: list[str]) -> str:
-    bodies = [_body(line) for line in lines]
+def _reply_text(lines: list[str], newline: str = "\r\n") -> str:
+    bodies = [_content_line(line, newline) for line in lines]
     while bodies and not bodies[0].strip():
         bodies.pop(0)
     while bodies and not bodies[-1].strip():
@@ -243,7 +248,9 @@ def read_text(text: str, src: Source) -> list[Transcript]:
             "line and no `> ` notice (use --from to force another format)",
             text[:60],
         )
-    newline = "\r\n" if "\r\n" in text[:65536] else "\n"
+    # The file's line ends are its first line's (a reply may hold a "\r\n" of its own).
+    first_end = text.find("\n")
+    newline = "\r\n" if first_end > 0 and text[first_end - 1] == "\r" else "\n"
     sessions: list[list[tuple[str, list[str]]]] = [[]]
     for seg in segs:
         if seg[0] == "header":
@@ -303,7 +310,7 @@ def _session(segs: list[tuple[str, list[str]]], src: Source, tid: str, newline: 
         src.stats.records += 1
         if kind in ("user", "assistant"):
             uid = f"u{len(units)}"
-            content = _user_text(seg_lines) if kind == "user" else _reply_text(seg_lines)
+            content = _user_text(seg_lines, newline) if kind == "user" else _reply_text(seg_lines, newline)
             units.append(finish(Unit(id=uid, role=kind, content=content, raw=chunk, group=index)))
             continue
         if kind == "header":

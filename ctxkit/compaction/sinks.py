@@ -1,5 +1,6 @@
-"""Where `compact` and `expand` write transcripts: a text file (JSON / JSONL) or a Parquet
-dataset (`-o x.parquet`), written in full before it replaces the target."""
+"""The sinks `compaction.run` writes files through: `compact` and `expand` write transcripts to a
+text file (JSON / JSONL) or a Parquet dataset (`-o x.parquet`), written in full before it
+replaces the target."""
 
 from __future__ import annotations
 
