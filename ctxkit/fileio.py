@@ -448,6 +448,77 @@ class _Temp:
             self.handle = None
 
 
+def create_whole(path: str, data: bytes, mode: int = 0o600) -> bool:
+    """`data` as a new file at `path`, which appears whole or not at all and never replaces
+    anything: False when `path` exists (made by someone else meanwhile). The file is written
+    with no name (`O_TMPFILE`) and linked into place, so a process killed at any moment leaves
+    nothing behind; without that, a hidden temp file beside it is linked, then unlinked."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if _ANONYMOUS:
+        try:
+            fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, mode)
+        except OSError as exc:
+            if exc.errno not in _NO_ANONYMOUS:
+                raise
+        else:
+            try:
+                os.fchmod(fd, mode)
+                _write_all(fd, data)
+                os.fsync(fd)
+                dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    # linkat(AT_SYMLINK_FOLLOW) through /proc: the file gets its one name, or
+                    # FileExistsError when that name is taken
+                    name = os.path.basename(path)
+                    os.link(f"/proc/self/fd/{fd}", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                    return True
+                except FileExistsError:
+                    return False
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOENT, errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP):
+                        raise
+                finally:
+                    os.close(dir_fd)
+            finally:
+                os.close(fd)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        os.fchmod(fd, mode)
+        _write_all(fd, data)
+        os.fsync(fd)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                raise
+        # a filesystem without hard links: claim the name, then fill it
+        try:
+            claimed = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileExistsError:
+            return False
+        try:
+            _write_all(claimed, data)
+            os.fsync(claimed)
+        finally:
+            os.close(claimed)
+        return True
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _text_kwargs(mode: str) -> dict[str, Any]:
     return {} if "b" in mode else {"encoding": "utf-8", "newline": "\n"}
 

@@ -328,6 +328,34 @@ def test_an_existing_file_is_never_made_an_archive(work: Path, content: bytes) -
     assert sorted(p.name for p in work.iterdir()) == ["X", "a.json"]
 
 
+@pytest.mark.skipif(not fileio._ANONYMOUS, reason="needs O_TMPFILE and /proc")
+def test_a_new_archive_has_no_name_until_it_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a SIGKILL while an archive is made left `.X.ctx.db.*.tmp` and its journal beside it
+    seen: list[list[str]] = []
+    write_all = fileio._write_all
+
+    def spy(fd: int, data: bytes) -> None:
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        write_all(fd, data)
+
+    monkeypatch.setattr(fileio, "_write_all", spy)
+    path = tmp_path / "a.ctx.db"
+    with Archive(str(path)) as a:
+        assert a.transcript_ids() == []
+    assert seen == [[]]
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ctx.db"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_create_whole_never_replaces_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "x"
+    assert fileio.create_whole(str(path), b"first") is True
+    assert fileio.create_whole(str(path), b"second") is False
+    assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["x"]
+
+
 def test_a_failed_run_removes_the_archive_it_created(work: Path) -> None:
     result = run(["compact", "a.json", "--limit", "1500", "--recovery", "error", "-o", "o.json"])
     assert result.exit_code == 1 and "BREAKER_FAILED" in result.stderr

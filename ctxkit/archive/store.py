@@ -34,14 +34,12 @@ byte-identical for the same input.
 from __future__ import annotations
 
 import builtins
-import errno
 import hashlib
 import json
 import os
 import re
 import sqlite3
 import stat
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -1025,43 +1023,19 @@ def _write_schema(conn: sqlite3.Connection) -> None:
 
 
 def _create_archive_file(path: str) -> bool:
-    """Make a new, whole archive at `path`: built in a hidden temp file beside it (0600 from the
-    first byte: it will hold whole transcripts), then linked into place, so no one ever sees it
-    half made and an existing file is never taken over. False when another writer made it
-    first (then that one is used)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    os.close(fd)
+    """Make a new, whole archive at `path`: its schema built in memory and the file linked into
+    place in one step (`fileio.create_whole`: 0600, since it will hold whole transcripts), so
+    no one ever sees it half made, an existing file is never taken over, and a process killed
+    meanwhile leaves nothing. False when another writer made it first (then that one is used)."""
+    from ctxkit.fileio import create_whole
+
+    conn = sqlite3.connect(":memory:")
     try:
-        conn = sqlite3.connect(tmp)
-        try:
-            _write_schema(conn)
-        finally:
-            conn.close()
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
-            # a filesystem without hard links: claim the name, then fill it
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                return False
-            conn = sqlite3.connect(path)
-            try:
-                _write_schema(conn)
-            finally:
-                conn.close()
-        return True
+        _write_schema(conn)
+        image = conn.serialize()
     finally:
-        for leftover in (tmp, f"{tmp}-journal"):
-            try:
-                os.unlink(leftover)
-            except OSError:
-                pass
+        conn.close()
+    return create_whole(path, image)
 
 
 def _lower(exc: OSError) -> str:
