@@ -1272,10 +1272,6 @@ def leftovers(p: Probe, fx: Fixtures) -> None:
             "infeasible, recovery error",
             ["compact", t, "--limit", "1500", "--recovery", "error", "-o", "D/o.jsonl"],
         ),
-        (
-            "infeasible dataset, recovery error",
-            ["compact", str(fx.dataset), "--limit", "600", "--recovery", "error", "-o", "D/o.jsonl"],
-        ),
         ("score-rl bad action", ["score-rl", t, "--action", "nope", "-o", "D/rl.jsonl"]),
     ]
     if os.geteuid() == 0:
@@ -1316,6 +1312,15 @@ def leftovers(p: Probe, fx: Fixtures) -> None:
         r = p.run(argv, case=name, cwd=d, expect=(1, 2))
         left = _listing(d)
         p.check("leftover", name, not (r.code not in (0, None) and left), str(sorted(left)))
+    # a dataset of which no conversation can be compacted: exit 3 (documented), each named,
+    # and nothing written
+    name = "infeasible dataset, recovery error"
+    d = _case_dir(p, name)
+    args = ["compact", str(fx.dataset), "--limit", "600", "--recovery", "error"]
+    r = p.run([*args, "-o", f"{d}/o.jsonl"], case=name, cwd=d, expect=(3,), one_line=False)
+    p.check("leftover", name, not _listing(d), str(sorted(_listing(d))))
+    last = (r.error_lines() or [""])[-1]
+    p.check("wording", name, "nothing is written (exit 3)" in last, last)
     # ENOSPC on a small tmpfs (root, where mounting is allowed)
     if os.geteuid() == 0:
         mnt = p.work / "small-fs"
@@ -1367,6 +1372,41 @@ def leftovers(p: Probe, fx: Fixtures) -> None:
         p.check("leftover", "--ray-address unreachable", not out.exists(), str(_listing(d)))
     except ImportError:
         p.skip("ray", "ray is not installed")
+
+
+def dataset(p: Probe, fx: Fixtures) -> None:
+    """One bad conversation of three: the other two written and archived, the bad one named, exit 3."""
+    d = _case_dir(p, "dataset")
+    rows = [json.loads(line) for line in fx.dataset.read_text().splitlines() if line.strip()][:3]
+    system = {"role": "system", "content": "rule " * 4000}  # over any limit below 4,000
+    rows[2] = dict(rows[2], messages=[system, *rows[2]["messages"]])
+    src = d / "three.jsonl"
+    src.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for jobs in ("1", "2"):
+        case = f"one of three infeasible, --jobs {jobs}"
+        out = d / f"o{jobs}.jsonl"
+        r = p.run(
+            ["compact", str(src), "--limit", "3000", "--jobs", jobs, "-o", str(out)],
+            case=case,
+            cwd=d,
+            expect=(3,),
+            one_line=False,
+        )
+        written = out.read_text().splitlines() if out.exists() else []
+        p.check("leftover", case, len(written) == 2, f"{len(written)} conversations written")
+        named = [line for line in r.error_lines() if line.startswith("three#3: left out: ")]
+        p.check("wording", case, len(named) == 1, _last(r))
+        last = (r.error_lines() or [""])[-1]
+        p.check("wording", case, last.endswith("are left out (exit 3)"), last)
+        db = Path(f"{out}.ctx.db")
+        ids: list[str] = []
+        if db.exists():
+            with sqlite3.connect(db) as conn:
+                ids = sorted(
+                    row[0].split("~")[0]
+                    for row in conn.execute("SELECT transcript_id FROM transcripts")
+                )
+        p.check("leftover", case, ids == ["three#1", "three#2"], f"archived: {ids}")
 
 
 # ---------------------------------------------------------------------------------- recall
@@ -1426,6 +1466,7 @@ GROUPS: dict[str, Callable[[Probe, Fixtures], None]] = {
     "mcp": mcp,
     "wording": wording,
     "leftovers": leftovers,
+    "dataset": dataset,
     "exact": exact,
 }
 

@@ -616,6 +616,64 @@ def test_a_failed_side_output_leaves_no_output(work: Path, flag: str) -> None:
     assert sorted(p.name for p in work.iterdir()) == ["a.json", "full"]
 
 
+def _dataset(work: Path, doomed: set[int]) -> Path:
+    """Three copies of a.json as one JSONL dataset; those in `doomed` with a system prompt
+    that no strategy can bring under --limit 3000."""
+    from ctxkit.formats import read_path, write_path
+
+    t = next(iter(read_path(str(work / "a.json"))))
+    rows = []
+    for n in range(3):
+        units = list(t.units)
+        if n in doomed:
+            units[0] = units[0].replace(content="rule " * 4000)
+        rows.append(t.replace(id=f"c{n}", units=units))
+    write_path(rows, str(work / "ds.jsonl"), "openai")
+    return work / "ds.jsonl"
+
+
+def test_a_dataset_writes_what_it_can_and_exits_3(work: Path) -> None:
+    from ctxkit.formats import read_path
+
+    _dataset(work, {2})
+    result = run(["compact", "ds.jsonl", *FAST, "-o", "o.jsonl"])
+    assert result.exit_code == 3
+    assert "ds#3: left out: limit 3,000 is below what no strategy can remove" in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "1 of 3 conversations could not be compacted and are left out (exit 3)"
+    assert len(list(read_path("o.jsonl"))) == 2
+    with Archive("o.jsonl.ctx.db", readonly=True) as a:
+        assert sorted(a.transcript_ids()) == ["ds#1", "ds#2"]
+
+
+def test_a_dataset_with_nothing_to_write_leaves_nothing(work: Path) -> None:
+    _dataset(work, {0, 1, 2})
+    result = run(["compact", "ds.jsonl", *FAST, "-o", "o.jsonl", "--report", "r.json"])
+    assert result.exit_code == 3
+    assert result.stderr.count(": left out: ") == 3
+    lines = result.stderr.splitlines()
+    assert lines[-1] == "3 of 3 conversations could not be compacted and nothing is written (exit 3)"
+    assert sorted(p.name for p in work.iterdir()) == ["a.json", "ds.jsonl"]
+
+
+def test_a_full_archive_stops_a_dataset_run(tmp_path: Path) -> None:
+    # SQLite undoes the whole transaction on a full disk (here its page limit, the same
+    # SQLITE_FULL): the savepoint is gone with it, and the run stops with the archive's one line
+    # (it was `no such savepoint: conversation`, a traceback, on a small tmpfs)
+    from ctxkit.compaction import CompactSettings
+    from ctxkit.compaction.parallel import compact_many
+    from ctxkit.simulate import generate
+
+    archive = Archive(str(tmp_path / "a.db"))
+    archive.begin()
+    pages = archive._conn.execute("PRAGMA page_count").fetchone()[0]
+    archive._conn.execute(f"PRAGMA max_page_count = {pages + 3}")
+    dataset = [generate("long_chat", seed=n, tokens=5000).replace(id=f"c{n}") for n in range(3)]
+    with pytest.raises(ArchiveError, match="database or disk is full"):
+        list(compact_many(dataset, CompactSettings(limit=3000), archive=archive, keep_going=True))
+    archive.abort()
+
+
 def test_output_directory_is_removed_when_the_run_fails(tmp_path: Path) -> None:
     target = tmp_path / "shards"
     with pytest.raises(InputError), fileio.output_directory(str(target)):

@@ -572,8 +572,11 @@ class Archive:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK TO conversation")
-            self._conn.execute("RELEASE conversation")
+            # A full disk or an I/O error makes SQLite undo the whole transaction itself: no
+            # savepoint is left to roll back to, and the error goes on (it stops the run)
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK TO conversation")
+                self._conn.execute("RELEASE conversation")
             raise
         self._conn.execute("RELEASE conversation")
 
