@@ -161,6 +161,7 @@ def run(
     observe: Observer | None = None,
     on_result: OnResult | None = None,
     keep_going: bool = False,
+    before_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Compact every transcript of `source` (read lazily) into `sink`, archiving what is
     removed in `archive`; the summary.
@@ -169,6 +170,9 @@ def run(
     nowhere, `on_result` sees each result with the open archive). A transcript that cannot be
     compacted raises its error, and nothing is written; with `keep_going` (a dataset) it is
     left out of the output, its archive rows undone, and listed in the summary's failures.
+    `before_commit` runs once every transcript is written, before the archive commits (what
+    must be whole for the run to count: a report staged beside the output); if it raises,
+    nothing is written.
     """
     summary = RunSummary()
     store, scratch = archive.open()
@@ -181,6 +185,8 @@ def run(
             out.write(_written(results, summary, store, on_result))
             if not summary.changed and not summary.failures:
                 out.keep_input()
+            if before_commit is not None:
+                before_commit()
             store.close()  # commits: the archive is whole before the output appears
             if scratch is not None:
                 os.replace(scratch, archive.path)
