@@ -6,8 +6,8 @@ The library stands alone (no click); the public API is re-exported lazily so tha
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+# No imports here: this runs first in every `ctxkit` command, where a Ctrl-C cannot yet be
+# handled (see ctxkit.cli); the exports are imported when asked for.
 
 __version__ = "0.1.0"
 
@@ -25,7 +25,9 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
+    import importlib
+
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'ctxkit' has no attribute {name!r}")

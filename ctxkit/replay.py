@@ -39,6 +39,8 @@ from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
 
 DEFAULT_THRESHOLDS = Thresholds()
+# told of each compaction: (call, index of the next unit, context before, context after)
+Observer = Callable[[int, int, Sequence[Unit], Sequence[Unit]], None]
 
 
 @dataclass
@@ -262,6 +264,7 @@ def replay(
     limit: int | None = None,
     archive: Archive | None = None,
     truth: Mapping[str, Any] | None = None,
+    observe: Observer | None = None,
 ) -> ReplayResult:
     """Replay `t` through an agent loop under the limit; compact when the guard says so.
 
@@ -269,7 +272,9 @@ def replay(
     chain); `limit` alone is shorthand for `CompactSettings(limit=limit)`, or overrides the
     settings' limit. `truth` is the ground truth (default: `t.metadata["ground_truth"]` when
     present). Without an archive an in-memory SQLite archive holds what compaction removes, so
-    recall still counts.
+    recall still counts. `observe(call, unit_index, before, after)` is told of every successful
+    compaction: the context before and after it, before the call it ran for (the unit at
+    `unit_index` is the next one the loop appends).
     """
     settings = CompactSettings.given(settings, limit, "replay")
     started = time.perf_counter()
@@ -283,7 +288,7 @@ def replay(
     own_archive = archive is None
     store = Archive(":memory:") if archive is None else archive
     try:
-        return _run(t, settings, store, truth, started)
+        return _run(t, settings, store, truth, started, observe)
     finally:
         if own_archive:
             store.close()
@@ -322,6 +327,7 @@ def _run(
     archive: Archive,
     truth: Mapping[str, Any] | None,
     started: float,
+    observe: Observer | None = None,
 ) -> ReplayResult:
     from ctxkit.fidelity.truth import needle_retention
 
@@ -359,12 +365,15 @@ def _run(
         status = status_for(context_tokens, limit, thresholds)
         if status_rank(status) >= status_rank("compact"):
             last = max(0, index - 1)
+            current = t.replace(units=list(context))
             result, entry = _compact_at(
-                t.replace(units=list(context)), settings, archive, len(call_tokens),
+                current, settings, archive, len(call_tokens),
                 (last, units[last].id), status, context_tokens,
             )
             log.append(entry)
             if result is not None:
+                if observe is not None:
+                    observe(len(call_tokens), index, current.units, result.transcript.units)
                 context = list(result.transcript.units)
                 context_counts = [c.total for c in count_units(context, tok, copts)]
                 context_tokens = result.tokens_after

@@ -101,7 +101,8 @@ _HARNESS_NOTE = re.compile(
     r"|<local-command-(?:stdout|stderr|caveat)>|<system-reminder>|# AGENTS\.md instructions for "
     r"|<(?:environment_context|user_instructions|INSTRUCTIONS|turn_aborted|user_shell_command"
     r"|RUNTIME_INFORMATION|EXTRA_INFO)>"
-    r"|<[a-z_]+[ _]instructions>)",
+    r"|<[a-z_]+[ _]instructions>"
+    r"|[^\n]*\? \(Y\)es/\(N\)o)",  # aider's confirm prompt, answered: "Add file to the chat? (Y)es/(N)o/...: skip"
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 

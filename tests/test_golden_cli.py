@@ -29,8 +29,8 @@ from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data"
 COMMANDS = (
-    "bench", "compact", "config", "count", "expand", "guard", "models", "recall", "report",
-    "score-rl", "simulate",
+    "bench", "compact", "config", "count", "expand", "forensics", "guard", "models", "recall",
+    "replay", "report", "score-rl", "simulate",
 )
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")  # archive times (UTC, seconds)
 

@@ -105,6 +105,10 @@ def test_registry_names_live_in_their_registry() -> None:
         "guard.py": {"offload"},  # a pending output's planned action
         # the agents of those names (guard --as)
         "recipes/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
+        # the agent policy registry (ctxkit replay --as), its edits named as the agents name them
+        "recipes/policies.py": {"claude-code", "codex", "gemini-cli", "openhands", "opencode", "truncate"},
+        # the log shapes forensics reads: Claude Code's compact_boundary, Codex's replacement_history
+        "recipes/forensics.py": {"claude-code", "codex"},
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
     }
     # "error" and "units" are also ordinary words (severities, token units)

@@ -148,7 +148,7 @@ def test_single_attempt_does_not_sleep(serve: Callable[..., ChatServer]) -> None
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        (b"<html>gateway</html>", "a body that is not JSON (starts with b'<html>gateway</html>')"),
+        (b"<html>gateway</html>", "a body that is not JSON (starts with '<html>gateway</html>')"),
         (b'{"choices": []}', "without choices[0].message.content"),
         (json.dumps(completion("   ")).encode(), "an empty summary"),
         (json.dumps(completion(None)).encode(), "an empty summary"),
@@ -374,3 +374,41 @@ def test_redact() -> None:
         "see https://[redacted]@h.example/x and http://h.example/"
     )
     assert redact("nothing secret here", "") == "nothing secret here"
+
+
+def test_a_summary_that_echoes_the_key_is_redacted(serve: Callable[..., ChatServer]) -> None:
+    # the key comes back in the summary (an endpoint that echoes its headers): it would reach
+    # the output, the archive, the report and the HTML
+    server = serve(lambda n: Reply(body=completion(f"## Goal\nkey {ODD_KEY}, head {ODD_KEY[:9]}")))
+    text = summarize_llm(UNITS, keyed(server.url, ODD_KEY), sleep=Sleeps())
+    assert text == "## Goal\nkey [redacted], head [redacted]"
+
+
+@pytest.mark.parametrize("cut", [3, 9, 14, 20, 27])
+def test_an_error_excerpt_cut_through_the_key_shows_none_of_it(
+    serve: Callable[..., ChatServer], cut: int
+) -> None:
+    # the excerpt is 300 characters: the key starts `cut` characters before its end
+    body = json.dumps({"error": "x" * (300 - 13 - cut) + ODD_KEY + " is not valid"}).encode()
+    server = serve(lambda n: Reply(status=401, body=body))
+    with pytest.raises(LLMError) as err:
+        summarize_llm(UNITS, keyed(server.url, ODD_KEY), sleep=Sleeps())
+    message = str(err.value)
+    assert "[reda" in message  # the excerpt is cut after the redaction, maybe through its mark
+    for i in range(len(ODD_KEY) - 7):
+        assert ODD_KEY[i : i + 8] not in message
+
+
+@pytest.mark.parametrize("body", ["<html>{pad}{key}</html>", '{{"note": "{pad}{key}"}}'])
+def test_a_bad_200_body_excerpt_shows_none_of_the_key(
+    serve: Callable[..., ChatServer], body: str
+) -> None:
+    text = body.format(pad="y" * 40, key=ODD_KEY).encode()
+    server = serve(lambda n: Reply(body=text))
+    with pytest.raises(LLMError) as err:
+        summarize_llm(UNITS, keyed(server.url, ODD_KEY), sleep=Sleeps())
+    assert ODD_KEY[:8] not in str(err.value) and "[redacted]" in str(err.value)
+
+
+def test_the_key_is_not_in_the_settings_repr() -> None:
+    assert ODD_KEY not in repr(keyed("http://127.0.0.1:9/v1", ODD_KEY))

@@ -78,6 +78,13 @@ def test_an_edited_file_is_kept_only_when_the_context_says_it_was_edited() -> No
     assert not P.kept(probe, P.Context.of(read_only))  # named, but only as read
     noted = read_only.replace(units=[*read_only.units, Unit("n", "user", type="summary", content="- billing/invoice.py (edited)")])
     assert P.kept(probe, P.Context.of(noted))
+    # the request itself asks for an edit ("Fix ... in billing/invoice.py"): that is no edit; a
+    # summary joined to the request message (a second content block, as writers join them) is
+    first = read_only.units[1]
+    assert not P.kept(probe, P.Context.of(read_only))
+    joined = first.replace(content=first.content + "\n\n## Files and code\n- billing/invoice.py (edited)")
+    merged = read_only.replace(units=[u if u is not first else joined for u in read_only.units])
+    assert P.kept(probe, P.Context.of(merged))
 
 
 def test_a_word_is_not_a_failure_and_a_long_request_is_kept_by_most_of_its_words() -> None:
@@ -159,3 +166,20 @@ def test_fidelity_cli_on_a_users_own_pair_and_at_a_limit(tmp_path: Path) -> None
     assert [x["method"] for x in rows] == ["ctxkit", "drop_oldest"] and all(x["budget"] == 3000 for x in rows)
     r = runner.invoke(cli, ["fidelity", str(src)])
     assert r.exit_code == 2 and "--limit" in r.stderr
+
+
+def test_markup_and_harness_headers_are_not_what_an_output_says() -> None:
+    """A failing mini-swe-agent output with nothing in it gave the error probe '<output>'; a
+    Codex exec_command result gave the continuation probe 'Chunk ID: 166895' (random per call)."""
+    units = [
+        Unit("u1", "user", content="Run the tests of the parser."),
+        call("c1", "bash", command="python -m pytest -q"),
+        result("c1", "<returncode>1</returncode>\n<output>\n</output>"),
+        call("c2", "exec_command", cmd="git status --short"),
+        result("c2", "Chunk ID: 166895\nWall time: 0.0512 seconds\nProcess exited with code 0\n"
+                     "Original token count: 12\nOutput:\n M src/parser.py\n"),
+    ]
+    got = by_category(P.extract(Transcript(units=units, id="t")))
+    assert "error" not in got  # it failed, but no line says how
+    assert got["continuation"] == ["git status --short", "M src/parser.py"]
+    assert P.error_line("Traceback (most recent call last):\n  File \"x.py\"\nKeyError: 'id'") == "KeyError: 'id'"

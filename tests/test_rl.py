@@ -537,10 +537,15 @@ def test_the_reward_weighs_what_the_model_can_still_answer() -> None:
     same = dict(success=True, coherence_delta=0.8, reduction_ratio=0.5, priority_preserved=1.0,
                 used_recovery=False)
     assert "fidelity" not in reward_terms(**same)  # not measured: the seed's terms alone
-    assert reward_terms(**same, fidelity=0.6)["fidelity"] == FIDELITY_WEIGHT * 0.6
+    assert reward_terms(**same, fidelity=0.6)["fidelity"] == -FIDELITY_WEIGHT * (1 - 0.6)
+    assert reward_terms(**same, fidelity=1.0)["fidelity"] == 0.0  # nothing lost, nothing taken
     assert reward(**same, fidelity=0.9) > reward(**same, fidelity=0.3)
+    # the seed's terms at their best reach the clamp: what was lost still tells two apart
+    best = dict(same, coherence_delta=1.0, reduction_ratio=1.0)
+    assert reward(**best) == 2.0
+    assert reward(**best, fidelity=1.0) > reward(**best, fidelity=0.9) > reward(**best, fidelity=0.3)
     t = generate("agent_session", seed=2, tokens=6000)
     trial = run_action(t, Action("default", DEFAULT_CHAIN), limit=2500)
     o = trial.outcome
     assert o.success and o.fidelity == probes.score(probes.extract(t), trial.result).recall
-    assert o.terms["fidelity"] == FIDELITY_WEIGHT * o.fidelity and o.to_dict()["fidelity"] == round(o.fidelity, 6)
+    assert o.terms["fidelity"] == -FIDELITY_WEIGHT * (1 - o.fidelity) and o.to_dict()["fidelity"] == round(o.fidelity, 6)

@@ -46,8 +46,14 @@ def test_a_failure_stops_the_run_and_leaves_the_archive_as_it_was(tmp_path: Path
     path = str(tmp_path / "a.db")
     with pytest.raises(CtxkitError, match="below what no strategy can remove"):
         run([*corpus(), doomed()], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
+    assert not os.path.exists(path)  # the run made it: a failed run leaves nothing behind
+    run(corpus()[:1], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
     with Archive(path, readonly=True) as a:
-        assert a.transcript_ids() == [] and a.list() == []
+        before = (a.transcript_ids(), [u.ref for u in a.list()])
+    with pytest.raises(CtxkitError, match="below what no strategy can remove"):
+        run([corpus()[1], doomed()], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
+    with Archive(path, readonly=True) as a:
+        assert (a.transcript_ids(), [u.ref for u in a.list()]) == before == (["chat-0"], before[1])
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -107,6 +107,28 @@ def test_repeated_compaction_merges_its_summaries_with_true_counts(realdata: Pat
     assert f"{n:,} earlier messages ({tokens:,} tokens)" in summary.content
 
 
+
+def test_a_summary_of_a_summary_names_each_file_once(tmp_path: Path) -> None:
+    """django-11039 at 4,000 tokens is summarized twice: the second pass listed
+    'test_sqlmigrate_issue.py (written, ran)' from the first and 'test_sqlmigrate_issue.py
+    (edited)' from its own span, and the read-only files on three lines."""
+    from ctxkit.summarizers.extractive import _merged_file_items, parse_sections
+
+    sample = Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"
+    (t,) = list(read_path(str(sample)))
+    result = compact(t, CompactSettings(limit=4000, tokenizer=TOK), archive=Archive(str(tmp_path / "a.db")))
+    (summary,) = _made_up(result.transcript)
+    assert sum(s.strategy == "summarize_old" and s.saved > 0 for s in result.steps) >= 2
+    files = parse_sections(summary.content)["Files and code"]
+    paths = [f.rsplit(" (", 1)[0] for f in files if not f.startswith("read: ")]
+    paths += [p for f in files if f.startswith("read: ") for p in f[6:].split(", ")]
+    assert len(paths) == len(set(paths))
+    # the merge itself: one line per path, every action, changed files before read ones
+    assert _merged_file_items(["a.py (written, ran)", "read: b.py, c.py"], ["a.py (edited)", "b.py (edited)"]) == [
+        "a.py (written, edited, ran)", "b.py (edited, read)", "read: c.py"]
+    assert _merged_file_items(["Refactored the parser"], ["a.py (edited)"]) is None
+
+
 def test_a_short_budget_keeps_the_last_action_and_quotes_no_wrong_last_request(
     realdata: Path, tmp_path: Path
 ) -> None:
@@ -195,3 +217,37 @@ def test_a_shortened_output_keeps_the_line_a_later_edit_changed(realdata: Path) 
     assert after is not None
     cut = {u.id for u in after.units if u.meta.get("strategy") == "content_type_chunking"}
     assert cut and not cut & shows
+
+
+def test_a_summary_of_outputs_an_earlier_step_shortened_keeps_their_error_lines(tmp_path: Path) -> None:
+    """mini-swe-agent django-11039 at 4,000 tokens: content_type_chunking shortens the late test
+    outputs, then summarize_old's second pass summarizes them. The summary is made from the
+    outputs as the log has them, so the error line chunking cut ('ModuleNotFoundError: No module
+    named 'django.db.connections'') is in it, not '[... 1 lines omitted]'."""
+    from ctxkit.fidelity import probes as P
+
+    sample = Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"
+    (t,) = list(read_path(str(sample)))
+    archive = Archive(str(tmp_path / "a.db"))
+    result = compact(t, CompactSettings(limit=4000, tokenizer=TOK), archive=archive)
+    assert result.fits and "summarize_old" in result.strategies_applied
+    errors = [p for p in P.extract(t) if p.category == "error"]
+    assert any("django.db.connections" in p.key for p in errors)
+    context = P.Context.of(result.transcript)
+    assert [p.key for p in errors if not P.kept(p, context)] == []
+    summary = "\n".join(u.content for u in _made_up(result.transcript))
+    assert "omitted]" not in _section(summary, "Errors and fixes")
+
+
+def test_a_fresh_start_keeps_the_last_reply_cut_rather_than_none_of_it(realdata: Path, tmp_path: Path) -> None:
+    """An aider chat has no tool calls: its last action is the last reply. When the recent run
+    cannot fit, the fresh start kept only the request and a handover (nothing of where the work
+    stood); it now keeps the last reply cut in the middle, archived whole under its ref."""
+    t = _read(realdata, "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md")
+    last = next(u for u in reversed(t.units) if u.role == "assistant" and u.content)
+    out, archive = _compact(t, 15, tmp_path)
+    kept = next(u for u in out.units if u.id == last.id)
+    assert kept.content != last.content and "this message is larger than the context allows" in kept.content
+    assert kept.content.startswith(last.content[:40])
+    ref = kept.meta["ref"]
+    assert ref in kept.content and archive.get(ref).content == last.content

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 RECALL_TOOL_NAME = "recall"
 SEARCH_TOOL_NAME = "search"
 SEARCH_LIMIT = 20  # units a search lists unless the call asks for another number
+TOOL_TIMEOUT_S = 10.0  # a model's recall or search call answers (or fails) within this
+MAX_ARGUMENT_CHARS = 10_000  # a ref, a pattern or a transcript id is never longer
 
 # Every token here is paid on every call of a model that gets the tool: said once, briefly.
 RECALL_DESCRIPTION = (
@@ -209,18 +211,25 @@ def _arguments(arguments: Any, schema: Mapping[str, Any], tool: str) -> dict[str
         if value is None or kind not in ("string", "integer"):
             continue  # `lines` takes several shapes: parse_lines checks it
         if not isinstance(value, str if kind == "string" else int) or isinstance(value, bool):
-            raise UsageError(f"{tool}: argument {name!r} must be a {kind}, got {value!r}")
+            shown = repr(value) if len(repr(value)) <= 60 else type(value).__name__
+            raise UsageError(f"{tool}: argument {name!r} must be a {kind}, got {shown}")
+        if isinstance(value, str) and len(value) > MAX_ARGUMENT_CHARS:
+            raise UsageError(
+                f"{tool}: argument {name!r} has {len(value):,} characters; at most "
+                f"{MAX_ARGUMENT_CHARS:,}"
+            )
         if isinstance(value, int) and value < 1:
             raise UsageError(f"{tool}: argument {name!r} must be at least 1, got {value}")
     return args
 
 
-def serve_recall(archive: Archive, arguments: Any) -> str:
+def serve_recall(archive: Archive, arguments: Any, *, timeout_s: float = TOOL_TIMEOUT_S) -> str:
     """Execute a recall tool call: the text to hand back to the model.
 
     `arguments` is the call's JSON object (`ref`, optional `lines`, `search`, `max_tokens`).
     Bad arguments or an unknown ref raise a `CtxkitError` whose message is fit to return to the
-    model as the tool's error result. A search that matches nothing is an answer, not an error.
+    model as the tool's error result. A search that matches nothing is an answer, not an error;
+    one that takes more than `timeout_s` is an error.
     """
     args = _arguments(arguments, RECALL_PARAMETERS, RECALL_TOOL_NAME)
     ref = args["ref"].strip()
@@ -238,17 +247,21 @@ def serve_recall(archive: Archive, arguments: Any) -> str:
         lines=parse_lines(args.get("lines")),
         search=search,
         max_tokens=args.get("max_tokens"),
+        timeout_s=timeout_s,
     )
     if search is not None and not text:
         return f"no line of {ref} matches {search!r}"
     return text
 
 
-def serve_search(archive: Archive, arguments: Any) -> str:
-    """Execute a search tool call: one line per matching archived unit (see `Archive.search`)."""
+def serve_search(archive: Archive, arguments: Any, *, timeout_s: float = TOOL_TIMEOUT_S) -> str:
+    """Execute a search tool call: one line per matching archived unit (see `Archive.search`);
+    one that takes more than `timeout_s` is an error."""
     args = _arguments(arguments, SEARCH_PARAMETERS, SEARCH_TOOL_NAME)
     limit = args.get("limit", SEARCH_LIMIT)
-    hits = archive.search(args["query"], transcript_id=args.get("transcript"), limit=limit + 1)
+    hits = archive.search(
+        args["query"], transcript_id=args.get("transcript"), limit=limit + 1, timeout_s=timeout_s
+    )
     if not hits:
         where = f" of transcript {args['transcript']!r}" if args.get("transcript") else ""
         return f"no archived item{where} matches {args['query']!r}"

@@ -39,6 +39,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from ctxkit.archive.patterns import SEARCH_TIMEOUT_S, Pattern
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
 
@@ -266,16 +268,23 @@ class ArchivedUnit:
     last_accessed: str | None
     access_count: int
     unit_json: str = field(default="", repr=False)
+    source: str = field(default="", repr=False, compare=False)  # the archive file, for errors
 
     @property
     def long_ref(self) -> str:
         return long_ref(self.transcript_id, self.unit_id)
 
     def unit(self) -> Unit:
-        """The archived unit, with its source record restored."""
-        d = json.loads(self.unit_json)
-        d.setdefault("content", self.content)  # stored once, in its own column
-        return _unit_from_record(d)
+        """The archived unit, with its source record restored; a row that does not make one
+        (changed outside ctxkit) is an `ArchiveError` naming the archive and the ref."""
+        try:
+            d = json.loads(self.unit_json)
+            if not isinstance(d, dict):
+                raise TypeError(f"a JSON {type(d).__name__}, not an object")
+            d.setdefault("content", self.content)  # stored once, in its own column
+            return _unit_from_record(d)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise damaged_row(self.source, f"archived unit {self.ref}", exc) from None
 
     def text(self) -> str:
         """The unit's content and tool calls, as recall shows them."""
@@ -306,8 +315,51 @@ _COLUMNS = (
 )
 
 
-def _row(row: tuple[Any, ...]) -> ArchivedUnit:
-    return ArchivedUnit(*row)
+# what each column of `_COLUMNS` must hold: a row is checked where it becomes an ArchivedUnit
+_COLUMN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("ref", (str,)),
+    ("transcript_id", (str,)),
+    ("unit_id", (str,)),
+    ("type", (str,)),
+    ("tool_name", (str, type(None))),
+    ("summary", (str,)),
+    ("content", (str,)),
+    ("tokens", (int, type(None))),
+    ("created", (str,)),
+    ("last_accessed", (str, type(None))),
+    ("access_count", (int,)),
+    ("unit_json", (str,)),
+)
+
+
+def _row(row: tuple[Any, ...], source: str) -> ArchivedUnit:
+    """A row of `units` as an ArchivedUnit, or an `ArchiveError` that names the damaged column."""
+    ref = row[0] if isinstance(row[0], str) else "(a row without a text ref)"
+    for (name, kinds), value in zip(_COLUMN_TYPES, row, strict=True):
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            what = "binary data" if isinstance(value, bytes) else type(value).__name__
+            raise ArchiveError(
+                f"{source}: archived unit {ref} is damaged: its {name} is {what}, not "
+                f"{' or '.join('NULL' if k is type(None) else _SQL_TYPES[k] for k in kinds)} "
+                "(was the archive changed outside ctxkit?)"
+            )
+    item = ArchivedUnit(*row)
+    item.source = source
+    return item
+
+
+_SQL_TYPES = {str: "text", int: "an integer"}
+
+
+def damaged_row(source: str, what: str, exc: BaseException) -> ArchiveError:
+    """The error for a stored record that does not read back: names the archive and the record."""
+    reason = str(exc).split("\n", 1)[0][:120] or type(exc).__name__
+    if isinstance(exc, json.JSONDecodeError):
+        reason = f"not valid JSON ({exc.msg} at character {exc.pos})"
+    return ArchiveError(
+        f"{source or 'archive'}: {what} is damaged: {reason} (was the archive changed outside "
+        "ctxkit?)"
+    )
 
 
 def _now() -> str:
@@ -320,23 +372,38 @@ class Archive:
     def __init__(self, path: str, *, readonly: bool = False, create: bool = True) -> None:
         self.path = path
         self.readonly = readonly
+        # This object made the file: a run that fails before storing anything removes it again.
+        self.created = False
         self._conn = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise _db_error(path, exc) from None
+        except BaseException:
+            self._conn.close()
+            raise
 
-    @staticmethod
-    def _open(path: str, *, readonly: bool, create: bool) -> sqlite3.Connection:
+    def _open(self, path: str, *, readonly: bool, create: bool) -> sqlite3.Connection:
         if path == ":memory:":
             return sqlite3.connect(path)  # a dry run: nothing touches the disk
-        if os.path.isdir(path):
+        try:
+            st: os.stat_result | None = os.stat(path)
+        except FileNotFoundError:
+            st = None
+        except PermissionError:  # a folder on the way that this user may not enter
+            raise ArchiveError(f"cannot read archive {path}: permission denied") from None
+        except OSError as exc:
+            raise ArchiveError(f"cannot open archive {path}: {_lower(exc)}") from None
+        if st is not None and stat.S_ISDIR(st.st_mode):
             raise ArchiveError(
                 f"archive path {path} is a directory; give a file path (--archive PATH)"
             )
-        exists = os.path.exists(path)
-        if not exists:
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise ArchiveError(
+                f"{path} is not a ctxkit archive (it is a device or a pipe, not a file)"
+            )
+        if st is None:
             if not create:
                 raise ArchiveError(
                     f"no archive at {path}: `ctxkit compact --archive {path}` writes one"
@@ -351,20 +418,19 @@ class Archive:
                     f"cannot create archive {path}: the directory {parent} is not writable"
                 )
             try:
-                # 0600 from the first byte: the archive holds whole transcripts (SQLite gives its
-                # journal the database file's mode)
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-            except FileExistsError:
-                pass  # another writer made it a moment ago
-            except OSError as exc:
-                raise ArchiveError(f"cannot open archive {path}: {exc.strerror}") from None
+                self.created = _create_archive_file(path)
+            except (OSError, sqlite3.Error) as exc:
+                why = _lower(exc) if isinstance(exc, OSError) else str(exc)
+                raise ArchiveError(f"cannot open archive {path}: {why}") from None
+        elif not os.access(path, os.R_OK):
+            raise ArchiveError(f"cannot read archive {path}: permission denied")
         elif not readonly and not os.access(path, os.W_OK):
             raise ArchiveError(
                 f"archive {path} is read-only; choose a writable --archive PATH "
                 "(recall reads it as it is)"
             )
-        mode = "ro" if readonly else ("rwc" if create else "rw")
-        uri = f"file:{quote(os.path.abspath(path))}?mode={mode}"
+        # never "rwc": a file that is gone by now is not made again, empty, by SQLite
+        uri = f"file:{quote(os.path.abspath(path))}?mode={'ro' if readonly else 'rw'}"
         try:
             # IMMEDIATE: a writer takes the lock at its first write, so two writers queue up
             # (busy timeout) instead of deadlocking when both upgrade a read lock
@@ -372,7 +438,7 @@ class Archive:
                 uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE"
             )
         except sqlite3.Error as exc:
-            raise ArchiveError(f"cannot open archive {path}: {exc}") from None
+            raise ArchiveError(f"cannot open archive {path}: {_open_failure(path, exc)}") from None
         return conn
 
     def _prepare(self) -> None:
@@ -383,27 +449,20 @@ class Archive:
                 f"{self.path} is an SQLite database but not a ctxkit archive "
                 f"(it has tables {', '.join(sorted(tables))}); choose another --archive PATH"
             )
-        if self.readonly:
-            if not tables:
-                raise ArchiveError(f"{self.path} is not a ctxkit archive (it is empty)")
-        elif not self._complete():
-            conn.execute("PRAGMA journal_mode = DELETE")
-            # Schema and meta rows in one write transaction, checked again under the lock: a
-            # writer that opens the file while another creates it waits, then finds it whole
-            # (executescript would commit between the tables and the meta rows).
-            with conn:
-                if not conn.in_transaction:
-                    conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait for it
-                if not self._complete():
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)
-                    conn.execute(
-                        "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
-                        ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
-                    )
-                    if not self._has_scope_column():  # an archive from before refs had a scope
-                        conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
+        if not tables:
+            if self.path != ":memory:":
+                # An existing file is never made into an archive: it may be anything of the
+                # user's (a new archive is created whole, by `_create_archive_file`).
+                size = os.path.getsize(self.path)
+                what = "it is empty" if size == 0 else f"its {size:,} bytes are not one"
+                raise ArchiveError(
+                    f"{self.path} is not a ctxkit archive ({what}); give the path of an "
+                    "archive, or a new path for compact to create"
+                )
+            _write_schema(conn)
+        elif not self.readonly and not self._complete():
+            # an archive of an older ctxkit: add what it lacks, under the write lock
+            _write_schema(conn)
         fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
         if fmt is None or fmt[0] != FORMAT_NAME:
             raise ArchiveError(f"{self.path} is not a ctxkit archive")
@@ -417,7 +476,7 @@ class Archive:
         return conn.execute("SELECT 1 FROM ctxkit_meta WHERE key = 'format'").fetchone() is not None
 
     def _has_scope_column(self) -> bool:
-        return any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
+        return _has_scope_column(self._conn)
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -431,15 +490,40 @@ class Archive:
     def abort(self) -> None:
         """Roll back every write since the last commit and close: the archive is as it was.
 
-        A new archive file stays, empty: removing it could lose a concurrent writer's rows.
+        An archive this object created is removed when it still holds nothing, checked under
+        the write lock: a failed run leaves no empty archive behind. One that another run wrote
+        to meanwhile stays.
         """
         try:
             if self._conn.in_transaction:
                 self._conn.rollback()
+            if self.created:
+                self._remove_if_empty()
         except sqlite3.DatabaseError:
             pass  # closing without commit rolls back too
         finally:
             self._conn.close()
+
+    def _remove_if_empty(self) -> None:
+        conn = self._conn
+        conn.execute("PRAGMA busy_timeout = 0")  # another writer at work: it is not ours alone
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError:
+            return
+        try:
+            tables = [
+                r[0]
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                if r[0] != "ctxkit_meta"
+            ]
+            if not any(conn.execute(f'SELECT 1 FROM "{t}" LIMIT 1').fetchone() for t in tables):
+                os.unlink(self.path)
+                self.created = False
+        except OSError:
+            pass
+        finally:
+            conn.rollback()
 
     def __enter__(self) -> Archive:
         return self
@@ -488,8 +572,11 @@ class Archive:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK TO conversation")
-            self._conn.execute("RELEASE conversation")
+            # A full disk or an I/O error makes SQLite undo the whole transaction itself: no
+            # savepoint is left to roll back to, and the error goes on (it stops the run)
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK TO conversation")
+                self._conn.execute("RELEASE conversation")
             raise
         self._conn.execute("RELEASE conversation")
 
@@ -594,7 +681,7 @@ class Archive:
             row = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM units WHERE ref = ?", (bare,)
             ).fetchone()
-            return _row(row) if row else None
+            return _row(row, self.path) if row else None
         if bare.startswith(_LONG_PREFIX):
             body = bare[len(_LONG_PREFIX) :]
             # Prefer the percent-encoded split; then try every `/` for ids typed by hand.
@@ -610,7 +697,7 @@ class Archive:
                     (tid, uid),
                 ).fetchone()
                 if row:
-                    return _row(row)
+                    return _row(row, self.path)
         return None
 
     def has(self, ref: str) -> bool:
@@ -667,13 +754,15 @@ class Archive:
         search: str | None = None,
         max_tokens: int | None = None,
         tokenizer: Tokenizer | None = None,
+        timeout_s: float = SEARCH_TIMEOUT_S,
     ) -> str:
         """The unit's text, or a line range, or the matches of a pattern; cut to `max_tokens`.
 
         A location in the ref (`:L5-9`, `:match-2`) applies unless `lines` is given. With a
         pattern (a regular expression; text that does not compile is searched literally) each
         match comes with two lines of context, numbered like `grep -n`; `:match-N` keeps the Nth.
-        An empty string means no line matched.
+        An empty string means no line matched. A search that takes more than `timeout_s` is
+        stopped with an `ArchiveError` (see `patterns.Pattern`).
         """
         _, where = parse_ref(ref)
         item = self.get(ref, count=False)  # counted once the recall succeeds
@@ -685,7 +774,8 @@ class Archive:
         if lines is not None:
             text = _line_range(text, lines, item.ref)
         if search is not None:
-            text = _search(text, search, where.match, item.ref, first_line=lines[0] if lines else 1)
+            rx = Pattern(search, timeout_s=timeout_s)
+            text = _search(text, rx, where.match, item.ref, first_line=lines[0] if lines else 1)
         if max_tokens is not None:
             # after a search the lines are no longer the unit's, so the note cannot name them
             first = None if search is not None else (lines[0] if lines else 1)
@@ -705,10 +795,15 @@ class Archive:
             sql += " WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
             # '~' + 8 hex digits sort between id + '~' and id + '~~': an index range, no LIKE escaping
             params = (transcript_id, transcript_id + "~", transcript_id + "~~")
-        return [_row(r) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
+        return [_row(r, self.path) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
 
     def search(
-        self, pattern: str, *, transcript_id: str | None = None, limit: int | None = None
+        self,
+        pattern: str,
+        *,
+        transcript_id: str | None = None,
+        limit: int | None = None,
+        timeout_s: float = SEARCH_TIMEOUT_S,
     ) -> builtins.list[dict[str, Any]]:
         """Archived units whose text, tool name or summary match `pattern`, in stored order.
 
@@ -717,16 +812,15 @@ class Archive:
         `chars` and `lines` of the text recall shows (tool calls too), plus `matches` (matching
         lines), `line` (the first one's number, None when only the tool
         name or summary matched) and `snippet` (that line, or a preview, around the match).
-        Reading does not count as an access.
+        Reading does not count as an access. A search that takes more than `timeout_s` is
+        stopped with an `ArchiveError`.
         """
-        try:
-            rx = re.compile(pattern, re.IGNORECASE)
-        except re.error:
-            rx = re.compile(re.escape(pattern), re.IGNORECASE)
+        rx = Pattern(pattern, ignore_case=True, timeout_s=timeout_s)
         hits: builtins.list[dict[str, Any]] = []
         for item in self.list(transcript_id):
             if limit is not None and len(hits) >= limit:
                 break
+            rx.check()
             text = item.text()  # what recall shows: content and tool calls
             lines = text.split("\n")
             found = [i for i, line in enumerate(lines) if rx.search(line)]
@@ -759,7 +853,14 @@ class Archive:
         row = self._conn.execute(
             "SELECT transcript_json FROM transcripts WHERE transcript_id = ?", (transcript_id,)
         ).fetchone()
-        return transcript_from_json(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            if not isinstance(row[0], str):
+                raise TypeError("binary data, not text" if isinstance(row[0], bytes) else "not text")
+            return transcript_from_json(row[0])
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise damaged_row(self.path, f"the original of transcript {transcript_id!r}", exc) from None
 
     def _latest(self, owners: set[str]) -> str:
         """Of these transcript ids, the one whose original was stored last."""
@@ -903,6 +1004,59 @@ class Archive:
         return None
 
 
+def _has_scope_column(conn: sqlite3.Connection) -> bool:
+    return any(r[1] == "scope" for r in conn.execute("PRAGMA table_info(units)"))
+
+
+def _write_schema(conn: sqlite3.Connection) -> None:
+    """The tables and meta rows, in one write transaction, checked again under the lock."""
+    conn.execute("PRAGMA journal_mode = DELETE")
+    with conn:
+        if not conn.in_transaction:
+            conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait for it
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(
+            "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
+            ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
+        )
+        if not _has_scope_column(conn):  # an archive from before refs had a scope
+            conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
+
+
+def _create_archive_file(path: str) -> bool:
+    """Make a new, whole archive at `path`: its schema built in memory and the file linked into
+    place in one step (`fileio.create_whole`: 0600, since it will hold whole transcripts), so
+    no one ever sees it half made, an existing file is never taken over, and a process killed
+    meanwhile leaves nothing. False when another writer made it first (then that one is used)."""
+    from ctxkit.fileio import create_whole
+
+    conn = sqlite3.connect(":memory:")
+    try:
+        _write_schema(conn)
+        image = conn.serialize()
+    finally:
+        conn.close()
+    return create_whole(path, image)
+
+
+def _lower(exc: OSError) -> str:
+    text = exc.strerror or str(exc)
+    return text[:1].lower() + text[1:]
+
+
+def _open_failure(path: str, exc: sqlite3.Error) -> str:
+    """Why SQLite could not open `path`, in the system's words when it has some ("unable to
+    open database file" says nothing of a permission)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as os_exc:
+        return _lower(os_exc)
+    return str(exc)
+
+
 def _key_of(transcript_id: str) -> str | None:
     """The part of a transcript id that names it within its file (`data#12` -> `12`); None for
     the id of a file's only transcript."""
@@ -983,6 +1137,14 @@ def refs_in(t: Transcript) -> builtins.list[str]:
 
 def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
     text = str(exc)
+    if "unable to open database file" in text:
+        directory = os.path.dirname(os.path.abspath(path))
+        if not os.access(directory, os.W_OK):
+            return ArchiveError(
+                f"cannot write archive {path}: permission denied (SQLite keeps its journal in "
+                f"{directory}, which is not writable)"
+            )
+        return ArchiveError(f"cannot open archive {path}: {_open_failure(path, exc)}")
     if "not a database" in text or "file is encrypted" in text:
         return ArchiveError(f"{path} is not a ctxkit archive (not an SQLite file)")
     if "readonly" in text or "read-only" in text:
@@ -995,7 +1157,7 @@ def _db_error(path: str, exc: sqlite3.DatabaseError) -> ArchiveError:
     return ArchiveError(f"archive {path}: {text}")
 
 
-def _snippet(text: str, rx: re.Pattern[str], width: int = SNIPPET_CHARS) -> str:
+def _snippet(text: str, rx: Pattern, width: int = SNIPPET_CHARS) -> str:
     """One line of `text` around the first match of `rx`, whitespace collapsed, `width` chars."""
     flat = " ".join(text.split())
     if len(flat) <= width:
@@ -1016,11 +1178,8 @@ def _line_range(text: str, lines: tuple[int, int], ref: str) -> str:
     return "\n".join(all_lines[a - 1 : b])
 
 
-def _search(text: str, pattern: str, nth: int | None, ref: str, *, first_line: int) -> str:
-    try:
-        rx = re.compile(pattern)
-    except re.error:
-        rx = re.compile(re.escape(pattern))
+def _search(text: str, rx: Pattern, nth: int | None, ref: str, *, first_line: int) -> str:
+    pattern = rx.pattern
     all_lines = text.split("\n")
     hits = [i for i, line in enumerate(all_lines) if rx.search(line)]
     if nth is not None:

@@ -357,7 +357,8 @@ def limit_for(t: Transcript) -> int:
     system = count_transcript(
         t.replace(units=[u for u in t.units if u.role == "system"]), _tok()
     ).total
-    # the system prompt and schemas cannot be cut; the goal is the warn threshold of the limit
+    # the system prompt and schemas cannot be cut; the goal (at least the warn threshold of the
+    # limit) leaves 1,500 tokens beside them
     return max(total // 2, int((system + 1500) / Thresholds().warn) + 1)
 
 

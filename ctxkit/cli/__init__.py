@@ -5,17 +5,39 @@ Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules the
 
 from __future__ import annotations
 
-import importlib
-import os
-import signal
+# The C module, not `signal`: importing that one builds its enums, long enough for a Ctrl-C to
+# land in it (seen), and this runs before anything can catch one.
+import _signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
-import click
 
-from ctxkit.errors import CtxkitError, UsageError
+def _defer_interrupts() -> tuple[list[int], object] | None:
+    """Hold Ctrl-C while this module loads (the command is starting): a KeyboardInterrupt raised
+    inside an import (click's, locale's) prints a traceback through it. Returns what
+    `_end_of_start_up` needs, or None where Python's own handler is not in place."""
+    if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
+        return None
+    caught: list[int] = []
+    try:
+        previous = _signal.signal(_signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not the main thread
+        return None
+    return caught, previous
+
+
+_START_UP = _defer_interrupts()
+
+import importlib  # noqa: E402 - after the handler, on purpose
+import os  # noqa: E402
+import re  # noqa: E402
+import signal  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+from typing import Any  # noqa: E402
+
+import click  # noqa: E402
+
+from ctxkit.errors import CtxkitError, UsageError  # noqa: E402
 
 # name -> (module, attribute, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -29,6 +51,8 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "expand": ("ctxkit.cli.recall", "expand", "Restore a compacted transcript from its archive."),
     "report": ("ctxkit.cli.report_cmd", "report", "Show a compaction report as an HTML page."),
     "fidelity": ("ctxkit.cli.fidelity_cmd", "fidelity", "What a compaction kept of the task, probe by probe."),
+    "replay": ("ctxkit.cli.replay_cmd", "replay", "What each agent would have kept of a session."),
+    "forensics": ("ctxkit.cli.forensics_cmd", "forensics", "What the compactions in logs lost and cost."),
     "mcp": ("ctxkit.cli.mcp_cmd", "mcp", "Serve recall and search over an archive to a model (MCP)."),
     "simulate": ("ctxkit.cli.simulate", "simulate", "Generate overflow scenarios with ground truth."),
     "score-rl": ("ctxkit.cli.score_rl", "score_rl", "Score strategies as RL rewards; export datasets."),
@@ -64,11 +88,17 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(one_line(str(exc))) from None
         except CtxkitError as exc:
             raise _Failure(str(exc), exc.exit_code) from None
         except BrokenPipeError:
             _quiet_exit_on_broken_pipe()
+        except MemoryError:
+            raise _Failure(
+                "out of memory: the input is too large for this machine's memory (or its limit, "
+                "ulimit -v); raise the limit, or split the input",
+                1,
+            ) from None
         except KeyboardInterrupt:
             # Ctrl-C: the atomic writers have removed their temp files on the way up.
             sys.exit(130)
@@ -126,11 +156,21 @@ def _quiet_exit_on_broken_pipe() -> None:
     sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a filter killed by the pipe
 
 
+# control characters, except the tab: a newline in a file name must not split the error line
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped (`\\n`, `\\x1b`): an error stays one line and
+    a file name cannot move the cursor or colour the terminal."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 class _Failure(click.ClickException):
     """A domain error as click reports it: `Error: <message>` and the error's exit code."""
 
     def __init__(self, message: str, exit_code: int):
-        super().__init__(message)
+        super().__init__(one_line(message))
         self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
 
 
@@ -155,11 +195,54 @@ def cli() -> None:
     """
 
 
+def _guard_standard_streams() -> None:
+    """Give a closed stdin, stdout or stderr (`>&-`) a stand-in, so a run reports a closed
+    stdout in one line and works on without a stderr, instead of failing on `None`.
+
+    The descriptor itself is pointed at /dev/null: a file ctxkit opens next would otherwise get
+    number 1 or 2, and whatever is written to "stdout" would land in it."""
+    from ctxkit.fileio import ClosedStream
+
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                pass
+            setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
+        else:
+            if getattr(sys, name) is None:  # open, but Python did not wrap it
+                setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
+
+
 def main() -> None:
     """Console entry point."""
     try:
+        _guard_standard_streams()
         cli(prog_name="ctxkit")
     except KeyboardInterrupt:  # Ctrl-C before a subcommand runs (parsing, loading)
         sys.exit(130)
     except BrokenPipeError:  # --help or --version into `head`
         _quiet_exit_on_broken_pipe()
+    except CtxkitError as exc:  # --help or --version to a closed stdout
+        click.echo(f"Error: {one_line(str(exc))}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def _end_of_start_up() -> None:
+    """Give Ctrl-C back to Python; one that came while the module loaded ends the command now,
+    quietly, as 130."""
+    if _START_UP is None:
+        return
+    caught, previous = _START_UP
+    _signal.signal(_signal.SIGINT, previous)
+    if caught:
+        raise SystemExit(130)
+
+
+_end_of_start_up()

@@ -25,11 +25,12 @@ from ctxkit.summarizers import SUMMARIZER_NAMES
 
 EXIT_HELP = """\b
 Exit codes:
-  0  written (or nothing to do)
-  1  runtime error: nothing written
-  2  usage error: nothing written
-  3  a dataset in which some conversations could not be compacted: the others are written,
-     each one left out is named on stderr"""
+  0    written (or nothing to do)
+  1    runtime error: nothing written
+  2    usage error: nothing written
+  3    a dataset in which some conversations could not be compacted: the others are written,
+       each one left out is named on stderr (none could: nothing is written)
+  130  interrupted (Ctrl-C): nothing written"""
 
 
 _output_options = section(
@@ -174,9 +175,11 @@ def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> Non
     else:
         _render_file(request, outcome)
     if outcome.exit_code:
+        s = outcome.summary
+        what = "are left out" if s.written else "nothing is written"
         echo_err(
-            f"{len(outcome.summary.failures):,} of {outcome.summary.conversations:,} "
-            f"conversations could not be compacted and are left out (exit {outcome.exit_code})"
+            f"{len(s.failures):,} of {s.conversations:,} conversations could not be compacted "
+            f"and {what} (exit {outcome.exit_code})"
         )
         raise click.exceptions.Exit(outcome.exit_code)
 

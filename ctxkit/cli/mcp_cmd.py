@@ -42,6 +42,9 @@ def mcp(archive_path: str | None) -> None:
         echo_err(f"ctxkit: {exc}")
         raise SystemExit(2) from None
     Archive(path, readonly=True, create=False).close()  # a bad path fails here, in one line
+    from ctxkit.fileio import check_stdout
+
+    check_stdout()  # the answers go there
     if os.isatty(0):
         echo_err(f"ctxkit mcp: serving {path} on stdin/stdout (an MCP client starts this)")
     serve_stdio(path)

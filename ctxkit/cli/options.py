@@ -44,7 +44,7 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 def input_options(f: F) -> F:
     """PATH... (files, globs, or stdin when none or `-`) and the reading flags, which reach the
     command as one `read_opts: ReadOptions` (--from, --include-sidechains, --include-compacted,
-    --skip-invalid)."""
+    --skip-invalid, --max-input-mb)."""
 
     @functools.wraps(f)
     def command(
@@ -53,6 +53,7 @@ def input_options(f: F) -> F:
         include_sidechains: bool,
         include_compacted: bool,
         skip_invalid: bool,
+        max_input_mb: float | None,
         **kwargs: Any,
     ) -> Any:
         read_opts = ReadOptions(
@@ -60,6 +61,7 @@ def input_options(f: F) -> F:
             include_sidechains=include_sidechains,
             include_compacted=include_compacted,
             skip_invalid=skip_invalid,
+            max_input_mb=max_input_mb,
         )
         return f(*args, read_opts=read_opts, **kwargs)
 
@@ -89,6 +91,14 @@ def input_options(f: F) -> F:
             "--skip-invalid",
             is_flag=True,
             help="Skip lines that cannot be read and report how many, instead of stopping.",
+        ),
+        click.option(
+            "--max-input-mb",
+            type=FiniteFloat(min=0.0, min_open=True),
+            default=None,
+            metavar="MB",
+            help="Refuse a transcript (or a piped input) larger than this "
+            "(default: $CTXKIT_MAX_INPUT_MB, else 1024).",
         ),
     )(command)  # type: ignore[return-value]
 
@@ -134,7 +144,7 @@ def budget_options(f: F) -> F:
             "--target",
             type=click.IntRange(min=1),
             default=None,
-            help="Token goal (default: the warn threshold of the limit, so the guard does not re-fire).",
+            help="Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire).",
         ),
         click.option(
             "--config",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -10,7 +11,7 @@ import orjson
 
 from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_paths, spooled_input
+from ctxkit.fileio import check_paths, check_stdout, spooled_input
 from ctxkit.formats import FORMATS, WRITABLE
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
@@ -128,7 +129,17 @@ def recall(
     if search is not None and not text:
         echo_err(f"ctxkit: no line of {ref} matches {search!r}")
         raise SystemExit(1)
-    click.echo(text)
+    _write_exactly(text + "\n")
+
+
+def _write_exactly(text: str) -> None:
+    """The archived text as it was, byte for byte: not through click.echo, which removes
+    terminal colour codes when stdout is not a terminal. A lone surrogate (a JSON `\\ud800`
+    escape that no UTF-8 can hold) is written as that escape."""
+    check_stdout()
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "backslashreplace"))
+    sys.stdout.buffer.flush()
 
 
 def _list(archive: Archive | ShardedArchive, transcript: str | None, fmt: str) -> None:
@@ -175,7 +186,9 @@ def _short(text: str, width: int) -> str:
 
 
 def _preview(text: str) -> str:
-    return _short(" ".join(text.split()), _PREVIEW_CHARS)
+    from ctxkit.cli import one_line
+
+    return _short(one_line(" ".join(text.split())), _PREVIEW_CHARS)
 
 
 @click.command("expand")

@@ -93,8 +93,9 @@ def compact(
     """Return the best transcript under the goal that keeps the task alive.
 
     `settings` says how (`CompactSettings`); `limit` alone is shorthand for
-    `CompactSettings(limit=limit)`. The goal is `settings.goal`: the warn threshold of the limit
-    unless a target is set, the same from the library as from `ctxkit compact --limit`.
+    `CompactSettings(limit=limit)`. The goal is `settings.goal` (`budget.compaction_goal`): one
+    token under the guard's compact threshold unless a target is set, the same from the library
+    as from `ctxkit compact --limit`.
     """
     settings = CompactSettings.given(settings, limit, "compact")
     started = time.perf_counter()
@@ -146,6 +147,7 @@ def compact(
         embedder=embedder,
         summarizer=summarizer,
         seed=options.seed,
+        originals={u.id: u for u in original},
     )
     state = State(units=tuple(original), target=goal - fixed, ctx=ctx)
     coherence_embedder = embedder

@@ -58,7 +58,7 @@ class CompactSettings:
     """
 
     limit: int
-    target: int | None = None  # None: the warn threshold of the limit
+    target: int | None = None  # None: one token under the compact threshold (budget.compaction_goal)
     thresholds: Thresholds = Thresholds()
     options: ChainOptions = field(default_factory=ChainOptions)
     tokenizer: Tokenizer | None = None  # None: the default tokenizer

@@ -13,7 +13,7 @@ from ctxkit.archive.store import Archive, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Failure, Observer
-from ctxkit.errors import CtxkitError
+from ctxkit.errors import ArchiveError, CtxkitError
 from ctxkit.model import Transcript
 
 _WORK: dict[str, CompactSettings] = {}  # what forked workers inherit: the run's settings
@@ -148,6 +148,10 @@ def _compact_one(
             return compact(t, settings, observe=observe)
         with archive.savepoint():  # a failure takes its rows with it
             return compact(t, settings, archive=archive, observe=observe)
+    except ArchiveError:
+        # the archive's trouble (a full disk, a damaged row), not this conversation's: it
+        # stops the run, whose other rows may be gone with it
+        raise
     except CtxkitError as exc:
         if not keep_going:
             raise

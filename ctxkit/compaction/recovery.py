@@ -35,9 +35,10 @@ def _first_request_index(units: Sequence[Unit]) -> int | None:
     return found[0] if found else None
 
 
-def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
+def _fit_last_request(state: State, request: Unit, room: int, what: str = "request") -> Unit:
     """The last request verbatim, or, when it alone cannot fit, offloaded: the archive keeps it
-    whole and the context keeps as much of its head and tail as fits, with the ref."""
+    whole and the context keeps as much of its head and tail as fits, with the ref. (`what`
+    names it in the note: the last action's message is cut the same way.)"""
     tok = state.ctx.tokenizer
     if tok.count(request.content) <= room or tok.count(request.content) <= 2 * MIN_CUT_NOTE_TOKENS:
         return request  # fits, or too short for a note and a useful part of it to beat it
@@ -47,8 +48,8 @@ def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
     def shortened(keep_chars: int) -> str:
         head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
         note = (
-            f"[this request is larger than the context allows: {len(text) - keep_chars:,} of its "
-            f"{len(text):,} characters are left out here, the whole request {archived_as([ref])}]"
+            f"[this {what} is larger than the context allows: {len(text) - keep_chars:,} of its "
+            f"{len(text):,} characters are left out here, the whole {what} {archived_as([ref])}]"
         )
         return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
 
@@ -263,9 +264,13 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
     room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
     request = None
     if last_i is not None:
-        # The request keeps priority over the handover, which needs only a little room.
+        # The request keeps priority over the handover, which needs only a little room; a
+        # request larger than most of the room (a task statement with pages of instructions) is
+        # cut in the middle to `REQUEST_SHARE` of it, so the handover and the last action, what
+        # the work stands at, still have theirs (as Codex cuts the messages it keeps).
+        share = int(room * REQUEST_SHARE) if _has_work(state, original, last_i) else room
         request = _fit_last_request(
-            state, original[last_i], max(0, room - min(options.handover_tokens, 160))
+            state, original[last_i], max(0, min(share, room - min(options.handover_tokens, 160)))
         )
         room -= tok.count(request.content)
     # The first request leads, word for word, when a small handover still fits after it;
@@ -277,12 +282,11 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
             leads.insert(0, [original[first_i]])
     # The last action and what came back (as the chain left them: an offloaded output is its
     # head) stay too when they take at most half of what is left: what to continue from.
-    action = _last_action_units(state, original, {last_i, first_i})
+    action = _last_action_units(state, original, {last_i, first_i}) or _last_reply(state, original, last_i)
+    if action:
+        action = _cut_to(state, action, room // 2)
     action_cost = sum(state.with_units(action).units_tokens()) if action else 0
-    if action and action_cost <= room // 2:
-        room -= action_cost
-    else:
-        action = []
+    room -= action_cost
     candidate = state
     for lead in leads:
         candidate = _minimal(state, original, options, system, lead, request, last_i, first_i,
@@ -292,7 +296,72 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
             break
     if not candidate.fits() and request is not None:
         candidate = _squeezed(state, candidate, original[last_i])  # type: ignore[index]
+    if candidate.fits() and action and any(u.meta.get("offloaded_request") for u in action):
+        candidate = _refilled(state, candidate, action)
     return candidate
+
+
+REQUEST_SHARE = 0.6  # of the minimal form's room, at most, for a long last request
+
+
+def _has_work(state: State, original: Sequence[Unit], last_i: int | None) -> bool:
+    """Whether there is more to the session than its last request: messages besides the
+    system prompt and that request (what a handover and a last action would carry)."""
+    request_id = original[last_i].id if last_i is not None else None
+    return any(u.role != "system" and u.id != request_id for u in original)
+
+
+def _refilled(state: State, candidate: State, action: list[Unit]) -> State:
+    """The minimal form with what it left of the goal given back to the last action's cut
+    messages (they were cut to half the room before the handover took its part)."""
+    spare = state.target - candidate.tokens()
+    if spare <= 2 * MIN_CUT_NOTE_TOKENS:
+        return candidate
+    originals = {u.id: u for u in state.units}
+    whole = [originals.get(u.id, u) for u in action]
+    cost = sum(state.with_units(action).units_tokens())
+    for give in (spare - 16, spare // 2):
+        longer = _cut_to(state, whole, cost + give)
+        if not longer:
+            continue
+        by_id = {u.id: u for u in longer}
+        units = tuple(by_id.get(u.id, u) for u in candidate.units)
+        refilled = State(units=units, target=state.target, ctx=state.ctx, in_recovery=True)
+        if refilled.fits():
+            return refilled
+    return candidate
+
+
+def _cut_to(state: State, units: list[Unit], room: int) -> list[Unit]:
+    """The last action's units within `room`: whole when they fit; else its messages' text cut in
+    the middle (each archived whole, with its ref), the calls' arguments never edited; none when
+    the calls alone do not fit."""
+    sizes = state.with_units(units).units_tokens()
+    if sum(sizes) <= room:
+        return units
+    # what cannot be cut: a message with tool calls (its arguments stay whole), and what every
+    # message costs besides its text
+    fixed = [k for k, u in enumerate(units) if u.tool_calls or not u.content]
+    text_tokens = {k: state.ctx.tokenizer.count(units[k].content) for k in range(len(units)) if k not in fixed}
+    spare = room - sum(sizes) + sum(text_tokens.values())
+    if not text_tokens or spare < 2 * MIN_CUT_NOTE_TOKENS * len(text_tokens):
+        return []
+    total = sum(text_tokens.values())
+    out = list(units)
+    for k, n in text_tokens.items():
+        share = spare * n // total
+        out[k] = _fit_last_request(state, units[k], share, "message" if units[k].role != "tool" else "output")
+    return out if sum(state.with_units(out).units_tokens()) <= room else []
+
+
+def _last_reply(state: State, original: Sequence[Unit], last_i: int | None) -> list[Unit]:
+    """In a session without actions (a chat, an aider history of whole-file replies): the newest
+    assistant message after the last request, as the chain left it (what the work stands at)."""
+    after = {u.id for u in original[(last_i if last_i is not None else -1) + 1 :]}
+    for u in reversed(state.units):
+        if u.role == "assistant" and u.content and not u.tool_calls and u.id in after:
+            return [u]
+    return []
 
 
 def _last_action_units(state: State, original: Sequence[Unit], skip: set[int | None]) -> list[Unit]:

@@ -164,6 +164,7 @@ def run(
     on_result: OnResult | None = None,
     keep_going: bool = False,
     as_written: AsWritten | None = None,
+    before_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Compact every transcript of `source` (read lazily) into `sink`, archiving what is
     removed in `archive`; the summary.
@@ -172,6 +173,9 @@ def run(
     nowhere, `on_result` sees each result with the open archive). A transcript that cannot be
     compacted raises its error, and nothing is written; with `keep_going` (a dataset) it is
     left out of the output, its archive rows undone, and listed in the summary's failures.
+    `before_commit` runs once every transcript is written, before the archive commits (what
+    must be whole for the run to count: a report staged beside the output); if it raises,
+    nothing is written.
     With `as_written` (how the sink's file reads back), a compacted transcript's "after" is
     counted on what the file holds, so it is what `count` says of the output (a format may join
     a summary to the request before it); without, it is the chain's own figure.
@@ -187,6 +191,8 @@ def run(
             out.write(_written(results, summary, store, on_result, settings, as_written))
             if not summary.changed and not summary.failures:
                 out.keep_input()
+            if before_commit is not None:
+                before_commit()
             store.close()  # commits: the archive is whole before the output appears
             if scratch is not None:
                 os.replace(scratch, archive.path)

@@ -73,7 +73,7 @@ from ctxkit.config.fields import (
     text,
 )
 from ctxkit.embedders import DEFAULT_EMBEDDER
-from ctxkit.errors import ConfigError
+from ctxkit.errors import ConfigError, InputError
 from ctxkit.strategies import DEFAULT_CHAIN, PARAMS, STRATEGIES
 
 DEFAULT_PATH = "ctxkit.yaml"
@@ -419,13 +419,14 @@ def load_config(path: str | None = None) -> Config:
         path = DEFAULT_PATH
     import yaml
 
+    from ctxkit.fileio import read_file_limited
+
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such config file")
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+        text = read_file_limited(path).decode("utf-8")
+    except InputError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.problem}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc}") from None
     try:

@@ -25,7 +25,15 @@ from ctxkit.compaction.run import ArchiveTarget, RunSummary, run
 from ctxkit.counting import as_written
 from ctxkit.engines.request import CompactRequest
 from ctxkit.errors import UsageError
-from ctxkit.fileio import atomic_writer, check_paths, check_writable, spooled_input, write_output
+from ctxkit.fileio import (
+    AtomicSet,
+    atomic_set,
+    atomic_writer,
+    check_paths,
+    check_writable,
+    spooled_input,
+    write_output,
+)
 from ctxkit.formats import ReadStats
 from ctxkit.report.tables import reading_summary
 
@@ -92,42 +100,60 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
         if path and path != "-":
             check_writable(path, what)
     outcome = CompactOutcome(archive=None if dry else archive_file)
-    with spooled_input(source) as path, _event_sink(request.events, request.verbose, say) as observe:
-        reader = read_path(path, request.read_opts, stats=outcome.stats, label=_label(source, path))
-        # A dataset is read, compacted and written one conversation at a time: memory follows
-        # the largest conversation, not the file. Two are read ahead to know which it is.
-        head = [check_depth(t) for t in itertools.islice(reader, 2)]  # before the archive exists
-        if not head:
-            if outcome.stats.skipped_invalid:
-                say(reading_summary(outcome.stats))
-            raise UsageError(f"{source}: no transcript to compact")
-        if request.recall_tool:
-            settings = _with_recall_tool(settings, request, head[0], say)
-        seen = _Seen(request, say, truth=_truth_for(source) if request.report or request.html else None)
-        results: Any = itertools.chain(head, (check_depth(t) for t in reader))
-        if len(head) > 1 and request.progress:
-            from tqdm import tqdm
+    seen = _Seen(request, say, truth=_truth_for(source) if request.report or request.html else None)
 
-            results = tqdm(results, unit="conv", file=sys.stderr)
-        from ctxkit.compaction.sinks import transcript_output
+    def before_commit() -> None:
+        if seen.summary.failures and not seen.summary.written:
+            # every conversation left out: a failed run, which leaves nothing behind (no empty
+            # output, no archive it made)
+            raise _NothingWritten
+        # --report and --html are whole before the archive commits: one that cannot be
+        # written fails the run, leaving no output and no archive rows
+        _stage_reports(side, request, seen.reports, None if dry else archive_file)
 
-        outcome.summary = run(
-            results,
-            settings,
-            sink=transcript_output(output, path, request.to_format, discard=dry),
-            archive=ArchiveTarget(":memory:" if dry else archive_file),
-            jobs=request.jobs,
-            observe=observe,
-            on_result=seen.add,
-            keep_going=len(head) > 1,
-            as_written=functools.partial(as_written, fmt=request.to_format),
-        )
+    try:
+        with (
+            spooled_input(source, request.read_opts.max_input_mb) as path,
+            _event_sink(request.events, request.verbose, say) as observe,
+            atomic_set() as side,
+        ):
+            reader = read_path(path, request.read_opts, stats=outcome.stats, label=_label(source, path))
+            # A dataset is read, compacted and written one conversation at a time: memory follows
+            # the largest conversation, not the file. Two are read ahead to know which it is.
+            head = [check_depth(t) for t in itertools.islice(reader, 2)]  # before the archive exists
+            if not head:
+                if outcome.stats.skipped_invalid:
+                    say(reading_summary(outcome.stats))
+                raise UsageError(f"{source}: no transcript to compact")
+            if request.recall_tool:
+                settings = _with_recall_tool(settings, request, head[0], say)
+            results: Any = itertools.chain(head, (check_depth(t) for t in reader))
+            if len(head) > 1 and request.progress:
+                from tqdm import tqdm
+
+                results = tqdm(results, unit="conv", file=sys.stderr)
+            from ctxkit.compaction.sinks import transcript_output
+
+            outcome.summary = run(
+                results,
+                settings,
+                sink=transcript_output(output, path, request.to_format, discard=dry),
+                archive=ArchiveTarget(":memory:" if dry else archive_file),
+                jobs=request.jobs,
+                observe=observe,
+                on_result=seen.add,
+                keep_going=len(head) > 1,
+                before_commit=before_commit,
+                as_written=functools.partial(as_written, fmt=request.to_format),
+            )
+    except _NothingWritten:
+        outcome.summary = seen.summary
+        outcome.archive = None
     if outcome.stats.skipped_invalid:
         say(reading_summary(outcome.stats))
     outcome.lines = seen.lines
     if not outcome.summary.changed:
         outcome.archive = None
-    _write_reports(request, seen.reports, None if dry else archive_file)
     return outcome
 
 
@@ -190,6 +216,10 @@ def _failed_line(f: Failure) -> str:
     return f"left out: {message}"
 
 
+class _NothingWritten(Exception):
+    """Every conversation of a dataset was left out: the run is undone."""
+
+
 class _Seen:
     """What a streamed run keeps of each result: its line and report, not its transcript.
 
@@ -201,9 +231,11 @@ class _Seen:
         self.request, self.say, self.truth = request, say, truth
         self.lines: list[tuple[str, str]] = []
         self.reports: list[dict[str, Any]] = []
+        self.summary = RunSummary()
 
     def add(self, r: CompactResult | Failure, archive: Any) -> None:
         """Take note of `r` (explain it, report broken invariants)."""
+        self.summary.add(r)
         if isinstance(r, Failure):
             self.lines.append((r.transcript_id, _failed_line(r)))
             return
@@ -234,18 +266,25 @@ def explain_steps(result: CompactResult) -> Iterator[str]:
         yield f"  pass {s.iteration} {s.strategy}: {what}{refs}, {s.time_ms:.1f} ms"
 
 
-def _write_reports(request: CompactRequest, reports: list[dict[str, Any]], archive: str | None) -> None:
+def _stage_reports(
+    side: AtomicSet, request: CompactRequest, reports: list[dict[str, Any]], archive: str | None
+) -> None:
+    """The JSON report and the HTML page, written in full into the run's atomic set (renamed
+    into place with it; stdout and devices get their bytes now)."""
     if request.report and reports:
         report: dict[str, Any] = reports[0] if len(reports) == 1 else {"transcripts": reports}
         report["archive"] = archive
         report["dry_run"] = request.dry_run
-        write_output(request.report, orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+        with side.open(request.report, "wb") as f:
+            f.write(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     if request.html and reports:
         from ctxkit.report.html import render_html
 
         for r in reports:
             r["archive"] = archive
-        write_output(request.html, render_html(reports).encode("utf-8"))
+        with side.open(request.html, "wb") as f:
+            f.write(render_html(reports).encode("utf-8"))
+    side.write_streams()
 
 
 @contextmanager
@@ -309,7 +348,7 @@ def replay(request: CompactRequest, say: Say) -> ReplayOutcome:
     )
     settings = request.settings.build(progress=request.progress, warn=say)
     priced = [priced_model(name, "--cost") for name in request.cost_models]
-    with spooled_input(source) as path:
+    with spooled_input(source, request.read_opts.max_input_mb) as path:
         results = replay_path(
             path,
             settings,

@@ -18,6 +18,7 @@ from typing import Any
 
 from ctxkit.config.settings import SettingsSpec
 from ctxkit.engines.shards import Shard, archive_shard_path, read_shard, write_index
+from ctxkit.fileio import output_directory
 from ctxkit.formats import ReadOptions, ReadStats
 from ctxkit.model import Transcript
 
@@ -68,19 +69,19 @@ def compact_shards(
     """Each shard's `compact_shard` tally, in input order; then a file in which nothing changed
     is written as it was, the index of the archive shards is written, and leftovers of killed
     attempts are removed."""
-    os.makedirs(job.out_dir, exist_ok=True)
-    changed: dict[int, int] = {}
-    for shard, tally in zip(shards, map_shards(compact_shard, shards, job), strict=True):
-        # a conversation left out is a change too: the output is not the input
-        touched = tally["changed"] + len(tally["failures"])
-        changed[shard.file_index] = changed.get(shard.file_index, 0) + touched
-        yield tally
-    if job.to_format is None:
-        # a file in which nothing changed is written as it was, as `compact` writes it
-        same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
-        for _ in map_shards(copy_shard, same, replace(job, fault=None)):
-            pass
-    finish_directory(job.out_dir, [s.name for s in shards])
+    with output_directory(job.out_dir):
+        changed: dict[int, int] = {}
+        for shard, tally in zip(shards, map_shards(compact_shard, shards, job), strict=True):
+            # a conversation left out is a change too: the output is not the input
+            touched = tally["changed"] + len(tally["failures"])
+            changed[shard.file_index] = changed.get(shard.file_index, 0) + touched
+            yield tally
+        if job.to_format is None:
+            # a file in which nothing changed is written as it was, as `compact` writes it
+            same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
+            for _ in map_shards(copy_shard, same, replace(job, fault=None)):
+                pass
+        finish_directory(job.out_dir, [s.name for s in shards])
 
 
 _SETTINGS: dict[SettingsSpec, Any] = {}  # per worker process: settings built once per run

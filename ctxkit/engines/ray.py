@@ -388,8 +388,10 @@ def score_dataset(
     shards: Sequence[Shard], job: ScoreJob, opts: RayOptions = RayOptions()
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `score_shard` result, in input order."""
-    os.makedirs(job.out_dir, exist_ok=True)
-    yield from run_shards(score_shard, shards, job, opts)
+    from ctxkit.fileio import output_directory
+
+    with output_directory(job.out_dir):
+        yield from run_shards(score_shard, shards, job, opts)
 
 
 # ---------------------------------------------------------------- for Ray pipelines

@@ -33,6 +33,7 @@ quoted in a summary is found either way.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -169,6 +170,13 @@ _EDIT_WORDS = re.compile(
     r"renam|delet|remov|replac|insert|sed -i|apply_patch)",
     re.IGNORECASE,
 )
+# In a user's message only an edit said as done counts ("fix x.py" asks for one): a summary an
+# agent or ctxkit joined to the request message says "x.py (edited)"
+_DONE_EDIT_WORDS = re.compile(
+    r"\b(?:edited|modified|wrote|written|created|added|changed|updated|fixed|patched|renamed|"
+    r"deleted|removed|replaced|inserted)\b",
+    re.IGNORECASE,
+)
 
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
@@ -193,8 +201,10 @@ def paths_in(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=65_536)
 def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
-    """(path, edited) for each file a call acted on."""
+    """(path, edited) for each file a call acted on (cached: scoring asks it per probe; callers
+    only read the list)."""
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
@@ -288,11 +298,26 @@ def output_text(text: str) -> str:
     return text
 
 
+_TAG = re.compile(r"</?[\w-]+>")
+# lines a harness puts around an output, the same for every call: Codex's exec_command header
+_HARNESS_LINE = re.compile(
+    r"^(?:Chunk ID|Wall time|Original token count|Total output lines|Process exited with code)\b.*$"
+    r"|^Output:\s*$",
+    re.IGNORECASE,
+)
+
+
+def says_something(line: str) -> bool:
+    """A line that says something of this output: not markup alone (`<output>`,
+    `<returncode>1</returncode>`), not a harness header (`Chunk ID: 166895`)."""
+    return bool(re.search(r"[A-Za-z]{2}", _TAG.sub("", line))) and not _HARNESS_LINE.match(line.strip())
+
+
 def error_line(text: str) -> str:
     """The line that says what went wrong: the last exception line, else the first line with
-    an error word, else the first line."""
+    an error word, else the first line that says something ("" when none does)."""
     text = output_text(text)
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and says_something(ln)]
     named = [ln for ln in lines if _EXCEPTION.match(ln)]
     if named:
         return named[-1]
@@ -365,7 +390,7 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
                 token = m.group(0)
                 if token.lower() in _BORING or token in out or len(token) < 3:
                     continue
-                if re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
+                if token in before and re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
                     out[token] = Probe("identifier", token, u.id, i)
     return list(out.values())[:MAX_IDENTIFIERS]
 
@@ -405,7 +430,7 @@ def continuation(units: Sequence[Unit]) -> list[Probe]:
     for j in range(i + 1, len(units)):
         r = units[j]
         if r.tool_call_id == call.id:
-            first = next((ln for ln in output_text(r.content).splitlines() if ln.strip()), "")
+            first = next((ln for ln in output_text(r.content).splitlines() if says_something(ln)), "")
             if first.strip():
                 out.append(Probe("continuation", _key(first), r.id, j, detail=f"result of {call.name}"))
             break
@@ -516,10 +541,9 @@ class Context:
             for c in u.tool_calls:
                 if any(edit and p == path for p, edit in _call_paths(c.name, c.arguments)):
                     return True
-            if is_request(u):
-                continue  # "fix x.py" asks for an edit; it does not say one was made
+            words = _DONE_EDIT_WORDS if is_request(u) else _EDIT_WORDS
             for line in u.content.splitlines():
-                if path in line and _EDIT_WORDS.search(line):
+                if path in line and words.search(line):
                     return True
         return False
 

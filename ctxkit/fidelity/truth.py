@@ -146,11 +146,18 @@ def sidecar_for(path: str) -> Path | None:
 
 def read_truth_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record of a sidecar file, in order: {id, file, line, ground_truth}."""
+    from ctxkit.fileio import max_input_bytes, too_large
+
     where = os.fspath(path)
+    limit = max_input_bytes()
     records: list[dict[str, Any]] = []
+    held = 0
     try:
         with open(where, "rb") as fh:
-            for n, raw in enumerate(fh, 1):
+            for n, raw in enumerate(iter(lambda: fh.readline(limit + 1), b""), 1):
+                held += len(raw)
+                if held > limit:  # a sidecar is held whole: /dev/zero ends here, not in memory
+                    raise InputError(where, n, too_large(limit, "sidecar"))
                 if not raw.strip():
                     continue
                 try:

@@ -25,6 +25,7 @@ class ReadOptions:
     include_sidechains: bool = False  # Claude Code: keep subagent records in the main thread
     include_compacted: bool = False  # Claude Code, Codex, OpenHands: also read what their compaction summarized
     skip_invalid: bool = False  # count and skip unreadable lines instead of stopping
+    max_input_mb: float | None = None  # largest transcript held; None: $CTXKIT_MAX_INPUT_MB or 1024
 
 
 @dataclass

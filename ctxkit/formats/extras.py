@@ -8,24 +8,18 @@ from typing import Any
 import orjson
 
 from ctxkit.errors import InputError
+from ctxkit.fileio import read_file_limited
 from ctxkit.model import Transcript, Unit
 
 
 def read_text_file(path: str) -> str:
-    """A UTF-8 text file, or an `InputError` that says why it cannot be read."""
+    """A UTF-8 text file (up to the input limit), or an `InputError` that says why it cannot be
+    read."""
+    data = read_file_limited(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError(path, None, "no such file") from None
-    except PermissionError:
-        raise InputError(path, None, "permission denied") from None
-    except IsADirectoryError:
-        raise InputError(path, None, "is a directory") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror}") from None
 
 
 def line_of(text: str, pos: int) -> int:

@@ -52,7 +52,7 @@ from typing import IO, Any
 import orjson
 
 from ctxkit.errors import CtxkitError, InputError, UsageError
-from ctxkit.fileio import atomic_writer, check_writable
+from ctxkit.fileio import atomic_writer, check_writable, copy_limited, max_input_bytes
 from ctxkit.formats.common import ReadOptions, ReadStats, snippet_of
 from ctxkit.model import Transcript
 
@@ -400,7 +400,8 @@ def read_parquet_stream(
     """Transcripts of a Parquet dataset read from a stream (stdin): Parquet keeps its index at
     the end, so the stream is copied to a temp file ($TMPDIR) first, then read as a file."""
     with tempfile.NamedTemporaryFile(prefix="ctxkit-stdin-", suffix=SUFFIX) as tmp:
-        shutil.copyfileobj(stream, tmp)
+        mb = opts.max_input_mb if isinstance(opts, ReadOptions) else None
+        copy_limited(stream, tmp, max_input_bytes(mb), label)  # type: ignore[arg-type]
         tmp.flush()
         yield from read_parquet(tmp.name, opts, stats=stats, label=label)
 

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from ctxkit.errors import InputError, unknown_name
+from ctxkit.fileio import max_input_bytes, read_limited, too_large
 from ctxkit.formats import parquet
 from ctxkit.formats.base import Format
 from ctxkit.formats.common import ReadOptions, ReadStats, Source, loads, snippet_of
@@ -40,6 +41,7 @@ __all__ = [
 _SUFFIXES = (".json", ".jsonl", ".traj", ".parquet")
 
 _SNIFF_BYTES = 8192
+_CHUNK = 1 << 20  # a line is read in pieces of this size
 _LEADING_SPACE = re.compile(rb"\s*")
 
 
@@ -147,6 +149,9 @@ class _Reader:
         self.stats = stats
         self.stem = _stem(path)
         self.seen_blocks: set[str] = set()
+        # nothing larger is held: a line, a document, the lines of one transcript (an endless
+        # input meets it instead of the machine's memory)
+        self.limit = max_input_bytes(opts.max_input_mb)
 
     def _forced_shape(self) -> str | None:
         return FORMATS[self.fmt].shape if self.fmt is not None else None
@@ -165,13 +170,54 @@ class _Reader:
             return
         raise InputError(self.path, line, problem, snippet_of(snippet))
 
+    # -- bounded reads
+
+    def _lines(self, stream: BinaryIO, before: int) -> Iterator[bytes]:
+        """The stream's lines (line `before` + 1 first), each at most the input limit."""
+        n = before
+        while True:
+            raw = stream.readline(_CHUNK)
+            if not raw:
+                return
+            n += 1
+            if len(raw) == _CHUNK and not raw.endswith(b"\n"):
+                raw = self._long_line(stream, raw, n)
+            yield raw
+
+    def _long_line(self, stream: BinaryIO, start: bytes, n: int) -> bytes:
+        """The rest of a line longer than a chunk, gathered in chunks: over the limit, it fails
+        holding the limit once (a single `readline(limit)` grows to twice that, slowly)."""
+        chunks, size = [start], len(start)
+        while not chunks[-1].endswith(b"\n"):
+            chunk = stream.readline(_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > self.limit:
+                del chunks
+                raise InputError(self.path, n, too_large(self.limit, "line"))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _rest(self, stream: BinaryIO, line: int, held: int) -> bytes:
+        """The rest of the stream, when `held` bytes of the same document are already read."""
+        try:
+            return read_limited(stream, self.limit - held, self.path, line)
+        except InputError:
+            raise InputError(self.path, line, too_large(self.limit, "document")) from None
+
     # -- entry
 
     def read(self, stream: BinaryIO) -> Iterator[Transcript]:
+        peek = getattr(stream, "peek", None)
+        if peek is not None and b"\x00" in peek(_SNIFF_BYTES)[:_SNIFF_BYTES]:
+            # /dev/zero, an image, a database: not a transcript, said before reading a line of it
+            self.fail(1, "binary data, not a JSON transcript")
+            return
         lineno = 0
         first = b""
         lead = b""  # the blank lines before the first line (a text format keeps them)
-        for raw in iter(stream.readline, b""):
+        for raw in self._lines(stream, 0):
             lineno += 1
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
@@ -191,7 +237,7 @@ class _Reader:
         head = first[start : start + 1]
         forced = FORMATS[self.fmt] if self.fmt is not None else None
         if head not in (b"{", b"[") or (forced is not None and forced.shape == "text"):
-            data = lead + first + stream.read()
+            data = lead + first + self._rest(stream, lineno, len(lead) + len(first))
             # A text format says so in its first line, or (a history that opens with an editor's
             # mode line, say) in its first few kilobytes.
             text_fmt = forced.name if forced is not None and forced.shape == "text" else next(
@@ -211,7 +257,7 @@ class _Reader:
             if obj is None:
                 # A JSON document whose first line is not a whole object, or a JSONL file with a
                 # broken first line: the document reading decides, else the lines do.
-                rest = stream.read()
+                rest = self._rest(stream, lineno, len(first))
                 try:
                     doc = loads(first + rest)
                 except orjson.JSONDecodeError:
@@ -220,7 +266,7 @@ class _Reader:
                 yield from self.document(doc, one_line=False)
                 return
             nxt, nxt_line = b"", lineno
-            for raw in iter(stream.readline, b""):
+            for raw in self._lines(stream, lineno):
                 nxt_line += 1
                 if not raw.isspace():
                     nxt = raw
@@ -231,7 +277,7 @@ class _Reader:
             yield from self.jsonl([(lineno, first, obj), (nxt_line, nxt, None)], stream, nxt_line)
             return
         if head in (b"{", b"["):
-            rest = stream.read()
+            rest = self._rest(stream, lineno, len(first))
             data = first + rest if rest else first
             del rest
             try:
@@ -270,25 +316,25 @@ class _Reader:
         for t in transcripts if isinstance(transcripts, list) else [transcripts]:
             yield self._finish(t, t.id)
 
-    def _parsed(self, first: list[tuple[int, bytes, Any]], stream: BinaryIO, start: int) -> Iterator[tuple[int, Any]]:
-        """(line number, parsed record) for the lines already read, then the rest of the stream."""
+    def _parsed(self, first: list[tuple[int, bytes, Any]], stream: BinaryIO, start: int) -> Iterator[tuple[int, Any, int]]:
+        """(line number, parsed record, its bytes) for the lines already read, then the rest."""
         for n, raw, obj in first:
             if obj is None:
                 obj = self._parse_line(n, raw)
                 if obj is None:
                     continue
-            yield n, obj
+            yield n, obj, len(raw)
         n = start
-        for raw in stream:
+        for raw in self._lines(stream, start):
             n += 1
             try:
-                yield n, loads(raw)
+                yield n, loads(raw), len(raw)
             except orjson.JSONDecodeError:
                 if raw.isspace():
                     continue
                 obj = self._parse_line(n, raw)
                 if obj is not None:
-                    yield n, obj
+                    yield n, obj, len(raw)
 
     def _parse_line(self, n: int, raw: bytes) -> Any:
         """A line's record, or None after reporting (or counting) why it is not one."""
@@ -307,7 +353,8 @@ class _Reader:
         records: list[Any] = []
         numbers: list[int] = []
         dataset = False
-        for n, obj in parsed:
+        held = 0  # bytes of the records of one transcript (a dataset holds one line at a time)
+        for n, obj, size in parsed:
             self.stats.records += 1
             if not records and not dataset and self._reads_datasets():
                 dataset = is_conversation(obj) or self._forced_shape() == "object"
@@ -319,6 +366,9 @@ class _Reader:
                 if t is not None:
                     yield t
                 continue
+            held += size
+            if held > self.limit:
+                raise InputError(self.path, n, too_large(self.limit, "transcript"))
             records.append(obj)
             numbers.append(n)
         if dataset:

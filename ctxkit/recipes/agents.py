@@ -52,7 +52,7 @@ def _cut_middle(text: str, tokens: int, fit: Fit) -> str:
         return text
     chars = max(0, tokens * 4)
     half = chars // 2
-    return f"{text[:half]}\n…(truncated)…\n{text[len(text) - half:]}" if half else ""
+    return f"{text[:half]}\n…(truncated)…\n{text[len(text) - half :]}" if half else ""
 
 
 def codex(t: Transcript, budget: int, fit: Fit) -> Transcript:
@@ -88,7 +88,11 @@ def _gemini_split(history: Sequence[Unit], fit: Fit) -> int:
     total = sum(sizes)
     running = 0
     for i, size in enumerate(sizes):
-        if running >= total * (1 - GEMINI_KEEP_SHARE) and history[i].role == "user" and not is_result(history[i]):
+        if (
+            running >= total * (1 - GEMINI_KEEP_SHARE)
+            and history[i].role == "user"
+            and not is_result(history[i])
+        ):
             return i
         running += size
     return len(history)
@@ -102,7 +106,9 @@ def gemini_cli(t: Transcript, budget: int, fit: Fit) -> Transcript:
     history = [u for u in t.units if u.role != "system"]
     split = _gemini_split(history, fit)
     snapshot_text = (
-        "<state_snapshot>\n" + _summary(history[:split], _summary_budget(budget), fit) + "\n</state_snapshot>"
+        "<state_snapshot>\n"
+        + _summary(history[:split], _summary_budget(budget), fit)
+        + "\n</state_snapshot>"
     )
     snapshot = Unit("gemini-snapshot", "user", type="summary", content=snapshot_text)
     ack = Unit("gemini-ack", "assistant", content="Got it. Thanks for the additional context!")
@@ -110,6 +116,8 @@ def gemini_cli(t: Transcript, budget: int, fit: Fit) -> Transcript:
     if fit.total(out) > budget:
         # the newest 30% does not fit: keep the newest part of it that does
         head = [*system, snapshot, ack]
-        trimmed = drop_oldest(t.replace(units=history[split:]), budget - fit.total(t, head) + fit.fixed(t), fit)
+        trimmed = drop_oldest(
+            t.replace(units=history[split:]), budget - fit.total(t, head) + fit.fixed(t), fit
+        )
         out = t.replace(units=[*head, *trimmed.units])
     return with_meta(drop_oldest(out, budget, fit), summary_by=SUMMARY_BY)

@@ -30,6 +30,7 @@ class Fit:
 
     tok: Tokenizer
     copts: CountOptions = CountOptions()
+    extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
     _costs: dict[int, tuple[Unit, int]] = field(default_factory=dict)
 
     def unit(self, u: Unit) -> int:
@@ -40,9 +41,11 @@ class Fit:
         return hit[1]
 
     def fixed(self, t: Transcript) -> int:
-        """Tokens no message removal changes: tool schemas and reply priming."""
-        return count_tool_schemas(t.tools, self.tok, self.copts) + (
-            self.copts.reply_priming if t.units else 0
+        """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
+        return (
+            self.extra
+            + count_tool_schemas(t.tools, self.tok, self.copts)
+            + (self.copts.reply_priming if t.units else 0)
         )
 
     def total(self, t: Transcript, units: Sequence[Unit] | None = None) -> int:
@@ -58,7 +61,9 @@ def is_result(u: Unit) -> bool:
     return u.tool_call_id is not None or u.role == "tool"
 
 
-def drop_oldest(t: Transcript, budget: int, fit: Fit, units: Sequence[Unit] | None = None) -> Transcript:
+def drop_oldest(
+    t: Transcript, budget: int, fit: Fit, units: Sequence[Unit] | None = None
+) -> Transcript:
     """Drop the oldest messages (a call with its results as one block), system units kept,
     until the rest fits."""
     units = list(t.units if units is None else units)
@@ -129,7 +134,9 @@ def langchain_trim(t: Transcript, budget: int, fit: Fit) -> Transcript:
         if u.role == "system":
             messages.append(SystemMessage(content=u.content, id=mid))
         elif is_result(u):
-            messages.append(ToolMessage(content=u.content, tool_call_id=u.tool_call_id or "", id=mid))
+            messages.append(
+                ToolMessage(content=u.content, tool_call_id=u.tool_call_id or "", id=mid)
+            )
         elif u.role == "assistant":
             calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id} for c in u.tool_calls]
             messages.append(AIMessage(content=u.content, tool_calls=calls, id=mid))

@@ -67,16 +67,9 @@ def reports_of(doc: Any, source: str = "report") -> list[dict[str, Any]]:
 
 def read_reports(path: str) -> list[dict[str, Any]]:
     """The detailed reports in a `compact --report` file (`-` is stdin)."""
-    import sys
+    from ctxkit.fileio import read_file_limited
 
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read()
-    except OSError as exc:
-        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    data = read_file_limited(path)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

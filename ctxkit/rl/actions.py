@@ -161,11 +161,15 @@ def load_actions(path: str) -> list[Action]:
     """Read a YAML or JSON list of actions ({name, chain, params, recovery_mode})."""
     import yaml
 
+    from ctxkit.errors import InputError
+    from ctxkit.fileio import read_file_limited
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except OSError as exc:
-        raise SettingsFileError(path, None, f"cannot read: {exc.strerror or exc}") from None
+        data = yaml.safe_load(read_file_limited(path).decode("utf-8"))
+    except InputError as exc:
+        raise SettingsFileError(path, None, f"cannot read: {exc.problem}") from None
+    except UnicodeDecodeError as exc:
+        raise SettingsFileError(path, None, f"not UTF-8 text ({exc.reason})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

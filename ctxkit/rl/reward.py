@@ -10,8 +10,10 @@ from __future__ import annotations
 REWARD_MIN, REWARD_MAX = -2.0, 2.0
 SLOW_MS = 500.0  # the spec's threshold of the time term
 # What the model can still answer (`fidelity.probes`: the share of the original's probes the
-# compacted context still holds) weighs as much as coherence: of two compactions that both fit,
-# the preference pairs prefer the one that keeps what the task needs.
+# compacted context still holds) weighs as much as coherence, as a penalty for what was lost
+# (0 when every probe is kept, -0.5 when none is): the seed's terms alone already reach the
+# clamp (+2) for a good compaction, so a bonus would tie two that both fit; a penalty still
+# tells them apart, and the preference pairs prefer the one that keeps what the task needs.
 FIDELITY_WEIGHT = 0.5
 
 
@@ -25,7 +27,8 @@ def reward_terms(
     fidelity: float | None = None,
 ) -> dict[str, float]:
     """Each term of the spec's reward, before the clamp (every one deterministic), and the
-    fidelity term (probe recall in [0, 1], times `FIDELITY_WEIGHT`; absent when not measured)."""
+    fidelity term (`FIDELITY_WEIGHT` times the share of probes lost, negated: in [-0.5, 0]; 0
+    for a failed action, which the success term already scores; absent when not measured)."""
     terms = {
         "success": 1.0 if success else -1.0,
         "coherence": 0.5 * coherence_delta,
@@ -34,7 +37,8 @@ def reward_terms(
         "recovery": -0.7 if used_recovery else 0.0,
     }
     if fidelity is not None:
-        terms["fidelity"] = FIDELITY_WEIGHT * fidelity
+        # a failed action scores the spec's -1 and no credit either way: nothing came out
+        terms["fidelity"] = -FIDELITY_WEIGHT * (1.0 - fidelity) if success else 0.0
     return terms
 
 

@@ -41,6 +41,12 @@ class Context:
     summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
     seed: int = 0
     ref_scope: str = ""  # what refs are made from (archive.ref_scope); "" = the transcript id
+    originals: Mapping[str, Unit] = field(default_factory=dict)  # the units as read, by id
+
+    def original(self, unit: Unit) -> Unit:
+        """`unit` as it was read: a unit an earlier step shortened or masked (same id) is its
+        original, whose text still holds what the step cut (the error line of an output)."""
+        return self.originals.get(unit.id, unit)
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,10 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         previous_text = "\n\n".join(u.content for u in previous) or None
         quoted = _quoted(units, first, gone, cut, previous, state)
         quoted_ids = {uid for uid, _ in quoted}
-        body = [units[i] for i in gone if units[i].type != "summary" and units[i].id not in quoted_ids]
+        # a unit an earlier step shortened or masked is summarized as it was read: its facts
+        # (the error line, the file it showed) were cut from the shortened text, not from the log
+        body = [state.ctx.original(units[i]) for i in gone
+                if units[i].type != "summary" and units[i].id not in quoted_ids]
         summarizer = state.ctx.summarizer
         if summarizer is None:
             from ctxkit.summarizers.extractive import summarize_extractive
@@ -196,7 +199,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             # checked against the span's own facts (probes, not the summarizer's extraction):
             # what neither the summary nor the messages that stay carry is added
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
-            text = with_missing_facts(text, quotes, [units[i] for i in gone], rest, length, state)
+            span_units = [state.ctx.original(units[i]) for i in gone]
+            text = with_missing_facts(text, quotes, span_units, rest, length, state)
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(

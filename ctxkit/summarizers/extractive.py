@@ -371,6 +371,30 @@ def _file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     return items, list(range(len(items)))
 
 
+_FILE_ITEM = re.compile(r"^(?P<path>\S.*?) \((?P<actions>[a-z]+(?:, [a-z]+)*)\)$")
+
+
+def _merged_file_items(old: Sequence[str], new: Sequence[str]) -> list[str] | None:
+    """Files of an earlier summary and of this one as one list, one line per path with every
+    action (`x.py (written, ran)` then `x.py (edited)` is `x.py (written, edited, ran)`); None
+    when a line is not a file line (a summary not written by ctxkit)."""
+    actions: dict[str, list[str]] = {}
+    for item in [*old, *new]:
+        if item.startswith("read: "):
+            pairs = [(p, "read") for p in item.removeprefix("read: ").split(", ") if p]
+        else:
+            m = _FILE_ITEM.match(item)
+            if m is None:
+                return None
+            pairs = [(m.group("path"), a) for a in m.group("actions").split(", ")]
+        for path, action in pairs:
+            done = actions.setdefault(path, [])
+            if action not in done:
+                done.append(action)
+    ranked = {p: sorted(a, key=lambda x: F.ACTION_RANK.get(x, 9)) for p, a in actions.items()}
+    return _file_items(ranked)[0]
+
+
 def parse_sections(text: str) -> dict[str, list[str]]:
     """A summary's `## Title` sections and their `- item` lines (continuation lines join the
     item before); lines outside a section go under the earlier-summary title."""
@@ -434,6 +458,12 @@ def _merge(sections: list[Section], previous: str | None) -> list[Section]:
             continue
         if title in _LATEST_ONLY and section.items:
             continue
+        if title == "Files and code":
+            files = _merged_file_items(items, section.items)
+            if files is not None:
+                # one line per path: the older files first, as they came, the newer after
+                section.items, section.preference = files, None
+                continue
         fresh = [i for i in items if i not in section.items]
         shift = len(fresh)
         section.items = [*fresh, *section.items]
@@ -492,10 +522,14 @@ def _fit(
             for j in orders[k]:
                 take(k, j, force=True)
             starts[k] = len(orders[k])
-            continue
-        for j in orders[k][: s.first]:
-            take(k, j)
-        starts[k] = min(s.first, len(orders[k]))
+        else:
+            starts[k] = min(s.first, len(orders[k]))
+    # the first picks go one per section at a time: a tight budget holds the newest failure and
+    # the next step beside the first files, not twelve files and nothing else
+    for depth in range(max((starts[k] for k, s in enumerate(sections) if not s.keep_all), default=0)):
+        for k, s in enumerate(sections):
+            if not s.keep_all and depth < starts[k]:
+                take(k, orders[k][depth])
     depth = 0
     progress = True
     while progress:

@@ -8,7 +8,10 @@ caller's job.
 
 The API key goes to the configured origin (scheme, host, port) only: a redirect to another
 origin is refused, never followed with the key. Every message this module raises has the key,
-anything shaped like `sk-...` or a bearer token, and the user:password part of URLs redacted.
+anything shaped like `sk-...` or a bearer token, and the user:password part of URLs redacted,
+and a summary that echoes the key (a misbehaving endpoint) has it redacted before it reaches
+the output, the archive or a report. The key is found by its own value, whatever its shape, and
+so is any run of 8 of its characters (an excerpt cut through it).
 
     >>> from ctxkit.summarizers.llm import settings_from_env
     >>> settings = settings_from_env("http://127.0.0.1:8000/v1", "qwen2.5-7b-instruct")
@@ -31,7 +34,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,7 +76,7 @@ class LLMSettings:
 
     url: str
     model: str
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # never in a repr, a log line or a traceback
     timeout_s: float = 30
     max_attempts: int = 3
     backoff_base_s: float = 0.5
@@ -120,17 +123,51 @@ _SECRET_SHAPES = (
 )
 
 
+FRAGMENT_CHARS = 8  # this many characters of a secret in a row count as the secret
+
+
 def redact(text: str, *secrets: str | None) -> str:
     """`text` with each secret, `sk-...` keys, bearer tokens and URL userinfo replaced.
 
     Example: `redact("bad key sk-abc123xyz", None)` gives `"bad key sk-[redacted]"`.
     """
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, REDACTED)
+    text = redact_secrets(text, *secrets)
     for pattern, replacement in _SECRET_SHAPES:
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact_secrets(text: str, *secrets: str | None) -> str:
+    """`text` with each secret replaced by its value, and with every run of `FRAGMENT_CHARS` or
+    more of its characters (the head or tail of an excerpt cut through it, a partial echo).
+
+        >>> redact_secrets("key abcdefgh12345678 and ...12345678", "abcdefgh12345678")
+        'key [redacted] and ...[redacted]'
+    """
+    for secret in secrets:
+        if not secret:
+            continue
+        text = text.replace(secret, REDACTED)
+        if len(secret) < FRAGMENT_CHARS:
+            continue
+        grams = {secret[i : i + FRAGMENT_CHARS] for i in range(len(secret) - FRAGMENT_CHARS + 1)}
+        spans: list[list[int]] = []
+        for i in range(len(text) - FRAGMENT_CHARS + 1):
+            if text[i : i + FRAGMENT_CHARS] in grams:
+                if spans and i <= spans[-1][1]:
+                    spans[-1][1] = i + FRAGMENT_CHARS
+                else:
+                    spans.append([i, i + FRAGMENT_CHARS])
+        for start, end in reversed(spans):
+            text = text[:start] + REDACTED + text[end:]
+    return text
+
+
+def _excerpt(body: bytes, limit: int, *secrets: str | None) -> str:
+    """The first `limit` characters of a body, redacted before it is cut (a cut through the key
+    would leave a piece that no longer matches it)."""
+    text = redact(body.decode("utf-8", "replace"), *secrets)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -274,7 +311,7 @@ def _post(settings: LLMSettings, payload: bytes) -> bytes:
             "the address that answers"
         ) from None
     except urllib.error.HTTPError as e:
-        detail = e.read(300).decode("utf-8", "replace").strip() if e.fp else ""
+        detail = _excerpt(e.read(1 << 16), 300, settings.api_key).strip() if e.fp else ""
         message = f"HTTP {e.code} {e.reason}" + (f": {detail}" if detail else "")
         if e.code in RETRY_STATUSES:
             raise _Retryable(message, _retry_after(e.headers.get("Retry-After"))) from e
@@ -289,14 +326,14 @@ def _post(settings: LLMSettings, payload: bytes) -> bytes:
         raise _Retryable(f"connection failed: {type(e).__name__}: {e}") from e
 
 
-def _content(body: bytes, endpoint: str) -> str:
+def _content(body: bytes, endpoint: str, secret: str | None = None) -> str:
     """The assistant text of a chat-completions answer, or LLMError naming what is wrong."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise LLMError(
             f"LLM endpoint {endpoint} answered with a body that is not JSON "
-            f"(starts with {body[:60]!r})"
+            f"(starts with {_excerpt(body, 60, secret)!r})"
         ) from e
     try:
         message = data["choices"][0]["message"]
@@ -304,7 +341,7 @@ def _content(body: bytes, endpoint: str) -> str:
     except (KeyError, IndexError, TypeError) as e:
         raise LLMError(
             f"LLM endpoint {endpoint} answered without choices[0].message.content "
-            f"(starts with {body[:60]!r})"
+            f"(starts with {_excerpt(body, 60, secret)!r})"
         ) from e
     if isinstance(content, list):  # some servers send content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -361,7 +398,7 @@ def _summarize(
                 delay = max(delay, e.retry_after_s)
             sleep(min(delay, settings.max_delay_s))
             continue
-        return _content(body, endpoint)
+        return redact_secrets(_content(body, endpoint, settings.api_key), settings.api_key)
     raise LLMError(
         f"LLM endpoint {endpoint} failed after {settings.max_attempts} attempt"
         f"{'s' if settings.max_attempts != 1 else ''}: {last}"

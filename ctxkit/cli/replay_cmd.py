@@ -1,0 +1,140 @@
+"""`ctxkit replay`: what would each agent have kept of this session? (see `recipes.session`)"""
+
+from __future__ import annotations
+
+import click
+import orjson
+
+from ctxkit.cli.options import echo_err, input_options
+from ctxkit.recipes.session import AGENTS, DEFAULT_AGENTS, ReplayOptions
+from ctxkit.summarizers import SUMMARIZER_NAMES
+
+
+@click.command("replay")
+@input_options
+@click.option(
+    "--as",
+    "agents",
+    multiple=True,
+    type=click.Choice((*AGENTS, "all")),
+    help=f"Replay under this agent's policy (repeatable; `all` for every one). Default: "
+    f"{', '.join(DEFAULT_AGENTS)}.",
+)
+@click.option(
+    "--model",
+    default=None,
+    metavar="NAME",
+    help="The model's window, max output and prices (models.toml). Default: the model the log names.",
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Context window in tokens (instead of --model).",
+)
+@click.option(
+    "--max-output",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Max output tokens (default: the model's, else window/4).",
+)
+@click.option(
+    "--tokenizer",
+    default=None,
+    metavar="NAME",
+    help="How tokens are counted (default cl100k_base).",
+)
+@click.option(
+    "--summarizer",
+    type=click.Choice(SUMMARIZER_NAMES),
+    default=None,
+    help="What writes the agents' LLM summaries: extractive (offline, the default stand-in) or llm "
+    "(an OpenAI-compatible endpoint, --llm-url / --llm-model).",
+)
+@click.option("--llm-url", default=None, help="Chat-completions base URL (or CTXKIT_LLM_URL).")
+@click.option("--llm-model", default=None, help="Model for --summarizer llm (or CTXKIT_LLM_MODEL).")
+@click.option(
+    "--unlogged",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Tokens every call carries that the log never shows (system prompt, tools). Default: "
+    "from the log's recorded usage, else 0.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    metavar="FILE",
+    help="YAML configuration for ctxkit's own chain.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "json")),
+    default="table",
+    show_default=True,
+    help="table for people, json (one object per session per line) for machines.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    default=None,
+    metavar="FILE",
+    help="Also write a self-contained HTML page (- = stdout).",
+)
+def replay(
+    paths: tuple[str, ...],
+    read_opts: object,
+    agents: tuple[str, ...],
+    model: str | None,
+    window: int | None,
+    max_output: int | None,
+    tokenizer: str | None,
+    summarizer: str | None,
+    llm_url: str | None,
+    llm_model: str | None,
+    unlogged: int | None,
+    config_path: str | None,
+    fmt: str,
+    html_path: str | None,
+) -> None:
+    """Replay a session turn by turn under each agent's own compaction policy and ctxkit's
+    chain: how often each compacts, the tokens it sends, its peak, and which fidelity probes
+    survive each compaction.
+
+    \b
+    Examples:
+      ctxkit replay session.jsonl --model claude-sonnet-4
+      ctxkit replay session.jsonl --as claude-code --as codex --window 128000 --format json
+      ctxkit replay session.jsonl --as all --html replay.html
+    """
+    from ctxkit.fileio import check_paths, check_writable, write_output
+    from ctxkit.recipes.session import replay_paths
+    from ctxkit.report.agents import replay_page, replay_text
+
+    if html_path == "-" and fmt == "json":
+        raise click.UsageError(
+            "--html - and --format json both write to stdout; give --html a file"
+        )
+    check_paths({"PATH": list(paths)}, {"--html": html_path})
+    if html_path:
+        check_writable(html_path, "html")
+    names = (
+        tuple(dict.fromkeys(a for n in agents for a in (AGENTS if n == "all" else (n,))))
+        or DEFAULT_AGENTS
+    )
+    options = ReplayOptions(
+        agents=names, model=model, window=window, max_output=max_output, tokenizer=tokenizer,
+        summarizer=summarizer, llm_url=llm_url, llm_model=llm_model, unlogged=unlogged,
+        config_path=config_path,
+    )  # fmt: skip
+    tables = [t.to_dict() for t in replay_paths(paths, options, read_opts, warn=echo_err)]
+    if html_path:
+        write_output(html_path, replay_page(tables).encode("utf-8"))
+    if html_path == "-":
+        return
+    for k, table in enumerate(tables):
+        if fmt == "json":
+            click.echo(orjson.dumps(table).decode())
+        else:
+            click.echo(("\n" if k else "") + replay_text(table), nl=False)
