@@ -83,7 +83,9 @@ def test_one_m_names_the_extended_window() -> None:
     1M already is itself."""
     assert resolve_target("claude-sonnet-4-5[1m]").context_window == 1_000_000
     assert resolve_target("claude-sonnet-4-5").context_window == 200_000
-    assert find_model("claude-opus-4-6[1m]")[0] == load_models()["claude-opus-4-6"]
+    assert resolve_target("claude-opus-4-6[1m]").context_window == 1_000_000
+    assert resolve_target("claude-opus-4-6").context_window == 200_000  # as Claude Code runs it
+    assert find_model("claude-sonnet-4-6[1m]")[0] == load_models()["claude-sonnet-4-6"]
 
 
 def test_qwen_yarn_window() -> None:
