@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,29 +30,31 @@ def transcript_label(t: Transcript) -> str:
     return path
 
 
-def region_row(t: Transcript, counted: TranscriptCount, usage: RecordedUsage | None) -> dict[str, Any]:
+def region_row(t: Transcript, measured: Measure) -> dict[str, Any]:
     """`ctxkit count`'s row for one transcript: its regions, the provider usage the local count
-    misses (`unlogged`) and the total."""
-    unlogged = usage.unlogged if usage is not None else 0
+    misses (`unlogged`) and the total (`measure`)."""
+    usage = measured.usage
     return {
         "transcript": transcript_label(t),
         "format": t.source_format,
         "units": len(t.units),
-        **counted.regions,
-        "unlogged": unlogged,
-        "total": counted.total + unlogged,
+        **measured.counted.regions,
+        "unlogged": measured.unlogged,
+        "total": measured.total,
         "recorded": usage.recorded if usage is not None else None,
     }
 
 
 def count_row(
-    t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions(), *, usage: bool = True
+    t: Transcript,
+    tok: Tokenizer,
+    opts: CountOptions = CountOptions(),
+    *,
+    usage: bool = True,
+    archive: ArchiveRef = None,
 ) -> dict[str, Any]:
     """`region_row` of a transcript, counted here (`usage=False`: ignore recorded usage)."""
-    from ctxkit.tokens import count_transcript
-
-    recorded = recorded_usage(t, tok, opts) if usage else None
-    return region_row(t, count_transcript(t, tok, opts), recorded)
+    return region_row(t, measure(t, tok, opts, usage=usage, archive=archive))
 
 
 def preview(unit: Unit, width: int = 60) -> str:
@@ -218,14 +221,22 @@ CALIBRATION_TOKENIZERS = (DEFAULT_TOKENIZER, "o200k_base", "approx", f"max:{DEFA
 
 
 def provider_calls(t: Transcript) -> list[dict[str, Any]]:
-    """The provider usage calls a reader found in the transcript (may be empty).
+    """The provider usage calls a reader found in the transcript (may be empty), up to its last
+    unit.
 
     In a compacted transcript the records that carry usage were mostly written before the
     compaction, for a context that no longer exists: only the calls that saw no unit compaction
     changed or made (`archive.first_compacted`) still describe this context."""
     usage = t.metadata.get("provider_usage") or {}
     calls = usage.get("calls") if isinstance(usage, dict) else None
-    out = [c for c in calls or [] if isinstance(c, dict) and "input_tokens" in c]
+    # a call made after the transcript's last unit (a prefix of a log, as `replay` feeds it)
+    # saw messages this transcript does not hold
+    n = len(t.units)
+    out = [
+        c
+        for c in calls or []
+        if isinstance(c, dict) and "input_tokens" in c and int(c.get("after_unit", n - 1)) < n
+    ]
     if not out:
         return out
     first = first_compacted(t.units)
@@ -437,13 +448,18 @@ def calibrate_usage(
 class RecordedUsage:
     """What the provider counted at the last call a log records, beside ctxkit's count of the
     same context. The gap (`unlogged`) is what the log never shows (Claude Code's system prompt
-    and tool schemas); it is carried forward to the messages after that call."""
+    and tool schemas): a fixed region, like the system prompt, that no compaction removes.
+
+    For a file ctxkit compacted, the calls are its original's (`origin` says where it was
+    found): the records the compacted file keeps describe a context that no longer exists, but
+    the gap they measured still holds."""
 
     source: str
     calls: int
     recorded: int  # input tokens the provider counted at the last recorded call
     estimated: int  # ctxkit's count of the context the model had at that call
     after_unit: int  # the index of the last unit that call saw
+    origin: str = ""  # "" (the transcript itself) or where its original was found
 
     @property
     def unlogged(self) -> int:
@@ -457,27 +473,197 @@ class RecordedUsage:
             "estimated": self.estimated,
             "after_unit": self.after_unit,
             "unlogged": self.unlogged,
+            "origin": self.origin or None,
         }
 
 
+ArchiveRef = Any  # an open `archive.store.Archive`, a path to one, or None
+
+
 def recorded_usage(
-    t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()
+    t: Transcript,
+    tok: Tokenizer,
+    opts: CountOptions = CountOptions(),
+    *,
+    archive: ArchiveRef = None,
 ) -> RecordedUsage | None:
     """The provider's count at the log's last recorded call and ctxkit's count of the same
-    context, or None when the log records no usage."""
-    calls = provider_calls(t)
+    context, or None when the log records no usage.
+
+    A transcript that ctxkit compacted is measured on its original (`usage_original`): the
+    archive given, else the one `compact` wrote beside the file. Without it, only the calls
+    that saw no unit compaction changed still describe it (`provider_calls`)."""
+    source, origin = t, ""
+    original, where = usage_original(t, archive)
+    if original is not None:
+        source, origin = original, where
+    calls = provider_calls(source)
     if not calls:
         return None
-    estimates = estimate_calls(t, tok, opts)
-    usage = t.metadata.get("provider_usage") or {}
+    estimates = estimate_calls(source, tok, opts)
+    usage = source.metadata.get("provider_usage") or {}
     last = calls[-1]
     return RecordedUsage(
-        source=str(usage.get("source") or t.source_format),
+        source=str(usage.get("source") or source.source_format),
         calls=len(calls),
         recorded=int(last["input_tokens"]),
         estimated=estimates[-1],
-        after_unit=int(last.get("after_unit", len(t.units) - 1)),
+        after_unit=int(last.get("after_unit", len(source.units) - 1)),
+        origin=origin,
     )
+
+
+_MAX_ARCHIVE_DEPTH = 16
+
+
+def usage_original(
+    t: Transcript, archive: ArchiveRef = None, _depth: int = 0
+) -> tuple[Transcript | None, str]:
+    """The original whose recorded usage describes a transcript ctxkit compacted, and where it
+    was found; (None, "") for a transcript that shows no compaction or whose archive is not at
+    hand.
+
+    The original is looked up in `archive` (an open Archive or a path), then in the archive
+    `compact` writes beside its output (`<file>.ctx.db`). A file compacted again from a
+    compacted input finds the first original through the input's own archive, beside the
+    input's path that the archive records."""
+    from ctxkit.archive.store import default_archive_path
+
+    if _depth > _MAX_ARCHIVE_DEPTH or first_compacted(t.units) is None:
+        return None, ""
+    candidates: list[Any] = [archive] if archive is not None else []
+    if t.path and t.path != "-":
+        candidates.append(default_archive_path(t.path))
+    for candidate in candidates:
+        original, where = _restored(candidate, t)
+        if original is None:
+            continue
+        if not provider_calls(original) and first_compacted(original.units) is not None:
+            # compacted from a compacted input: that input's archive holds the first original
+            deeper, further = usage_original(original, None, _depth + 1)
+            if deeper is not None:
+                return deeper, further
+        return original, where
+    return None, ""
+
+
+def _restored(archive: ArchiveRef, t: Transcript) -> tuple[Transcript | None, str]:
+    """`t`'s original from an open archive or the archive file at a path (None when it holds
+    none), and where it was found."""
+    from ctxkit.archive.store import Archive
+
+    if not isinstance(archive, str):
+        return _original_in(archive, t), str(getattr(archive, "path", "the archive"))
+    if not os.path.isfile(archive):
+        return None, ""
+    try:
+        with Archive(archive, readonly=True, create=False) as opened:
+            return _original_in(opened, t), archive
+    except CtxkitError:
+        return None, ""
+
+
+def _original_in(archive: Any, t: Transcript) -> Transcript | None:
+    try:
+        original = archive.restore(t)
+    except CtxkitError:
+        return None
+    return None if original is t else original
+
+
+def as_written(t: Transcript, fmt: str | None = None) -> Transcript:
+    """`t` as it reads back from a file written in `fmt` (default: its own format): what `count`
+    of that file sees. A format may join a summary to the request before it, or leave out what it
+    cannot carry (reasoning in chat-completions), so this is what a figure about an output is
+    measured on."""
+    import io
+
+    from ctxkit.formats import read_text, write_transcripts
+
+    buf = io.StringIO()
+    write_transcripts([t], buf, fmt)
+    try:
+        back = read_text(buf.getvalue())
+    except CtxkitError:  # a writer's output its reader refuses: the figure stays the one in hand
+        return t
+    return back[0] if len(back) == 1 else t
+
+
+@dataclass(frozen=True)
+class Measure:
+    """The one figure `count`, `guard` and `compact` decide on: ctxkit's count by region plus
+    the `unlogged` region (what the log never shows, from recorded usage)."""
+
+    counted: TranscriptCount
+    usage: RecordedUsage | None = None
+    note: str = ""  # why recorded usage was left out, when it was
+
+    @property
+    def unlogged(self) -> int:
+        return self.usage.unlogged if self.usage is not None else 0
+
+    @property
+    def local(self) -> int:
+        """ctxkit's own count of what the transcript holds."""
+        return self.counted.total
+
+    @property
+    def total(self) -> int:
+        """The context as the provider sees it: the local count plus the unlogged region."""
+        return self.counted.total + self.unlogged
+
+    @property
+    def regions(self) -> dict[str, int]:
+        """The local regions, plus `unlogged` when there is any."""
+        regions = dict(self.counted.regions)
+        if self.unlogged:
+            regions["unlogged"] = self.unlogged
+        return regions
+
+
+def measure(
+    t: Transcript,
+    tok: Tokenizer,
+    opts: CountOptions = CountOptions(),
+    *,
+    usage: bool = True,
+    archive: ArchiveRef = None,
+    counted: TranscriptCount | None = None,
+) -> Measure:
+    """Count `t` the way every command decides on it: `count`'s total, `guard`'s used tokens and
+    `compact`'s before and after are all `measure(...).total`.
+
+    `usage=False` ignores recorded usage; `archive` is where a compacted transcript's original
+    is (default: beside its file); `counted` reuses a count of `t` already made.
+
+    >>> from ctxkit.formats import read_text
+    >>> from ctxkit.tokens import get_tokenizer
+    >>> (t,) = read_text('[{"role": "user", "content": "hello"}]')
+    >>> measure(t, get_tokenizer()).total
+    8
+    """
+    from ctxkit.tokens import count_transcript
+
+    if counted is None:
+        counted = count_transcript(t, tok, opts)
+    recorded = recorded_usage(t, tok, opts, archive=archive) if usage else None
+    note = ""
+    if usage and recorded is None and _logged_calls(t):
+        from ctxkit.archive.store import default_archive_path
+
+        where = archive if isinstance(archive, str) else default_archive_path(t.path or "-")
+        note = (
+            f"{transcript_label(t)}: compacted by ctxkit, and its original (in {where}) is not "
+            "at hand: what the log never shows is not counted (the usage its records carry "
+            "predates the compaction); give --archive"
+        )
+    return Measure(counted, recorded, note)
+
+
+def _logged_calls(t: Transcript) -> list[Any]:
+    usage = t.metadata.get("provider_usage") or {}
+    calls = usage.get("calls") if isinstance(usage, dict) else None
+    return [c for c in calls or [] if isinstance(c, dict) and "input_tokens" in c]
 
 
 def next_call_errors(

@@ -44,7 +44,7 @@ from ctxkit.budget.targets import resolve_target
 from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
 from ctxkit.budget.tools import schemas_over
 from ctxkit.config.file import Config
-from ctxkit.counting import RecordedUsage, recorded_usage
+from ctxkit.counting import ArchiveRef, RecordedUsage, measure
 from ctxkit.errors import InputError
 from ctxkit.gates.baseline import EXIT_REGRESSION
 from ctxkit.model import Transcript, Unit
@@ -427,6 +427,12 @@ class Verdict:
             return EXIT_PROBLEMS
         return code
 
+    @property
+    def recorded_model(self) -> dict[str, Any] | None:
+        """The model the log records (`metadata["model"]`) and the models.toml row it resolves
+        to, or the nearest names when it resolves to none; None when the log names no model."""
+        return recorded_model(self.transcript)
+
     def to_dict(self, fail_on: str = "compact") -> dict[str, Any]:
         """Plain fields for JSON output."""
         t = self.transcript
@@ -440,6 +446,7 @@ class Verdict:
             "status": self.status,
             "exit_code": self.exit_code(fail_on),
             "targets": [r.to_dict() for r in self.results],
+            "recorded_model": self.recorded_model,
         }
         if self.checked:
             d["problems"] = [
@@ -457,14 +464,37 @@ class Verdict:
 # --- evaluation --------------------------------------------------------------------------------
 
 
+def recorded_model(t: Transcript) -> dict[str, Any] | None:
+    """The model a log records and what it resolves to in models.toml: `name`, `matched` (the
+    row, or None) and `suggestions` (the nearest names when there is no row).
+
+    The guard does not take it as the target by itself: `--model` names the budget, so the same
+    command checks every file against the same limit and `count`'s figure (its tokenizer) is the
+    guard's; the verdict says which model the log ran on and how to check against it.
+    """
+    from ctxkit.budget.models import find_model, model_suggestions
+
+    name = t.metadata.get("model")
+    if not isinstance(name, str) or not name.strip():
+        return None
+    info, matched = find_model(name)
+    return {
+        "name": name,
+        "matched": matched or None,
+        "context_window": info.context_window if info is not None else None,
+        "suggestions": [] if info is not None else model_suggestions(name),
+    }
+
+
 @dataclass(frozen=True)
 class GuardSettings:
     """How `evaluate` judges a transcript, built once and passed whole (as `CompactSettings`
     is): the configuration (thresholds, policy), a system prompt sent before the units,
     tool schemas that replace the transcript's, `pending` tool outputs about to be appended,
     the threshold replay and structural check, the exit policy, the count options, whether
-    recorded usage counts, coding agents whose auto-compaction trigger to apply, and the share
-    of a window past which the tool schemas alone earn a note.
+    recorded usage counts, coding agents whose auto-compaction trigger to apply, the share of a
+    window past which the tool schemas alone earn a note, and the archive a file ctxkit
+    compacted finds its original's recorded usage in (None: the one beside it).
 
     >>> GuardSettings(check=True).fail_on
     'compact'
@@ -481,6 +511,7 @@ class GuardSettings:
     use_usage: bool = True
     as_agents: tuple[str, ...] = ()
     tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD
+    archive: ArchiveRef = None
 
 
 def evaluate(
@@ -497,11 +528,12 @@ def evaluate(
     transcript's units, `tools` the tool schemas sent with the call (they replace any the
     transcript carries), `pending` tool outputs about to be appended. Where the log records
     what the provider counted, the gap between that and ctxkit's count of the same context is
-    the `unlogged` region (what the log never shows), carried forward, so the guard decides on
-    the larger of the two; `use_usage=False` ignores recorded usage. `as_agents` names coding
-    agents (`ctxkit.recipes.triggers.RULES`) whose own auto-compaction trigger is applied to
-    each target's window; with `replay` also at which unit each would first have compacted and
-    how many times. When the tool schemas alone pass `tool_threshold` of a target's effective
+    the `unlogged` region (what the log never shows), a fixed region added to the count
+    (`counting.measure`, the figure `count` and `compact` use too; a file ctxkit compacted is
+    measured on its original in `archive`, by default the one beside it); `use_usage=False`
+    ignores recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`)
+    whose own auto-compaction trigger is applied to each target's window; with `replay` also
+    at which unit each would first have compacted and how many times. When the tool schemas alone pass `tool_threshold` of a target's effective
     window, its notes say so (None: never). `tokenizers` caches tokenizers across calls;
     `trace` hears each step.
     """
@@ -509,6 +541,7 @@ def evaluate(
     config, system, tools, pending = s.config, s.system, s.tools, s.pending
     do_replay, check, fail_on, opts = s.replay, s.check, s.fail_on, s.count_opts
     use_usage, as_agents, tool_threshold = s.use_usage, s.as_agents, s.tool_threshold
+    archive = s.archive
     rules = [get_rule(name) for name in as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
@@ -534,16 +567,17 @@ def evaluate(
             counted[key] = count_transcript(t, tok, opts)
             say(f"counted with {tok.name}: {counted[key].to_dict()}")
         tc = counted[key]
-        regions = dict(tc.regions)
-        used = tc.total
-        usage = recorded_usage(t, tok, opts) if use_usage else None
+        measured = measure(t, tok, opts, usage=use_usage, archive=archive, counted=tc)
+        regions = measured.regions
+        used = measured.total
+        usage = measured.usage
         if usage is not None and usage.unlogged > 0:
-            regions["unlogged"] = usage.unlogged
-            used += usage.unlogged
             say(
                 f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
-                f"{usage.after_unit}); counted {usage.estimated} for that context; unlogged "
-                f"{usage.unlogged} carried forward"
+                f"{usage.after_unit}"
+                + (f" of the original in {usage.origin}" if usage.origin else "")
+                + f"); counted {usage.estimated} for that context; unlogged "
+                f"{usage.unlogged}, a fixed region"
             )
         plan: PendingPlan | None = None
         if pending:
@@ -559,6 +593,8 @@ def evaluate(
         result.usage = usage
         if usage is not None and usage.unlogged > 0:
             result.basis = "recorded usage"
+        if measured.note:
+            result.notes.append(measured.note)
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)

@@ -15,7 +15,10 @@ from ctxkit.counting import next_call_errors, recorded_usage
 from ctxkit.formats import read_path
 from ctxkit.tokens import count_transcript, get_tokenizer
 
-FOLDERS = ("claude-code", "codex", "mini-swe-agent", "openai-chat", "anthropic-messages")
+FOLDERS = (
+    "claude-code", "codex", "mini-swe-agent", "gemini-cli", "opencode", "copilot-cli", "aider",
+    "openhands", "openai-chat", "anthropic-messages",
+)
 
 
 def main() -> None:
@@ -33,6 +36,8 @@ def main() -> None:
     pcts: list[float] = []
     for folder in FOLDERS:
         for path in sorted((Path(args.realdata) / folder).glob("*")):
+            if path.name in ("README.md", "SOURCES.json"):
+                continue
             for t in read_path(str(path)):
                 usage = recorded_usage(t, tok)
                 if usage is None:

@@ -315,9 +315,10 @@ _LOGS = sorted(
     if p.is_file()
 )
 # the long sessions outgrow the windows: every summarizing agent compacts on them
+# Logs that reach the agents' triggers in the window of the model they record (Codex runs the
+# savekirk log's gpt-5.4 with 272,000 tokens: its 83k never reaches one)
 _LONG = {
     "claude-code/FSM1__cipher-box__checkpoints-v1__af-1dd25ebb3e-8@9db16e5e.jsonl",
-    "codex/savekirk__session-bridge__checkpoints-v1__27-787ded68f8-0@5ba663ad.jsonl",
 }
 
 

@@ -11,6 +11,7 @@ import pytest
 from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.compaction.arrange import arrange, give_back, made_up
+from ctxkit.errors import BreakerFailed
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Unit
 from ctxkit.strategies.base import Context, State
@@ -94,7 +95,7 @@ def test_real_transcripts_compacted_to_a_third_alternate_and_land_on_the_target(
     (t,) = list(read_path(path))
     n = count_transcript(t, TOK).total
     with Archive(str(tmp_path / "a.db")) as archive:
-        result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK), archive=archive)
+        result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK, use_usage=False), archive=archive)
     units = result.transcript.units
     original_ids = [u.id for u in t.units]
 
@@ -142,7 +143,7 @@ def test_a_compacted_claude_code_log_reads_back_with_its_first_request_apart(tmp
     (t,) = list(read_path(_real("claude-code", "applab-nl__dmux")))
     n = count_transcript(t, TOK).total
     with Archive(str(tmp_path / "a.db")) as archive:
-        result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK), archive=archive)
+        result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK, use_usage=False), archive=archive)
     out = io.StringIO()
     write_transcripts([result.transcript], out)
     (back,) = read_text(out.getvalue(), "claude-code")
@@ -155,7 +156,7 @@ def test_a_target_below_the_system_prompt_is_said() -> None:
     (t,) = list(read_path(_real("openai-chat", "idx065")))
     n = count_transcript(t, TOK).total
     result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
-    assert "below the system prompt and tool schemas" in result.summary_line()
+    assert "is below what no strategy may touch (1,259 tokens)" in result.summary_line()
 
 
 def test_a_target_too_small_for_the_last_request_is_said() -> None:
@@ -168,6 +169,15 @@ def test_a_target_too_small_for_the_last_request_is_said() -> None:
         Unit("q2", "user", content="And which river runs through it, and how long is that river in kilometres?"),
     ])
     n = count_transcript(t, TOK).total
-    result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
+    result = compact(t, CompactSettings(limit=2 * n, target=n // 3, tokenizer=TOK))
     assert result.tokens_after > result.target
     assert "cannot hold" in result.summary_line() and result.transcript.units[-1].content == t.units[-1].content
+    # the system prompt and the last request (33 tokens) cannot go below the guard's compact
+    # threshold of a 34-token limit (33): compaction fails, naming what cannot be removed
+    with pytest.raises(BreakerFailed) as exc:
+        compact(t, CompactSettings(limit=34, tokenizer=TOK))
+    assert str(exc.value) == (
+        "BREAKER_FAILED: t0: even after fresh_start the transcript takes 33 tokens, at or above "
+        "the guard's compact threshold 33 of the limit 34: the system prompt and the last "
+        "request cannot be removed; raise the limit"
+    )

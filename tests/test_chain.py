@@ -198,7 +198,8 @@ def test_real_transcripts_default_chain(realdata: Path, key: str, tmp_path: Path
     total = count_transcript(t, TOK).total
     limit = max(total // 3, 2500)
     with Archive(str(tmp_path / "a.db")) as archive:
-        result = compact(t, CompactSettings(limit=limit, tokenizer=TOK), archive=archive)
+        settings = CompactSettings(limit=limit, tokenizer=TOK, use_usage=False)
+        result = compact(t, settings, archive=archive)
         assert result.fits and result.tokens_after <= result.target
         _assert_lossless(t, result, archive)
         assert result.p1_kept == result.p1_total
@@ -214,7 +215,9 @@ def test_each_strategy_alone_on_real_transcripts(realdata: Path, name: str, tmp_
         with Archive(str(tmp_path / f"{name}-{key}.db")) as archive:
             result = compact(
                 t,
-                CompactSettings(limit=max(total // 2, 2500), options=opts, tokenizer=TOK),
+                CompactSettings(
+                    limit=max(total // 2, 2500), options=opts, tokenizer=TOK, use_usage=False
+                ),
                 archive=archive,
             )
             assert result.fits

@@ -377,15 +377,18 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
     assert "skipped 1 invalid lines (--skip-invalid)" in g.stderr
 
 
-def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path: Path) -> None:
-    """tau-bench's system prompt takes 1,259 tokens: a 1,320 limit works (its default goal,
-    1,253, would not hold the system prompt), aiming for the limit."""
+def test_limit_that_holds_the_system_prompt_but_not_the_target(tmp_path: Path) -> None:
+    """tau-bench's system prompt takes 1,259 tokens: at a 1,500 limit a --target of 1,200 cannot
+    hold it, so compact aims for the most the guard passes at that limit (1,424, under its
+    compact threshold), and the guard passes what it wrote."""
     result = _run(
         [
             "compact",
             str(_input("tau-bench")),
             "--limit",
-            "1320",
+            "1500",
+            "--target",
+            "1200",
             "--embedder",
             "lexical",
             "-o",
@@ -396,7 +399,23 @@ def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path:
     )
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(result.stdout)
-    assert report["target"] == 1320 and report["tokens"]["after"] <= 1320
+    assert report["target"] == 1424 and report["tokens"]["after"] <= 1424
+    guarded = _run(["guard", str(tmp_path / "o.json"), "--limit", "1500"])
+    assert guarded.exit_code == 0, guarded.stderr
+
+
+def test_limit_whose_compact_threshold_the_system_prompt_reaches_is_refused(tmp_path: Path) -> None:
+    """At a limit of 1,320 the system prompt (1,259 tokens) fits but reaches the guard's compact
+    threshold (1,254): whatever compact wrote, the guard would ask for compaction again."""
+    out = tmp_path / "o.json"
+    result = _run(["compact", str(_input("tau-bench")), "--limit", "1320", "-o", str(out)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "Error: tau-bench.in: limit 1,320 leaves no room: the system prompt and tool schemas "
+        "alone take 1,259 tokens, at or above the guard's compact threshold 1,254, so the guard "
+        "would ask for compaction again at once; raise the limit\n"
+    )
+    assert not out.exists()
 
 
 def test_report_to_stdout_needs_an_output_file() -> None:

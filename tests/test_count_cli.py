@@ -550,24 +550,45 @@ def test_cost_prices_recorded_calls_with_prompt_caching() -> None:
 
 
 @pytest.mark.parametrize("sample", ["codex-rollout.jsonl", "openhands-eval-ponyc-4595.json", "claude-code-session.jsonl"])
-def test_usage_recorded_before_a_compaction_is_not_the_compacted_context(tmp_path: Path, sample: str) -> None:
-    """The records of a compacted file still carry the usage of calls made on the context
-    before compaction: it no longer describes the file, so the count is ctxkit's own."""
+def test_a_compacted_file_counts_what_compact_reported(tmp_path: Path, sample: str) -> None:
+    """`count` of compact's output is compact's own "after", the unlogged region included: the
+    gap the original's recorded usage measured still holds (its original is in the archive
+    beside the output). The records the output keeps describe a context that no longer exists:
+    without the archive, only calls that saw untouched units count, never the ones before."""
+    import math
+    import os
+
     from ctxkit.archive.store import first_compacted
     from ctxkit.counting import provider_calls
     from ctxkit.formats import read_path
 
     src = Path(__file__).parent.parent / "sample_transcripts" / sample
     (before,) = jsonl(run(str(src), "--format", "jsonl").stdout)
+    unlogged, local = before["unlogged"], before["total"] - before["unlogged"]
+    # room for 60% of the units below the guard's compact threshold: compaction is needed
+    limit = math.ceil((unlogged + 0.6 * local + 1) / 0.95)
     small = tmp_path / ("small" + "".join(src.suffixes))
-    limit = (before["total"] - before["unlogged"]) // 3
-    result = CliRunner().invoke(cli, ["compact", str(src), "--limit", str(limit), "--target", str(limit), "-o", str(small)])
+    report = tmp_path / "report.json"
+    result = CliRunner().invoke(
+        cli, ["compact", str(src), "--limit", str(limit), "-o", str(small), "--report", str(report)]
+    )
     assert result.exit_code == 0, result.output
+    reported = orjson.loads(report.read_bytes())["tokens"]
     (after,) = jsonl(run(str(small), "--format", "jsonl").stdout)
+    assert after["total"] == reported["after"] < reported["before"] == before["total"]
+    assert after["unlogged"] == unlogged == reported["regions_after"].get("unlogged", 0)
+    guarded = CliRunner().invoke(cli, ["guard", str(small), "--limit", str(limit)])
+    assert guarded.exit_code == 0, guarded.output
+
+    os.rename(f"{small}.ctx.db", tmp_path / "elsewhere.ctx.db")
     (t,) = read_path(str(small))
     first = first_compacted(t.units)
     assert first is not None
     assert all(c["after_unit"] < first for c in provider_calls(t))
-    # the total is the context as written (plus what a call that saw only untouched units says
-    # the log leaves out), never the context before compaction
-    assert after["total"] <= limit + (after.get("unlogged") or 0) and after["total"] < before["total"]
+    moved_run = run(str(small), "--format", "jsonl")
+    (moved,) = jsonl(moved_run.stdout)
+    assert moved["total"] - moved.get("unlogged", 0) == after["total"] - unlogged
+    if not provider_calls(t):
+        assert "not at hand: what the log never shows is not counted" in moved_run.stderr
+    (found,) = jsonl(run(str(small), "--format", "jsonl", "--archive", str(tmp_path / "elsewhere.ctx.db")).stdout)
+    assert found == after

@@ -512,27 +512,29 @@ def _usage(inp: int, out: int) -> dict[str, int]:
             "output_tokens": out}
 
 
+# Linked as Claude Code links its records (each main-thread record to the one before it); the
+# sidechain starts its own chain and Claude Code's compaction summary c1 a new one (no parent).
 CLAUDE_LOG = [
     {"type": "summary", "summary": "Earlier work", "leafUuid": "x"},
     _cc("user", "u1", {"role": "user", "content": "List the files"}),
     _cc("assistant", "a1", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 1),
-                            "content": [{"type": "thinking", "thinking": "use ls"}]}),
+                            "content": [{"type": "thinking", "thinking": "use ls"}]}, parentUuid="u1"),
     _cc("assistant", "a2", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 9),
-                            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}),
+                            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}, parentUuid="a1"),
     _cc("assistant", "a3", {"id": "msg_1", "role": "assistant", "usage": _usage(5, 12),
-                            "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "a.py"}}]}),
+                            "content": [{"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "a.py"}}]}, parentUuid="a2"),
     _cc("user", "r1", {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t1", "content": "a.py\nb.py"},
         {"type": "tool_result", "tool_use_id": "t2", "is_error": True,
          "content": [{"type": "text", "text": "no such file"}, {"type": "image", "source": {}}]}]},
-        toolUseResult={"stdout": "a.py"}),
-    _cc("system", "s1", None, content="hook ran", level="info"),
+        toolUseResult={"stdout": "a.py"}, parentUuid="a3"),
+    _cc("system", "s1", None, content="hook ran", level="info", parentUuid="r1"),
     {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}},
     _cc("assistant", "side1", {"id": "msg_side", "role": "assistant", "usage": _usage(50, 5),
                                "content": [{"type": "text", "text": "subagent says hi"}]}, isSidechain=True),
     _cc("user", "c1", {"role": "user", "content": "This session is being continued..."}, isCompactSummary=True),
     _cc("assistant", "a4", {"id": "msg_2", "role": "assistant", "usage": _usage(7, 3),
-                            "content": [{"type": "text", "text": "Two files."}]}),
+                            "content": [{"type": "text", "text": "Two files."}]}, parentUuid="c1"),
 ]
 
 
@@ -575,7 +577,7 @@ def test_claude_code_keeps_only_the_context_after_its_last_compaction() -> None:
     second = _cc("user", "c2", {"role": "user", "content": "This session is being continued... again"},
                  isCompactSummary=True)
     after = _cc("assistant", "a5", {"id": "msg_3", "role": "assistant", "usage": _usage(9, 2),
-                                    "content": [{"type": "text", "text": "Still two files."}]})
+                                    "content": [{"type": "text", "text": "Still two files."}]}, parentUuid="c2")
     text = "".join(json.dumps(r) + "\n" for r in [*CLAUDE_LOG, second, after])
     stats = ReadStats()
     (t,) = read_text(text, path="session.jsonl", stats=stats)

@@ -189,6 +189,37 @@ def test_claude_code_2x_sub_agents_and_compaction(realdata: Path) -> None:
         assert written(list(read_path(str(path), opts))) == path.read_text(encoding="utf-8")
 
 
+def test_a_claude_code_log_claude_code_compacted_keeps_its_cut_under_ctxkit_summary(realdata: Path) -> None:
+    """Where Claude Code had compacted a log, the context ctxkit writes in its place (Claude
+    Code's summary among what ctxkit summarized; on one log a request kept before ctxkit's
+    summary) starts where Claude Code's did: the log reads back as compacted, not with the
+    history before Claude Code's compaction."""
+    from ctxkit.compaction import CompactSettings
+    from ctxkit.compaction.run import compact_one
+    from ctxkit.formats.claude_code import ROOT
+    from ctxkit.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    cut = 0
+    for path in sorted((realdata / "claude-code").glob("*.jsonl")):
+        (t,) = read_path(str(path))
+        if ROOT not in t.metadata:
+            continue
+        cut += 1
+        n = count_transcript(t, tok).total
+        settings = CompactSettings(limit=n // 2, target=n // 3, tokenizer=tok, use_usage=False)
+        result = compact_one(t, settings)
+        assert t.units[0].type == "summary"  # Claude Code's own, the context's first unit
+        assert t.units[0].id not in {u.id for u in result.transcript.units}  # in ctxkit's summary
+        text = written([result.transcript])
+        stats = ReadStats()
+        (back,) = read_text(text, stats=stats)
+        assert [u.content for u in back.units] == [u.content for u in result.transcript.units], path.name
+        assert stats.skipped_non_message["before Claude Code's last compaction"] > 0
+        assert count_transcript(back, tok).total < n
+    assert cut >= 3
+
+
 def test_codex_replacement_history_units_are_their_compacted_record(realdata: Path) -> None:
     path = realdata / "codex" / "EntityProcess__agentv__checkpoints-v1__00-34f597b72d-1@d5f0c1dc.jsonl"
     (t,) = read_path(str(path))

@@ -184,7 +184,7 @@ def test_compacted_trajectory_is_valid_atif_and_expands(tmp_path: Path) -> None:
     path = tmp_path / "trajectory.json"
     path.write_bytes(orjson.dumps(FULL, option=orjson.OPT_INDENT_2) + b"\n")
     small, archive = tmp_path / "small.json", tmp_path / "a.db"
-    r = _run(["compact", str(path), "--limit", "500", "-o", str(small), "--archive", str(archive)])
+    r = _run(["compact", str(path), "--limit", "500", "--no-usage", "-o", str(small), "--archive", str(archive)])
     assert r.exit_code == 0, r.stderr
     out = orjson.loads(small.read_bytes())
     assert problems("atif", out) == []

@@ -149,7 +149,7 @@ def test_realdata_compacted_is_valid_in_every_format(realdata: Path, tmp_path: P
     out = []
     for t in ts:
         tokens = count_transcript(t).total
-        out.append(compact(t, CompactSettings(limit=tokens, target=max(tokens // 3, 1)), archive=archive).transcript)
+        out.append(compact(t, CompactSettings(limit=tokens, target=max(tokens // 3, 1), use_usage=False), archive=archive).transcript)
     archive.close()
     own = ts[0].source_format
     text = written(out)
@@ -429,7 +429,7 @@ def test_app_log_compact_then_expand(realdata: Path, tmp_path: Path, monkeypatch
     src.write_bytes(path.read_bytes())
     run = CliRunner().invoke
     limit = str(count_transcript(next(read_path(str(src)))).total // 3)  # what its system prompt leaves room for
-    assert run(cli, ["compact", "in.jsonl", "--limit", limit, "-o", "small.jsonl"], catch_exceptions=False).exit_code == 0
+    assert run(cli, ["compact", "in.jsonl", "--limit", limit, "--no-usage", "-o", "small.jsonl"], catch_exceptions=False).exit_code == 0
     small = (tmp_path / "small.jsonl").read_text()
     assert problems(folder, small) == []
     assert all(json.loads(x).get("type") for x in small.splitlines())  # the app's records, not units

@@ -393,3 +393,21 @@ def test_count_reports_recorded_usage_and_the_unlogged_region() -> None:
     r = run(["count", "claude-code-session.jsonl", "--format", "json", "--no-usage"], cwd=SAMPLES)
     (row,) = json.loads(r.stdout)
     assert "unlogged" not in row and row["total"] == 1682
+
+
+def test_the_model_a_log_records_is_named_with_the_flag_that_checks_it() -> None:
+    r = run(["guard", "claude-code-session.jsonl"], cwd=SAMPLES)
+    assert (
+        "model: the log records claude-sonnet-4-20250514 (claude-sonnet-4 in models.toml, window "
+        "200,000); --model claude-sonnet-4 checks against its window and tokenizer"
+    ) in r.stdout.splitlines()
+    r = run(["guard", "claude-code-session.jsonl", "--format", "json"], cwd=SAMPLES)
+    assert json.loads(r.stdout)["recorded_model"] == {
+        "name": "claude-sonnet-4-20250514",
+        "matched": "claude-sonnet-4",
+        "context_window": 200000,
+        "suggestions": [],
+    }
+    # named as the target (in any spelling the table matches), it is not repeated
+    r = run(["guard", "claude-code-session.jsonl", "--model", "claude-sonnet-4-20250514"], cwd=SAMPLES)
+    assert "model: the log records" not in r.stdout

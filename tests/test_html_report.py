@@ -259,10 +259,18 @@ def _check_page(page: Any, doc: Any) -> None:
 
 
 def _limit_for(path: str) -> int:
-    """About a third of the largest conversation, but room for what no strategy removes."""
+    """About a third of the largest conversation, but room for what no strategy removes (the
+    system prompt, and the unlogged region of a log's recorded usage)."""
+    from ctxkit.counting import measure
+    from ctxkit.tokens import get_tokenizer
+
     ts = list(read_path(path))
-    total = max(count_transcript(t).total for t in ts)
-    floor = max(count_transcript(t.replace(units=t.system_units)).total for t in ts)
+    tok = get_tokenizer()
+    total = max(measure(t, tok).total for t in ts)
+    floor = max(
+        count_transcript(t.replace(units=t.system_units)).total + measure(t, tok).unlogged
+        for t in ts
+    )
     return max(total // 3, math.ceil(floor * 1.5) + 800)
 
 

@@ -341,7 +341,7 @@ def test_compact_prints_the_hint_for_an_app_log(tmp_path: Path):
         pytest.skip("codex logs are written as units until the codex writer lands")
     src = REPO / "sample_transcripts" / "codex-rollout.jsonl"
     out = tmp_path / "small.jsonl"
-    r = run("compact", str(src), "--limit", "6000", "--recall-tool", "-o", str(out))
+    r = run("compact", str(src), "--limit", "6000", "--no-usage", "--recall-tool", "-o", str(out))
     assert r.exit_code == 0, r.stderr
     line = next(x for x in r.stderr.splitlines() if "tool schemas" in x)
     assert line == f"ctxkit: codex files carry no tool schemas; {serving_hint(f'{out}.ctx.db')}"

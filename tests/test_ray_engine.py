@@ -196,7 +196,7 @@ def test_sharded_archive_restores_and_recalls_through_its_index(tmp_path: Path) 
     "args, message",
     [
         (["count", "--ray-address", "auto"], "--ray-address and --ray-workers go with --engine ray"),
-        (["count", "--engine", "ray", "--by", "role"], "--by, --cost and --calibrate run on --engine local"),
+        (["count", "--engine", "ray", "--by", "role"], "--by, --cost, --calibrate and --archive run on --engine local"),
         (["compact", "--engine", "ray", "--limit", "2000"], "give -o DIR"),
         (["compact", "--engine", "ray", "--limit", "2000", "-o", "small.jsonl"], "give -o DIR, not 'small.jsonl'"),
         (["score-rl", "--engine", "ray", "-o", "rl.parquet"], "give -o DIR, not 'rl.parquet'"),

@@ -38,14 +38,16 @@ def records(data: bytes) -> object:
 
 
 def _compact_expand(path: Path, tmp: Path) -> tuple[bytes, bytes]:
-    """The compacted file (a third of the largest conversation's tokens) and its expansion."""
+    """The compacted file (a third of the largest conversation's tokens, the logged context
+    alone: `--no-usage`) and its expansion."""
     tok = get_tokenizer("cl100k_base")
     limit = max(count_transcript(t, tok).total for t in read_path(str(path)))
     src = tmp / ("in" + path.suffix)
     src.write_bytes(path.read_bytes())
     small, back = tmp / ("small" + path.suffix), tmp / ("back" + path.suffix)
     run = CliRunner().invoke
-    result = run(cli, ["compact", str(src), "--limit", str(limit), "--target", str(max(limit // 3, 1)), "-o", str(small)],
+    result = run(cli, ["compact", str(src), "--limit", str(limit), "--target", str(max(limit // 3, 1)), "--no-usage",
+                      "-o", str(small)],
                  catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     result = run(cli, ["expand", str(small), "-o", str(back)], catch_exceptions=False)

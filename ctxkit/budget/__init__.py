@@ -103,6 +103,41 @@ def compaction_goal(
     return max(0, thresholds.bounds(limit)["compact"] - 1)
 
 
+def compaction_ceiling(
+    limit: int, target: int | None = None, thresholds: Thresholds = Thresholds()
+) -> int:
+    """The most tokens a compaction may leave: one below the guard's compact threshold of the
+    limit, so that `guard` at the same limit passes what `compact` wrote (or `target`, when
+    a larger one is asked for). The goal is below it; the ceiling is where the chain aims when
+    what it cannot remove is already above the goal, and the bar it must clear.
+
+    >>> compaction_ceiling(5000), compaction_ceiling(5000, target=4900)
+    (4749, 4900)
+    """
+    ceiling = thresholds.bounds(limit)["compact"] - 1
+    return max(ceiling, compaction_goal(limit, target, thresholds))
+
+
+def fixed_regions(system_tools: int, unlogged: int) -> str:
+    """What no compaction can remove, named for people: the system prompt and tool schemas, and
+    what the log never shows (the `unlogged` region of recorded usage).
+
+    >>> fixed_regions(1259, 0)
+    'the system prompt and tool schemas alone take 1,259 tokens'
+    >>> fixed_regions(0, 64093)
+    'what the log never shows (the unlogged region of recorded usage) takes 64,093 tokens'
+    """
+    unlogged_text = "what the log never shows (the unlogged region of recorded usage)"
+    if not unlogged:
+        return f"the system prompt and tool schemas alone take {system_tools:,} tokens"
+    if not system_tools:
+        return f"{unlogged_text} takes {unlogged:,} tokens"
+    return (
+        f"the system prompt and tool schemas ({system_tools:,} tokens) and {unlogged_text} take "
+        f"{system_tools + unlogged:,} tokens"
+    )
+
+
 def used_fraction(used_tokens: int, limit: int) -> float:
     """Share of the limit in use (inf when the limit is 0 or less)."""
     return used_tokens / limit if limit > 0 else math.inf

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass
@@ -61,30 +62,90 @@ def _aliases() -> dict[str, str]:
     return {alias: m.name for m in load_models().values() for alias in m.aliases}
 
 
-# A vendor's dated snapshot of a model (`gpt-4o-2024-08-06`, `claude-sonnet-4-20250514`) or its
-# moving `-latest` pointer: the same window and prices as the model itself.
-_SNAPSHOT = re.compile(r"^(?P<base>.+?)-(?:\d{4}-\d{2}-\d{2}|\d{8}|latest)$")
+# What names add to a model's own: a dated snapshot or version (`gpt-4o-2024-08-06`,
+# `claude-sonnet-4-20250514`, Vertex's `@20250929`, Bedrock's `-v1:0`, OpenAI's `-0613`, Gemini's
+# `-preview-05-20`, `-001`) or a moving `-latest`; stripped one at a time, the model's own name
+# must remain.
+_VERSION = re.compile(
+    r"(?:-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8}|-\d{4}|-\d{2}-\d{2}|-\d{3}|-latest|-preview|-exp"
+    r"|-v\d+(?::\d+)?|:\d+)$"
+)
+# Bedrock's `us.anthropic.claude-...` and `meta.llama-...`: a region and a vendor before the name.
+_VENDOR = re.compile(
+    r"^(?:[a-z]{2,6}\.)?(?:anthropic|meta|mistral|amazon|cohere|openai|deepseek|qwen|google)\."
+)
+_DIGIT_DOT = re.compile(r"(?<=\d)\.(?=\d)")
+_DIGIT_HYPHEN = re.compile(r"(?<=\d)-(?=\d)")
+_ONE_M = "[1m]"
+
+
+def _lookup(key: str) -> str | None:
+    models = load_models()
+    if key in models:
+        return key
+    return _aliases().get(key)
+
+
+def _candidates(key: str) -> list[str]:
+    """`key`, then `key` with one version suffix after another stripped, each also with dots
+    and hyphens between digits swapped (`claude-sonnet-4.6`, `gpt-5-1-codex`)."""
+    out: list[str] = []
+    while key:
+        for variant in (key, _DIGIT_DOT.sub("-", key), _DIGIT_HYPHEN.sub(".", key)):
+            if variant not in out:
+                out.append(variant)
+        stripped = _VERSION.sub("", key)
+        if stripped == key:
+            break
+        key = stripped
+    return out
 
 
 def find_model(name: str) -> tuple[ModelInfo | None, str]:
     """The table row for a model name and the name it matched as ("" when none).
 
-    Names are strict: a row's name or one of its aliases, without a `provider/` prefix,
-    optionally followed by a dated snapshot suffix or `-latest`. Nothing else matches: a typo
-    is an error (`model_suggestions` says what was meant), never another model.
+    A row's name or one of its aliases matches, written as logs and providers write it: with a
+    `provider/` or Bedrock `region.vendor.` prefix, a snapshot or version suffix, dots for
+    hyphens between digits (`claude-sonnet-4.6`), a router's prefix word
+    (`openrouter-llama-4-maverick`), or Claude Code's `[1m]` (the model with its 1M-token
+    window). Nothing else matches: a typo is an error (`model_suggestions` says what was
+    meant), never another model.
+
+    >>> [find_model(n)[1] for n in ("claude-sonnet-4-5-20250929", "claude-sonnet-4.6", "openai/gpt-5.1-codex")]
+    ['claude-sonnet-4-5', 'claude-sonnet-4-6', 'gpt-5.1']
+    >>> info, matched = find_model("claude-sonnet-4-5[1m]")
+    >>> matched, info.context_window
+    ('claude-sonnet-4-5[1m]', 1000000)
     """
-    models = load_models()
     key = name.strip().lower()
-    if "/" in key:
-        key = key.rsplit("/", 1)[1]
-    snapshot = _SNAPSHOT.match(key)
-    for cand in (key, snapshot.group("base") if snapshot else None):
-        if cand is None:
-            continue
-        canonical = cand if cand in models else _aliases().get(cand)
-        if canonical is not None:
-            return models[canonical], canonical
-    return None, ""
+    one_m = key.endswith(_ONE_M)
+    if one_m:
+        key = key[: -len(_ONE_M)]
+    key = _VENDOR.sub("", key.rsplit("/", 1)[-1])
+    canonical = next((c for c in map(_lookup, _candidates(key)) if c is not None), None)
+    if canonical is None:
+        canonical = _by_suffix(key)
+    if canonical is None:
+        return None, ""
+    info = load_models()[canonical]
+    if one_m:
+        if info.extended_context_window is not None:
+            info = dataclasses.replace(
+                info, context_window=info.extended_context_window, extended_context_window=None
+            )
+        return info, canonical + _ONE_M
+    return info, canonical
+
+
+def _by_suffix(key: str) -> str | None:
+    """The longest known name that `key` ends with after a hyphen: a router's or host's prefix
+    word before the model's own name (`openrouter-llama-4-maverick`)."""
+    known = sorted({*load_models(), *_aliases()}, key=len, reverse=True)
+    for cand in _candidates(key):
+        for name in known:
+            if cand.endswith("-" + name):
+                return _lookup(name)
+    return None
 
 
 def priced_model(name: str, flag: str = "--cost") -> ModelInfo:

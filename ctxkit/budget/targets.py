@@ -211,8 +211,23 @@ def resolve_target(
     )
     policy = resolve_policy(config, limit=limit, agent=agent, llm=llm)
     in_force, bound_by = mb.effective_limit, "model"
+    notes = list(mb.notes)
     if policy is not None and policy.limit < mb.effective_limit:
         in_force, bound_by = policy.limit, "policy"
+    elif limit is not None and policy is not None and policy.limit > mb.effective_limit:
+        if mb.name == "default":
+            # No model was named: the default window is a guess, the limit is what was asked.
+            in_force, bound_by = policy.limit, "policy"
+            notes.append(
+                f"--limit {limit:,} taken as given: no model was named (the default window's "
+                f"limit would be {mb.effective_limit:,}; --model or --window to check one)"
+            )
+        else:
+            notes.append(
+                f"--limit {limit:,} is above {mb.name}'s own limit {mb.effective_limit:,} "
+                f"(window {mb.context_window:,} - buffer {mb.buffer_tokens:,} - max output "
+                f"{mb.max_output_tokens:,}): the model's limit binds"
+            )
     return Target(
         name=mb.name,
         provider=mb.provider,
@@ -228,5 +243,5 @@ def resolve_target(
         tokenizer_note=mb.tokenizer_note,
         thresholds=config.thresholds,
         sources=mb.sources,
-        notes=mb.notes,
+        notes=tuple(notes),
     )

@@ -133,7 +133,15 @@ _engine_options = section(
 
 
 @click.command("compact", cls=SectionedCommand, epilog=EXIT_HELP)
-@section("Budget", budget_options)
+@section(
+    "Budget",
+    budget_options,
+    click.option(
+        "--no-usage", "no_usage", is_flag=True,
+        help="Ignore the provider usage a log records (by default its gap to the local count, the "
+        "`unlogged` region, is a fixed part of the budget, as `count` and `guard` count it).",
+    ),
+)
 @_output_options
 @_compaction_options
 @_reports_options
@@ -198,6 +206,7 @@ def _request(paths: tuple[str, ...], read_opts: ReadOptions, f: dict[str, Any]) 
         summarizer=f["summarizer"],
         llm_url=f["llm_url"],
         llm_model=f["summarizer_model"],
+        use_usage=not f["no_usage"],
     )
     return CompactRequest(
         inputs=tuple(expand_paths(paths)),  # globs and directories, as count and guard take them

@@ -28,7 +28,7 @@ from ctxkit.counting import (
     Breakdown,
     Calibration,
     calibrate_usage,
-    recorded_usage,
+    measure,
     region_row,
     transcript_cost,
     transcript_label,
@@ -42,7 +42,6 @@ from ctxkit.tokens import (
     REGIONS,
     CountOptions,
     Tokenizer,
-    count_transcript,
     get_tokenizer,
 )
 
@@ -107,6 +106,14 @@ _what_the_call_sends_options = section(
         is_flag=True,
         help="Ignore the provider usage a log records (by default its gap to the local count is "
         "the `unlogged` region).",
+    ),
+    click.option(
+        "--archive",
+        "archive_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+        "archive beside it, FILE.ctx.db).",
     ),
 )
 
@@ -179,6 +186,7 @@ def count(
     tools_file: str | None,
     cost_models: tuple[str, ...],
     no_usage: bool,
+    archive_path: str | None,
     calibrate: bool,
     baseline_out: str | None,
     allow: tuple[str, ...],
@@ -233,10 +241,10 @@ def count(
             yield with_context(t, extra_system, extra_tools)
 
     if ray_opts is not None:
-        if by or cost_models or calibrate:
+        if by or cost_models or calibrate or archive_path:
             raise UsageError(
-                "--engine ray counts the regions of each conversation; --by, --cost and "
-                "--calibrate run on --engine local"
+                "--engine ray counts the regions of each conversation; --by, --cost, "
+                "--calibrate and --archive run on --engine local"
             )
         if baseline_out:
             raise UsageError("--save-baseline runs on --engine local")
@@ -260,7 +268,8 @@ def count(
     priced = [priced_model(name, "--cost") for name in cost_models]
     breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
     region_rows, cost_rows, layout_rows, entries = _count_rows(
-        items, tok, opts, by, breakdown, priced, not no_usage, bool(baseline_out), debug
+        items, tok, opts, by, breakdown, priced, not no_usage, bool(baseline_out), debug,
+        archive_path,
     )
     _report_reading(tok, stats, debug)
     if baseline_out:
@@ -281,6 +290,7 @@ def _count_rows(
     usage: bool,
     baseline: bool,
     debug: bool,
+    archive: str | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
     prompt file priced) and baseline entry; its breakdown too, when asked for."""
@@ -293,14 +303,15 @@ def _count_rows(
     layout_rows: list[dict[str, Any]] = []
     entries = []
     for t in items:
-        counted = count_transcript(t, tok, opts)
+        measured = measure(t, tok, opts, usage=usage, archive=archive)
+        counted = measured.counted
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
-        recorded = recorded_usage(t, tok, opts) if usage else None
-        unlogged = recorded.unlogged if recorded is not None else 0
-        row = region_row(t, counted, recorded)
+        row = region_row(t, measured)
         region_rows.append(row)
+        if measured.note:
+            echo_err(f"note: {measured.note}")
         if baseline:
             entries.append(entry_of(t, row, tok))
         if by == "section":
@@ -312,7 +323,7 @@ def _count_rows(
                     layout = cache_layout(sections_of(t), tok, min_cacheable_for(model))
                     layout_rows.append(layout_row(label, layout, layout_cost(layout, model)))
                 continue
-            cost = transcript_cost(t, model, counted.total + unlogged)
+            cost = transcript_cost(t, model, measured.total)
             cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")

@@ -136,8 +136,16 @@ _checks_options = section(
         "--no-usage",
         "no_usage",
         is_flag=True,
-        help="Ignore the provider usage a log records (by default the larger of it and the local "
-        "count decides).",
+        help="Ignore the provider usage a log records (by default its gap to the local count, the "
+        "`unlogged` region, is added).",
+    ),
+    click.option(
+        "--archive",
+        "archive_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+        "archive beside it, FILE.ctx.db).",
     ),
     click.option(
         "--tool-threshold",
@@ -314,6 +322,7 @@ def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
         use_usage=not f["no_usage"],
         as_agents=tuple(f["as_agents"]),
         tool_threshold=f["tool_threshold"],
+        archive=f["archive_path"],
     )
 
 
@@ -554,14 +563,15 @@ def _render_usage(verdict: Any) -> list[str]:
         if u is None or (u.recorded, u.estimated) in seen:
             continue
         seen.add((u.recorded, u.estimated))
+        which = f"its original (in {u.origin})" if u.origin else "the log"
         line = (
-            f"usage: the log records {u.recorded:,} input tokens at its last call ({u.calls:,} "
+            f"usage: {which} records {u.recorded:,} input tokens at its last call ({u.calls:,} "
             f"calls); ctxkit counts {u.estimated:,} for that context ({r.tokenizer})"
         )
         if u.unlogged:
             line += (
-                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows) "
-                "carried forward: decided on recorded usage (--no-usage ignores it)"
+                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows), "
+                "a fixed region added to the count (--no-usage ignores it)"
             )
         else:
             line += "; decided on the local count"
@@ -574,6 +584,24 @@ def _render_usage(verdict: Any) -> list[str]:
             f"note: this {fmt.label} log records no usage and never logs {fmt.omits}; the count "
             "leaves them out (give --system/--tools)"
         )
+    recorded = verdict.recorded_model
+    from ctxkit.budget.models import find_model
+
+    named = {find_model(r.target.name)[1] or r.target.name for r in verdict.results}
+    if recorded is not None and recorded["matched"] not in named and recorded["name"] not in named:
+        if recorded["matched"]:
+            out.append(
+                f"model: the log records {recorded['name']} ({recorded['matched']} in "
+                f"models.toml, window {recorded['context_window']:,}); --model "
+                f"{recorded['matched']} checks against its window and tokenizer"
+            )
+        else:
+            close = recorded["suggestions"]
+            hint = f" (nearest: {', '.join(close)})" if close else ""
+            out.append(
+                f"model: the log records {recorded['name']}, which models.toml does not list"
+                f"{hint}; give --window and --max-output to check against it"
+            )
     return out
 
 

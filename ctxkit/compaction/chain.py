@@ -9,10 +9,12 @@ from typing import Any
 from ctxkit import structure
 from ctxkit.archive.recall_tool import add_tools
 from ctxkit.archive.store import Archive, ref_scope
+from ctxkit.budget import fixed_regions
 from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
+from ctxkit.counting import measure
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import LABELS, STRATEGIES
@@ -104,6 +106,7 @@ def compact(
     embedder = settings.embedder
     summarizer = settings.summarizer
     goal = settings.goal
+    ceiling = settings.ceiling
     if options.recovery_mode not in RECOVERY_MODES:
         raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
     chain = expand_chain(options.chain)
@@ -116,6 +119,12 @@ def compact(
             observe(Event(phase, progress, message, tokens, limit, priority))
 
     before = count_transcript(transcript, tok, copts)
+    # What the log never shows (recorded usage beyond ctxkit's count: Claude Code's system
+    # prompt and tool schemas) is a fixed region like the system prompt: the units are fitted
+    # around it, and every figure reported is the one `count` and `guard` give (`measure`).
+    fixed = measure(
+        transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
+    ).unlogged
     budget = settings.budget.to_dict() if settings.budget is not None else None
     tools = add_tools(transcript.tools, settings.added_tools)
     original = list(transcript.units)
@@ -140,38 +149,45 @@ def compact(
         seed=options.seed,
         originals={u.id: u for u in original},
     )
-    state = State(units=tuple(original), target=goal, ctx=ctx)
+    state = State(units=tuple(original), target=goal - fixed, ctx=ctx)
     coherence_embedder = embedder
     notify(
         "detection",
-        f"Context at {before.total:,} / {limit:,} tokens (target {goal:,})",
-        before.total,
+        f"Context at {before.total + fixed:,} / {limit:,} tokens (target {goal:,})",
+        before.total + fixed,
         0,
     )
 
     floor = _irreducible_floor(transcript.replace(tools=tools), tok, copts)
-    if floor > limit:
+    if floor + fixed > limit:
         raise UsageError(
-            f"{transcript.id}: limit {limit:,} is below what no strategy can remove: the "
-            f"system prompt and tool schemas alone take {floor:,} tokens"
+            f"{transcript.id}: limit {limit:,} is below what no strategy can remove: "
+            + fixed_regions(floor, fixed)
+        )
+    if floor + fixed > ceiling:
+        raise UsageError(
+            f"{transcript.id}: limit {limit:,} leaves no room: {fixed_regions(floor, fixed)}, "
+            f"at or above the guard's compact threshold {ceiling + 1:,}, so the guard would ask "
+            "for compaction again at once; raise the limit"
         )
     goal_note = ""
-    if floor > goal:
-        # The limit holds the system prompt but the goal below it does not: aim for the limit.
+    if floor + fixed > goal:
+        # The limit holds what no strategy may touch but the goal below it does not: aim for
+        # the most the guard passes at this limit.
         goal_note = (
-            f"the target {goal:,} is below the system prompt and tool schemas ({floor:,} tokens), "
-            f"which no strategy may touch: aimed for the limit {limit:,}"
+            f"the target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens): "
+            f"aimed for {ceiling:,}, the most the guard passes at the limit {limit:,}"
         )
         notify(
             "detection",
-            f"target {goal:,} is below the system prompt and tool schemas ({floor:,} tokens); "
-            f"aiming for the limit {limit:,}",
-            before.total,
+            f"target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens); "
+            f"aiming for {ceiling:,}",
+            before.total + fixed,
             0,
             "warning",
         )
-        goal = limit
-        state = State(units=tuple(original), target=goal, ctx=ctx)
+        goal = ceiling
+        state = State(units=tuple(original), target=goal - fixed, ctx=ctx)
 
     if state.fits():
         p1_total, p1_kept = _p1_kept(original, original)
@@ -181,10 +197,10 @@ def compact(
             fits=True,
             limit=limit,
             target=goal,
-            tokens_before=before.total,
-            tokens_after=before.total,
-            regions_before=dict(before.regions),
-            regions_after=dict(before.regions),
+            tokens_before=before.total + fixed,
+            tokens_after=before.total + fixed,
+            regions_before=_with_unlogged(before.regions, fixed),
+            regions_after=_with_unlogged(before.regions, fixed),
             units_before=len(original),
             units_after=len(original),
             steps=[],
@@ -215,7 +231,7 @@ def compact(
             done += 1
             if state.fits():
                 break
-            tokens_before = state.tokens()
+            tokens_before = state.tokens() + fixed
             notify(
                 name,
                 _phase_message(name, tokens_before, goal),
@@ -249,7 +265,7 @@ def compact(
                         queue.insert(0, "summarize_old")
                 continue
             assert new is not None
-            tokens_after = new.tokens()
+            tokens_after = new.tokens() + fixed
             steps.append(
                 Step(
                     name,
@@ -274,33 +290,33 @@ def compact(
         recovery = options.recovery_mode
         notify(
             "recovery",
-            f"Chain left {state.tokens():,} / {goal:,} tokens; recovery: {recovery}",
-            state.tokens(),
+            f"Chain left {state.tokens() + fixed:,} / {goal:,} tokens; recovery: {recovery}",
+            state.tokens() + fixed,
             -1,
             "warning",
         )
         if recovery == "error":
             raise BreakerFailed(
-                f"{transcript.id}: the chain reached {state.tokens():,} tokens, above the target "
-                f"{goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
+                f"{transcript.id}: the chain reached {state.tokens() + fixed:,} tokens, above the "
+                f"target {goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
             )
         t0 = time.perf_counter()
-        tokens_before = state.tokens()
+        tokens_before = state.tokens() + fixed
         recover = RECOVERY[recovery]
         assert recover is not None  # `error` raised above
         if recovery == "fresh_start":
             notify(
                 "handover",
                 f"Writing a handover of about {options.handover_tokens:,} tokens",
-                state.tokens(),
+                state.tokens() + fixed,
                 -1,
                 "warning",
             )
         chained = state
         state = recover(state, original, options)
-        if not state.fits() and chained.tokens() <= limit < state.tokens():
-            # Recovery made it bigger (a handover on a tiny transcript): the chain's result
-            # already fits the limit, if not the goal; keep it.
+        if not state.fits() and chained.tokens() < state.tokens() and state.tokens() + fixed > ceiling:
+            # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
+            # nearer, and may already pass the guard, if not the goal; keep it.
             state = chained
         problems = check_invariants(original, state, keep, archive, ctx.ref_scope)
         violations.extend(f"recovery: {p}" for p in problems)
@@ -309,7 +325,7 @@ def compact(
                 f"recovery:{recovery}",
                 0,
                 tokens_before,
-                state.tokens(),
+                state.tokens() + fixed,
                 (time.perf_counter() - t0) * 1000,
                 True,
                 refs=_new_refs(State(units=tuple(original), target=goal, ctx=ctx), state),
@@ -317,15 +333,20 @@ def compact(
         )
         if state.fits():
             state = give_back(state, original)
-        if state.tokens() > limit:
+        if state.tokens() + fixed > ceiling:
+            kept = "the system prompt and the last request"
             raise BreakerFailed(
                 f"{transcript.id}: even after {recovery} the transcript takes "
-                f"{state.tokens():,} tokens, above the limit {limit:,}"
+                f"{state.tokens() + fixed:,} tokens, at or above the guard's compact threshold "
+                f"{ceiling + 1:,} of the limit {limit:,}: {kept}"
+                + (f", and {fixed_regions(0, fixed)}," if fixed else "")
+                + " cannot be removed; raise the limit"
             )
         if not state.fits() and not goal_note:
             goal_note = (
                 f"the target {goal:,} cannot hold the system prompt, the last request and a "
-                f"handover ({state.tokens():,} tokens); within the limit {limit:,}"
+                f"handover ({state.tokens() + fixed:,} tokens); within {ceiling:,}, the most the "
+                f"guard passes at the limit {limit:,}"
             )
 
     result_t = transcript.replace(units=arrange(state.units), tools=tools)
@@ -333,17 +354,22 @@ def compact(
     p1_total, p1_kept = _p1_kept(original, state.units)
     # before time_ms is taken: the figure is part of the work a report's time accounts for
     final_coherence = coherence(original, state.units, coherence_embedder)
-    notify("success", f"Context reduced to {after.total:,} / {limit:,} tokens", after.total, 100)
+    notify(
+        "success",
+        f"Context reduced to {after.total + fixed:,} / {limit:,} tokens",
+        after.total + fixed,
+        100,
+    )
     return CompactResult(
         transcript=result_t,
         changed=True,
-        fits=after.total <= goal,
+        fits=after.total + fixed <= goal,
         limit=limit,
         target=goal,
-        tokens_before=before.total,
-        tokens_after=after.total,
-        regions_before=dict(before.regions),
-        regions_after=dict(after.regions),
+        tokens_before=before.total + fixed,
+        tokens_after=after.total + fixed,
+        regions_before=_with_unlogged(before.regions, fixed),
+        regions_after=_with_unlogged(after.regions, fixed),
         units_before=len(original),
         units_after=len(result_t.units),  # neighbouring run placeholders merged
         steps=steps,
@@ -391,6 +417,10 @@ def _judge(
 
 def _phase_message(name: str, tokens: int, goal: int) -> str:
     return f"{LABELS.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
+
+
+def _with_unlogged(regions: Mapping[str, int], fixed: int) -> dict[str, int]:
+    return {**regions, "unlogged": fixed} if fixed else dict(regions)
 
 
 def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:

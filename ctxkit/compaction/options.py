@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.budget import Target, Thresholds, compaction_goal
+from ctxkit.budget import Target, Thresholds, compaction_ceiling, compaction_goal
 from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import unknown_name
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
@@ -70,11 +70,20 @@ class CompactSettings:
     # tool schemas the output adds to the transcript's own (`--recall-tool`): counted in the
     # budget, written with a compacted transcript, never part of the archived original
     added_tools: tuple[dict[str, Any], ...] = ()
+    # False: fit the transcript's own count alone, as `--no-usage` does; True: the unlogged
+    # region of the provider's recorded usage is a fixed region the units are fitted around
+    use_usage: bool = True
 
     @property
     def goal(self) -> int:
         """What the chain aims for (see `budget.compaction_goal`)."""
         return compaction_goal(self.limit, self.target, self.thresholds)
+
+    @property
+    def ceiling(self) -> int:
+        """The most tokens the result may keep: what `guard` at the same limit passes (see
+        `budget.compaction_ceiling`)."""
+        return compaction_ceiling(self.limit, self.target, self.thresholds)
 
     @property
     def tok(self) -> Tokenizer:

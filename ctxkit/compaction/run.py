@@ -149,6 +149,8 @@ class RunSummary:
 
 
 OnResult = Callable[[CompactResult | Failure, Archive], None]
+# how a transcript reads back from the sink's file (`counting.as_written` in its format)
+AsWritten = Callable[[Transcript], Transcript]
 
 
 def run(
@@ -161,6 +163,7 @@ def run(
     observe: Observer | None = None,
     on_result: OnResult | None = None,
     keep_going: bool = False,
+    as_written: AsWritten | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Compact every transcript of `source` (read lazily) into `sink`, archiving what is
@@ -173,6 +176,9 @@ def run(
     `before_commit` runs once every transcript is written, before the archive commits (what
     must be whole for the run to count: a report staged beside the output); if it raises,
     nothing is written.
+    With `as_written` (how the sink's file reads back), a compacted transcript's "after" is
+    counted on what the file holds, so it is what `count` says of the output (a format may join
+    a summary to the request before it); without, it is the chain's own figure.
     """
     summary = RunSummary()
     store, scratch = archive.open()
@@ -182,7 +188,7 @@ def run(
             results = compact_many(
                 source, settings, jobs=jobs, archive=store, observe=observe, keep_going=keep_going
             )
-            out.write(_written(results, summary, store, on_result))
+            out.write(_written(results, summary, store, on_result, settings, as_written))
             if not summary.changed and not summary.failures:
                 out.keep_input()
             if before_commit is not None:
@@ -205,13 +211,38 @@ def _written(
     summary: RunSummary,
     archive: Archive,
     on_result: OnResult | None,
+    settings: CompactSettings,
+    as_written: AsWritten | None,
 ) -> Iterator[Transcript]:
     for item in results:
+        if as_written is not None and isinstance(item, CompactResult) and item.changed:
+            count_written(item, as_written(item.transcript), settings)
         summary.add(item)
         if on_result is not None:
             on_result(item, archive)
         if isinstance(item, CompactResult):
             yield item.transcript
+
+
+def count_written(r: CompactResult, written: Transcript, settings: CompactSettings) -> None:
+    """Make `r`'s "after" the count of `written` (its transcript as the output file reads
+    back) plus the unlogged region its original's recorded usage measured: the figure `count`
+    gives of that file. A summary the format joins to the request after it stays the summary
+    region here (up to its own count), though the file holds it in a history message."""
+    from ctxkit.tokens import count_transcript
+
+    counted = count_transcript(written, settings.tok, settings.count_opts)
+    regions = dict(counted.regions)
+    joined = min(r.regions_after.get("summary", 0), regions.get("history", 0))
+    if joined > regions.get("summary", 0):
+        regions["history"] -= joined - regions.get("summary", 0)
+        regions["summary"] = joined
+    fixed = r.regions_after.get("unlogged", 0)
+    if fixed:
+        regions["unlogged"] = fixed
+    r.tokens_after = counted.total + fixed
+    r.regions_after = regions
+    r.fits = r.tokens_after <= r.target
 
 
 def compact_one(

@@ -58,6 +58,7 @@ class SettingsSpec:
     summarizer: str | None = None
     llm_url: str | None = None
     llm_model: str | None = None
+    use_usage: bool = True
 
     def build(
         self, *, progress: bool = False, warn: Callable[[str], None] | None = None
@@ -93,6 +94,7 @@ def compact_settings(
     llm_model: str | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
+    use_usage: bool = True,
 ) -> CompactSettings:
     """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
     budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
@@ -103,6 +105,10 @@ def compact_settings(
     tok, label, warning = TokenizerCache().get(budget)
     if warning and warn:
         warn(warning)
+    if warn:
+        for note in budget.notes:
+            if note.startswith("--limit ") and note.endswith("the model's limit binds"):
+                warn(f"ctxkit: {note}")  # a limit the model's window overrides
     if target is not None and target > budget.limit:
         raise UsageError(
             f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
@@ -125,6 +131,7 @@ def compact_settings(
         count_opts=count_opts,
         options=chain_options(cfg, chain, recovery, seed),
         budget=budget,
+        use_usage=use_usage,
     )
 
 

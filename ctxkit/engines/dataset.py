@@ -9,6 +9,7 @@ Nothing here imports Ray.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -99,6 +100,7 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
     `compaction.run`: both written whole (the archive first), a conversation that cannot be
     compacted left out and listed. The tally: `RunSummary.to_dict()`, shard, stats, worker."""
     from ctxkit.compaction.run import ArchiveTarget, run
+    from ctxkit.counting import as_written
     from ctxkit.formats import check_depth
 
     output = os.path.join(job.out_dir, shard.name)
@@ -122,6 +124,7 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
         jobs=job.jobs,
         on_result=after_each if job.fault is not None else None,
         keep_going=True,
+        as_written=functools.partial(as_written, fmt=job.to_format),
     )
     return {
         "shard": shard.name,

@@ -433,6 +433,7 @@ class Compactor:
         import hashlib
 
         from ctxkit.compaction.run import ArchiveTarget, run
+        from ctxkit.counting import as_written
         from ctxkit.formats import check_depth, dataset_item, read_conversation
 
         is_frame = hasattr(batch, "to_dict") and hasattr(batch, "columns")
@@ -462,7 +463,8 @@ class Compactor:
             out["tokens_after"].append(r.tokens_after)
             out["fits"].append(r.fits)
 
-        run(transcripts, self.settings, archive=archive, on_result=row)
+        written = partial(as_written, fmt=self.to_format)
+        run(transcripts, self.settings, archive=archive, on_result=row, as_written=written)
         if is_frame:
             import pandas as pd
 

@@ -6,14 +6,18 @@ several records merged by message id, tool results one unit each); sub-agent tur
 record (`system` notices and compact boundaries, `summary`, snapshots, progress, attachments,
 queue operations, titles...) is kept in place (`formats.kept`), and so is the history before
 Claude Code's own last compaction (a `compact_boundary` record with a null `parentUuid`, then
-the `isCompactSummary` user record), which the model no longer reads.
+the `isCompactSummary` user record), which the model no longer reads: the model reads the chain
+the last message hangs from, and a main-thread record with no parent (or a compact_boundary
+one) after others starts a new one.
 
 Written back as a log Claude Code itself can resume from: every kept record in its place,
 untouched units as their source records (byte for byte, `parentUuid` too), changed units as
 their source record(s) with the content replaced, units made by compaction as new records. A
 record whose parent went with compaction hangs from what took its place (or the record before
-it), a new record from the record before it. A user record holding a ctxkit summary is marked
-`isCompactSummary`, Claude Code's own convention for its compaction summaries. Written from
+it), a new record from the record before it; in a log read from Claude Code's last compaction
+on, the first record of the units hangs from what its summary did, so the context starts where
+it started. A user record holding a ctxkit summary is marked `isCompactSummary`, Claude Code's
+own convention for its compaction summaries. Written from
 another format, the records form one chain (`parentUuid` of each is the record before it).
 """
 
@@ -45,6 +49,9 @@ APP_LABEL = "Claude Code"
 OMITS = "the system prompt or tool schemas"  # what the model saw that the log never shows
 # The skip kind counting message records a compaction summary replaced.
 COMPACTED = "before Claude Code's last compaction"
+# The metadata key of what the model's context hangs from when the log was read from Claude
+# Code's last compaction on: the summary's `parentUuid` (null, or the compact_boundary record).
+ROOT = "claude_code_root"
 
 _MESSAGE_KINDS = ("user", "assistant")
 _APP_KEYS = ("sessionId", "parentUuid", "leafUuid", "isSidechain")
@@ -105,7 +112,9 @@ def read(records: list[Any], src: Source) -> Transcript:
     units: list[Unit] = []
     keeper = Keeper()
     compacted_at: int | None = None  # unit index of the last main-thread compaction summary
+    root: Any = None  # that summary's parentUuid: null, or Claude Code's compact_boundary record
     taken = 0  # message records read into units so far
+    main = 0  # of them, on the main thread
     compacted = 0  # message records before the last compaction summary
     names: dict[str, str] = {}
     by_message: dict[str, int] = {}  # message id -> unit index
@@ -143,6 +152,16 @@ def read(records: list[Any], src: Source) -> Transcript:
         ts = timestamp_of(inner.get("timestamp") or rec.get("timestamp"))
         uid = str(inner.get("uuid") or rec.get("uuid") or f"u{len(units)}")
         meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") or progress else {}
+        if not meta:
+            parent = rec.get("parentUuid")
+            if main and (parent is None or parent in boundaries):
+                # A new chain on the main thread: Claude Code sends the model the chain its last
+                # message hangs from, so what came before is out of the context. Its compaction
+                # summary starts one (no parent, or a compact_boundary record), and so does what
+                # ctxkit writes in its place; a summary linked to the messages before it (as
+                # ctxkit writes one within a context) cuts nothing.
+                compacted_at, compacted, root = len(units), taken - 1, parent
+            main += 1
         content = msg.get("content")
         if kind == "assistant":
             mid = msg.get("id")
@@ -186,6 +205,8 @@ def read(records: list[Any], src: Source) -> Transcript:
                 if call is None:
                     # The model had seen everything before the first record of its response.
                     calls[mid] = {"after_unit": index - 1, **got}
+                    if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+                        calls[mid]["model"] = msg["model"]
                 else:
                     # Usage repeats on every record of a response; the last one is final.
                     for key, value in got.items():
@@ -194,10 +215,6 @@ def read(records: list[Any], src: Source) -> Transcript:
         summary = bool(inner.get("isCompactSummary"))
         if inner.get("isMeta"):
             meta["is_meta"] = True
-        if summary and not meta.get("sidechain") and (rec.get("parentUuid") is None or rec.get("parentUuid") in boundaries):
-            # Claude Code's summary starts a new chain (no parent, or a compact_boundary record):
-            # a summary linked to the messages before it (as ctxkit writes one) cuts nothing.
-            compacted_at, compacted = len(units), taken - 1
         if not isinstance(content, list):
             text, images = blocks_text(content, src=src)
             units.append(_user(uid, text, images, ts, rec, i, meta, summary))
@@ -243,8 +260,13 @@ def read(records: list[Any], src: Source) -> Transcript:
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
+    models = [c["model"] for c in usage_calls if "model" in c]
+    if models:
+        metadata["model"] = models[-1]  # the model of the last call: the one to fit
     if session:
         metadata["session_id"] = session
+    if compacted_at and not src.include_compacted:
+        metadata[ROOT] = root  # what the context's first record hangs from, for the writer
     if deferred:
         metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
     metadata[KEPT] = keeper.metadata()
@@ -505,7 +527,25 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         return _chained([rec for _, rec in w.out]), {}
     placed = place(t, w.out)
     gone = names(t) - {rec.get("uuid") for rec in placed}
-    return _linked(placed, w.made, w.replaced, gone), {}
+    linked = _linked(placed, w.made, w.replaced, gone)  # record for record, in order
+    if ROOT in t.metadata:
+        ours = {id(rec) for _, rec in w.out}
+        _cut_at(linked, [n for n, rec in enumerate(placed) if id(rec) in ours], t.metadata[ROOT])
+    return linked, {}
+
+
+def _cut_at(records: list[dict[str, Any]], produced: list[int], root: Any) -> None:
+    """Keep Claude Code's compaction cut in a log read from it: the first main-thread record
+    written for the units (Claude Code's summary, or ctxkit's in its place) hangs from `root`
+    as that summary did (null, or the compact_boundary record), not from the history before it,
+    so the log reads back from there and the model's context is what it was."""
+    for n in produced:
+        rec = records[n]
+        if rec.get("type") not in _MESSAGE_KINDS or rec.get("isSidechain"):
+            continue
+        if rec.get("parentUuid") != root:
+            records[n] = {**rec, "parentUuid": root}
+        return
 
 
 def _unique(rec: dict[str, Any], seen: set[Any]) -> dict[str, Any]:

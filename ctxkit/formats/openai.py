@@ -130,6 +130,9 @@ def read(records: list[Any], src: Source) -> Transcript:
     totals = _model_stats_tokens(envelope)
     if usage_calls or totals:
         metadata["provider_usage"] = {"source": source, "calls": usage_calls, **totals}
+    models = [c["model"] for c in usage_calls if "model" in c]
+    if models:
+        metadata["model"] = models[-1]
     t = Transcript(
         units=units,
         id=_id_of(envelope, src.tid),
@@ -174,18 +177,23 @@ def _usage_of(rec: dict[str, Any]) -> dict[str, Any] | None:
     """Token usage the provider reported for the call that produced this message, when logged
     (mini-swe-agent keeps the whole response under `extra.response`)."""
     usage = rec.get("usage")
+    model = rec.get("model")
     extra = rec.get("extra")
     if not isinstance(usage, dict) and isinstance(extra, dict):
         response = extra.get("response")
         if isinstance(response, dict):
             usage = response.get("usage")
+            model = response.get("model")
     if not isinstance(usage, dict):
         return None
     prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
     completion = usage.get("completion_tokens", usage.get("output_tokens"))
     if not isinstance(prompt, int):
         return None
-    return {"after_unit": -1, "input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
+    call: dict[str, Any] = {"after_unit": -1, "input_tokens": prompt, "output_tokens": completion if isinstance(completion, int) else 0}
+    if isinstance(model, str) and model:
+        call["model"] = model
+    return call
 
 
 def build(u: Unit) -> dict[str, Any]:

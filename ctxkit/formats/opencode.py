@@ -179,6 +179,11 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
         metadata["provider_usage"] = {"source": NAME, "calls": calls}
     if session:
         metadata["session_id"] = str(session)
+    models = [m["info"]["modelID"] for m in obj.get("messages") or []
+              if isinstance(m, dict) and isinstance(m.get("info"), dict) and isinstance(m["info"].get("modelID"), str)
+              and m["info"]["modelID"]]
+    if models:
+        metadata["model"] = models[-1]  # the model of the last call, as Claude Code's and Codex's readers say
     return Transcript(units=units, id=str(session or src.tid), source_format=NAME, layout="object",
                       line=src.line, metadata=metadata)
 

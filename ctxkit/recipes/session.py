@@ -495,9 +495,10 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
         else options.unlogged
     )
     # ctxkit's limit is the window's (not the configured default model's), less what no
-    # compaction can remove
+    # compaction can remove; that is the unlogged region the replay chose, so ctxkit's chain
+    # does not add recorded usage's again (use_usage=False)
     limit = effective_limit(window, default_buffer(window), max_output) - unlogged
-    settings = settings.replace(limit=max(1, limit))
+    settings = settings.replace(limit=max(1, limit), use_usage=False)
     by = SUMMARY_BY
     summarize = None
     if options.summarizer == "llm" and settings.summarizer is not None:
@@ -559,7 +560,8 @@ def unlogged_tokens(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOpt
 
 def _ctxkit_settings(request: SessionRequest, tok: Tokenizer, unlogged: int = 0) -> Any:
     """ctxkit's default chain under the budget of the request's window and max output (less what
-    the log never shows, which no compaction can remove)."""
+    the log never shows, which no compaction can remove, so not counted again from recorded
+    usage)."""
     from ctxkit.budget import default_buffer, effective_limit
     from ctxkit.compaction import CompactSettings
 
@@ -568,7 +570,7 @@ def _ctxkit_settings(request: SessionRequest, tok: Tokenizer, unlogged: int = 0)
         effective_limit(request.window, default_buffer(request.window), request.max_output)
         - unlogged,
     )
-    return CompactSettings(limit=limit, tokenizer=tok, count_opts=request.count_opts)
+    return CompactSettings(limit=limit, tokenizer=tok, count_opts=request.count_opts, use_usage=False)
 
 
 __all__ = [
