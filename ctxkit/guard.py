@@ -538,11 +538,8 @@ def evaluate(
     `trace` hears each step.
     """
     s = settings or GuardSettings()
-    config, system, tools, pending = s.config, s.system, s.tools, s.pending
-    do_replay, check, fail_on, opts = s.replay, s.check, s.fail_on, s.count_opts
-    use_usage, as_agents, tool_threshold = s.use_usage, s.as_agents, s.tool_threshold
-    archive = s.archive
-    rules = [get_rule(name) for name in as_agents]
+    system, tools, check, fail_on, opts = s.system, s.tools, s.check, s.fail_on, s.count_opts
+    rules = [get_rule(name) for name in s.as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
     tokenizers = tokenizers or TokenizerCache()
@@ -566,75 +563,7 @@ def evaluate(
         if key not in counted:
             counted[key] = count_transcript(t, tok, opts)
             say(f"counted with {tok.name}: {counted[key].to_dict()}")
-        tc = counted[key]
-        measured = measure(t, tok, opts, usage=use_usage, archive=archive, counted=tc)
-        regions = measured.regions
-        used = measured.total
-        usage = measured.usage
-        if usage is not None and usage.unlogged > 0:
-            say(
-                f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
-                f"{usage.after_unit}"
-                + (f" of the original in {usage.origin}" if usage.origin else "")
-                + f"); counted {usage.estimated} for that context; unlogged "
-                f"{usage.unlogged}, a fixed region"
-            )
-        plan: PendingPlan | None = None
-        if pending:
-            plan = plan_pending(pending, used, target.limit, tok, opts, config)
-            regions["pending"] = plan.tokens
-            used += plan.tokens
-            say(
-                f"target {target.name}: pending {plan.tokens} tokens, room {plan.room}; plan: "
-                + ", ".join(f"{i.name} {i.action} {i.tokens}->{i.tokens_after}" for i in plan.items)
-            )
-        result = _judge(target, used, regions, label, config)
-        result.pending = plan
-        result.usage = usage
-        if usage is not None and usage.unlogged > 0:
-            result.basis = "recorded usage"
-        if measured.note:
-            result.notes.append(measured.note)
-        thrash = thrash_note(t, tc, regions, target)
-        if thrash:
-            result.notes.append(thrash)
-        heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
-        if heavy:
-            result.notes.append(heavy)
-        fixed = (
-            regions.get("tools", 0)
-            + regions.get("unlogged", 0)
-            + (opts.reply_priming if t.units else 0)
-        )
-        result.agents = [
-            forecast(
-                rule,
-                target.context_window,
-                target.max_output_tokens,
-                used,
-                [u.total for u in tc.units] if do_replay else None,
-                fixed,
-            )
-            for rule in rules
-        ]
-        if do_replay:
-            fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
-            result.replay = threshold_history(
-                t.units,
-                [u.total for u in tc.units],
-                fixed,
-                target.limit,
-                target.thresholds,
-                fail_on,
-            )
-        _trace_target(say, result)
-        if result.replay is not None:
-            rp = result.replay
-            say(
-                f"target {target.name}: replay {rp.checks} checks, fires {rp.fires}, "
-                f"over-hits {rp.over_hits}, most in one hour {rp.max_over_hits_per_hour}"
-            )
-        results.append(result)
+        results.append(_target_result(t, target, counted[key], tok, label, s, rules, say))
 
     chosen = next((i for i, r in enumerate(results) if r.fits), None)
     for i, r in enumerate(results):
@@ -655,6 +584,90 @@ def evaluate(
         + f", exit {verdict.exit_code(fail_on)} (fail-on {fail_on})"
     )
     return verdict
+
+
+def _target_result(
+    t: Transcript,
+    target: Target,
+    tc: Any,
+    tok: Any,
+    label: str,
+    s: GuardSettings,
+    rules: Sequence[Any],
+    say: Trace,
+) -> TargetResult:
+    """One target's result: the one budget (`counting.measure`), pending outputs planned in,
+    the status, its notes (thrash, heavy tool schemas), agents' triggers and the replay."""
+    config, pending, do_replay, fail_on, opts = s.config, s.pending, s.replay, s.fail_on, s.count_opts
+    use_usage, tool_threshold, archive = s.use_usage, s.tool_threshold, s.archive
+    measured = measure(t, tok, opts, usage=use_usage, archive=archive, counted=tc)
+    regions = measured.regions
+    used = measured.total
+    usage = measured.usage
+    if usage is not None and usage.unlogged > 0:
+        say(
+            f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
+            f"{usage.after_unit}"
+            + (f" of the original in {usage.origin}" if usage.origin else "")
+            + f"); counted {usage.estimated} for that context; unlogged "
+            f"{usage.unlogged}, a fixed region"
+        )
+    plan: PendingPlan | None = None
+    if pending:
+        plan = plan_pending(pending, used, target.limit, tok, opts, config)
+        regions["pending"] = plan.tokens
+        used += plan.tokens
+        say(
+            f"target {target.name}: pending {plan.tokens} tokens, room {plan.room}; plan: "
+            + ", ".join(f"{i.name} {i.action} {i.tokens}->{i.tokens_after}" for i in plan.items)
+        )
+    result = _judge(target, used, regions, label, config)
+    result.pending = plan
+    result.usage = usage
+    if usage is not None and usage.unlogged > 0:
+        result.basis = "recorded usage"
+    if measured.note:
+        result.notes.append(measured.note)
+    thrash = thrash_note(t, tc, regions, target)
+    if thrash:
+        result.notes.append(thrash)
+    heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
+    if heavy:
+        result.notes.append(heavy)
+    fixed = (
+        regions.get("tools", 0)
+        + regions.get("unlogged", 0)
+        + (opts.reply_priming if t.units else 0)
+    )
+    result.agents = [
+        forecast(
+            rule,
+            target.context_window,
+            target.max_output_tokens,
+            used,
+            [u.total for u in tc.units] if do_replay else None,
+            fixed,
+        )
+        for rule in rules
+    ]
+    if do_replay:
+        fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
+        result.replay = threshold_history(
+            t.units,
+            [u.total for u in tc.units],
+            fixed,
+            target.limit,
+            target.thresholds,
+            fail_on,
+        )
+    _trace_target(say, result)
+    if result.replay is not None:
+        rp = result.replay
+        say(
+            f"target {target.name}: replay {rp.checks} checks, fires {rp.fires}, "
+            f"over-hits {rp.over_hits}, most in one hour {rp.max_over_hits_per_hour}"
+        )
+    return result
 
 
 def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Target) -> str | None:
