@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit import structure
@@ -19,7 +20,7 @@ from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
-from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
+from ctxkit.tokens import CountOptions, Tokenizer, TranscriptCount, count_transcript
 
 
 def check_invariants(
@@ -81,6 +82,44 @@ def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int
     return len(p1), kept
 
 
+@dataclass
+class _Run:
+    """What stays fixed for one compaction run, and what it gathers (steps, violations)."""
+
+    transcript: Transcript
+    settings: CompactSettings
+    archive: Archive | None
+    observe: Observer | None
+    started: float
+    before: TranscriptCount
+    fixed: int  # the unlogged region: a fixed region the units are fitted around
+    tools: list[dict[str, Any]]
+    original: list[Unit]
+    ctx: Context
+    goal: int
+    goal_note: str = ""
+    keep: set[str] = field(default_factory=set)
+    steps: list[Step] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    coherence_embedder: Any = None
+
+    @property
+    def limit(self) -> int:
+        return self.settings.limit
+
+    @property
+    def ceiling(self) -> int:
+        return self.settings.ceiling
+
+    def notify(self, phase: str, message: str, tokens: int, progress: int, priority: str = "info") -> None:
+        if self.observe is not None:
+            self.observe(Event(phase, progress, message, tokens, self.limit, priority))
+
+    def state(self, units: Sequence[Unit] | None = None) -> State:
+        units = self.original if units is None else units
+        return State(units=tuple(units), target=self.goal - self.fixed, ctx=self.ctx)
+
+
 def compact(
     transcript: Transcript,
     settings: CompactSettings | None = None,
@@ -98,26 +137,39 @@ def compact(
     as from `ctxkit compact --limit`.
     """
     settings = CompactSettings.given(settings, limit, "compact")
+    if settings.options.recovery_mode not in RECOVERY_MODES:
+        raise unknown_name("recovery mode", settings.options.recovery_mode, RECOVERY_MODES)
+    run = _begin(transcript, settings, archive, query, observe)
+    state = run.state()
+    if state.fits():
+        return _result(run, state, None, changed=False)
+    if archive is not None:
+        archive.put_transcript(transcript, key=run.ctx.transcript_id)
+    run.keep = {run.original[i].id for i in protected(state)}
+    state = _chain(run, state)
+    recovery: str | None = None
+    if state.fits():
+        # The chain's steps are coarse: give back what the goal did not need, newest first.
+        state = give_back(state, run.original)
+    if not state.fits():
+        recovery = run.settings.options.recovery_mode
+        state = _recover(run, state, recovery)
+    return _result(run, state, recovery, changed=True)
+
+
+def _begin(
+    transcript: Transcript,
+    settings: CompactSettings,
+    archive: Archive | None,
+    query: str | None,
+    observe: Observer | None,
+) -> _Run:
+    """The run's fixed parts: the counts before, the unlogged region, the strategies' context,
+    and the goal, checked against what no strategy may touch."""
     started = time.perf_counter()
-    limit = settings.limit
-    options = settings.options
-    tok = settings.tok
-    copts = settings.count_opts
-    embedder = settings.embedder
-    summarizer = settings.summarizer
-    goal = settings.goal
-    ceiling = settings.ceiling
-    if options.recovery_mode not in RECOVERY_MODES:
-        raise unknown_name("recovery mode", options.recovery_mode, RECOVERY_MODES)
-    chain = expand_chain(options.chain)
-    total_steps = max(1, len(chain) * max(1, options.max_iterations))
-
-    def notify(
-        phase: str, message: str, tokens: int, progress: int, priority: str = "info"
-    ) -> None:
-        if observe is not None:
-            observe(Event(phase, progress, message, tokens, limit, priority))
-
+    tok, copts, limit, goal, ceiling = (
+        settings.tok, settings.count_opts, settings.limit, settings.goal, settings.ceiling
+    )
     before = count_transcript(transcript, tok, copts)
     # What the log never shows (recorded usage beyond ctxkit's count: Claude Code's system
     # prompt and tool schemas) is a fixed region like the system prompt: the units are fitted
@@ -125,7 +177,6 @@ def compact(
     fixed = measure(
         transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
     ).unlogged
-    budget = settings.budget.to_dict() if settings.budget is not None else None
     tools = add_tools(transcript.tools, settings.added_tools)
     original = list(transcript.units)
     if query is None:
@@ -144,20 +195,21 @@ def compact(
         transcript_id=key,
         query=query,
         tools=tuple(tools),
-        embedder=embedder,
-        summarizer=summarizer,
-        seed=options.seed,
+        embedder=settings.embedder,
+        summarizer=settings.summarizer,
+        seed=settings.options.seed,
         originals={u.id: u for u in original},
     )
-    state = State(units=tuple(original), target=goal - fixed, ctx=ctx)
-    coherence_embedder = embedder
-    notify(
+    run = _Run(
+        transcript, settings, archive, observe, started, before, fixed, tools, original, ctx,
+        goal, coherence_embedder=settings.embedder,
+    )
+    run.notify(
         "detection",
         f"Context at {before.total + fixed:,} / {limit:,} tokens (target {goal:,})",
         before.total + fixed,
         0,
     )
-
     floor = _irreducible_floor(transcript.replace(tools=tools), tok, copts)
     if floor + fixed > limit:
         raise UsageError(
@@ -170,15 +222,14 @@ def compact(
             f"at or above the guard's compact threshold {ceiling + 1:,}, so the guard would ask "
             "for compaction again at once; raise the limit"
         )
-    goal_note = ""
     if floor + fixed > goal:
         # The limit holds what no strategy may touch but the goal below it does not: aim for
         # the most the guard passes at this limit.
-        goal_note = (
+        run.goal_note = (
             f"the target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens): "
             f"aimed for {ceiling:,}, the most the guard passes at the limit {limit:,}"
         )
-        notify(
+        run.notify(
             "detection",
             f"target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens); "
             f"aiming for {ceiling:,}",
@@ -186,42 +237,16 @@ def compact(
             0,
             "warning",
         )
-        goal = ceiling
-        state = State(units=tuple(original), target=goal - fixed, ctx=ctx)
+        run.goal = ceiling
+    return run
 
-    if state.fits():
-        p1_total, p1_kept = _p1_kept(original, original)
-        return CompactResult(
-            transcript=transcript,
-            changed=False,
-            fits=True,
-            limit=limit,
-            target=goal,
-            tokens_before=before.total + fixed,
-            tokens_after=before.total + fixed,
-            regions_before=_with_unlogged(before.regions, fixed),
-            regions_after=_with_unlogged(before.regions, fixed),
-            units_before=len(original),
-            units_after=len(original),
-            steps=[],
-            recovery=None,
-            p1_total=p1_total,
-            p1_kept=p1_kept,
-            invariants={"ok": True, "violations": []},
-            time_ms=(time.perf_counter() - started) * 1000,
-            note=goal_note,
-            original=transcript,
-            unit_tokens_before=[c.total for c in before.units],
-            unit_tokens_after=[c.total for c in before.units],
-            budget=budget,
-        )
 
-    if archive is not None:
-        archive.put_transcript(transcript, key=key)
-    keep = {original[i].id for i in protected(state)}
-    steps: list[Step] = []
-    violations: list[str] = []
-
+def _chain(run: _Run, state: State) -> State:
+    """The strategies in chain order, up to `max_iterations` passes, each step judged (kept,
+    undone or rejected) before the next; stops at the goal or when a pass changes nothing."""
+    options, fixed = run.settings.options, run.fixed
+    chain = expand_chain(options.chain)
+    total_steps = max(1, len(chain) * max(1, options.max_iterations))
     done = 0
     for iteration in range(1, max(1, options.max_iterations) + 1):
         progressed = False
@@ -232,158 +257,148 @@ def compact(
             if state.fits():
                 break
             tokens_before = state.tokens() + fixed
-            notify(
-                name,
-                _phase_message(name, tokens_before, goal),
-                tokens_before,
-                min(99, 100 * done // total_steps),
-            )
+            progress = min(99, 100 * done // total_steps)
+            run.notify(name, _phase_message(name, tokens_before, run.goal), tokens_before, progress)
             t0 = time.perf_counter()
             params = options.strategy_params(name)
             new = STRATEGIES[name](state, params)
             elapsed = (time.perf_counter() - t0) * 1000
-
             note = _judge(
-                new, state, name, params, original, keep, archive, ctx.ref_scope, coherence_embedder
+                new, state, name, params, run.original, run.keep, run.archive, run.ctx.ref_scope,
+                run.coherence_embedder,
             )
             if note is not None:
-                steps.append(
-                    Step(name, iteration, tokens_before, tokens_before, elapsed, False, note)
-                )
+                run.steps.append(Step(name, iteration, tokens_before, tokens_before, elapsed, False, note))
                 if note.startswith("rejected: "):
-                    violations.append(f"{name}: {note[len('rejected: ') :]}")
+                    run.violations.append(f"{name}: {note[len('rejected: ') :]}")
                 if note.startswith("undone: "):
-                    notify(
-                        name,
-                        f"{name} {note}",
-                        tokens_before,
-                        min(99, 100 * done // total_steps),
-                        "warning",
-                    )
+                    run.notify(name, f"{name} {note}", tokens_before, progress, "warning")
                     # The spec: a discard that hurts coherence too much gives way to a summary.
                     if name == "discard_low_rel" and "summarize_old" not in queue:
                         queue.insert(0, "summarize_old")
                 continue
             assert new is not None
-            tokens_after = new.tokens() + fixed
-            steps.append(
-                Step(
-                    name,
-                    iteration,
-                    tokens_before,
-                    tokens_after,
-                    elapsed,
-                    True,
-                    refs=_new_refs(state, new),
-                )
+            run.steps.append(
+                Step(name, iteration, tokens_before, new.tokens() + fixed, elapsed, True,
+                     refs=_new_refs(state, new))
             )
             state = new
             progressed = True
         if state.fits() or not progressed:
             break
+    return state
 
-    recovery: str | None = None
-    if state.fits():
-        # The chain's steps are coarse: give back what the goal did not need, newest first.
-        state = give_back(state, original)
-    if not state.fits():
-        recovery = options.recovery_mode
-        notify(
-            "recovery",
-            f"Chain left {state.tokens() + fixed:,} / {goal:,} tokens; recovery: {recovery}",
+
+def _recover(run: _Run, state: State, recovery: str) -> State:
+    """The recovery mode's answer when the chain stopped short of the goal (`error` raises);
+    the chain's own result when the recovery would only make it bigger."""
+    fixed, goal, ceiling, limit = run.fixed, run.goal, run.ceiling, run.limit
+    options, tid = run.settings.options, run.transcript.id
+    run.notify(
+        "recovery",
+        f"Chain left {state.tokens() + fixed:,} / {goal:,} tokens; recovery: {recovery}",
+        state.tokens() + fixed,
+        -1,
+        "warning",
+    )
+    if recovery == "error":
+        raise BreakerFailed(
+            f"{tid}: the chain reached {state.tokens() + fixed:,} tokens, above the "
+            f"target {goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
+        )
+    t0 = time.perf_counter()
+    tokens_before = state.tokens() + fixed
+    recover = RECOVERY[recovery]
+    assert recover is not None  # `error` raised above
+    if recovery == "fresh_start":
+        run.notify(
+            "handover",
+            f"Writing a handover of about {options.handover_tokens:,} tokens",
             state.tokens() + fixed,
             -1,
             "warning",
         )
-        if recovery == "error":
-            raise BreakerFailed(
-                f"{transcript.id}: the chain reached {state.tokens() + fixed:,} tokens, above the "
-                f"target {goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
-            )
-        t0 = time.perf_counter()
-        tokens_before = state.tokens() + fixed
-        recover = RECOVERY[recovery]
-        assert recover is not None  # `error` raised above
-        if recovery == "fresh_start":
-            notify(
-                "handover",
-                f"Writing a handover of about {options.handover_tokens:,} tokens",
-                state.tokens() + fixed,
-                -1,
-                "warning",
-            )
-        chained = state
-        state = recover(state, original, options)
-        if not state.fits() and chained.tokens() < state.tokens() and state.tokens() + fixed > ceiling:
-            # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
-            # nearer, and may already pass the guard, if not the goal; keep it.
-            state = chained
-        problems = check_invariants(original, state, keep, archive, ctx.ref_scope)
-        violations.extend(f"recovery: {p}" for p in problems)
-        steps.append(
-            Step(
-                f"recovery:{recovery}",
-                0,
-                tokens_before,
-                state.tokens() + fixed,
-                (time.perf_counter() - t0) * 1000,
-                True,
-                refs=_new_refs(State(units=tuple(original), target=goal, ctx=ctx), state),
-            )
+    chained = state
+    state = recover(state, run.original, options)
+    if not state.fits() and chained.tokens() < state.tokens() and state.tokens() + fixed > ceiling:
+        # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
+        # nearer, and may already pass the guard, if not the goal; keep it.
+        state = chained
+    problems = check_invariants(run.original, state, run.keep, run.archive, run.ctx.ref_scope)
+    run.violations.extend(f"recovery: {p}" for p in problems)
+    run.steps.append(
+        Step(
+            f"recovery:{recovery}",
+            0,
+            tokens_before,
+            state.tokens() + fixed,
+            (time.perf_counter() - t0) * 1000,
+            True,
+            refs=_new_refs(State(units=tuple(run.original), target=goal, ctx=run.ctx), state),
         )
-        if state.fits():
-            state = give_back(state, original)
-        if state.tokens() + fixed > ceiling:
-            kept = "the system prompt and the last request"
-            raise BreakerFailed(
-                f"{transcript.id}: even after {recovery} the transcript takes "
-                f"{state.tokens() + fixed:,} tokens, at or above the guard's compact threshold "
-                f"{ceiling + 1:,} of the limit {limit:,}: {kept}"
-                + (f", and {fixed_regions(0, fixed)}," if fixed else "")
-                + " cannot be removed; raise the limit"
-            )
-        if not state.fits() and not goal_note:
-            goal_note = (
-                f"the target {goal:,} cannot hold the system prompt, the last request and a "
-                f"handover ({state.tokens() + fixed:,} tokens); within {ceiling:,}, the most the "
-                f"guard passes at the limit {limit:,}"
-            )
-
-    result_t = transcript.replace(units=arrange(state.units), tools=tools)
-    after = count_transcript(result_t, tok, copts)
-    p1_total, p1_kept = _p1_kept(original, state.units)
-    # before time_ms is taken: the figure is part of the work a report's time accounts for
-    final_coherence = coherence(original, state.units, coherence_embedder)
-    notify(
-        "success",
-        f"Context reduced to {after.total + fixed:,} / {limit:,} tokens",
-        after.total + fixed,
-        100,
     )
+    if state.fits():
+        state = give_back(state, run.original)
+    if state.tokens() + fixed > ceiling:
+        kept = "the system prompt and the last request"
+        raise BreakerFailed(
+            f"{tid}: even after {recovery} the transcript takes "
+            f"{state.tokens() + fixed:,} tokens, at or above the guard's compact threshold "
+            f"{ceiling + 1:,} of the limit {limit:,}: {kept}"
+            + (f", and {fixed_regions(0, fixed)}," if fixed else "")
+            + " cannot be removed; raise the limit"
+        )
+    if not state.fits() and not run.goal_note:
+        run.goal_note = (
+            f"the target {goal:,} cannot hold the system prompt, the last request and a "
+            f"handover ({state.tokens() + fixed:,} tokens); within {ceiling:,}, the most the "
+            f"guard passes at the limit {limit:,}"
+        )
+    return state
+
+
+def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> CompactResult:
+    """The one result record: the transcript as arranged (the input itself when nothing
+    changed), its counts before and after, the steps and what the invariants found."""
+    fixed, before, settings = run.fixed, run.before, run.settings
+    if changed:
+        result_t = run.transcript.replace(units=arrange(state.units), tools=run.tools)
+        after = count_transcript(result_t, settings.tok, settings.count_opts)
+        # before time_ms is taken: the figure is part of the work a report's time accounts for
+        final_coherence: float | None = coherence(run.original, state.units, run.coherence_embedder)
+        run.notify(
+            "success",
+            f"Context reduced to {after.total + fixed:,} / {run.limit:,} tokens",
+            after.total + fixed,
+            100,
+        )
+    else:
+        result_t, after, final_coherence = run.transcript, before, None
+    p1_total, p1_kept = _p1_kept(run.original, state.units)
     return CompactResult(
         transcript=result_t,
-        changed=True,
-        fits=after.total + fixed <= goal,
-        limit=limit,
-        target=goal,
+        changed=changed,
+        fits=after.total + fixed <= run.goal if changed else True,
+        limit=run.limit,
+        target=run.goal,
         tokens_before=before.total + fixed,
         tokens_after=after.total + fixed,
         regions_before=_with_unlogged(before.regions, fixed),
         regions_after=_with_unlogged(after.regions, fixed),
-        units_before=len(original),
+        units_before=len(run.original),
         units_after=len(result_t.units),  # neighbouring run placeholders merged
-        steps=steps,
+        steps=run.steps,
         recovery=recovery,
         p1_total=p1_total,
         p1_kept=p1_kept,
-        invariants={"ok": not violations, "violations": violations},
-        time_ms=(time.perf_counter() - started) * 1000,
+        invariants={"ok": not run.violations, "violations": run.violations},
+        time_ms=(time.perf_counter() - run.started) * 1000,
         coherence=final_coherence,
-        note=goal_note,
-        original=transcript,
+        note=run.goal_note,
+        original=run.transcript,
         unit_tokens_before=[c.total for c in before.units],
         unit_tokens_after=[c.total for c in after.units],
-        budget=budget,
+        budget=settings.budget.to_dict() if settings.budget is not None else None,
     )
 
 
