@@ -432,10 +432,63 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
         assert tok.count_many(samples * 20) == [len(enc.encode_ordinary(s)) for s in samples * 20]
 
 
-def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them():
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name: str):
     """quicktok's Unicode tables predate CJK Extension H and other new letters (hypothesis found
     '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted by tiktoken."""
-    tok = get_tokenizer("cl100k_base")
-    texts = ["\U000323b0:A", "abc \U000323b0\U000323b1 def", "\u088f and \ua7ce", "plain text", "汉字"]
-    assert tok.count_many(texts) == [raw(t) for t in texts]
-    assert [tok.count(t) for t in texts] == [raw(t) for t in texts]
+    tok = get_tokenizer(name)
+    enc = tok.encoding
+    texts = [
+        "\U000323b0:A",
+        "abc \U000323b0\U000323b1 def",
+        "\u088f and \ua7ce",
+        "\u1acf in o200k only",
+        "plain text",
+        "汉字",
+        "emoji 🙂 are not gaps 🚀",  # same lead bytes as Extension H's block, other second byte
+        "Telugu \u0c15\u0c3e and Kannada \u0c95",  # share the gap's lead bytes, not gaps
+        "lone surrogate \ud800 in JSON",
+    ]
+    want = [len(enc.encode_ordinary(t)) for t in texts]
+    assert tok.count_many(texts) == want
+    assert [tok.count(t) for t in texts] == want
+
+
+def test_the_gap_test_finds_exactly_the_listed_characters():
+    """The fast gap test (UTF-8 lead bytes first) agrees with the exact character class on every
+    code point, inside a text and alone."""
+    from ctxkit.tokens.loaders import _quicktok_gaps
+
+    for name in ("cl100k_base", "o200k_base"):
+        gaps = _quicktok_gaps(name)
+        assert gaps is not None
+        for cp in range(0x80, 0x110000, 7):
+            if 0xD800 <= cp < 0xE000:
+                continue
+            c = chr(cp)
+            exact = gaps._exact.search(c) is not None
+            assert gaps.held_by(c) is exact, hex(cp)
+            assert gaps.held_by(f"é {c} x") is exact, hex(cp)
+        assert gaps.held_by("\U000323b0") and not gaps.held_by("ascii only")
+
+
+def _realdata_texts() -> list[str]:
+    from ctxkit.bench.harness import real_transcripts
+    from ctxkit.tokens import unit_texts
+
+    texts = [x for t in real_transcripts(REALDATA) for x in unit_texts(t.units)[0] if x]
+    return list(dict.fromkeys(texts))
+
+
+@pytest.mark.slow  # builds tiktoken's o200k and reads every real transcript
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
+def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
+    texts = _realdata_texts()
+    assert len(texts) > 1000
+    for name in ("cl100k_base", "o200k_base"):
+        tokens.clear_caches()
+        tok = get_tokenizer(name)
+        enc = tok.encoding
+        counted = tok.count_many(texts)
+        wrong = [t[:60] for t, n in zip(texts, counted, strict=True) if n != len(enc.encode_ordinary(t))]
+        assert wrong == [], name

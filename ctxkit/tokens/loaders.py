@@ -54,7 +54,11 @@ _TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{}"
 CACHE_MAX_ENTRIES = 200_000
 
 
-# Texts longer than this are cached by digest, so the cache never pins large strings.
+# Texts longer than this are cached by (length, hash), so the cache never pins large strings.
+# Python caches a string's hash on the object, so counting the same text again (a compaction
+# counts each unit once per step) costs a lookup, not a pass over the text; the hash is SipHash
+# with a per-process key, 64 bits: two different texts of one length share a key with odds
+# about 2**-64 per pair (under 1e-9 for a full cache).
 _KEY_BY_TEXT_MAX_CHARS = 256
 
 
@@ -76,10 +80,11 @@ class Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
-def _cache_key(text: str) -> str | bytes:
-    if len(text) <= _KEY_BY_TEXT_MAX_CHARS:
-        return text
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+_Key = str | tuple[int, int]
+
+
+def _cache_key(text: str) -> _Key:
+    return text if len(text) <= _KEY_BY_TEXT_MAX_CHARS else (len(text), hash(text))
 
 
 class _CachedCounter:
@@ -89,7 +94,7 @@ class _CachedCounter:
     exact: bool
 
     def __init__(self) -> None:
-        self._cache: dict[str | bytes, int] = {}
+        self._cache: dict[_Key, int] = {}
         self._lock = threading.Lock()
 
     def _count_batch(self, texts: list[str]) -> list[int]:
@@ -102,38 +107,41 @@ class _CachedCounter:
 
     def count(self, text: str) -> int:
         """Tokens in one text."""
-        return self.count_many([text])[0]
+        hit = self._cache.get(_cache_key(text))
+        return hit if hit is not None else self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Tokens in each text, encoding only the texts not seen before, in one batch."""
-        cache = self._cache
-        keys = [_cache_key(t) for t in texts]
+        get = self._cache.get
+        limit = _KEY_BY_TEXT_MAX_CHARS
         out: list[int] = [0] * len(texts)
-        miss_index: dict[str | bytes, int] = {}
-        misses: list[str] = []
-        pending: list[tuple[int, int]] = []  # (position in texts, position in misses)
-        for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+        misses: dict[_Key, list[int]] = {}  # key -> positions in texts, first seen first
+        miss_texts: list[str] = []
+        for i, text in enumerate(texts):
             if not text:
                 continue
-            hit = cache.get(key)
+            key = text if len(text) <= limit else (len(text), hash(text))
+            hit = get(key)
             if hit is not None:
                 out[i] = hit
-                continue
-            j = miss_index.get(key)
-            if j is None:
-                j = miss_index[key] = len(misses)
-                misses.append(text)
-            pending.append((i, j))
+            else:
+                at = misses.get(key)
+                if at is None:
+                    misses[key] = [i]
+                    miss_texts.append(text)
+                else:
+                    at.append(i)
         if not misses:
             return out
-        counted = self._count_batch(misses)
-        for i, j in pending:
-            out[i] = counted[j]
+        counted = self._count_batch(miss_texts)
+        for positions, n in zip(misses.values(), counted, strict=True):
+            for i in positions:
+                out[i] = n
         with self._lock:
+            cache = self._cache
             if len(cache) + len(misses) > CACHE_MAX_ENTRIES:
                 cache.clear()
-            for key, j in miss_index.items():
-                cache[key] = counted[j]
+            cache.update(zip(misses, counted, strict=True))
         return out
 
 
@@ -171,7 +179,6 @@ class QuicktokTokenizer(_CachedCounter):
         self.counter = counter
         self._load_encoding = load_encoding
         self._encoding: Any = None
-        self._threads = os.cpu_count() or 1
 
     @property
     def encoding(self) -> Any:
@@ -181,34 +188,75 @@ class QuicktokTokenizer(_CachedCounter):
         return self._encoding
 
     def _count_batch(self, texts: list[str]) -> list[int]:
+        # One text at a time in this thread: quicktok's count holds the GIL, so threads only
+        # add waiting, and its batch call returns numpy arrays (a 55 ms import) for no gain.
+        count = self.counter.count
         gaps = _quicktok_gaps(self.name)
-        if gaps is not None and any(not t.isascii() and gaps.search(t) for t in texts):
+        try:
+            if gaps is None:
+                return [count(t) for t in texts]
+            held = gaps.held_by
             # a character newer than quicktok's Unicode tables: tiktoken counts that text
-            return [
-                len(self.encoding.encode_ordinary(t)) if gaps.search(t) else self._count_batch([t])[0]
-                for t in texts
-            ]
-        if self._threads == 1 or len(texts) == 1 or sum(map(len, texts)) < _SERIAL_MAX_CHARS:
-            count = self.counter.count
-            return [count(t) for t in texts]
-        import quicktok
+            return [len(self.encoding.encode_ordinary(t)) if held(t) else count(t) for t in texts]
+        except TypeError:
+            # a lone surrogate (JSON may escape one) is no UTF-8: tiktoken replaces it by U+FFFD
+            return [self._count_one(_without_surrogates(t)) for t in texts]
 
-        return [int(n) for n in quicktok.count_batch(self.counter, texts, threads=self._threads)]
+    def _count_one(self, text: str) -> int:
+        gaps = _quicktok_gaps(self.name)
+        if gaps is not None and gaps.held_by(text):
+            return len(self.encoding.encode_ordinary(text))
+        return int(self.counter.count(text))
+
+
+def _without_surrogates(text: str) -> str:
+    """`text` as tiktoken encodes it: each lone surrogate replaced by U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class _Gaps:
+    """The characters quicktok counts unlike tiktoken, found fast: an ASCII text holds none
+    (a flag Python keeps), any other is encoded to UTF-8 once and searched for the leading
+    bytes of a gap character (one byte-level pass), and only a text with such bytes is
+    searched with the exact character class (26 ranges checked per character, 30x slower)."""
+
+    def __init__(self, ranges: Sequence[tuple[int, int]]):
+        self._exact = re.compile(
+            "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+        )
+        # the first two bytes of each gap character: the whole character below U+0800, its
+        # block of 64 (or 4,096 above U+FFFF) otherwise
+        heads: dict[int, set[int]] = {}
+        for a, b in ranges:
+            for cp in range(a, b + 1):
+                data = chr(cp).encode("utf-8")
+                heads.setdefault(data[0], set()).add(data[1])
+        alternatives = [
+            re.escape(bytes([lead])) + b"[" + b"".join(re.escape(bytes([x])) for x in sorted(xs)) + b"]"
+            for lead, xs in sorted(heads.items())
+        ]
+        self._prefilter = re.compile(b"|".join(alternatives))
+
+    def held_by(self, text: str) -> bool:
+        """True when `text` holds a gap character."""
+        if text.isascii():
+            return False
+        if self._prefilter.search(text.encode("utf-8", "surrogatepass")) is None:
+            return False
+        return self._exact.search(text) is not None
 
 
 @functools.cache
-def _quicktok_gaps(name: str) -> re.Pattern[str] | None:
+def _quicktok_gaps(name: str) -> _Gaps | None:
     """The characters quicktok counts unlike tiktoken for `name` (its Unicode tables are older;
-    measured by scripts/quicktok_gaps.py), as one character class; None when not measured."""
+    measured by scripts/quicktok_gaps.py); None when not measured."""
     path = Path(__file__).resolve().parent.parent / "data" / f"quicktok_gaps_{name}.txt"
     try:
         lines = path.read_text().split()
     except OSError:
         return None
-    ranges = [tuple(int(x, 16) for x in line.split("-")) for line in lines]
-    if not ranges:
-        return None
-    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+    ranges = [(int(a, 16), int(b, 16)) for a, b in (line.split("-") for line in lines)]
+    return _Gaps(ranges) if ranges else None
 
 
 class HFTokenizer(_CachedCounter):
