@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.archive.store import first_compacted
 from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
@@ -228,6 +227,8 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
     out = [c for c in calls or [] if isinstance(c, dict) and "input_tokens" in c]
     if not out:
         return out
+    from ctxkit.archive.store import first_compacted
+
     first = first_compacted(t.units)
     if first is None:
         return out

