@@ -10,6 +10,12 @@ compacted transcript carry the ref; `ctxkit recall REF` reads the unit back.
 The archive also keeps each original transcript whole (units with their source records,
 layout, envelope, tool schemas), which is what `ctxkit expand` restores.
 
+Records are stored packed (`archive.packing`): compact JSON, compressed, and each long text
+once, in the `texts` table, named by its digest wherever it occurs (an archived unit and the
+original it came from share it). That is layout 2 (`SCHEMA_VERSION`). An archive of layout 1
+(plain JSON text, before ctxkit 0.2) is read as it is, and upgraded in place, in one
+transaction, when it is first opened for writing; one of a later layout is refused.
+
 Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
     >>> from ctxkit.archive.store import Archive
     >>> from ctxkit.model import Unit
@@ -34,6 +40,7 @@ byte-identical for the same input.
 from __future__ import annotations
 
 import builtins
+import copy
 import hashlib
 import json
 import os
@@ -46,13 +53,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from ctxkit.archive import packing
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
 
 if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 FORMAT_NAME = "ctxkit-archive"
 DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
@@ -71,6 +79,10 @@ CREATE TABLE IF NOT EXISTS ctxkit_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS texts (
+    digest BLOB PRIMARY KEY,
+    body BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS units (
     ref TEXT PRIMARY KEY,
     scope TEXT,
@@ -79,24 +91,25 @@ CREATE TABLE IF NOT EXISTS units (
     type TEXT NOT NULL,
     tool_name TEXT,
     summary TEXT NOT NULL DEFAULT '',
-    content TEXT NOT NULL,
-    unit_json TEXT NOT NULL,
+    content_digest BLOB NOT NULL,
+    position INTEGER,
+    record BLOB,
     tokens INTEGER,
     created TEXT NOT NULL,
     last_accessed TEXT,
     access_count INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS units_by_ref ON units (ref);
 CREATE INDEX IF NOT EXISTS units_by_transcript ON units (transcript_id, unit_id);
 CREATE TABLE IF NOT EXISTS transcripts (
     transcript_id TEXT PRIMARY KEY,
-    transcript_json TEXT NOT NULL,
+    record BLOB NOT NULL,
     units INTEGER NOT NULL,
     last_request TEXT NOT NULL,
     created TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS transcripts_by_last_request ON transcripts (last_request);
 """
+
 
 # 8 hex digits in archives written before refs became decimal; 18 or more decimal digits since
 SHORT_REF = re.compile(r"ref-[0-9a-f]{8,80}")
@@ -241,6 +254,82 @@ def transcript_from_json(text: str) -> Transcript:
     return t
 
 
+def _transcript_unit_record(t: Transcript, u: Unit) -> dict[str, Any]:
+    d = _unit_record(u)
+    if t.source_format != "units":
+        d["tokenCount"] = None  # see transcript_to_json
+    return d
+
+
+def _unit_key(data: bytes) -> bytes:
+    """What tells an archived unit that is its original's unit from one that is not: a digest
+    of its stored JSON, the token count left out."""
+    return hashlib.sha256(data).digest()[:16]
+
+
+def pack_transcript(t: Transcript) -> tuple[bytes, dict[bytes, str], list[bytes]]:
+    """The transcript whole as the archive stores it (`archive.packing`), the long texts its
+    record names by digest, and each unit's key (`_unit_key`): what `transcript_to_json` holds,
+    packed."""
+    header = {
+        "id": t.id,
+        "source_format": t.source_format,
+        "layout": t.layout,
+        "tools": t.tools,
+        "envelope": t.envelope,
+        "metadata": t.metadata,
+        "path": t.path,
+        "line": t.line,
+    }
+    moved: dict[bytes, str] = {}
+    tools = packing.dumps(t.tools)[0] if t.tools else b""
+    if len(tools) >= packing.SHARED_MIN_CHARS and not packing.holds_nul_string(tools):
+        # the same schemas in every conversation of a dataset: stored once, apart
+        text = tools.decode("utf-8", "surrogatepass")
+        header["tools"] = "\x00" + packing.digest(text).hex()
+        moved[packing.digest(text)] = text
+    head = packing.dumps(header)[0]
+    records = [packing.stored(_transcript_unit_record(t, u)) for u in t.units]
+    parts = []
+    # a marker must be the only kind of string that starts with NUL anywhere in the record
+    if head.count(b'"\\u0000') == len(moved):  # no string but the tools' marker starts with NUL
+        for record in records:
+            data, used = packing.unit_json(record)
+            if used is None:
+                break
+            parts.append(data)
+            moved.update(used)
+    if len(parts) < len(records):
+        header["tools"] = t.tools
+        head = packing.dumps(header)[0]
+        parts = [packing.dumps(record)[0] for record in records]
+        moved = {}
+    body = b'{"t":' + head + b',"u":[' + b",".join(parts) + b"]}"
+    if t.source_format == "units":  # the key leaves the token count out, as for archived units
+        parts = [packing.unit_json(packing.stored({**r, "tokenCount": None}))[0] for r in records]
+    return packing.pack(body, marked=bool(moved)), moved, [_unit_key(p) for p in parts]
+
+
+def unpack_transcript(blob: bytes, text_of: Any) -> Transcript:
+    """Inverse of `pack_transcript` (`text_of(digest)` gives a stored text)."""
+    d = packing.unpack(blob, text_of)
+    head = d["t"]
+    if isinstance(head.get("tools"), str):  # stored apart, as JSON text
+        head["tools"] = packing.loads(head["tools"].encode("utf-8", "surrogatepass"))
+    t = Transcript(
+        units=[_unit_from_record(r) for r in d["u"]],
+        id=str(head.get("id", "t0")),
+        source_format=str(head.get("source_format", "units")),
+        layout=str(head.get("layout", "lines")),
+        tools=list(head.get("tools") or []),
+        envelope=dict(head.get("envelope") or {}),
+        metadata=dict(head.get("metadata") or {}),
+    )
+    t.path = head.get("path")
+    t.line = head.get("line")
+    return t
+
+
 def unit_text(unit: Unit) -> str:
     """What `recall` shows of a unit: its content, then one line per tool call it makes."""
     parts = [unit.content] if unit.content else []
@@ -264,7 +353,8 @@ class ArchivedUnit:
     created: str
     last_accessed: str | None
     access_count: int
-    unit_json: str = field(default="", repr=False)
+    unit_json: str = field(default="", repr=False)  # layout 1: the record, less its content
+    record: dict[str, Any] | None = field(default=None, repr=False)  # layout 2: the record
 
     @property
     def long_ref(self) -> str:
@@ -272,8 +362,8 @@ class ArchivedUnit:
 
     def unit(self) -> Unit:
         """The archived unit, with its source record restored."""
-        d = json.loads(self.unit_json)
-        d.setdefault("content", self.content)  # stored once, in its own column
+        d = dict(self.record) if self.record is not None else json.loads(self.unit_json)
+        d.setdefault("content", self.content)  # layout 1 stored it once, in its own column
         return _unit_from_record(d)
 
     def text(self) -> str:
@@ -303,10 +393,10 @@ _COLUMNS = (
     "ref, transcript_id, unit_id, type, tool_name, summary, content, tokens, created, "
     "last_accessed, access_count, unit_json"
 )
-
-
-def _row(row: tuple[Any, ...]) -> ArchivedUnit:
-    return ArchivedUnit(*row)
+_COLUMNS_2 = (
+    "ref, transcript_id, unit_id, type, tool_name, summary, content_digest, position, record, "
+    "tokens, created, last_accessed, access_count"
+)
 
 
 def _now() -> str:
@@ -319,6 +409,12 @@ class Archive:
     def __init__(self, path: str, *, readonly: bool = False, create: bool = True) -> None:
         self.path = path
         self.readonly = readonly
+        self.layout = int(SCHEMA_VERSION)  # of the file: 1 for an old archive read as it is
+        self._stored_texts: set[bytes] = set()  # digests known to be in `texts`
+        # unit id -> (position, unit key) of each original stored by this Archive, by key: an
+        # archived unit equal to its original's is stored as a position in it
+        self._originals: dict[str, dict[str, tuple[int, bytes]]] = {}
+        self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
         self._conn = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
@@ -385,7 +481,7 @@ class Archive:
         if self.readonly:
             if not tables:
                 raise ArchiveError(f"{self.path} is not a ctxkit archive (it is empty)")
-        elif not self._complete():
+        elif self._version() != 1 and not self._complete():
             conn.execute("PRAGMA journal_mode = DELETE")
             # Schema and meta rows in one write transaction, checked again under the lock: a
             # writer that opens the file while another creates it waits, then finds it whole
@@ -393,7 +489,7 @@ class Archive:
             with conn:
                 if not conn.in_transaction:
                     conn.execute("BEGIN IMMEDIATE")  # the write lock, or wait for it
-                if not self._complete():
+                if self._version() == 0:
                     for statement in _SCHEMA.split(";"):
                         if statement.strip():
                             conn.execute(statement)
@@ -401,22 +497,92 @@ class Archive:
                         "INSERT OR IGNORE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
                         ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
                     )
-                    if not self._has_scope_column():  # an archive from before refs had a scope
-                        conn.execute("ALTER TABLE units ADD COLUMN scope TEXT")
         fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
         if fmt is None or fmt[0] != FORMAT_NAME:
             raise ArchiveError(f"{self.path} is not a ctxkit archive")
+        self.layout = self._version()
+        if self.layout > int(SCHEMA_VERSION):
+            raise ArchiveError(
+                f"{self.path} was written by a newer ctxkit (archive layout {self.layout}; this "
+                f"one reads layouts 1 to {SCHEMA_VERSION}): upgrade ctxkit to read it"
+            )
 
-    def _complete(self) -> bool:
-        """Whether the schema, its meta rows and the ref scope column are all there."""
+    def _version(self) -> int:
+        """The layout of the file: its schema_version, 1 for an archive from before it had one
+        in this form, 0 for a new file."""
         conn = self._conn
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"ctxkit_meta", "units", "transcripts"} <= tables or not self._has_scope_column():
-            return False
-        return conn.execute("SELECT 1 FROM ctxkit_meta WHERE key = 'format'").fetchone() is not None
+        if "ctxkit_meta" not in tables:
+            return 0
+        row = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'schema_version'").fetchone()
+        try:
+            return int(row[0]) if row is not None else 1
+        except ValueError:
+            raise ArchiveError(
+                f"{self.path}: unknown archive schema version {row[0]!r}"
+            ) from None
 
-    def _has_scope_column(self) -> bool:
-        return any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
+    def _complete(self) -> bool:
+        """Whether the file is a whole archive of this layout (tables and meta rows)."""
+        conn = self._conn
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"ctxkit_meta", "texts", "units", "transcripts"} <= tables:
+            return False
+        return self._version() >= int(SCHEMA_VERSION)
+
+    def _writable_layout(self) -> None:
+        """Before a write: a layout-1 archive is rewritten in layout 2 (`_upgrade`), in the
+        write transaction, under the lock (another writer may have done it meanwhile)."""
+        if self.layout == int(SCHEMA_VERSION):
+            return
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        self.begin()
+        if self._version() == 1:
+            try:
+                self._upgrade()
+            except sqlite3.DatabaseError as exc:
+                raise _db_error(self.path, exc) from None
+        self.layout = self._version()
+
+    def _upgrade(self) -> None:
+        """Rewrite a layout-1 archive in layout 2, inside the caller's write transaction: the
+        same refs, units, originals and access counts, each text stored once, compressed."""
+        conn = self._conn
+        scoped = any(r[1] == "scope" for r in conn.execute("PRAGMA table_info(units)"))
+        units = conn.execute(
+            f"SELECT {'scope' if scoped else 'NULL'}, {_COLUMNS} FROM units ORDER BY rowid"
+        ).fetchall()
+        originals = conn.execute(
+            "SELECT transcript_id, transcript_json, units, last_request, created FROM transcripts "
+            "ORDER BY rowid"
+        ).fetchall()
+        conn.execute("DROP TABLE units")
+        conn.execute("DROP TABLE transcripts")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        self.layout = int(SCHEMA_VERSION)
+        for tid, text, count, last, created in originals:
+            self._insert_transcript(transcript_from_json(text), tid, count, last, created)
+        for scope, *row in units:
+            item = ArchivedUnit(*row)
+            self._insert_unit(
+                item.ref,
+                scope,
+                item.transcript_id,
+                item.unit(),
+                item.tool_name,
+                item.summary,
+                item.tokens,
+                item.created,
+                item.last_accessed,
+                item.access_count,
+            )
+        conn.execute(
+            "INSERT OR REPLACE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
+            ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
+        )
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -492,14 +658,20 @@ class Archive:
         the ref grows by 6 digits until it is free. Same archive and input, same ref; a unit
         stored once keeps its ref.
         """
+        if self.layout == 1:
+            own: tuple[Any, ...] = (scope, unit.id, unit.content)
+            scoped = any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
+            # a row from before refs had a scope matches no scope: its ref is taken
+            sql = f"SELECT {'scope' if scoped else 'NULL'}, unit_id, content FROM units WHERE ref = ?"
+        else:
+            own = (scope, unit.id, packing.digest(unit.content))
+            sql = "SELECT scope, unit_id, content_digest FROM units WHERE ref = ?"
         for digits in range(REF_DIGITS, REF_DIGITS_MAX + 1, 6):
             ref = make_ref(scope, unit.id, unit.content, digits)
-            row = self._conn.execute(
-                "SELECT scope, unit_id, content FROM units WHERE ref = ?", (ref,)
-            ).fetchone()
+            row = self._conn.execute(sql, (ref,)).fetchone()
             if row is None:
                 return ref, False
-            if tuple(row) == (scope, unit.id, unit.content):
+            if tuple(row) == own:
                 return ref, True
         raise ArchiveError(f"no free ref for unit {unit.id!r} in {self.path}")  # 2^-200
 
@@ -521,31 +693,89 @@ class Archive:
         ref, stored = self.ref_for(scope, unit)
         if stored:
             return ref
+        self._writable_layout()
         tool_name = unit.name if unit.tool_call_id is not None else None
         if tool_name is None and unit.tool_calls:
             tool_name = unit.tool_calls[0].name
+        count = tokens if tokens is not None else unit.tokens
+        self._insert_unit(ref, scope, transcript_id, unit, tool_name, summary, count, _now())
+        return ref
+
+    def _insert_unit(
+        self,
+        ref: str,
+        scope: str | None,
+        transcript_id: str,
+        unit: Unit,
+        tool_name: str | None,
+        summary: str,
+        tokens: int | None,
+        created: str,
+        last_accessed: str | None = None,
+        access_count: int = 0,
+    ) -> None:
+        record = packing.stored({**_unit_record(unit), "tokenCount": None})
+        data, moved = packing.unit_json(record)
+        original = self._originals.get(transcript_id, {}).get(unit.id)
+        position: int | None = None
+        packed: bytes | None = None
+        if original is not None and original[1] == _unit_key(data) and tokens == unit.tokens:
+            position = original[0]  # the original's unit: named, not stored again
+        else:
+            if unit.tokens is not None:
+                record = packing.stored(_unit_record(unit))
+                data, moved = packing.unit_json(record)
+            packed = packing.pack(data, marked=bool(moved))
+            self._put_texts(moved or {})
         self._write(
-            "INSERT INTO units (ref, scope, transcript_id, unit_id, type, tool_name, summary, "
-            "content, unit_json, tokens, created, access_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            f"INSERT INTO units (scope, {_COLUMNS_2}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                ref,
                 scope,
+                ref,
                 transcript_id,
                 unit.id,
                 unit.type,
                 tool_name,
                 summary,
-                unit.content,
-                json.dumps(
-                    {k: v for k, v in _unit_record(unit).items() if k != "content"},
-                    ensure_ascii=False,
-                ),
-                tokens if tokens is not None else unit.tokens,
-                _now(),
+                packing.digest(unit.content),
+                position,
+                packed,
+                tokens,
+                created,
+                last_accessed,
+                access_count,
             ),
         )
-        return ref
+
+    def _put_texts(self, texts: dict[bytes, str]) -> None:
+        """Store each long text once (the original transcript and its archived units name the
+        same digests)."""
+        new = [(k, t) for k, t in texts.items() if k not in self._stored_texts]
+        if not new:
+            return
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        try:
+            absent = [(k, t) for k, t in new if not self._has_text(k)]
+            self._conn.executemany(
+                "INSERT INTO texts (digest, body) VALUES (?, ?)",
+                [(k, packing.pack_text(t)) for k, t in absent],
+            )
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+        self._stored_texts.update(k for k, _ in new)
+
+    def _has_text(self, key: bytes) -> bool:
+        row = self._conn.execute("SELECT 1 FROM texts WHERE digest = ?", (key,)).fetchone()
+        return row is not None
+
+    def _text(self, key: bytes) -> str:
+        """A stored text by digest."""
+        row = self._conn.execute("SELECT body FROM texts WHERE digest = ?", (key,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path} is damaged: text {key.hex()} is missing")
+        return packing.unpack_text(row[0])
 
     def key_for(self, t: Transcript) -> str:
         """The id to archive `t` under: its own, unless another transcript with that id (two
@@ -560,22 +790,48 @@ class Archive:
     def put_transcript(self, t: Transcript, key: str | None = None) -> None:
         """Store the original transcript whole under `key` (default its id); storing the same
         key again replaces it."""
+        key = key or t.id
+        self._writable_layout()
+        if self._conn.execute(
+            "SELECT 1 FROM units WHERE transcript_id = ? AND record IS NULL LIMIT 1", (key,)
+        ).fetchone():
+            self._unlink(key)
+        self._insert_transcript(t, key, len(t.units), last_request_digest(t.units), _now())
+
+    def _insert_transcript(
+        self, t: Transcript, key: str, units: int, last_request: str, created: str
+    ) -> None:
+        packed, moved, keys = pack_transcript(t)
+        self._put_texts(moved)
         self._write(
-            "INSERT INTO transcripts (transcript_id, transcript_json, units, last_request, created) "
+            "INSERT INTO transcripts (transcript_id, record, units, last_request, created) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
-            "transcript_json = excluded.transcript_json, units = excluded.units, "
+            "record = excluded.record, units = excluded.units, "
             "last_request = excluded.last_request, created = excluded.created",
-            (key or t.id, transcript_to_json(t), len(t.units), last_request_digest(t.units), _now()),
+            (key, packed, units, last_request, created),
         )
+        self._decoded.pop(key, None)
+        positions = enumerate(zip(t.units, keys, strict=True))
+        self._originals[key] = {u.id: (i, k) for i, (u, k) in positions}
+
+    def _unlink(self, key: str) -> None:
+        """Store whole the archived units that name a position in the original stored under
+        `key`, which is about to be replaced."""
+        for item in self._units("WHERE transcript_id = ? AND record IS NULL", (key,)):
+            record = packing.stored(_unit_record(item.unit()))
+            data, moved = packing.unit_json(record)
+            self._put_texts(moved or {})
+            self._write(
+                "UPDATE units SET record = ?, position = NULL WHERE ref = ?",
+                (packing.pack(data, marked=bool(moved)), item.ref),
+            )
 
     # -- reading ------------------------------------------------------------------------------
 
     def _lookup(self, bare: str) -> ArchivedUnit | None:
         if SHORT_REF.fullmatch(bare):
-            row = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM units WHERE ref = ?", (bare,)
-            ).fetchone()
-            return _row(row) if row else None
+            found = self._units("WHERE ref = ?", (bare,))
+            return found[0] if found else None
         if bare.startswith(_LONG_PREFIX):
             body = bare[len(_LONG_PREFIX) :]
             # Prefer the percent-encoded split; then try every `/` for ids typed by hand.
@@ -585,14 +841,56 @@ class Archive:
                 candidates.append((unquote(t), unquote(u)))
             candidates += [(body[:i], body[i + 1 :]) for i, ch in enumerate(body) if ch == "/"]
             for tid, uid in candidates:
-                row = self._conn.execute(
-                    f"SELECT {_COLUMNS} FROM units WHERE transcript_id = ? AND unit_id = ? "
-                    "ORDER BY rowid LIMIT 1",
-                    (tid, uid),
-                ).fetchone()
-                if row:
-                    return _row(row)
+                found = self._units(
+                    "WHERE transcript_id = ? AND unit_id = ? ORDER BY rowid LIMIT 1", (tid, uid)
+                )
+                if found:
+                    return found[0]
         return None
+
+    def _units(self, where: str, params: tuple[Any, ...]) -> builtins.list[ArchivedUnit]:
+        """The archived units of `SELECT ... FROM units <where>`, in either layout."""
+        if self.layout == 1:
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM units {where}", params)
+            return [ArchivedUnit(*row) for row in rows]
+        out = []
+        for row in self._conn.execute(f"SELECT {_COLUMNS_2} FROM units {where}", params).fetchall():
+            ref, tid, uid, kind, tool, summary, key, position, packed, tokens, *when = row
+            created, accessed, count = when
+            if packed is not None:
+                record = packing.unpack(packed, self._text)
+            else:
+                record = self._original_unit(tid, position, key)
+            record["tokenCount"] = tokens
+            content = str(record.get("content") or "")
+            out.append(
+                ArchivedUnit(
+                    ref, tid, uid, kind, tool, summary, content, tokens, created, accessed, count,
+                    record=record,
+                )
+            )
+        return out
+
+    def _original_unit(self, transcript_id: str, position: int, key: bytes) -> dict[str, Any]:
+        """The record of unit `position` of the original stored under `transcript_id`, which an
+        archived unit names instead of holding it (its content digest `key` checked)."""
+        records = self._decoded.get(transcript_id)
+        if records is None:
+            row = self._conn.execute(
+                "SELECT record FROM transcripts WHERE transcript_id = ?", (transcript_id,)
+            ).fetchone()
+            records = packing.unpack(row[0], self._text)["u"] if row else []
+            if len(self._decoded) >= 2:
+                self._decoded.pop(next(iter(self._decoded)))
+            self._decoded[transcript_id] = records
+        if not 0 <= position < len(records) or packing.digest(
+            str(records[position].get("content") or "")
+        ) != key:
+            raise ArchiveError(
+                f"{self.path} is damaged: unit {position} of transcript {transcript_id!r} is "
+                "missing or not the one archived"
+            )
+        return copy.deepcopy(records[position])
 
     def has(self, ref: str) -> bool:
         """True when the ref (any form) names an archived unit; does not count as an access."""
@@ -680,13 +978,13 @@ class Archive:
         A transcript's units include those archived under its digest keys (`id~1a2b3c4d`), which
         it gets when it is compacted again with other content (an agent loop, a replay).
         """
-        sql = f"SELECT {_COLUMNS} FROM units"
+        where = ""
         params: tuple[Any, ...] = ()
         if transcript_id is not None:
-            sql += " WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
+            where = "WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
             # '~' + 8 hex digits sort between id + '~' and id + '~~': an index range, no LIKE escaping
             params = (transcript_id, transcript_id + "~", transcript_id + "~~")
-        return [_row(r) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
+        return self._units(where + " ORDER BY rowid", params)
 
     def search(
         self, pattern: str, *, transcript_id: str | None = None, limit: int | None = None
@@ -737,10 +1035,15 @@ class Archive:
 
     def original(self, transcript_id: str) -> Transcript | None:
         """The original transcript stored under this id, or None."""
+        column = "transcript_json" if self.layout == 1 else "record"
         row = self._conn.execute(
-            "SELECT transcript_json FROM transcripts WHERE transcript_id = ?", (transcript_id,)
+            f"SELECT {column} FROM transcripts WHERE transcript_id = ?", (transcript_id,)
         ).fetchone()
-        return transcript_from_json(row[0]) if row else None
+        if row is None:
+            return None
+        if self.layout == 1:
+            return transcript_from_json(row[0])
+        return unpack_transcript(row[0], self._text)
 
     def _latest(self, owners: set[str]) -> str:
         """Of these transcript ids, the one whose original was stored last."""
