@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -137,10 +138,15 @@ def make_ref(scope: str, unit_id: str, content: str, digits: int = REF_DIGITS) -
     Example: `make_ref(ref_scope(t), "m3", "ls -la")` gives `ref-` and 18 digits. A longer
     `digits` gives a ref that ends with the shorter one: the archive extends a ref that clashes.
     """
-    digest = hashlib.sha256(
-        "\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass")
-    ).hexdigest()
-    return f"ref-{int(digest, 16) % 10**digits:0{digits}d}"
+    return f"ref-{_ref_number(scope, unit_id, content) % 10**digits:0{digits}d}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ref_number(scope: str, unit_id: str, content: str) -> int:
+    # a compaction asks for the ref of the same unit once per step (and its summary's binary
+    # search once per probe): the digest is made once
+    digest = hashlib.sha256("\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass"))
+    return int(digest.hexdigest(), 16)
 
 
 def ref_scope(t: Transcript) -> str:
@@ -415,6 +421,7 @@ class Archive:
         # archived unit equal to its original's is stored as a position in it
         self._originals: dict[str, dict[str, tuple[int, bytes]]] = {}
         self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
+        self._refs: dict[str, tuple[Any, ...]] = {}  # ref -> (scope, unit id, content key) seen
         self._conn = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
@@ -544,6 +551,7 @@ class Archive:
             except sqlite3.DatabaseError as exc:
                 raise _db_error(self.path, exc) from None
         self.layout = self._version()
+        self._refs.clear()  # rows seen in layout 1 held the content, not its key
 
     def _upgrade(self) -> None:
         """Rewrite a layout-1 archive in layout 2, inside the caller's write transaction: the
@@ -668,10 +676,13 @@ class Archive:
             sql = "SELECT scope, unit_id, content_digest FROM units WHERE ref = ?"
         for digits in range(REF_DIGITS, REF_DIGITS_MAX + 1, 6):
             ref = make_ref(scope, unit.id, unit.content, digits)
-            row = self._conn.execute(sql, (ref,)).fetchone()
+            row = self._refs.get(ref)  # rows are never taken back: what was seen holds
             if row is None:
-                return ref, False
-            if tuple(row) == own:
+                row = self._conn.execute(sql, (ref,)).fetchone()
+                if row is None:
+                    return ref, False
+                row = self._refs[ref] = tuple(row)
+            if row == own:
                 return ref, True
         raise ArchiveError(f"no free ref for unit {unit.id!r} in {self.path}")  # 2^-200
 
@@ -727,6 +738,7 @@ class Archive:
                 data, moved = packing.unit_json(record)
             packed = packing.pack(data, marked=bool(moved))
             self._put_texts(moved or {})
+        key = packing.digest(unit.content)
         self._write(
             f"INSERT INTO units (scope, {_COLUMNS_2}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -738,7 +750,7 @@ class Archive:
                 unit.type,
                 tool_name,
                 summary,
-                packing.digest(unit.content),
+                key,
                 position,
                 packed,
                 tokens,
@@ -747,6 +759,7 @@ class Archive:
                 access_count,
             ),
         )
+        self._refs[ref] = (scope, unit.id, key)
 
     def _put_texts(self, texts: dict[bytes, str]) -> None:
         """Store each long text once (the original transcript and its archived units name the
