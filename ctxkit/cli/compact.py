@@ -367,7 +367,9 @@ def _compact_ray(
 
     check_shard_dir(output)
     check_paths({"PATH": inputs}, {"-o": output})
-    shards = plan_shards(inputs, read_opts, shard_bytes=ray_opts.shard_bytes)
+    shards = plan_shards(
+        inputs, read_opts, shard_bytes=ray_opts.shard_bytes, workers=ray_opts.parallelism
+    )
     job = CompactJob(os.path.abspath(output), settings_args, read_opts, to_format)
     totals = {"conversations": 0, "changed": 0, "tokens_before": 0, "tokens_after": 0}
     stats = ReadStats()

@@ -216,7 +216,9 @@ def _ray_rows(
     from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))
-    shards = plan_shards(files, read_opts, shard_bytes=ray_opts.shard_bytes)
+    shards = plan_shards(
+        files, read_opts, shard_bytes=ray_opts.shard_bytes, workers=ray_opts.parallelism
+    )
     rows: list[dict[str, Any]] = []
     for result in count_dataset(shards, job, ray_opts):
         rows.extend(result["rows"])

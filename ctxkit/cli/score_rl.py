@@ -340,7 +340,9 @@ def _score_ray(
     summary = rl.Summary()
     rows = 0
     warned = False
-    shards = plan_shards(files, read_opts, shard_bytes=ray_opts.shard_bytes)
+    shards = plan_shards(
+        files, read_opts, shard_bytes=ray_opts.shard_bytes, workers=ray_opts.parallelism
+    )
     for result in score_dataset(shards, job, ray_opts):
         summary.merge(result["summary"])
         rows += result["rows"]
