@@ -32,10 +32,16 @@ _EMPTY = 0  # a free slot; a used one holds rank + 1
 
 
 def table_path(name: str) -> Path:
-    """Where the rank table of encoding `name` is kept."""
-    from ctxkit.embedders.cache import cache_dir
-
-    return cache_dir() / "bpe" / f"{name}.ranks"
+    """Where the rank table of encoding `name` is kept: `bpe/` in the user cache
+    ($CTXKIT_CACHE_DIR, else $XDG_CACHE_HOME/ctxkit, else ~/.cache/ctxkit, the rule of
+    `embedders.cache.cache_dir`, whose package a count does not import)."""
+    base = os.environ.get("CTXKIT_CACHE_DIR")
+    if base:
+        root = Path(base).expanduser()
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(base).expanduser() / "ctxkit"
+    return root / "bpe" / f"{name}.ranks"
 
 
 class RankTable:
