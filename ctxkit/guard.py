@@ -19,14 +19,15 @@ block, as for a context at the limit itself, so adding tokens never improves a s
 
 Exit codes (`Verdict.exit_code`): 0 fits (ok, warn), 3 compaction needed, 4 blocked, 5 overflow
 or none fits; `fail_on` moves the bar (statuses below it exit 0; warn at the bar exits 3).
-With `check=True`, structural errors exit 6 when the fit alone would exit 0.
+With `check=True`, structural errors exit 6 when the fit alone would exit 0; a baseline check
+(`gates.baseline`) adds 7 for a region grown beyond its allowance (`combine_exit_codes`).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +41,12 @@ from ctxkit.budget import (
     used_fraction,
 )
 from ctxkit.budget.targets import resolve_target
+from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
+from ctxkit.budget.tools import schemas_over
 from ctxkit.config.file import Config
 from ctxkit.counting import RecordedUsage, recorded_usage
 from ctxkit.errors import InputError
+from ctxkit.gates.baseline import EXIT_REGRESSION
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
 from ctxkit.tokens import (
@@ -55,6 +59,7 @@ from ctxkit.tokens import (
 
 __all__ = [
     "FAIL_ON",
+    "GuardSettings",
     "PendingItem",
     "PendingOutput",
     "PendingPlan",
@@ -65,6 +70,7 @@ __all__ = [
     "combine_exit_codes",
     "compaction_goal",
     "evaluate",
+    "evaluate_paths",
     "exit_code_for",
     "load_pending",
     "resolve_target",
@@ -451,39 +457,61 @@ class Verdict:
 # --- evaluation --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class GuardSettings:
+    """How `evaluate` judges a transcript, built once and passed whole (as `CompactSettings`
+    is): the configuration (thresholds, policy), a system prompt sent before the units,
+    tool schemas that replace the transcript's, `pending` tool outputs about to be appended,
+    the threshold replay and structural check, the exit policy, the count options, whether
+    recorded usage counts, coding agents whose auto-compaction trigger to apply, and the share
+    of a window past which the tool schemas alone earn a note.
+
+    >>> GuardSettings(check=True).fail_on
+    'compact'
+    """
+
+    config: Config = field(default_factory=Config)
+    system: str | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
+    pending: tuple[PendingOutput, ...] = ()
+    replay: bool = False
+    check: bool = False
+    fail_on: str = "compact"
+    count_opts: CountOptions = CountOptions()
+    use_usage: bool = True
+    as_agents: tuple[str, ...] = ()
+    tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD
+
+
 def evaluate(
     t: Transcript,
     targets: Sequence[Target],
-    config: Config | None = None,
+    settings: GuardSettings | None = None,
     *,
-    system: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
-    pending: Sequence[PendingOutput] | None = None,
-    do_replay: bool = False,
-    check: bool = False,
-    fail_on: str = "compact",
-    opts: CountOptions | None = None,
     tokenizers: TokenizerCache | None = None,
     trace: Trace | None = None,
-    use_usage: bool = True,
-    as_agents: Sequence[str] = (),
 ) -> Verdict:
     """Count `t` for each target, give each a status, choose the first that fits.
 
-    `system` is a system prompt sent before the transcript's units, `tools` the tool schemas
-    sent with the call (they replace any the transcript carries), `pending` tool outputs about
-    to be appended. Where the log records what the provider counted, the gap between that and
-    ctxkit's count of the same context is the `unlogged` region (what the log never shows),
-    carried forward, so the guard decides on the larger of the two; `use_usage=False` ignores
-    recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`) whose own
-    auto-compaction trigger is applied to each target's window; with `do_replay` also at which
-    unit each would first have compacted and how many times.
+    `settings` (`GuardSettings`) says how: `system` is a system prompt sent before the
+    transcript's units, `tools` the tool schemas sent with the call (they replace any the
+    transcript carries), `pending` tool outputs about to be appended. Where the log records
+    what the provider counted, the gap between that and ctxkit's count of the same context is
+    the `unlogged` region (what the log never shows), carried forward, so the guard decides on
+    the larger of the two; `use_usage=False` ignores recorded usage. `as_agents` names coding
+    agents (`ctxkit.recipes.triggers.RULES`) whose own auto-compaction trigger is applied to
+    each target's window; with `replay` also at which unit each would first have compacted and
+    how many times. When the tool schemas alone pass `tool_threshold` of a target's effective
+    window, its notes say so (None: never). `tokenizers` caches tokenizers across calls;
+    `trace` hears each step.
     """
+    s = settings or GuardSettings()
+    config, system, tools, pending = s.config, s.system, s.tools, s.pending
+    do_replay, check, fail_on, opts = s.replay, s.check, s.fail_on, s.count_opts
+    use_usage, as_agents, tool_threshold = s.use_usage, s.as_agents, s.tool_threshold
     rules = [get_rule(name) for name in as_agents]
     if not targets:
         raise ValueError("evaluate needs at least one target")
-    config = config or Config()
-    opts = opts or CountOptions()
     tokenizers = tokenizers or TokenizerCache()
     say = trace or (lambda _msg: None)
     if system:
@@ -534,6 +562,9 @@ def evaluate(
         thrash = thrash_note(t, tc, regions, target)
         if thrash:
             result.notes.append(thrash)
+        heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
+        if heavy:
+            result.notes.append(heavy)
         fixed = (
             regions.get("tools", 0)
             + regions.get("unlogged", 0)
@@ -601,7 +632,7 @@ def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Targ
     floor = sum(tc.units[i].total for i in keep) + regions.get("tools", 0)
     floor += regions.get("unlogged", 0)
     bounds = target.thresholds.bounds(target.limit)
-    goal = compaction_goal(target.limit, thresholds=target.thresholds)
+    goal = compaction_goal(target.limit, thresholds=target.thresholds, in_loop=True)
     what = "system prompt, tool schemas, unlogged, P1 units and the first and last requests"
     if floor >= bounds["compact"]:
         return (
@@ -707,12 +738,34 @@ def load_pending(path: str) -> list[PendingOutput]:
 
 
 def combine_exit_codes(codes: Sequence[int]) -> int:
-    """The worst exit code over several transcripts (5 > 4 > 3 > 6 > 0)."""
+    """The worst exit code over several transcripts and gates (5 > 4 > 3 > 7 > 6 > 0)."""
     order = {
         0: 0,
         EXIT_PROBLEMS: 1,
-        EXIT_CODES["warn"]: 2,
-        EXIT_CODES["block"]: 3,
-        EXIT_CODES["overflow"]: 4,
+        EXIT_REGRESSION: 2,
+        EXIT_CODES["warn"]: 3,
+        EXIT_CODES["block"]: 4,
+        EXIT_CODES["overflow"]: 5,
     }
     return max(codes, key=lambda c: order.get(c, len(order)))
+
+
+def evaluate_paths(
+    paths: Sequence[str],
+    read_opts: Any = None,
+    targets: Sequence[Target] = (),
+    settings: GuardSettings | None = None,
+    *,
+    stats: Any = None,
+    tokenizers: TokenizerCache | None = None,
+    trace: Trace | None = None,
+) -> Iterator[Verdict]:
+    """`evaluate` over every transcript of these paths (globs and folders expanded, none =
+    stdin; read lazily, a dataset one conversation at a time; a prompt file as `gates.inputs`
+    reads it), in input order: the one call behind `ctxkit guard`."""
+    from ctxkit.formats import ReadOptions
+    from ctxkit.gates.inputs import read_inputs
+
+    tokenizers = tokenizers or TokenizerCache()
+    for t in read_inputs(paths, read_opts or ReadOptions(), stats):
+        yield evaluate(t, targets, settings, tokenizers=tokenizers, trace=trace)

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.archive.store import Archive
-from ctxkit.budget import Thresholds, status_for, status_rank
-from ctxkit.compaction import RECOVERY_MODES, CompactSettings, compact, expand_chain
-from ctxkit.errors import BreakerFailed, CtxkitError, UsageError, unknown_name
+from ctxkit.budget import Thresholds, compaction_goal, status_for, status_rank
+from ctxkit.compaction import RECOVERY_MODES, CompactResult, CompactSettings, compact, expand_chain
+from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.fidelity.truth import truth_priorities
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
@@ -325,6 +325,10 @@ def _run(
 ) -> ReplayResult:
     from ctxkit.fidelity.truth import needle_retention
 
+    if settings.target is None:
+        # an agent loop keeps appending: each compaction leaves room to work before the next
+        loop_goal = compaction_goal(settings.limit, thresholds=settings.thresholds, in_loop=True)
+        settings = settings.replace(target=loop_goal)
     limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
     tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
@@ -354,47 +358,16 @@ def _run(
         nonlocal context, context_tokens, context_counts, previous_call
         status = status_for(context_tokens, limit, thresholds)
         if status_rank(status) >= status_rank("compact"):
-            current = t.replace(units=list(context))
-            t0 = time.perf_counter()
             last = max(0, index - 1)
-            try:
-                result = compact(current, settings, archive=archive)
-            except (BreakerFailed, CtxkitError) as exc:
-                log.append(
-                    Compaction(
-                        call=len(call_tokens),
-                        unit_index=last,
-                        unit_id=units[last].id,
-                        status=status,
-                        tokens_before=context_tokens,
-                        tokens_after=context_tokens,
-                        strategies=[],
-                        recovery=None,
-                        fits=False,
-                        invariants_ok=True,
-                        time_ms=(time.perf_counter() - t0) * 1000,
-                        error=str(exc),
-                    )
-                )
-            else:
+            result, entry = _compact_at(
+                t.replace(units=list(context)), settings, archive, len(call_tokens),
+                (last, units[last].id), status, context_tokens,
+            )
+            log.append(entry)
+            if result is not None:
                 context = list(result.transcript.units)
                 context_counts = [c.total for c in count_units(context, tok, copts)]
                 context_tokens = result.tokens_after
-                log.append(
-                    Compaction(
-                        call=len(call_tokens),
-                        unit_index=last,
-                        unit_id=units[last].id,
-                        status=status,
-                        tokens_before=result.tokens_before,
-                        tokens_after=result.tokens_after,
-                        strategies=result.strategies_applied,
-                        recovery=result.recovery,
-                        fits=result.fits,
-                        invariants_ok=bool(result.invariants["ok"]),
-                        time_ms=result.time_ms,
-                    )
-                )
         call = len(call_tokens)
         shared = 0
         if call:
@@ -436,25 +409,7 @@ def _run(
 
     final = t.replace(units=list(context))
     final_tokens = count_transcript(final, tok, copts).total
-    # A request that never got a call (the transcript ends on an assistant unit) is checked
-    # against the final context: that is still what the model had in front of it.
-    if due:
-        found = needle_retention(final, {"needles": due}, archive)
-        for n, row in zip(due, found["needles"], strict=True):
-            checks.append(
-                NeedleCheck(
-                    str(n["id"]),
-                    str(n["needed_by_unit_id"]),
-                    None,
-                    row["present"],
-                    row["recallable"],
-                )
-            )
-    for pending in wanted.values():  # requests that do not occur in the transcript
-        for n in pending:
-            checks.append(
-                NeedleCheck(str(n["id"]), str(n["needed_by_unit_id"]), None, False, False)
-            )
+    checks += _unmet_checks(final, due, wanted, needles, archive)
     order = {str(n["id"]): k for k, n in enumerate(needles)}
     checks.sort(key=lambda c: order.get(c.id, len(order)))
 
@@ -481,6 +436,85 @@ def _run(
         call_cached=call_cached,
         baseline_cached=baseline_cached,
     )
+
+
+def _compact_at(
+    current: Transcript,
+    settings: CompactSettings,
+    archive: Archive,
+    call: int,
+    after: tuple[int, str],
+    status: str,
+    tokens: int,
+) -> tuple[CompactResult | None, Compaction]:
+    """Compact the context before model call `call` (after unit `after`, its index and id); the
+    result (None when the chain failed) and the log entry."""
+    t0 = time.perf_counter()
+    try:
+        result = compact(current, settings, archive=archive)
+    except CtxkitError as exc:
+        entry = Compaction(
+            call=call,
+            unit_index=after[0],
+            unit_id=after[1],
+            status=status,
+            tokens_before=tokens,
+            tokens_after=tokens,
+            strategies=[],
+            recovery=None,
+            fits=False,
+            invariants_ok=True,
+            time_ms=(time.perf_counter() - t0) * 1000,
+            error=str(exc),
+        )
+        return None, entry
+    entry = Compaction(
+        call=call,
+        unit_index=after[0],
+        unit_id=after[1],
+        status=status,
+        tokens_before=result.tokens_before,
+        tokens_after=result.tokens_after,
+        strategies=result.strategies_applied,
+        recovery=result.recovery,
+        fits=result.fits,
+        invariants_ok=bool(result.invariants["ok"]),
+        time_ms=result.time_ms,
+    )
+    return result, entry
+
+
+def _unmet_checks(
+    final: Transcript,
+    due: list[dict[str, Any]],
+    wanted: Mapping[str, list[dict[str, Any]]],
+    needles: list[dict[str, Any]],
+    archive: Archive,
+) -> list[NeedleCheck]:
+    """Needles no call checked: a request that never got a call (the transcript ends on an
+    assistant unit) is checked against the final context, which is still what the model had in
+    front of it; a request that does not occur in the transcript finds nothing."""
+    from ctxkit.fidelity.truth import needle_retention
+
+    checks: list[NeedleCheck] = []
+    if due:
+        found = needle_retention(final, {"needles": due}, archive)
+        for n, row in zip(due, found["needles"], strict=True):
+            checks.append(
+                NeedleCheck(
+                    str(n["id"]),
+                    str(n["needed_by_unit_id"]),
+                    None,
+                    row["present"],
+                    row["recallable"],
+                )
+            )
+    for pending in wanted.values():
+        for n in pending:
+            checks.append(
+                NeedleCheck(str(n["id"]), str(n["needed_by_unit_id"]), None, False, False)
+            )
+    return checks
 
 
 def replay_cost(r: ReplayResult, model: Any) -> dict[str, Any]:

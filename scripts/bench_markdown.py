@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.bench import PEER_COLUMNS, fmt_value
-from ctxkit.bench.render import peer_rows
+from ctxkit.bench.suites.quality import peer_rows
 
 
 def fmt(x: Any) -> str:

@@ -59,17 +59,13 @@ def _cli(args: Sequence[str]) -> tuple[int, str]:
 
 
 def _sdk_problems(fmt: str, text: str) -> list[str] | None:
-    """The output check of `ctxkit.formats.sdk` for `fmt`; None when it has none."""
-    import importlib
+    """The output check of format `fmt` (its `validate`, `ctxkit.formats.sdk.problems`); None
+    for ctxkit's own units format, which no provider reads."""
+    from ctxkit.formats import FORMATS
 
-    try:
-        sdk = importlib.import_module("ctxkit.formats.sdk")
-    except ImportError:
+    if fmt == "units" or fmt not in FORMATS:
         return None
-    checks = getattr(sdk, "CHECKS", None)
-    if checks is None or fmt not in checks:
-        return None
-    return list(sdk.problems(fmt, text))
+    return list(FORMATS[fmt].validate(text))
 
 
 def _unit_key(u: Any) -> tuple[Any, ...]:

@@ -847,13 +847,14 @@ def _dump(path: Path) -> list[str]:
         conn.close()
 
 
-def test_a_failed_run_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
+def test_a_conversation_that_fails_leaves_none_of_its_rows(tmp_path: Path) -> None:
     """A dataset whose second conversation cannot be compacted (its system prompt alone is over
-    the limit): exit 2, and the first conversation's units are not committed either."""
-    from click.testing import CliRunner
+    the limit): the first is written and archived, the second left out, its rows undone (exit 3);
+    alone, it fails the run (exit 2) and the archive is as it was."""
+    from click.testing import CliRunner, Result
 
     from ctxkit.cli import cli
-    from ctxkit.formats import write_path
+    from ctxkit.formats import read_path, write_path
 
     path = tmp_path / "a.db"
     with Archive(str(path)) as a:
@@ -869,25 +870,26 @@ def test_a_failed_run_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
     )
     src = tmp_path / "two.jsonl"
     write_path([big, doomed], str(src), "openai")
-    r = CliRunner().invoke(
-        cli,
-        [
-            "compact",
-            str(src),
-            "--limit",
-            "800",
-            "-o",
-            str(tmp_path / "o.jsonl"),
-            "--archive",
-            str(path),
-            "--embedder",
-            "lexical",
-        ],
-        catch_exceptions=False,
-    )
+    alone = tmp_path / "doomed.jsonl"
+    write_path([doomed], str(alone), "openai")
+
+    def compact(source: Path, out: str) -> Result:
+        args = ["compact", str(source), "--limit", "800", "-o", str(tmp_path / out)]
+        args += ["--archive", str(path), "--embedder", "lexical"]
+        return CliRunner().invoke(cli, args, catch_exceptions=False)
+
+    r = compact(alone, "alone.jsonl")
     assert r.exit_code == 2 and "below what no strategy can remove" in r.output
-    assert not (tmp_path / "o.jsonl").exists()
+    assert not (tmp_path / "alone.jsonl").exists()
     assert _dump(path) == before
+    assert not os.path.exists(f"{path}-journal")
+    r = compact(src, "o.jsonl")
+    assert r.exit_code == 3
+    assert "two#2: left out: limit 800 is below what no strategy can remove" in r.stderr
+    assert len(list(read_path(str(tmp_path / "o.jsonl")))) == 1
+    with Archive(str(path), readonly=True) as a:
+        assert sorted(a.transcript_ids()) == ["two#1"]
+        assert {u.transcript_id for u in a.list()} == {"earlier", "two#1"}
     assert not os.path.exists(f"{path}-journal")
 
 

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from ctxkit import bench
 from ctxkit.cli import cli
 from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.recipes import RECIPES, Fit
 from ctxkit.structure import pairs_intact
 from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
 
@@ -123,15 +124,15 @@ def _tool_transcript() -> Transcript:
     return Transcript(units=units, id="tools")
 
 
-def test_drop_oldest_breaks_pairs_and_fits() -> None:
+def test_drop_oldest_keeps_pairs_and_fits() -> None:
     t = _tool_transcript()
     tok = get_tokenizer()
     total = count_transcript(t, tok).total
-    goal = total - 20  # dropping u1 and a1 is enough: the result loses its call
-    out = bench.drop_oldest(t, goal, bench.raw_encoding())
-    assert [u.id for u in out.units] == ["s", "r1", "a2", "u2"]
+    goal = total - 20  # the call and its result go together, with the request before them
+    out = RECIPES["drop_oldest"].run(t, goal, Fit(tok))
+    assert [u.id for u in out.units] == ["s", "a2", "u2"]
     assert count_transcript(out, tok).total <= goal
-    assert [p.kind for p in pairs_intact(t.units, out.units)] == ["orphan_result"]
+    assert pairs_intact(t.units, out.units) == []
 
 
 def test_langchain_trim_keeps_pairs_and_budget() -> None:
@@ -139,7 +140,7 @@ def test_langchain_trim_keeps_pairs_and_budget() -> None:
     t = _tool_transcript()
     tok = get_tokenizer()
     goal = count_transcript(t, tok).total - 20
-    out = bench.langchain_trim(t, goal, bench.raw_encoding())
+    out = RECIPES["langchain_trim"].run(t, goal, Fit(tok))
     assert out.units[0].id == "s"
     assert out.units[1].role == "user"  # start_on="human"
     assert count_transcript(out, tok).total <= goal
@@ -172,7 +173,7 @@ def test_quality_suite_on_one_scenario() -> None:
     assert set(fid["ctxkit"]) >= {"files_trail", "user_verbatim", "last_request_verbatim"}
     assert_measured(report.to_dict())
     text = bench.render_table(report)
-    assert "LangChain trim_messages" in text and "drop oldest (naive)" in text
+    assert "LangChain trim_messages" in text and "drop oldest messages (pairs kept)" in text
     assert "files-touched trail" in text and "user msgs verbatim" in text
 
 
@@ -252,3 +253,18 @@ def test_a_saved_report_charts_again(tmp_path: Path, repo_root: Path) -> None:
     png = tmp_path / "again.png"
     bench.plot(report, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fresh_processes_import_this_ctxkit_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A working directory holding a checkout named `ctxkit/` is not what the bench's fresh
+    processes import (`python -c` puts the working directory first on sys.path)."""
+    import ctxkit
+    from ctxkit.bench.harness import python_subprocess
+
+    (tmp_path / "ctxkit" / "ctxkit").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    out = python_subprocess("import ctxkit; print(ctxkit.__file__)", timeout_s=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ctxkit.__file__

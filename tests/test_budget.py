@@ -205,8 +205,14 @@ def test_status_with_other_thresholds() -> None:
 
 
 def test_compaction_goal() -> None:
-    assert compaction_goal(5000) == 4000
-    assert compaction_goal(103424, thresholds=Thresholds(warn=0.7)) == 72396
+    # one-shot: the largest context the guard passes (one token under its compact threshold)
+    assert compaction_goal(5000) == 4749
+    assert status_for(compaction_goal(5000), 5000) == "warn"
+    assert status_for(compaction_goal(5000) + 1, 5000) == "compact"
+    assert compaction_goal(103424, thresholds=Thresholds(compact=0.9)) == 93081
+    # an agent loop: the warn threshold, room to work before the next compaction
+    assert compaction_goal(5000, in_loop=True) == 4000
+    assert compaction_goal(103424, thresholds=Thresholds(warn=0.7), in_loop=True) == 72396
     assert compaction_goal(5000, target=4500) == 4500
     assert compaction_goal(5000, target=6000) == 5000  # never above the limit
 

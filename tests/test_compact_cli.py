@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import orjson
 import pytest
 from click.testing import CliRunner
 
+from ctxkit.budget import compaction_goal
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data" / "compact"
-CASES = sorted(p.name.split(".")[0] for p in DATA.glob("*.args"))
 
 
 def _run(args: list[str], stdin: bytes | None = None):
@@ -23,17 +22,14 @@ def _input(case: str) -> Path:
     return next(DATA.glob(f"{case}.in.*"))
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_golden(case: str, tmp_path: Path, golden) -> None:
+@pytest.mark.parametrize("case", ["anthropic", "tau-bench", "units-build"])
+def test_expand_restores_the_original(case: str, tmp_path: Path) -> None:
+    """The goldens (tests/test_golden_cli.py) fix the output; the archive brings the input back."""
     src = _input(case)
-    expected = DATA / (case + ".out" + src.suffix)
-    args = shlex.split((DATA / f"{case}.args").read_text())
     out = tmp_path / ("out" + src.suffix)
-    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), *args])
+    result = _run(["compact", str(src), "-o", str(out), "--archive", str(tmp_path / "a.db"), "--limit", "3000"])
     assert result.exit_code == 0, result.stderr
     assert result.stderr.startswith("Context reduced ")
-    golden(expected, out.read_bytes())
-    # and the archive brings the original back
     restored = tmp_path / ("restored" + src.suffix)
     r = _run(["expand", str(out), "--archive", str(tmp_path / "a.db"), "-o", str(restored)])
     assert r.exit_code == 0, r.stderr
@@ -345,7 +341,7 @@ def test_unwritable_output_fails_before_any_work(where: str, tmp_path: Path) -> 
     out = tmp_path / "out.json"
     args = ["compact", str(_input("tau-bench")), "--limit", "4000", "--archive", str(db)]
     args += (
-        ["-o", str(tmp_path)]
+        ["-o", str(tmp_path / "no" / "out.json")]
         if where == "output"
         else ["-o", str(out), "--report", str(tmp_path / "no" / "r.json")]
     )
@@ -382,13 +378,14 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
 
 
 def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path: Path) -> None:
-    """tau-bench's system prompt takes 1,259 tokens: a 1,500 limit works, aiming for the limit."""
+    """tau-bench's system prompt takes 1,259 tokens: a 1,320 limit works (its default goal,
+    1,253, would not hold the system prompt), aiming for the limit."""
     result = _run(
         [
             "compact",
             str(_input("tau-bench")),
             "--limit",
-            "1500",
+            "1320",
             "--embedder",
             "lexical",
             "-o",
@@ -399,7 +396,7 @@ def test_limit_that_holds_the_system_prompt_but_not_the_default_target(tmp_path:
     )
     assert result.exit_code == 0, result.stderr
     report = orjson.loads(result.stdout)
-    assert report["target"] == 1500 and report["tokens"]["after"] <= 1500
+    assert report["target"] == 1320 and report["tokens"]["after"] <= 1320
 
 
 def test_report_to_stdout_needs_an_output_file() -> None:
@@ -425,7 +422,8 @@ def test_a_glob_names_the_one_input(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.stderr
     many = _run(["compact", str(DATA / "*.in.*"), "--limit", "4000"])
-    assert many.exit_code == 2 and "compact takes one input" in many.stderr
+    assert many.exit_code == 2 and "are compacted into a directory" in many.stderr
+    assert many.stderr.rstrip().endswith("give -o DIR")
 
 
 def test_stdin_gives_the_same_bytes_every_run(tmp_path: Path) -> None:
@@ -473,7 +471,7 @@ def test_library_and_cli_give_the_same_output(limit: int, tmp_path: Path) -> Non
         result = compact(t, limit=limit, archive=archive)
     lib_out = tmp_path / "lib.json"
     write_path([result.transcript], str(lib_out))
-    assert result.target == limit * 4 // 5
+    assert result.target == compaction_goal(limit)
     assert lib_out.read_bytes() == cli_out.read_bytes()
 
 

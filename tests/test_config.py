@@ -36,6 +36,7 @@ def test_spec_defaults() -> None:
         "old_threshold": 0.6,
         "summary_length": 300,
         "min_coherence": 0.7,
+        "summary_share": 0.1,
     }
     assert bs.params("prioritize_recent") == {
         "recent_bias": 0.2,

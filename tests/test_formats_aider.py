@@ -111,7 +111,10 @@ def test_a_session_as_units_and_notices() -> None:
 def test_several_sessions_are_several_transcripts() -> None:
     text = SESSION + SESSION.replace("08:55:14", "09:00:00").replace("fix the bug", "and the test")
     ts = read_text(text, path="h.aider.chat.history.md")
-    assert [t.id for t in ts] == ["h.aider.chat.history#2", "h.aider.chat.history#23"]
+    # named by when each started, not where it sits (compaction moves later sessions up)
+    assert [t.id for t in ts] == ["h.aider.chat.history#2024-08-06T08:55:14", "h.aider.chat.history#2024-08-06T09:00:00"]
+    twice = read_text(SESSION + SESSION, path="h.md")
+    assert [t.id for t in twice] == ["h#2024-08-06T08:55:14", "h#2024-08-06T08:55:14.2"]
     assert [t.units[0].content for t in ts] == ["fix the bug", "and the test"]
     assert written(ts) == text
 
@@ -303,3 +306,23 @@ def test_any_messages_through_aider_come_back(turns: list[tuple[str, str]]) -> N
         if reply.strip():
             expected.append(("assistant", reply.strip()))
     assert back == expected
+
+
+def test_a_full_history_is_found_without_from_and_comes_back_whole(realdata: Path, tmp_path: Path) -> None:
+    """aider's own chat history opens with an editor's mode line, holds many sessions, and
+    compaction shortens some: it is detected, and expand gives every session back in place."""
+    from ctxkit.tokens import count_transcript
+
+    sessions = [p.read_text(encoding="utf-8") for p in sorted((realdata / "aider").glob("*chat-history*.md"))]
+    text = "-*- mode: fundamental -*-\n" + "".join(sessions * 2)  # a session twice: the same start
+    src = tmp_path / "chat.md"
+    src.write_text(text, encoding="utf-8", newline="")
+    ts = list(read_path(str(src)))
+    assert [t.source_format for t in ts] == ["aider"] * 4 and len({t.id for t in ts}) == 4
+    run = CliRunner().invoke
+    limit = str(max(count_transcript(t).total for t in ts) // 3)
+    small, back = tmp_path / "small.md", tmp_path / "back.md"
+    assert run(cli, ["compact", str(src), "--limit", limit, "-o", str(small)], catch_exceptions=False).exit_code == 0
+    assert small.read_text(encoding="utf-8") != text
+    assert run(cli, ["expand", str(small), "-o", str(back)], catch_exceptions=False).exit_code == 0
+    assert back.read_text(encoding="utf-8") == text

@@ -1,4 +1,4 @@
-"""Golden CLI outputs for count, recall, simulate and score-rl (guard and compact have their own).
+"""Golden CLI outputs of every command on real transcripts (guard's policy cases have their own).
 
 A case is `tests/data/<command>/<case>.args`: one ctxkit command per line (shell words, `#` starts
 a comment, `# exit: N` is the exit code the last command must give, default 0). In the words,
@@ -28,8 +28,11 @@ from click.testing import CliRunner
 from ctxkit.cli import cli
 
 DATA = Path(__file__).parent / "data"
-COMMANDS = ("count", "recall", "simulate", "score-rl")
-_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")  # archive times
+COMMANDS = (
+    "bench", "compact", "config", "count", "expand", "guard", "models", "recall", "report",
+    "score-rl", "simulate",
+)
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")  # archive times (UTC, seconds)
 
 
 def _cases(command: str) -> list[str]:
@@ -106,24 +109,11 @@ def _fill(word: str, places: dict[str, str]) -> str:
     return word
 
 
-@pytest.mark.parametrize("case", _cases("count"))
-def test_count(case: str, run_case: Callable[[str, str], None]) -> None:
-    run_case("count", case)
-
-
-@pytest.mark.parametrize("case", _cases("recall"))
-def test_recall(case: str, run_case: Callable[[str, str], None]) -> None:
-    run_case("recall", case)
-
-
-@pytest.mark.parametrize("case", _cases("simulate"))
-def test_simulate(case: str, run_case: Callable[[str, str], None]) -> None:
-    run_case("simulate", case)
-
-
-@pytest.mark.parametrize("case", _cases("score-rl"))
-def test_score_rl(case: str, run_case: Callable[[str, str], None]) -> None:
-    run_case("score-rl", case)
+@pytest.mark.parametrize(
+    ("command", "case"), [(c, case) for c in COMMANDS for case in _cases(c)]
+)
+def test_command(command: str, case: str, run_case: Callable[[str, str], None]) -> None:
+    run_case(command, case)
 
 
 def test_every_command_has_cases() -> None:

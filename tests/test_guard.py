@@ -12,6 +12,7 @@ from ctxkit.budget.targets import resolve_target
 from ctxkit.config.file import Config
 from ctxkit.errors import TokenizerError
 from ctxkit.guard import (
+    GuardSettings,
     PendingOutput,
     evaluate,
     exit_code_for,
@@ -100,7 +101,8 @@ def test_first_target_that_fits_is_chosen() -> None:
 def test_system_and_tools_regions() -> None:
     t = session()
     tools = [{"name": "read", "description": "Read a file", "input_schema": {"type": "object"}}]
-    v = evaluate(t, [window(100000)], system="Extra instructions for the agent.", tools=tools)
+    settings = GuardSettings(system="Extra instructions for the agent.", tools=tuple(tools))
+    v = evaluate(t, [window(100000)], settings)
     base = evaluate(t, [window(100000)]).results[0].regions
     r = v.results[0].regions
     assert r["system"] > base["system"] and r["tools"] > 0 == base["tools"]
@@ -158,7 +160,7 @@ def small_tokens(p: PendingOutput) -> int:
 def test_pending_counts_in_status() -> None:
     t = session()
     used = total(t)
-    v = evaluate(t, [window(used + 200)], pending=[PendingOutput("log", "line\n" * 400)])
+    v = evaluate(t, [window(used + 200)], GuardSettings(pending=(PendingOutput("log", "line\n" * 400),)))
     r = v.results[0]
     assert r.status == "overflow" and r.regions["pending"] > 200
     assert r.pending is not None and r.pending.fits_after and r.pending.items[0].action == "cut"
@@ -191,7 +193,7 @@ def test_replay_over_hits_spread_over_hours_do_not_trigger() -> None:
 def test_replay_through_evaluate_ends_at_the_total() -> None:
     t = session(n=10)
     used = total(t)
-    v = evaluate(t, [window(used)], do_replay=True)
+    v = evaluate(t, [window(used)], GuardSettings(replay=True))
     rp = v.results[0].replay
     assert rp is not None and rp.checks == len(t.units)
     assert rp.first["block"] is not None and rp.first["block"]["tokens"] == used
@@ -203,7 +205,7 @@ def test_check_reports_problems_and_exit_6() -> None:
     t.units.append(
         Unit(id="r1", role="tool", type="tool_result", content="out", tool_call_id="nowhere")
     )
-    v = evaluate(t, [window(100000)], check=True)
+    v = evaluate(t, [window(100000)], GuardSettings(check=True))
     assert ("orphan_result", "r1") in {(p.kind, p.unit_id) for p in v.problems}
     assert v.exit_code() == 6
     assert evaluate(t, [window(100000)]).exit_code() == 0

@@ -260,7 +260,15 @@ def test_stdin_and_several_files_combine_exit_codes(tmp_path: Path) -> None:
             "0",
         ]
     )
-    assert table.stdout.endswith("\n2 transcripts: ok 1, block 1; exit 4\n")
+    lines = table.stdout.splitlines()
+    assert lines[0] == "2 transcripts: ok 1, block 1; exit 4"  # the summary first
+    assert lines[1] == "1 do not pass (fail-on compact):"
+    assert lines[4].split() == ["-", "fits", "custom", "block", "3,981", "4,050", "4", "session.in.jsonl"]
+    assert lines[-1] == "(--details: each transcript's full verdict)"
+    detailed = run(["guard", str(small), "session.in.jsonl", "--window", "4050", "--max-output",
+                    "0", "--buffer", "0", "--details"])
+    assert detailed.stdout.startswith("\n".join(lines[:-1]) + "\n\n")
+    assert detailed.stdout.count("verdict: ") == 2 and detailed.exit_code == 4
 
 
 def test_help_documents_exit_codes() -> None:

@@ -101,10 +101,10 @@ def test_registry_names_live_in_their_registry() -> None:
         "compaction/recovery.py": set(RECOVERY_MODES),  # the registry itself
         # the builtin actions: deliberate parameter variants of named strategies
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
-        "bench/peers.py": {"mask_observations"},  # a peer of that name (masking alone)
-        "bench/suites.py": {"claude-code"},  # a folder of ../shared/realdata
+        "bench/suites/embed.py": {"claude-code"},  # real Claude Code logs to embed
         "guard.py": {"offload"},  # a pending output's planned action
-        "recipes/triggers.py": {"claude-code", "codex", "aider"},  # the agents of those names (guard --as)
+        # the agents of those names (guard --as)
+        "recipes/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
     }
     # "error" and "units" are also ordinary words (severities, token units)
@@ -116,3 +116,86 @@ def test_registry_names_live_in_their_registry() -> None:
             if node.value in names and not home and node.value not in allowed.get(name, ()):
                 found.append(f"{name}:{node.lineno} {node.value!r}")
     assert found == []
+
+
+def _module_name(rel: str) -> str:
+    parts = ["ctxkit", *rel.removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Which ctxkit module imports which: every import statement, at module level, inside a
+    function or under TYPE_CHECKING alike (`from pkg import sub` names the submodule)."""
+    modules = {_module_name(rel): (rel, tree) for rel, tree in _modules()}
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        while parts:
+            if ".".join(parts) in modules:
+                return ".".join(parts)
+            parts.pop()
+        return None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, (rel, tree) in modules.items():
+        package = module if rel.endswith("__init__.py") else module.rpartition(".")[0]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                names = [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for name in names:
+                target = resolve(name) if name.startswith("ctxkit") else None
+                if target is not None and target != module:
+                    graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_cycle_counting_lazy_and_type_checking_imports() -> None:
+    """Layers: no module imports (even inside a function) one that imports it back."""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_sees_lazy_imports() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    graph = _import_graph()
+    assert "ctxkit.engines.compact" in graph["ctxkit.cli.compact"]  # inside the command
+    assert "ctxkit.engines.ray" in graph["ctxkit.engines.compact"]  # inside a function

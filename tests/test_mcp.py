@@ -301,14 +301,15 @@ def test_recall_tool_takes_the_shape_of_the_tools_there():
 
 
 def test_recall_tool_needs_the_budget_it_takes():
-    from ctxkit.archive.recall_tool import with_recall_tool
     from ctxkit.compaction import CompactSettings, compact
     from ctxkit.tokens import count_transcript
 
     t = session()
     plain = compact(t, CompactSettings(limit=1500))
-    settings = with_recall_tool(CompactSettings(limit=1500), "openai")
-    assert settings is not None
+    tool = recall_tool_for("openai")
+    assert tool is not None
+    settings = CompactSettings(limit=1500).with_added_tools(tool)
+    assert settings.with_added_tools(tool) == settings  # one recall tool, however often added
     with_tool = compact(t, settings)
     assert tool_names(with_tool.transcript.tools) == ["bash", "recall"]
     assert tool_names(plain.transcript.tools) == ["bash"]
@@ -319,11 +320,9 @@ def test_recall_tool_needs_the_budget_it_takes():
 
 @pytest.mark.parametrize("fmt", ["claude-code", "codex"])
 def test_formats_without_tool_schemas_say_how_to_serve_recall(fmt: str):
-    from ctxkit.archive.recall_tool import serving_hint, with_recall_tool
-    from ctxkit.compaction import CompactSettings
+    from ctxkit.archive.recall_tool import serving_hint
 
     assert recall_tool_for(fmt) is None
-    assert with_recall_tool(CompactSettings(limit=1000), fmt) is None
     hint = serving_hint("small.jsonl.ctx.db")
     where = os.path.abspath("small.jsonl.ctx.db")  # the app starts the server from elsewhere
     assert hint == (
@@ -475,14 +474,12 @@ def test_parse_lines():
         parse_lines(0)
 
 
-def test_the_compact_command_says_how_to_serve_an_app_log(capsys: pytest.CaptureFixture[str]):
+def test_the_compact_command_says_how_to_serve_an_app_log(tmp_path: Path) -> None:
     from ctxkit.archive.recall_tool import serving_hint
-    from ctxkit.cli.compact import _with_recall_tool
-    from ctxkit.compaction import CompactSettings
 
-    settings = CompactSettings(limit=1000)
-    assert _with_recall_tool(settings, "claude-code", "small.jsonl.ctx.db") is settings
-    assert capsys.readouterr().err == (
-        f"ctxkit: claude-code files carry no tool schemas; {serving_hint('small.jsonl.ctx.db')}\n"
-    )
-    assert _with_recall_tool(settings, "openai", "x.db").added_tools == (recall_tool_for("openai"),)
+    src = REPO / "sample_transcripts" / "claude-code-session.jsonl"
+    out = tmp_path / "small.jsonl"
+    r = run("compact", str(src), "--limit", "100000", "--recall-tool", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    line = f"ctxkit: claude-code files carry no tool schemas; {serving_hint(f'{out}.ctx.db')}"
+    assert r.stderr.splitlines()[0] == line

@@ -40,8 +40,8 @@ HASHED_REF = re.compile(r"ref-\d{8,}|ctx://")
 # limit that is about half of what each logs.
 REAL = {
     "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx065_task15_trial1_reward0.json": 2000,
-    "anthropic-messages/DERIVED__d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__fe5e1c67-53e7-4862-81ae-d0e013e3270b.messages.json": 3000,
-    "claude-code/d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl": 1000,
+    "anthropic-messages/DERIVED__d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__fe5e1c67-53e7-4862-81ae-d0e013e3270b.messages.json": 3500,
+    "claude-code/d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl": 1300,
 }
 
 

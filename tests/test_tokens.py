@@ -198,15 +198,13 @@ def test_cl100k_base_never_touches_the_network(tmp_path):
 def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path):
     proc = _run_offline(
         """
-        import time
         from ctxkit.errors import TokenizerError
         from ctxkit.tokens import get_tokenizer
         for spec in ("p50k_base", "text-davinci-003"):  # o200k_base and cl100k_base are bundled
-            start = time.monotonic()
             try:
                 tok = get_tokenizer(spec)
             except TokenizerError as exc:
-                print("ERROR", round(time.monotonic() - start, 1), exc)
+                print("ERROR", exc)
             else:
                 print("LOADED", tok.name)
         """,
@@ -216,8 +214,7 @@ def test_encoding_without_offline_data_fails_clearly_and_never_switches(tmp_path
     lines = proc.stdout.splitlines()
     assert len(lines) == 2
     for line in lines:
-        assert line.startswith("ERROR"), line
-        assert float(line.split()[1]) < 30  # fails, does not hang
+        assert line.startswith("ERROR"), line  # fails (a hang would hit the run's timeout)
         assert "'p50k_base'" in line
         assert "network blocked by test" not in line  # no download was even tried
         assert "ctxkit never downloads" in line

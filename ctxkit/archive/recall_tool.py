@@ -28,7 +28,6 @@ from ctxkit.errors import ArchiveError, UsageError
 
 if TYPE_CHECKING:
     from ctxkit.archive.store import Archive
-    from ctxkit.compaction import CompactSettings
 
 RECALL_TOOL_NAME = "recall"
 SEARCH_TOOL_NAME = "search"
@@ -112,7 +111,8 @@ def recall_tool_for(fmt: str) -> dict[str, Any] | None:
     from ctxkit.formats import FORMATS
     from ctxkit.formats.common import tools_as
 
-    if hasattr(FORMATS.get(fmt), "APP_LABEL"):
+    own = FORMATS.get(fmt)
+    if own is not None and not own.holds_tools:
         return None
     return tools_as(fmt, [{"type": "function", "function": dict(RECALL_TOOL)}])[0]
 
@@ -147,15 +147,6 @@ def add_tools(tools: list[dict[str, Any]], added: Sequence[dict[str, Any]]) -> l
     names = {tool_name(t) for t in tools if isinstance(t, Mapping)}
     like = tools[0] if tools and isinstance(tools[0], Mapping) else {}
     return [*tools, *(_shaped_like(t, like) for t in added if tool_name(t) not in names)]
-
-
-def with_recall_tool(settings: CompactSettings, fmt: str) -> CompactSettings | None:
-    """Settings whose compacted transcripts carry the recall tool in format `fmt`'s shape; None
-    when that format's files carry no tool schemas (serve recall over MCP there)."""
-    tool = recall_tool_for(fmt)
-    if tool is None:
-        return None
-    return settings.replace(added_tools=tuple(add_tools(list(settings.added_tools), [tool])))
 
 
 def serving_hint(archive_path: str) -> str:

@@ -47,7 +47,8 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
@@ -650,6 +651,22 @@ class Archive:
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """Writes inside are undone together when it raises, the enclosing transaction going
+        on: a conversation that fails in a dataset run leaves none of its rows."""
+        if self.readonly:
+            yield
+            return
+        self._conn.execute("SAVEPOINT conversation")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK TO conversation")
+            self._conn.execute("RELEASE conversation")
+            raise
+        self._conn.execute("RELEASE conversation")
+
     def commit(self) -> None:
         """Make the writes so far durable (close does it too)."""
         if self.readonly or not self._conn.in_transaction:
@@ -793,7 +810,9 @@ class Archive:
     def key_for(self, t: Transcript) -> str:
         """The id to archive `t` under: its own, unless another transcript with that id (two
         files named session.json, say) is already stored; then the id plus a content digest.
-        Same input, same key, so refs stay deterministic."""
+        Same input, same key, so refs stay deterministic. Choosing a key takes the write lock
+        (`begin`): what is read from here holds until the commit."""
+        self.begin()
         stored = self.original(t.id)
         if stored is None or _same_units(stored, t):
             return t.id
@@ -1119,15 +1138,40 @@ class Archive:
                 f"the refs of transcript {compacted.id!r} point to transcript {tid!r}, whose "
                 f"original is not stored in {self.path}"
             )
+        matched = self._by_key(compacted)
+        if matched is not None:
+            return matched
+        marked = any(_made_by_compaction(u) for u in compacted.units)
+        if not marked and _key_of(compacted.id) is not None:
+            # One conversation of a file of many, with no sign of compaction and no original
+            # under its key: compact left it as it was (another conversation that happens to
+            # share its requests is not its original).
+            return compacted
         matched = self._by_invariants(compacted)
         if matched is not None:
             return matched
-        if any(_made_by_compaction(u) for u in compacted.units):
+        if marked:
             raise ArchiveError(
                 f"transcript {compacted.id!r} was compacted but carries no ref into {self.path} "
                 "and its original is not stored there"
             )
         return compacted
+
+    def _by_key(self, compacted: Transcript) -> Transcript | None:
+        """The stored original of the same conversation of a file of many (its id after the
+        file's name: the line of a dataset, an aider session's start), when only one is, read
+        back under another file's name."""
+        key = _key_of(compacted.id)
+        if key is None:
+            return None
+        pattern = "%#" + key.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._conn.execute(
+            "SELECT transcript_id FROM transcripts WHERE transcript_id LIKE ? ESCAPE '\\' "
+            "OR transcript_id LIKE ? ESCAPE '\\' ORDER BY rowid",
+            (pattern, pattern + "~%"),
+        ).fetchall()
+        found = [t for (tid,) in rows if (t := self.original(tid)) is not None and _could_come_from(t, compacted)]
+        return found[0] if len(found) == 1 else None
 
     def _by_invariants(self, compacted: Transcript) -> Transcript | None:
         """The stored original that the compaction invariants point to, when only one does.
@@ -1173,6 +1217,13 @@ class Archive:
                     f"in {self.path} ({', '.join(m.id for m in matches[:5])}); cannot tell which"
                 )
         return None
+
+
+def _key_of(transcript_id: str) -> str | None:
+    """The part of a transcript id that names it within its file (`data#12` -> `12`); None for
+    the id of a file's only transcript."""
+    stem, sep, key = transcript_id.rpartition("#")
+    return key.split("~")[0] if sep and stem and key else None
 
 
 def _digest(text: str) -> str:

@@ -52,27 +52,16 @@ from ctxkit.bench.harness import (
 from ctxkit.bench.peers import (
     PEER_LABELS,
     PEERS,
-    drop_oldest,
-    langchain_trim,
-    observation_masking,
     raw_unit_tokens,
     run_peer,
+    runnable_peers,
     summarize_peers,
-    to_langchain,
 )
-from ctxkit.bench.render import FIDELITY_COLUMNS, PEER_COLUMNS, fmt_value, plot, render_table
-from ctxkit.bench.suites import (
-    SUITES,
-    embed_texts,
-    run,
-    scale_worker,
-    suite_compact,
-    suite_count,
-    suite_embed,
-    suite_guard,
-    suite_quality,
-    suite_scale,
-)
+from ctxkit.bench.render import fmt_value, plot, render_table
+from ctxkit.bench.suites import SUITES, TABLES, run
+from ctxkit.bench.suites.embed import embed_texts
+from ctxkit.bench.suites.quality import FIDELITY_COLUMNS, PEER_COLUMNS
+from ctxkit.bench.suites.scale import scale_worker
 
 __all__ = [
     "BenchOptions",
@@ -91,29 +80,21 @@ __all__ = [
     "SCALE_SIZES",
     "STANDARD",
     "SUITES",
+    "TABLES",
     "SuiteResult",
     "raw_encoding",
-    "drop_oldest",
     "embed_texts",
     "fmt_value",
-    "langchain_trim",
     "loglog_slope",
     "machine_notes",
-    "observation_masking",
     "plot",
     "raw_unit_tokens",
     "real_transcripts",
     "render_table",
     "run",
     "run_peer",
+    "runnable_peers",
     "scale_worker",
     "standard_transcript",
-    "suite_compact",
-    "suite_count",
-    "suite_embed",
-    "suite_guard",
-    "suite_quality",
-    "suite_scale",
     "summarize_peers",
-    "to_langchain",
 ]

@@ -54,6 +54,9 @@ STANDARD = ("agent_session", 3, 10_000)
 
 Progress = Callable[[str], None]
 
+# A table of a suite for people: (caption or None, column heads, rows)
+Table = tuple[str | None, Sequence[str], list[Sequence[Any]]]
+
 
 @dataclass
 class Figure:
@@ -401,3 +404,49 @@ def _mean(xs: Sequence[float]) -> float | None:
 
 def _median(xs: Sequence[float]) -> float | None:
     return round(statistics.median(xs), 4) if xs else None
+
+
+def torch_threads() -> int | None:
+    """torch's thread count when torch is loaded (a note beside the embedding figures)."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return None
+    return int(sys.modules["torch"].get_num_threads())
+
+
+def limit_for(t: Transcript) -> int:
+    """A limit that forces compaction: the ground truth's, else half the transcript, with room
+    for 1,500 tokens of history under the goal beside the system prompt and schemas."""
+    from ctxkit.budget import Thresholds
+    from ctxkit.tokens import count_transcript
+
+    truth = t.metadata.get("ground_truth")
+    if truth:
+        return int(truth["limit"])
+    total = count_transcript(t, _tok()).total
+    system = count_transcript(
+        t.replace(units=[u for u in t.units if u.role == "system"]), _tok()
+    ).total
+    # the system prompt and schemas cannot be cut; the goal is the warn threshold of the limit
+    return max(total // 2, int((system + 1500) / Thresholds().warn) + 1)
+
+
+def python_subprocess(code: str, timeout_s: float) -> Any:
+    """`python -c code` in a fresh process that imports this very ctxkit, whatever the working
+    directory holds (`-c` puts the working directory first on sys.path: a checkout named
+    `ctxkit/` there would be imported instead)."""
+    import subprocess
+    import sys
+
+    import ctxkit
+
+    home = os.path.dirname(os.path.dirname(os.path.abspath(ctxkit.__file__)))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        cwd=home,
+    )

@@ -1,27 +1,22 @@
-"""Peers that ctxkit is compared with: LangChain trim_messages, drop-oldest, observation masking."""
+"""Peers that ctxkit is compared with: every recipe in `ctxkit.recipes.RECIPES` (drop-oldest,
+observation masking, clear_tool_uses, LangChain trim_messages, the Codex and Gemini CLI recipes),
+one registry: a new peer is one module and one registry line there."""
 
 from __future__ import annotations
 
 import gc
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.bench.harness import _clear, _label, _mean, _median, _settings, _tok, raw_encoding
-from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.bench.harness import _clear, _label, _mean, _median, _settings
+from ctxkit.errors import CtxkitError
+from ctxkit.fidelity.compare import CTXKIT, all_methods, available, label
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, speaker_name, unit_texts
 
-PEERS = ("ctxkit", "langchain_trim", "drop_oldest", "mask_observations")
-
-
-PEER_LABELS = {
-    "ctxkit": "ctxkit chain (default)",
-    "langchain_trim": "LangChain trim_messages",
-    "drop_oldest": "drop oldest (naive)",
-    "mask_observations": "observation masking",
-}
+PEERS = all_methods()
+PEER_LABELS = {name: label(name) for name in PEERS}
 
 
 def raw_unit_tokens(u: Unit, enc: Any, copts: CountOptions) -> int:
@@ -34,110 +29,16 @@ def raw_unit_tokens(u: Unit, enc: Any, copts: CountOptions) -> int:
     return n
 
 
-def _schema_tokens(t: Transcript) -> int:
-    from ctxkit.tokens import count_tool_schemas
-
-    return count_tool_schemas(t.tools, _tok())
-
-
-def drop_oldest(
-    t: Transcript, max_tokens: int, enc: Any, copts: CountOptions | None = None
-) -> Transcript:
-    """The naive peer: keep system units, drop the oldest other messages until the rest fits.
-
-    It ignores tool-call pairing on purpose: that is what a plain sliding window does.
-    """
-    copts = copts or CountOptions()
-    fixed = _schema_tokens(t) + copts.reply_priming
-    costs = [raw_unit_tokens(u, enc, copts) for u in t.units]
-    total = fixed + sum(costs)
-    keep = [True] * len(t.units)
-    for i, u in enumerate(t.units):
-        if total <= max_tokens:
-            break
-        if u.role == "system":
-            continue
-        keep[i] = False
-        total -= costs[i]
-    return t.replace(units=[u for u, k in zip(t.units, keep, strict=True) if k])
-
-
-def to_langchain(units: Sequence[Unit]) -> list[Any]:
-    """Units as LangChain messages: AIMessage with tool_calls, ToolMessage, Human, System."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-
-    out: list[Any] = []
-    for u in units:
-        if u.role == "system":
-            out.append(SystemMessage(content=u.content, id=u.id))
-        elif u.tool_call_id is not None or u.role == "tool":
-            out.append(ToolMessage(content=u.content, tool_call_id=u.tool_call_id or "", id=u.id))
-        elif u.role == "assistant":
-            calls = [{"name": c.name, "args": _args(c.arguments), "id": c.id} for c in u.tool_calls]
-            out.append(AIMessage(content=u.content, tool_calls=calls, id=u.id))
-        else:
-            out.append(HumanMessage(content=u.content, id=u.id))
-    return out
-
-
-def _args(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError:
-        return {"input": text}
-    return value if isinstance(value, dict) else {"input": value}
-
-
-def langchain_trim(
-    t: Transcript, max_tokens: int, enc: Any, copts: CountOptions | None = None
-) -> Transcript:
-    """LangChain's trim_messages(strategy="last"), its token counter tiktoken cl100k counting
-    each message as ctxkit does (so both judge the same budget), mapped back to our units."""
-    copts = copts or CountOptions()
-    from langchain_core.messages import trim_messages
-
-    by_id = {u.id: u for u in t.units}
-    messages = to_langchain(t.units)
-    priming = copts.reply_priming
-
-    def counter(msgs: list[Any]) -> int:
-        return priming + sum(raw_unit_tokens(by_id[str(m.id)], enc, copts) for m in msgs)
-
-    kept = trim_messages(
-        messages,
-        max_tokens=max_tokens - _schema_tokens(t),
-        token_counter=counter,
-        strategy="last",
-        include_system=True,
-        start_on="human",
-        allow_partial=False,
-    )
-    return t.replace(units=[by_id[str(m.id)] for m in kept])
-
-
-def observation_masking(t: Transcript, goal: int, archive: Any) -> Transcript:
-    """ctxkit's mask_observations alone, applied once (the Complexity Trap's masking)."""
-    from ctxkit.embedders.relevance import task_query
-    from ctxkit.strategies import DEFAULT_PARAMS, STRATEGIES, Context, State
-
-    ctx = Context(
-        tokenizer=_tok(),
-        count_opts=CountOptions(),
-        archive=archive,
-        transcript_id=t.id,
-        query=task_query(t),
-        tools=tuple(t.tools),
-    )
-    archive.put_transcript(t)
-    state = State(units=tuple(t.units), target=goal, ctx=ctx)
-    new = STRATEGIES["mask_observations"](state, DEFAULT_PARAMS["mask_observations"])
-    return t if new is None else t.replace(units=list(new.units))
-
-
 def _last_request(units: Sequence[Unit]) -> Unit | None:
-    from ctxkit.structure import is_user_request
+    from ctxkit.structure import request_indices
 
-    return next((u for u in reversed(units) if is_user_request(u)), None)
+    found = request_indices(units)
+    return units[found[-1]] if found else None
+
+
+def runnable_peers() -> tuple[list[str], list[str]]:
+    """(peers that can run here, a note for each that cannot: its optional package is missing)."""
+    return available(PEERS)
 
 
 def run_peer(
@@ -146,13 +47,14 @@ def run_peer(
     """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
     from ctxkit.archive.store import Archive
     from ctxkit.compaction import coherence, compact
+    from ctxkit.fidelity import probes as P
     from ctxkit.fidelity.truth import needle_retention
+    from ctxkit.recipes import Fit, get_recipe
     from ctxkit.structure import pairs_intact
     from ctxkit.tokens import count_transcript
 
     s = _settings(limit)
     goal = s.goal
-    enc = raw_encoding()
     tok = s.tokenizer
     before = count_transcript(t, tok).total
     row: dict[str, Any] = {
@@ -170,16 +72,10 @@ def run_peer(
         gc.collect()
         start = time.perf_counter()
         try:
-            if peer == "ctxkit":
+            if peer == CTXKIT:
                 result = compact(t, s.replace(target=goal), archive=archive).transcript
-            elif peer == "langchain_trim":
-                result = langchain_trim(t, goal, enc)
-            elif peer == "drop_oldest":
-                result = drop_oldest(t, goal, enc)
-            elif peer == "mask_observations":
-                result = observation_masking(t, goal, archive)
             else:
-                raise unknown_name("peer", peer, PEERS)
+                result = get_recipe(peer).run(t, goal, Fit(tok))
         except CtxkitError as exc:
             row.update(error=str(exc), fits=False, time_ms=(time.perf_counter() - start) * 1000)
             return row
@@ -201,9 +97,15 @@ def run_peer(
             and by_id[last.id].content == last.content,
         )
         row.update(_fidelity(t, result, tok, goal))
+        probe_score = P.score(P.extract(t), result)
+        row["probe_recall"] = round(probe_score.recall, 4)
+        for cat in P.CATEGORIES:
+            share = probe_score.category(cat)
+            if share is not None:
+                row[f"probe_{cat}"] = round(share, 4)
         truth = t.metadata.get("ground_truth")
         if truth:
-            has_archive = peer in ("ctxkit", "mask_observations")
+            has_archive = peer == CTXKIT  # the peers keep no archive to recall from
             kept = needle_retention(
                 result, truth, archive if has_archive else None, transcript_id=t.id
             )
@@ -283,6 +185,7 @@ def summarize_peers(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             line["user_verbatim"] = _mean_share(ok, "user_verbatim")
             line["user_verbatim_in_budget"] = _mean_share(ok, "user_verbatim_in_budget")
             line["last_request_verbatim"] = sum(1 for r in ok if r.get("last_request_verbatim"))
+            line["probe_recall"] = _mean([r["probe_recall"] for r in ok if "probe_recall" in r])
             for key in sorted({k for r in ok for k in r if k.startswith("coherence_")}):
                 line[key] = _mean([r[key] for r in ok if key in r])
             out.append(line)

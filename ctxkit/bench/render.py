@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxkit.bench.harness import BenchReport, Figure, SuiteResult
+from ctxkit.bench.harness import BenchReport, Figure, SuiteResult, Table
 from ctxkit.bench.peers import PEER_LABELS, PEERS
+from ctxkit.bench.suites import TABLES
 from ctxkit.errors import UsageError
 
 
@@ -49,55 +50,8 @@ def _target(f: Figure) -> str:
     return f"{sign} {fmt_value(f.target)}"
 
 
-PEER_COLUMNS = (
-    ("peer", "peer"),
-    ("source", "set"),
-    ("transcripts", "n"),
-    ("fits", "fits"),
-    ("tokens_after_over_goal", "tokens/goal"),
-    ("time_ms_median", "time ms (median)"),
-    ("broken_pairs", "broken pairs"),
-    ("p1_kept", "P1 kept (mean)"),
-    ("all_p1_kept", "all P1 kept"),
-    ("needle_retention", "needles"),
-    ("needle_retention_with_recall", "+recall"),
-    ("last_request_kept", "last req."),
-    ("coherence_lexical", "coh. lexical"),
-    ("coherence_minilm", "coh. minilm"),
-)
-
-# The fidelity table: what each peer kept of what a model needs to go on (`ctxkit.fidelity.measures`).
-FIDELITY_COLUMNS = (
-    ("peer", "peer"),
-    ("source", "set"),
-    ("transcripts", "n"),
-    ("needle_retention", "needles present"),
-    ("files_trail", "files-touched trail"),
-    ("user_verbatim", "user msgs verbatim"),
-    ("user_verbatim_in_budget", "in budget"),
-    ("last_request_verbatim", "last req. verbatim"),
-)
-
-
-def peer_rows(
-    summary: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
-) -> tuple[list[str], list[list[Any]]]:
-    """The headers and rows of a per-peer table: the columns some summary line has."""
-    cols = [c for c in columns if any(c[0] in r for r in summary)]
-    rows = []
-    for r in summary:
-        vals = []
-        for key, _h in cols:
-            v = r.get(key)
-            if key in ("fits", "last_request_kept", "last_request_verbatim"):
-                v = f"{v}/{r['transcripts']}"
-            elif key == "all_p1_kept":
-                v = f"{v}/{r['transcripts_with_p1']}" if r["transcripts_with_p1"] else None
-            elif key == "peer":
-                v = PEER_LABELS.get(str(v), v)
-            vals.append(v)
-        rows.append(vals)
-    return [h for _k, h in cols], rows
+def _no_tables(_s: SuiteResult) -> list[Table]:
+    return []
 
 
 def render_table(report: BenchReport) -> str:
@@ -116,82 +70,21 @@ def render_table(report: BenchReport) -> str:
                 ("figure", "value", "unit", "target", "status", "note"),
                 [(f.name, f.value, f.unit, _target(f), f.status(), f.note) for f in s.figures],
             )
-        if name == "quality" and s.summary:
+        for caption, head, rows in TABLES.get(name, _no_tables)(s):
             lines.append("")
-            lines += _table(*peer_rows(s.summary, PEER_COLUMNS))
-            lines += ["", "fidelity (share kept; per transcript, then averaged):"]
-            lines += _table(*peer_rows(s.summary, FIDELITY_COLUMNS))
-        elif name == "scale" and s.rows:
-            lines.append("")
-            lines += _table(
-                (
-                    "scenario",
-                    "tokens",
-                    "units",
-                    "tiktoken pass s",
-                    "count s",
-                    "compact s",
-                    "x pass",
-                    "peak RSS +MB",
-                    "heap MB",
-                    "strategies",
-                ),
-                [
-                    (
-                        r["scenario"],
-                        r["tokens"],
-                        r["units"],
-                        r["tiktoken_pass_s"],
-                        r["count_s"],
-                        r["compact_s"],
-                        r["compact_over_tiktoken"],
-                        r["compact_peak_rss_delta_mb"],
-                        r["compact_heap_peak_mb"],
-                        r["strategies"],
-                    )
-                    for r in s.rows
-                ],
-            )
-            if s.summary:
-                lines.append("")
-                lines += _table(
-                    ("scenario", "measure", "log-log slope", "span"),
-                    [(x["scenario"], x["measure"], x["slope"], x["span"]) for x in s.summary],
-                )
-        elif name == "compact" and s.rows:
-            lines.append("")
-            lines += _table(
-                (
-                    "transcript",
-                    "set",
-                    "tokens",
-                    "limit",
-                    "after",
-                    "tiktoken ms",
-                    "compact ms",
-                    "x pass",
-                ),
-                [
-                    (
-                        r["transcript"],
-                        r["source"],
-                        r["tokens"],
-                        r["limit"],
-                        r["tokens_after"],
-                        r["tiktoken_pass_ms"],
-                        r["compact_ms"],
-                        r["multiple"],
-                    )
-                    for r in s.rows
-                ],
-            )
+            if caption:
+                lines.append(caption)
+            lines += _table(head, rows)
         for why in s.skipped:
             lines.append(f"  skipped: {why}")
     return "\n".join(lines) + "\n"
 
 
 # One colour per peer in every panel; the scale suite's scenarios get colours of their own.
-PEER_COLORS = dict(zip(PEERS, ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"), strict=False))
+# one colour per peer, from the registry's order (matplotlib's tab10): a new peer gets its own
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf")
+PEER_COLORS = {p: _PALETTE[k % len(_PALETTE)] for k, p in enumerate(PEERS)}
 _SCENARIO_COLORS = ("#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 
 # (title, unit, value of one summary line or None when not measured); one measure per panel

@@ -4,7 +4,7 @@ the provider's own usage."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +12,14 @@ import click
 
 from ctxkit.budget.models import priced_model
 from ctxkit.cli.options import (
+    SectionedCommand,
     debug_option,
     echo_err,
     engine_options,
     input_options,
     progress_option,
     reading_summary,
+    section,
     tokenizer_options,
     want_progress,
 )
@@ -51,59 +53,120 @@ CALIBRATION_NOTE = (
 )
 
 
-@click.command("count")
-@input_options
-@tokenizer_options
-@click.option(
-    "--by",
-    type=click.Choice(BREAKDOWNS),
-    default=None,
-    help="Break the total down by role, type, turn, message or tool (default: regions).",
+_breakdown_options = section(
+    "Breakdown",
+    click.option(
+        "--by",
+        type=click.Choice((*BREAKDOWNS, "section")),
+        default=None,
+        help="Break the total down by role, type, turn, message or tool, or the system prompt by "
+        "section (default: regions).",
+    ),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="Output format (default: table on a terminal, else jsonl).",
+    ),
+    click.option(
+        "--cost",
+        "cost_models",
+        multiple=True,
+        metavar="MODEL",
+        help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
+        "MODEL's prices from models.toml; repeat for several models.",
+    ),
+    click.option(
+        "--calibrate",
+        is_flag=True,
+        help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
+    ),
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Output format (default: table on a terminal, else jsonl).",
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A text file with the system prompt the log does not record; counted as system.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A JSON list of tool schemas the log does not record; counted as tools.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default its gap to the local count is "
+        "the `unlogged` region).",
+    ),
 )
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A text file with the system prompt the log does not record; counted as system.",
+
+
+_baseline_ci_options = section(
+    "Baseline (CI)",
+    click.option(
+        "--save-baseline",
+        "baseline_out",
+        default=None,
+        metavar="FILE",
+        help="Record each input's regions as a checked-in budget for `guard --baseline` (its "
+        "allowances are kept when FILE exists).",
+    ),
+    click.option(
+        "--diff",
+        "diff_pair",
+        nargs=2,
+        default=None,
+        metavar="A B",
+        help="The region diff of B against A: baseline files, transcripts or prompt files.",
+    ),
+    click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="REGION=N|P%",
+        help="How much a region may grow over the baseline (tokens, or percent of it); `*` is every "
+        "region. Repeatable; stored by --save-baseline (default *=2%).",
+    ),
 )
-@click.option(
-    "--tools",
-    "tools_file",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="A JSON list of tool schemas the log does not record; counted as tools.",
+
+
+_input_options = section(
+    "Input",
+    input_options,
 )
-@click.option(
-    "--cost",
-    "cost_models",
-    multiple=True,
-    metavar="MODEL",
-    help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
-    "MODEL's prices from models.toml; repeat for several models.",
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--no-usage",
-    "no_usage",
-    is_flag=True,
-    help="Ignore the provider usage a log records (by default its gap to the local count is "
-    "the `unlogged` region).",
+
+
+_engine_options = section(
+    "Engine",
+    engine_options,
+    progress_option,
+    debug_option,
 )
-@click.option(
-    "--calibrate",
-    is_flag=True,
-    help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
-)
-@engine_options
-@progress_option
-@debug_option
+
+
+@click.command("count", cls=SectionedCommand)
+@_breakdown_options
+@_what_the_call_sends_options
+@_baseline_ci_options
+@_input_options
+@_tokens_options
+@_engine_options
 def count(
     paths: tuple[str, ...],
     read_opts: ReadOptions,
@@ -117,6 +180,9 @@ def count(
     cost_models: tuple[str, ...],
     no_usage: bool,
     calibrate: bool,
+    baseline_out: str | None,
+    allow: tuple[str, ...],
+    diff_pair: tuple[str, str] | None,
     engine: str,
     ray_opts: Any,
     progress: bool | None,
@@ -131,8 +197,13 @@ def count(
       ctxkit count dataset.jsonl --format csv > counts.csv
       ctxkit count session.jsonl --calibrate
       ctxkit count 'shards/*.jsonl' --engine ray --format jsonl > counts.jsonl
+      ctxkit count prompts/system.md 'fixtures/*.jsonl' --save-baseline ctx-baseline.json
+      ctxkit count --diff ctx-baseline.json prompts/system.md
+      ctxkit count prompts/system.yaml --by section --cost claude-sonnet-4
     """
-    from ctxkit.formats import ReadStats, expand_paths, read_path
+    from ctxkit.formats import ReadStats, expand_paths
+    from ctxkit.gates.baseline import parse_allow
+    from ctxkit.gates.inputs import read_inputs
 
     opts = CountOptions()
     if image_tokens is not None:
@@ -143,18 +214,23 @@ def count(
     extra_system = read_text_file(system_file) if system_file else None
     extra_tools = load_tools(tools_file) if tools_file else []
 
+    allowances = parse_allow(allow)
+    stats = ReadStats()
+    if diff_pair is not None:
+        if paths or baseline_out or by or cost_models or calibrate:
+            raise UsageError("--diff A B compares two files; give no PATH, --save-baseline, --by, --cost or --calibrate with it")
+        _write_diff(diff_pair, read_opts, stats, tokenizer, image_tokens, tool_schema_scale, allowances, no_usage, fmt)
+        return
     tok = get_tokenizer(tokenizer)
     files = expand_paths(list(paths) or ["-"])
-    stats = ReadStats()
+    if baseline_out:
+        from ctxkit.fileio import check_paths
+
+        check_paths({"PATH": files}, {"--save-baseline": baseline_out})
 
     def transcripts() -> Iterator[Transcript]:
-        for path in files:
-            for t in read_path(
-                path,
-                read_opts,
-                stats=stats,
-            ):
-                yield with_context(t, extra_system, extra_tools)
+        for t in read_inputs(files, read_opts, stats):
+            yield with_context(t, extra_system, extra_tools)
 
     if ray_opts is not None:
         if by or cost_models or calibrate:
@@ -162,6 +238,8 @@ def count(
                 "--engine ray counts the regions of each conversation; --by, --cost and "
                 "--calibrate run on --engine local"
             )
+        if baseline_out:
+            raise UsageError("--save-baseline runs on --engine local")
         rows = _ray_rows(files, read_opts, tokenizer, opts, no_usage, extra_system,
                          extra_tools, ray_opts, stats)
         _report_reading(tok, stats, debug)
@@ -180,24 +258,116 @@ def count(
         return
 
     priced = [priced_model(name, "--cost") for name in cost_models]
-    breakdown = Breakdown(by, tok, opts) if by else None
+    breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
+    region_rows, cost_rows, layout_rows, entries = _count_rows(
+        items, tok, opts, by, breakdown, priced, not no_usage, bool(baseline_out), debug
+    )
+    _report_reading(tok, stats, debug)
+    if baseline_out:
+        _save_baseline(baseline_out, entries, tokenizer, opts, allowances)
+    if layout_rows:
+        _write_layout_rows(layout_rows, region_rows, cost_rows, fmt)
+        return
+    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+
+
+def _count_rows(
+    items: Iterable[Transcript],
+    tok: Tokenizer,
+    opts: CountOptions,
+    by: str | None,
+    breakdown: Breakdown | None,
+    priced: list[Any],
+    usage: bool,
+    baseline: bool,
+    debug: bool,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
+    prompt file priced) and baseline entry; its breakdown too, when asked for."""
+    from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
+    from ctxkit.gates.baseline import entry_of
+    from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
+
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
+    layout_rows: list[dict[str, Any]] = []
+    entries = []
     for t in items:
         counted = count_transcript(t, tok, opts)
         label = _label(t)
         if breakdown is not None:
             breakdown.add(t, counted, label)
-        usage = None if no_usage else recorded_usage(t, tok, opts)
-        unlogged = usage.unlogged if usage is not None else 0
-        region_rows.append(region_row(t, counted, usage))
+        recorded = recorded_usage(t, tok, opts) if usage else None
+        unlogged = recorded.unlogged if recorded is not None else 0
+        row = region_row(t, counted, recorded)
+        region_rows.append(row)
+        if baseline:
+            entries.append(entry_of(t, row, tok))
+        if by == "section":
+            cached_min = min_cacheable_for(priced[0]) if priced else None
+            layout_rows.extend(section_rows(t, tok, label, cached_min))
         for model in priced:
+            if t.source_format == PROMPT_FORMAT:
+                if by != "section":
+                    layout = cache_layout(sections_of(t), tok, min_cacheable_for(model))
+                    layout_rows.append(layout_row(label, layout, layout_cost(layout, model)))
+                continue
             cost = transcript_cost(t, model, counted.total + unlogged)
             cost_rows.append({"transcript": label, **_cost_row(cost)})
         if debug:
             echo_err(f"{label}: {len(t.units)} units, {counted.total:,} tokens")
-    _report_reading(tok, stats, debug)
-    _write_region_rows(region_rows, breakdown, cost_rows if priced else [], fmt, by)
+    return region_rows, cost_rows, layout_rows, entries
+
+
+def _save_baseline(path: str, entries: list[Any], tokenizer: str | None, opts: CountOptions, allow: Any) -> None:
+    from ctxkit.gates.baseline import save_entries
+
+    baseline = save_entries(path, entries, tokenizer, opts, allow)
+    rules = ", ".join(f"{k}={v}" for k, v in baseline.allow.items())
+    echo_err(f"baseline: {len(baseline.entries)} entries ({baseline.tokenizer}) written to {path}; allow {rules}")
+
+
+def _write_diff(
+    pair: tuple[str, str], read_opts: ReadOptions, stats: Any, tokenizer: str | None,
+    image_tokens: int | None, tool_schema_scale: float | None, allow: Any, no_usage: bool, fmt: str,
+) -> None:
+    """`--diff A B`: the region diff table, and a line per file on stderr."""
+    from ctxkit.gates.baseline import diff_rows, diff_sides
+    from ctxkit.gates.inputs import read_inputs
+
+    diffs, spec = diff_sides(
+        *pair,
+        lambda p: read_inputs([p], read_opts, stats),
+        tokenizer=tokenizer,
+        image_tokens=image_tokens,
+        tool_schema_scale=tool_schema_scale,
+        allow=allow,
+        use_usage=not no_usage,
+    )
+    echo_err(f"tokenizer: {spec}")
+    single = len(diffs) == 1
+    rows = diff_rows(diffs, changed_only=not single)
+    if fmt == "table":
+        rows = [{**r, "file": _short_labels({"transcript": r["file"]})["transcript"]} for r in rows]
+    write_rows(rows, fmt, sys.stdout)
+    for d in diffs:
+        if d.status != "ok" or any(r.delta for r in d.regions):
+            echo_err(f"{d.key}: {d.status}: {d.summary()}")
+    if all(d.status == "ok" and not any(r.delta for r in d.regions) for d in diffs):
+        echo_err("no region changed")
+
+
+def _write_layout_rows(
+    layout_rows: list[dict[str, Any]], region_rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], fmt: str
+) -> None:
+    """Sections or prompt-cache layouts; with --cost, the transcripts' cost rows after them."""
+    rows = [_dollars(r) for r in layout_rows] if fmt == "table" else layout_rows
+    write_rows(rows, fmt, sys.stdout)
+    if cost_rows:
+        if fmt == "table":
+            sys.stdout.write("\n")
+            cost_rows = [_short_labels(_dollars(r)) for r in cost_rows]
+        write_rows(cost_rows, fmt, sys.stdout)
 
 
 def _ray_rows(
@@ -212,7 +382,8 @@ def _ray_rows(
     stats: Any,
 ) -> list[dict[str, Any]]:
     """The region rows, counted by Ray tasks shard by shard (`ctxkit.engines.ray.count_dataset`)."""
-    from ctxkit.engines.ray import CountJob, count_dataset, merge_stats
+    from ctxkit.engines.dataset import merge_stats
+    from ctxkit.engines.ray import CountJob, count_dataset
     from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))

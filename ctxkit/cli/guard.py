@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
+import orjson
 
 from ctxkit.cli.options import (
     FiniteFloat,
+    SectionedCommand,
     debug_option,
     echo_err,
     input_options,
     reading_summary,
+    section,
     tokenizer_options,
 )
 from ctxkit.errors import InputError
-from ctxkit.guard import FAIL_ON
+from ctxkit.guard import FAIL_ON, combine_exit_codes
 from ctxkit.recipes.triggers import RULES
 
-REPORT_FORMATS = ("table", "json")  # a table for people, one JSON verdict per transcript
+# a table for people, one JSON verdict per transcript, and the CI formats (`report.ci`)
+REPORT_FORMATS = ("table", "json", "github", "junit", "markdown")
 
 EXIT_HELP = """\b
 Exit codes:
@@ -29,130 +35,223 @@ Exit codes:
   4  blocked (block)
   5  overflow, or no target fits (verdict final)
   6  structural errors found by --check (when the fit alone exits 0)
+  7  --baseline: a region grew beyond its allowance (when the fit exits 0)
   1  runtime error (bad input)
   2  usage error (bad flag or config)"""
 
 
-@click.command("guard", epilog=EXIT_HELP)
-@input_options
-@click.option(
-    "--model",
-    "models",
-    multiple=True,
-    metavar="NAME",
-    help="Target model, repeatable in order of preference (see models.toml).",
+_targets_options = section(
+    "Targets",
+    click.option(
+        "--model",
+        "models",
+        multiple=True,
+        metavar="NAME",
+        help="Target model, repeatable in order of preference (see models.toml).",
+    ),
+    click.option(
+        "--limit",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
+    ),
+    click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens)."),
+    click.option(
+        "--max-output",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Output reserve (default: the model's maximum output, else window/4).",
+    ),
+    click.option(
+        "--buffer",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Safety buffer (default 8192, at most window/8).",
+    ),
+    click.option(
+        "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
+    ),
+    click.option(
+        "--llm", default=None, metavar="TYPE", help="Use this LLM type's policy limit (config per_llm)."
+    ),
+    click.option(
+        "--config",
+        "config_path",
+        default=None,
+        metavar="FILE",
+        help="YAML configuration (default ./ctxkit.yaml when present).",
+    ),
 )
-@click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens).")
-@click.option(
-    "--max-output",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Output reserve (default: the model's maximum output, else window/4).",
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="A system prompt file, counted before the transcript.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
+    ),
+    click.option(
+        "--pending",
+        "pending_file",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
+    ),
 )
-@click.option(
-    "--buffer",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Safety buffer (default 8192, at most window/8).",
+
+
+_checks_options = section(
+    "Checks",
+    click.option(
+        "--replay",
+        "do_replay",
+        is_flag=True,
+        help="Replay the transcript message by message: when each threshold was first crossed.",
+    ),
+    click.option(
+        "--check",
+        "do_check",
+        is_flag=True,
+        help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
+    ),
+    click.option(
+        "--as",
+        "as_agents",
+        multiple=True,
+        type=click.Choice(tuple(RULES)),
+        help="Apply this coding agent's own auto-compact trigger to each target's window (with "
+        "--replay: where it would first have compacted, and how often); repeatable.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default the larger of it and the local "
+        "count decides).",
+    ),
+    click.option(
+        "--tool-threshold",
+        type=FiniteFloat(min=0.0, max=1.0, min_open=True),
+        default=0.10,
+        show_default=True,
+        help="Warn when tool schemas alone pass this share of a target's effective window.",
+    ),
 )
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
+
+
+_exit_options = section(
+    "Exit",
+    click.option(
+        "--fail-on",
+        type=click.Choice(FAIL_ON),
+        default="compact",
+        show_default=True,
+        help="The lowest status that exits non-zero.",
+    ),
+    click.option(
+        "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
+    ),
+    click.option(
+        "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
+    ),
+    click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98)."),
 )
-@click.option(
-    "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
+
+
+_baseline_ci_options = section(
+    "Baseline (CI)",
+    click.option(
+        "--baseline",
+        "baseline_path",
+        default=None,
+        metavar="FILE",
+        help="A budget saved by `count --save-baseline`: fail (exit 7) when a region grows beyond "
+        "its allowance; prints the diff table.",
+    ),
+    click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="REGION=N|P%",
+        help="Override the baseline's allowance for a region (tokens or percent); repeatable.",
+    ),
 )
-@click.option(
-    "--llm", default=None, metavar="TYPE", help="Use this LLM type's policy limit (config per_llm)."
+
+
+_report_options = section(
+    "Report",
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(REPORT_FORMATS),
+        default="table",
+        show_default=True,
+        help="table for people, json (one object per transcript per line) for machines; github "
+        "(workflow-command annotations), junit (XML) or markdown (a pull-request summary) for CI.",
+    ),
+    click.option(
+        "--details",
+        is_flag=True,
+        help="Several transcripts: each one's full verdict after the summary (default: the "
+        "summary and the transcripts that do not pass).",
+    ),
+    click.option(
+        "--junit",
+        "junit_path",
+        default=None,
+        metavar="FILE",
+        help="Also write the checks as JUnit XML (a case per transcript x target, and per baseline entry).",
+    ),
+    click.option(
+        "--summary",
+        "summary_path",
+        default=None,
+        metavar="FILE",
+        help="Also write a Markdown summary (for a pull-request comment or $GITHUB_STEP_SUMMARY).",
+    ),
+    debug_option,
 )
-@click.option(
-    "--system",
-    "system_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="A system prompt file, counted before the transcript.",
+
+
+_input_options = section(
+    "Input",
+    input_options,
 )
-@click.option(
-    "--tools",
-    "tools_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
+
+
+_tokens_options = section(
+    "Tokens",
+    tokenizer_options,
 )
-@click.option(
-    "--pending",
-    "pending_file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
-)
-@click.option(
-    "--replay",
-    "do_replay",
-    is_flag=True,
-    help="Replay the transcript message by message: when each threshold was first crossed.",
-)
-@click.option(
-    "--check",
-    "do_check",
-    is_flag=True,
-    help="Structural lint: orphaned results, missing results, duplicate ids, empty messages, bad ending.",
-)
-@click.option(
-    "--as",
-    "as_agents",
-    multiple=True,
-    type=click.Choice(tuple(RULES)),
-    help="Apply this coding agent's own auto-compact trigger to each target's window (with "
-    "--replay: where it would first have compacted, and how often); repeatable.",
-)
-@click.option(
-    "--no-usage",
-    "no_usage",
-    is_flag=True,
-    help="Ignore the provider usage a log records (by default the larger of it and the local "
-    "count decides).",
-)
-@click.option(
-    "--fail-on",
-    type=click.Choice(FAIL_ON),
-    default="compact",
-    show_default=True,
-    help="The lowest status that exits non-zero.",
-)
-@click.option(
-    "--warn-threshold", type=FiniteFloat(), default=None, help="Warn at this fraction of the limit (0.80)."
-)
-@click.option(
-    "--compact-threshold", type=FiniteFloat(), default=None, help="Compact at this fraction (0.95)."
-)
-@click.option("--block-threshold", type=FiniteFloat(), default=None, help="Block at this fraction (0.98).")
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    metavar="FILE",
-    help="YAML configuration (default ./ctxkit.yaml when present).",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(REPORT_FORMATS),
-    default="table",
-    show_default=True,
-    help="table for people, json (one object per transcript per line) for machines.",
-)
-@tokenizer_options
-@debug_option
+
+
+@click.command("guard", cls=SectionedCommand, epilog=EXIT_HELP)
+@_targets_options
+@_what_the_call_sends_options
+@_checks_options
+@_exit_options
+@_baseline_ci_options
+@_report_options
+@_input_options
+@_tokens_options
 @click.pass_context
-def guard(ctx: click.Context, **kw: Any) -> None:
+def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) -> None:
     """Check that each transcript fits the target model(s), with room for the answer.
 
     The limit is the model's effective limit (window - buffer - max output) or, when a config
     file is loaded or --limit/--agent/--llm is given, the smaller of that and the policy limit.
     Several --model targets: the first that fits is chosen; none fits = verdict final.
+    A dataset gets a summary first: the total, then each transcript that does not pass.
 
     \b
     Examples:
@@ -160,112 +259,239 @@ def guard(ctx: click.Context, **kw: Any) -> None:
       ctxkit guard session.jsonl --model gpt-4 --model gpt-4o --format json
       ctxkit guard session.jsonl --agent verification --pending outputs.json
       ctxkit guard session.jsonl --window 128000 --max-output 16384 --replay --check
+      ctxkit guard dataset.jsonl --limit 8000 --details
+      ctxkit guard prompts/system.md 'fixtures/*.jsonl' --baseline ctx-baseline.json --format github
     """
-    code = run_guard(**kw)
-    ctx.exit(code)
+    from ctxkit.formats import ReadStats, expand_paths
+    from ctxkit.guard import evaluate_paths
 
-
-def run_guard(**kw: Any) -> int:
-    """Read the flags, evaluate every transcript, write the report; the combined exit code."""
-    from ctxkit.budget.targets import resolve_target
-    from ctxkit.config.file import load_config
-    from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.formats.extras import load_tools, read_text_file
-    from ctxkit.guard import combine_exit_codes, evaluate, load_pending
-    from ctxkit.tokens import CountOptions, TokenizerCache
-
-    debug = kw["debug"]
-    trace = (lambda msg: echo_err(f"debug: {msg}")) if debug else None
-    config = with_threshold_flags(
-        load_config(kw["config_path"]),
-        kw["warn_threshold"],
-        kw["compact_threshold"],
-        kw["block_threshold"],
-    )
-    if trace:
-        trace(f"config: {config.source or 'defaults'}")
-    flags: dict[str, Any] = dict(
-        config=config,
-        context_window=kw["window"],
-        max_output_tokens=kw["max_output"],
-        buffer_tokens=kw["buffer"],
-        limit=kw["limit"],
-        agent=kw["agent"],
-        llm=kw["llm"],
-        tokenizer=kw["tokenizer"],
-    )
-    targets = [resolve_target(m, **flags) for m in kw["models"]] or [resolve_target(None, **flags)]
-    defaults = CountOptions()
-    opts = CountOptions(
-        image_tokens=defaults.image_tokens if kw["image_tokens"] is None else kw["image_tokens"],
-        tool_schema_scale=(
-            defaults.tool_schema_scale
-            if kw["tool_schema_scale"] is None
-            else kw["tool_schema_scale"]
-        ),
-    )
-    system = read_text_file(kw["system_file"]) if kw["system_file"] else None
-    tools = load_tools(kw["tools_file"]) if kw["tools_file"] else None
-    pending = load_pending(kw["pending_file"]) if kw["pending_file"] else None
-    fmt, fail_on = kw["fmt"], kw["fail_on"]
-
-    tokenizers = TokenizerCache()
-    warned: set[str] = set()
-    codes: list[int] = []
-    tally: dict[str, int] = {}
+    trace = (lambda msg: echo_err(f"debug: {msg}")) if f["debug"] else None
+    settings = guard_settings(f, trace)
+    targets = guard_targets(settings.config, f)
+    gate = _open_gate(f, paths)
+    cases: list[Any] = []
     stats = ReadStats()
-    first = True
-    for path in expand_paths(kw["paths"]):
-        for t in read_path(
-            path,
-            kw["read_opts"],
-            stats=stats,
-        ):
-            verdict = evaluate(
-                t,
-                targets,
-                config,
-                system=system,
-                tools=tools,
-                pending=pending,
-                do_replay=kw["do_replay"],
-                check=kw["do_check"],
-                fail_on=fail_on,
-                opts=opts,
-                tokenizers=tokenizers,
-                trace=trace,
-                use_usage=not kw["no_usage"],
-                as_agents=kw["as_agents"],
-            )
-            for w in verdict.warnings:
-                if w not in warned:
-                    warned.add(w)
-                    echo_err(w)
-            codes.append(verdict.exit_code(fail_on))
-            key = verdict.status if verdict.chosen is not None else "final"
-            tally[key] = tally.get(key, 0) + 1
-            if fmt == "json":
-                import orjson
-
-                click.echo(orjson.dumps(verdict.to_dict(fail_on)).decode())
-            else:
-                if not first:
-                    click.echo("")
-                click.echo(render_verdict(verdict, fail_on), nl=False)
-            first = False
-    if fmt == "table" and len(codes) > 1:
-        counts = ", ".join(
-            f"{name} {tally[name]}"
-            for name in ("ok", "warn", "compact", "block", "overflow", "final")
-            if name in tally
-        )
-        click.echo(f"\n{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}")
+    verdicts = evaluate_paths(paths, read_opts, targets, settings, stats=stats, trace=trace)
+    codes = _render(verdicts, f, settings.fail_on, gate, cases)
+    if gate is not None and codes:
+        codes.append(_finish_gate(gate, cases, f["fmt"]))
     if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
         echo_err(reading_summary(stats))
     if not codes:
-        names = ", ".join(expand_paths(kw["paths"]))
-        raise InputError(names, None, "no transcript found in the input")
-    return combine_exit_codes(codes)
+        raise InputError(", ".join(expand_paths(paths)), None, "no transcript found in the input")
+    code = combine_exit_codes(codes)
+    _write_ci(cases, f["fmt"], f["junit_path"], f["summary_path"], code)
+    ctx.exit(code)
+
+
+def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
+    """The flags as one `GuardSettings` (config with the threshold flags, the files read)."""
+    from ctxkit.config.file import load_config
+    from ctxkit.formats.extras import load_tools, read_text_file
+    from ctxkit.guard import GuardSettings, load_pending
+    from ctxkit.tokens import CountOptions
+
+    config = with_threshold_flags(
+        load_config(f["config_path"]), f["warn_threshold"], f["compact_threshold"], f["block_threshold"]
+    )
+    if trace:
+        trace(f"config: {config.source or 'defaults'}")
+    defaults = CountOptions()
+    return GuardSettings(
+        config=config,
+        system=read_text_file(f["system_file"]) if f["system_file"] else None,
+        tools=tuple(load_tools(f["tools_file"])) if f["tools_file"] else None,
+        pending=tuple(load_pending(f["pending_file"])) if f["pending_file"] else (),
+        replay=f["do_replay"],
+        check=f["do_check"],
+        fail_on=f["fail_on"],
+        count_opts=CountOptions(
+            image_tokens=defaults.image_tokens if f["image_tokens"] is None else f["image_tokens"],
+            tool_schema_scale=defaults.tool_schema_scale
+            if f["tool_schema_scale"] is None
+            else f["tool_schema_scale"],
+        ),
+        use_usage=not f["no_usage"],
+        as_agents=tuple(f["as_agents"]),
+        tool_threshold=f["tool_threshold"],
+    )
+
+
+def guard_targets(config: Any, f: dict[str, Any]) -> list[Any]:
+    """The targets in order of preference: each --model, else the one the flags and config give."""
+    from ctxkit.budget.targets import resolve_target
+
+    flags: dict[str, Any] = dict(
+        config=config,
+        context_window=f["window"],
+        max_output_tokens=f["max_output"],
+        buffer_tokens=f["buffer"],
+        limit=f["limit"],
+        agent=f["agent"],
+        llm=f["llm"],
+        tokenizer=f["tokenizer"],
+    )
+    return [resolve_target(m, **flags) for m in f["models"]] or [resolve_target(None, **flags)]
+
+
+SHOWN_FAILING = 20  # transcripts listed under a dataset's summary (all with --details)
+
+
+def _render(verdicts: Iterator[Any], f: dict[str, Any], fail_on: str, gate: Any, cases: list[Any]) -> list[int]:
+    """Write the verdicts (one in full; several as a summary first, in the table format) and
+    check each against the baseline; their exit codes."""
+    fmt, details = f["fmt"], f["details"]
+    warned: set[str] = set()
+    codes: list[int] = []
+    head = list(itertools.islice(verdicts, 2))
+    several = len(head) > 1
+    texts: list[str] = []
+    failing: list[dict[str, Any]] = []
+    tally: dict[str, int] = {}
+    for verdict in itertools.chain(head, verdicts):
+        for w in verdict.warnings:
+            if w not in warned:
+                warned.add(w)
+                echo_err(w)
+        code = verdict.exit_code(fail_on)
+        codes.append(code)
+        key = verdict.status if verdict.chosen is not None else "final"
+        tally[key] = tally.get(key, 0) + 1
+        # measured as evaluated: with the --system prompt before it and the --tools beside it
+        entry = gate.add(verdict.transcript) if gate is not None else None
+        cases.extend(_verdict_cases(verdict, fail_on, f["tool_threshold"]))
+        if fmt == "json":
+            d = verdict.to_dict(fail_on)
+            if entry is not None:
+                d["baseline_entry"] = entry.to_dict()
+            click.echo(orjson.dumps(d).decode())
+        elif fmt != "table":
+            continue  # the CI formats are written once, at the end
+        elif not several:
+            click.echo(render_verdict(verdict, fail_on), nl=False)
+        else:
+            if code:
+                failing.append(_failing_row(verdict, code))
+            if details:
+                texts.append(render_verdict(verdict, fail_on))
+    if fmt == "table" and several:
+        click.echo(_summary(codes, tally, failing, fail_on, details), nl=False)
+        for text in texts:
+            click.echo("")
+            click.echo(text, nl=False)
+    return codes
+
+
+def _failing_row(verdict: Any, code: int) -> dict[str, Any]:
+    t = verdict.transcript
+    r = verdict.chosen or verdict.results[0]
+    return {
+        "line": t.line if t.line is not None else "-",
+        "verdict": "fits" if verdict.chosen is not None else "final",
+        "target": r.target.name,
+        "status": r.status,
+        "used": r.used,
+        "limit": r.limit,
+        "exit": code,
+        "file": t.path or "<stdin>",  # last: a long path is cut, not the figures
+    }
+
+
+def _summary(
+    codes: list[int], tally: dict[str, int], failing: list[dict[str, Any]], fail_on: str, details: bool
+) -> str:
+    """A dataset's summary: the total, then the transcripts that do not pass (the first few)."""
+    from ctxkit.report.tables import render_table
+
+    counts = ", ".join(
+        f"{name} {tally[name]}"
+        for name in ("ok", "warn", "compact", "block", "overflow", "final")
+        if name in tally
+    )
+    lines = [f"{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}"]
+    if failing:
+        lines.append(f"{len(failing):,} do not pass (fail-on {fail_on}):")
+        lines.append(render_table(failing[:SHOWN_FAILING]))
+        if len(failing) > SHOWN_FAILING:
+            lines.append(f"... and {len(failing) - SHOWN_FAILING:,} more")
+    if not details:
+        lines.append("(--details: each transcript's full verdict)")
+    return "\n".join(lines) + "\n"
+
+
+# --- gates and CI output ------------------------------------------------------------------------
+
+
+def _open_gate(kw: dict[str, Any], paths: tuple[str, ...]) -> Any:
+    """The baseline check of this run (None without --baseline); output files checked first."""
+    from ctxkit.fileio import check_paths
+    from ctxkit.formats import expand_paths
+    from ctxkit.gates.baseline import BaselineCheck, parse_allow
+
+    outputs = {"--junit": kw["junit_path"], "--summary": kw["summary_path"]}
+    if any(outputs.values()):
+        inputs = {"PATH": expand_paths(paths), "--baseline": kw["baseline_path"]}
+        check_paths(inputs, outputs)
+    allow = parse_allow(kw["allow"])
+    if kw["baseline_path"] is None:
+        if allow:
+            from ctxkit.errors import UsageError
+
+            raise UsageError("--allow sets the allowances of --baseline; give --baseline FILE")
+        return None
+    return BaselineCheck.open(
+        kw["baseline_path"],
+        allow=allow,
+        tokenizer=kw["tokenizer"],
+        image_tokens=kw["image_tokens"],
+        tool_schema_scale=kw["tool_schema_scale"],
+        use_usage=not kw["no_usage"],
+    )
+
+
+def _verdict_cases(verdict: Any, fail_on: str, tool_threshold: float) -> list[Any]:
+    from ctxkit.gates.cases import verdict_cases
+
+    return verdict_cases(verdict, fail_on, tool_threshold)
+
+
+def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
+    """Compare with the baseline: the diff (table, json), the cases; the exit code."""
+    from ctxkit.gates.baseline import regression_exit
+    from ctxkit.gates.cases import baseline_cases
+    from ctxkit.report.ci import render_baseline
+
+    diffs = gate.diffs()
+    cases.extend(baseline_cases(diffs, gate.baseline.tokenizer))
+    code = regression_exit(diffs)
+    if fmt == "json":
+        import orjson
+
+        click.echo(orjson.dumps({"baseline": gate.path, "tokenizer": gate.baseline.tokenizer,
+                                 "exit_code": code, "entries": [d.to_dict() for d in diffs]}).decode())
+    elif fmt == "table":
+        click.echo("\n" + render_baseline(diffs, gate.path, gate.baseline.tokenizer, code), nl=False)
+    return code
+
+
+def _write_ci(cases: list[Any], fmt: str, junit: str | None, summary: str | None, code: int) -> None:
+    """The CI formats on stdout, and the --junit and --summary files (written atomically)."""
+    from ctxkit.fileio import write_output
+    from ctxkit.gates.cases import tally
+    from ctxkit.report.ci import render_github, render_junit, render_markdown
+
+    counts = tally(cases)
+    line = f"ctxkit guard: {len(cases)} checks, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"
+    if fmt == "github":
+        click.echo(render_github(cases, line), nl=False)
+    elif fmt == "junit":
+        click.echo(render_junit(cases, "ctxkit guard"), nl=False)
+    elif fmt == "markdown":
+        click.echo(render_markdown(cases, "ctxkit guard", f"exit {code}"), nl=False)
+    if junit:
+        write_output(junit, render_junit(cases, "ctxkit guard").encode())
+    if summary:
+        write_output(summary, render_markdown(cases, "ctxkit guard", f"exit {code}").encode())
 
 
 def with_threshold_flags(
@@ -343,10 +569,9 @@ def _render_usage(verdict: Any) -> list[str]:
     from ctxkit.formats import FORMATS
 
     fmt = FORMATS.get(verdict.transcript.source_format)
-    omits = getattr(fmt, "OMITS", None)
-    if not out and fmt is not None and omits:
+    if not out and fmt is not None and fmt.omits:
         out.append(
-            f"note: this {fmt.APP_LABEL} log records no usage and never logs {omits}; the count "
+            f"note: this {fmt.label} log records no usage and never logs {fmt.omits}; the count "
             "leaves them out (give --system/--tools)"
         )
     return out

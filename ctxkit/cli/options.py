@@ -13,6 +13,8 @@ import click
 
 from ctxkit.engines import DEFAULT_ENGINE, ENGINES, SHARD_MB
 from ctxkit.formats import FORMATS, ReadOptions
+from ctxkit.formats.base import agents
+from ctxkit.report.tables import reading_summary  # noqa: F401  (the commands import it from here)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,13 +75,15 @@ def input_options(f: F) -> F:
         click.option(
             "--include-sidechains",
             is_flag=True,
-            help="Claude Code: keep subagent (sidechain) records in the main thread.",
+            help=agents([f.agent or f.name for f in FORMATS.values() if f.sidechains])
+            + ": keep subagent (sidechain) records in the main thread.",
         ),
         click.option(
             "--include-compacted",
             is_flag=True,
-            help="Claude Code, Codex and OpenHands: also read the records their own compaction "
-            "summarized away (by default a log is read as the model sees it after its last compaction).",
+            help=agents([f.agent or f.name for f in FORMATS.values() if f.compaction])
+            + ": also read the records their own compaction summarized away (by default a log "
+            "is read as the model sees it after its last compaction).",
         ),
         click.option(
             "--skip-invalid",
@@ -228,26 +232,31 @@ def echo_err(message: str) -> None:
     click.echo(message, err=True)
 
 
-def reading_summary(stats: Any) -> str:
-    """What the readers read and skipped, for people: "read 2 files, 91 records; skipped ..."."""
-    files = f"{stats.files:,} file{'s' if stats.files != 1 else ''}"
-    parts = [f"read {files}, {stats.records:,} records"]
-    skipped = []
-    non_message = sum(stats.skipped_non_message.values())
-    if non_message:
-        kinds = ", ".join(
-            f"{k} {v:,}"
-            for k, v in sorted(
-                stats.skipped_non_message.items(), key=lambda kv: (-kv[1], str(kv[0]))
-            )
-        )
-        skipped.append(f"{non_message:,} non-message records ({kinds})")
-    if stats.skipped_sidechain:
-        skipped.append(
-            f"{stats.skipped_sidechain:,} sidechain records (--include-sidechains keeps them)"
-        )
-    if stats.skipped_invalid:
-        skipped.append(f"{stats.skipped_invalid:,} invalid lines (--skip-invalid)")
-    if skipped:
-        parts.append("skipped " + "; ".join(skipped))
-    return "; ".join(parts)
+class SectionedCommand(click.Command):
+    """A command whose --help lists its options under headings (`section`), in the order the
+    headings first appear; options outside any section come last, under "Other options"."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is not None:
+                title = getattr(param, "section", "Other options")
+                sections.setdefault(title, []).append(record)
+        for title, records in sections.items():
+            with formatter.section(title):
+                formatter.write_dl(records)
+
+
+def section(title: str, *decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Option decorators whose options --help shows under `title` (with `SectionedCommand`)."""
+
+    def apply(f: F) -> F:
+        before = len(getattr(f, "__click_params__", []))
+        f = _stack(*decorators)(f)
+        params = getattr(f, "__click_params__", [])
+        for param in params[before:]:
+            param.section = title  # type: ignore[attr-defined]
+        return f
+
+    return apply

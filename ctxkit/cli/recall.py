@@ -90,14 +90,14 @@ def recall(
 ) -> None:
     """Print an archived unit, a line range or the matches of a pattern.
 
-    REF is a short ref (ref-1a2b3c4d) or a long one (ctx://<transcript>/<unit>), as the
+    REF is a short ref (ref- and 18 digits) or a long one (ctx://<transcript>/<unit>), as the
     placeholders in a compacted transcript name them; it may end with :L50-100 or :match-3.
 
     \b
     Examples:
-      ctxkit recall ref-1a2b3c4d --archive small.json.ctx.db
-      ctxkit recall ref-1a2b3c4d --search 'Error|FAILED' --archive small.json.ctx.db
-      ctxkit recall ref-1a2b3c4d:L50-100 --max-tokens 500 --archive small.json.ctx.db
+      ctxkit recall ref-792930170588529134 --archive small.json.ctx.db
+      ctxkit recall ref-792930170588529134 --search 'Error|FAILED' --archive small.json.ctx.db
+      ctxkit recall ref-792930170588529134:L50-100 --max-tokens 500 --archive small.json.ctx.db
       ctxkit recall --list --archive small.json.ctx.db
     """
     from ctxkit.archive.store import default_archive_path
@@ -217,7 +217,7 @@ def expand(
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
     from ctxkit.archive.store import Archive, default_archive_path
-    from ctxkit.cli.output import transcript_output
+    from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
 
     if os.path.isdir(compacted):
@@ -268,7 +268,7 @@ def _expand_shards(
                 n += 1
                 yield archive.restore(t)
 
-    from ctxkit.cli.output import transcript_output
+    from ctxkit.compaction.sinks import transcript_output
 
     with _open_for_reading(archive_path) as archive, transcript_output(output, directory, to_format) as sink:
         sink.write(restored(archive))

@@ -10,7 +10,7 @@ Example:
     >>> from ctxkit.simulate import generate
     >>> result = compact(generate("long_chat", seed=1), limit=5000)
     >>> result.tokens_before, result.target, result.tokens_after <= result.target
-    (10000, 4000, True)
+    (10000, 4749, True)
 """
 
 from __future__ import annotations

@@ -118,9 +118,13 @@ def arrange(units: Sequence[Unit]) -> list[Unit]:
         if prev is None:
             # The first turn of the conversation is the user's (Anthropic requires it).
             out[i] = u.replace(role="user", meta=meta)
-            if nxt == "user":
-                n = out[i + 1]
-                out[i + 1] = n.replace(meta={**n.meta, "join": True}, source=n.source)
+            # the user turns that follow it join its message, however many the compaction
+            # brought together (the first request, then a later one whose answer was summarized)
+            j = i + 1
+            while j < len(out) and _turn_role(out[j]) == "user" and out[j].role != "tool":
+                n = out[j]
+                out[j] = n.replace(meta={**n.meta, "join": True}, source=n.source)
+                j += 1
             continue
         options = [r for r in (u.role, "assistant" if u.role == "user" else "user") if r not in (prev, nxt)]
         if options:

@@ -123,10 +123,8 @@ def compact(
 
         query = task_query(transcript)
     # The id refs and the stored original go under: the transcript's own, unless the archive
-    # already holds a different transcript of that name.
+    # already holds a different transcript of that name (choosing it takes the write lock).
     # Refs are made from the messages, not the id (the file name): same messages, same output.
-    if archive is not None:
-        archive.begin()  # hold the write lock from choosing the key to the commit
     key = archive.key_for(transcript) if archive is not None else transcript.id
     ctx = Context(
         ref_scope=ref_scope(transcript),

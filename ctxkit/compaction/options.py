@@ -54,7 +54,7 @@ class CompactSettings:
     library from keywords; both aim at the same goal (`budget.compaction_goal`).
 
     >>> CompactSettings(limit=5000).goal
-    4000
+    4749
     """
 
     limit: int
@@ -92,6 +92,13 @@ class CompactSettings:
                 raise TypeError(f"{caller}() needs settings or a limit")
             return cls(limit=limit)
         return settings if limit is None else settings.replace(limit=limit)
+
+    def with_added_tools(self, *tools: dict[str, Any]) -> CompactSettings:
+        """A copy whose compacted transcripts also carry `tools` (`--recall-tool`), counted in
+        the budget; a tool of a name already there is not added twice."""
+        from ctxkit.archive.recall_tool import add_tools
+
+        return self.replace(added_tools=tuple(add_tools(list(self.added_tools), list(tools))))
 
     def replace(self, **changes: Any) -> CompactSettings:
         """A copy with some fields changed (a replay at another limit, an action's chain)."""

@@ -12,7 +12,7 @@ from typing import Any
 from ctxkit.archive.store import Archive, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
-from ctxkit.compaction.result import CompactResult, Event, Observer
+from ctxkit.compaction.result import CompactResult, Event, Failure, Observer
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 
@@ -27,7 +27,7 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcri
     try:
         result = compact(t, _WORK["settings"], archive=scratch, observe=events.append)
     except CtxkitError as exc:
-        return ("error", (type(exc).__name__, str(exc), exc.exit_code), events, [], None)
+        return ("error", Failure.of(t.id, exc), events, [], None)
     rows = scratch.list(t.id) if result.changed else []
     original = scratch.original(t.id) if result.changed else None
     scratch.close()
@@ -79,13 +79,16 @@ def compact_many(
     jobs: int = 1,
     archive: Archive | None = None,
     observe: Observer | None = None,
-) -> Iterator[CompactResult]:
+    keep_going: bool = False,
+) -> Iterator[CompactResult | Failure]:
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
     Workers archive into memory and hand their rows back, so the archive file has one writer and
     the same refs as a serial run (refs are content hashes). There are never more workers than
     transcripts or usable CPUs, and never more than two transcripts per worker in flight, so
     memory follows the largest conversation, not the dataset (`transcripts` may be lazy).
+    A transcript that cannot be compacted raises its error; with `keep_going` it is a `Failure`
+    in the results instead, and none of its archive rows stay.
     """
     import sys
 
@@ -95,7 +98,7 @@ def compact_many(
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
     if workers <= 1 or "torch" in sys.modules:
         for t in chain(head, items):
-            yield compact(t, settings, archive=archive, observe=observe)
+            yield _compact_one(t, settings, archive, observe, keep_going)
         return
     import multiprocessing
 
@@ -112,19 +115,18 @@ def compact_many(
                     if observe is not None:
                         observe(event)
                 if status == "error":
-                    kind, message, code = payload
-                    error = CtxkitError(message)
-                    error.exit_code = code
-                    raise error
+                    if not keep_going:
+                        raise payload.error()
+                    yield payload
+                    continue
                 if archive is not None and original is not None:
-                    archive.begin()
                     key = archive.key_for(original)  # refs do not depend on it, rows do
                     scope = ref_scope(original)
                     units = [(row, row.unit()) for row in rows]
                     if any(archive.ref_for(scope, u)[0] != row.ref for row, u in units):
                         # A ref clashes with a unit this archive already holds: redo this one
                         # here, where the ref can grow.
-                        yield compact(original, settings, archive=archive, observe=observe)
+                        yield _compact_one(original, settings, archive, observe, keep_going)
                         continue
                     archive.put_transcript(original, key=key)
                     for row, u in units:
@@ -132,6 +134,24 @@ def compact_many(
                 yield payload
     finally:
         _WORK.clear()
+
+
+def _compact_one(
+    t: Transcript,
+    settings: CompactSettings,
+    archive: Archive | None,
+    observe: Observer | None,
+    keep_going: bool,
+) -> CompactResult | Failure:
+    try:
+        if archive is None:
+            return compact(t, settings, observe=observe)
+        with archive.savepoint():  # a failure takes its rows with it
+            return compact(t, settings, archive=archive, observe=observe)
+    except CtxkitError as exc:
+        if not keep_going:
+            raise
+        return Failure.of(t.id, exc)
 
 
 def _ordered(pool: Any, items: Iterator[Transcript], *, window: int) -> Iterator[Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ctxkit import structure
 from ctxkit.model import Unit
@@ -14,17 +14,25 @@ from ctxkit.strategies.base import (
     refs_hint,
     user_messages_kept,
 )
-from ctxkit.strategies.summarize_old import preamble, verbatim_section
+from ctxkit.strategies.summarize_old import preamble, verbatim_section, with_missing_facts
 
-if TYPE_CHECKING:
-    from ctxkit.compaction.options import ChainOptions
+
+class ChainOptions(Protocol):
+    """What a recovery reads of `compaction.options.ChainOptions` (which imports this module's
+    default, so it is not imported here)."""
+
+    @property
+    def handover_tokens(self) -> int: ...
 
 
 def _last_request_index(units: Sequence[Unit]) -> int | None:
-    for i in range(len(units) - 1, -1, -1):
-        if structure.is_user_request(units[i]):
-            return i
-    return None
+    found = structure.request_indices(units)
+    return found[-1] if found else None
+
+
+def _first_request_index(units: Sequence[Unit]) -> int | None:
+    found = structure.request_indices(units)
+    return found[0] if found else None
 
 
 def _fit_last_request(state: State, request: Unit, room: int) -> Unit:
@@ -65,19 +73,32 @@ MAX_SUFFIX_TRIES = 8  # shorter recent runs tried before the minimal form
 
 
 def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
-    """System units, a handover of everything dropped (every P1 unit named), then the most
-    recent work that still fits, from the last user request on at least.
+    """System units, the first request, a handover of everything dropped (every P1 unit named),
+    then the most recent work that still fits, from the last user request on at least.
 
-    When even the last request and a small handover do not fit, this is the spec's minimal form:
-    the handover and the last request (offloaded with a ref if it alone is too big).
+    The handover's facts (files, failures, tasks, the user's words) get their share of the room
+    first (`_handover_reserve`); the recent run fills the rest and always holds the last action
+    and what came back. The first request leads word for word when it fits beside them (the
+    task in the user's words, then what became of it); else the handover quotes it. When even
+    the last request and a small handover do not fit, this is the spec's minimal form: the
+    handover and the last request (offloaded with a ref if it alone is too big).
     """
     system = [u for u in original if u.role == "system"]
-    first = next((u for u in original if structure.is_user_request(u)), None)
-    # The first request stays word for word ahead of the handover when it fits, as after a
-    # summary (the task in the user's words, then what became of it): every recent run is
-    # tried with it before any is tried without it.
-    for with_first in (True, False):
-        for tail in _recent_suffixes(state, original):
+    first_i = _first_request_index(original)
+    first = original[first_i] if first_i is not None else None
+    reserve = _handover_reserve(state, original, options)
+    first_cost = state.with_units([first]).units_tokens()[0] if first is not None else 0
+    # with the handover's share: the longest recent run that fits beside it; without it: only
+    # the latest steps (the last action and what came back), the handover taking the rest
+    attempts = [
+        (with_first, room_for_handover, shortest)
+        for room_for_handover, shortest in ((reserve, False), (MIN_HANDOVER_TOKENS, True))
+        for with_first in (True, False)
+    ]
+    for with_first, room_for_handover, shortest in attempts:
+        lead = first_cost if with_first else 0
+        tails = list(_recent_suffixes(state, original, room_for_handover + lead))
+        for tail in tails[-1:] if shortest else tails:
             head: list[Unit] = []
             if first is not None and tail and tail[0].id == first.id:
                 tail, head = tail[1:], [first]  # it is the last request too: it must stay
@@ -96,9 +117,35 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     return minimal_fresh_start(state, original, options)
 
 
-def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Unit]]:
+HANDOVER_SHARE = 0.5  # at most this share of the room goes to the handover, the rest to the tail
+
+
+def _handover_reserve(state: State, original: Sequence[Unit], options: ChainOptions) -> int:
+    """Tokens kept for the handover before the tail is chosen: what a handover of the whole
+    history says (its files, failures, tasks, the user's words), up to half the room; at least
+    `MIN_HANDOVER_TOKENS`. Facts are dense, so a tight goal gives them their share first."""
+    from ctxkit.summarizers.extractive import handover
+
+    system = [u for u in original if u.role == "system"]
+    room = state.target - state.with_units(system).tokens()
+    cap = int(max(0, room) * HANDOVER_SHARE)
+    if cap <= MIN_HANDOVER_TOKENS:
+        return MIN_HANDOVER_TOKENS
+    last_i = _last_request_index(original)
+    body = [u for i, u in enumerate(original) if u.role != "system" and i != last_i]
+    text = handover(
+        body, target_tokens=min(cap, max(options.handover_tokens, cap // 2)),
+        p1_units=[u for u in body if u.is_p1], tok=state.ctx.tokenizer, include_last_request=False,
+    )
+    return max(MIN_HANDOVER_TOKENS, min(cap, state.ctx.tokenizer.count(text) + 80))
+
+
+def _recent_suffixes(
+    state: State, original: Sequence[Unit], reserve: int = MIN_HANDOVER_TOKENS
+) -> Iterator[list[Unit]]:
     """Runs of the chain's latest units, cut at block boundaries and holding the last user
-    request, longest first, that leave room for a handover naming the P1 units they drop."""
+    request, longest first, that leave `reserve` tokens for a handover naming the P1 units they
+    drop."""
     last_i = _last_request_index(original)
     if last_i is None:
         return
@@ -116,7 +163,7 @@ def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Un
         kept = {u.id for u in tail}
         # The handover must name every P1 unit it drops: at least its id on a line.
         p1_cost = sum(tok.count(u.id) + 4 for u in p1 if u.id not in kept)
-        return tokens + p1_cost + MIN_HANDOVER_TOKENS <= room
+        return tokens + p1_cost + reserve <= room
 
     tries = 0
     spans = structure.blocks(current)
@@ -129,9 +176,14 @@ def _recent_suffixes(state: State, original: Sequence[Unit]) -> Iterator[list[Un
     # The work since the last request is larger than the goal (one long agent turn): keep the
     # request and the latest steps of that turn that fit; the handover covers the steps between.
     request = current[request_at]
+    # the latest steps always hold the last action and what came back (what to continue from)
+    from ctxkit.facts import acted
+
+    acts = [k for k, u in enumerate(current) if u.tool_calls or acted(current, k)]
+    latest = next((s for s, e in spans if acts and s <= acts[-1] < e), len(current))
     tries = 0
     for start, _end in spans:
-        if start <= request_at:
+        if start <= request_at or start > latest:
             continue
         if tries >= MAX_SUFFIX_TRIES:
             return
@@ -150,21 +202,28 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarizers.extractive import handover
+    from ctxkit.summarizers.extractive import handover, newest_within
 
     tok = state.ctx.tokenizer
     refs = [archive_unit(state, u) for u in dropped]
     p1 = [u for u in dropped if u.is_p1]
     fixed = state.with_units([*system, *tail]).tokens() + state.ctx.count_opts.tokens_per_message
-    size = min(options.handover_tokens, state.target - fixed)
+    size = max(min(options.handover_tokens, state.target - fixed), int((state.target - fixed) * 0.6))
     dropped_tokens = sum(state.with_units(dropped).units_tokens())
     head = preamble(len(dropped), dropped_tokens, refs)
     quoted = _quoted(state, original, dropped)
+    # the user's own words are quoted newest first within half the room; the handover's
+    # sections share the rest (the room is the goal less the system prompt and the tail)
+    sizes = [tok.count(u.content) + 3 for u in quoted]
+    quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
-        text = "\n".join(p for p in (head, text, verbatim_section(quoted)) if p)
+        quotes = verbatim_section(quoted)
+        # checked against the dropped messages' own facts, as summarize_old checks its summary
+        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state)
+        text = "\n".join(p for p in (head, text, quotes) if p)
         summary = Unit(
             id="ctxkit-handover",
             role="user",
@@ -178,6 +237,9 @@ def _with_handover(
         over = candidate.tokens() - state.target
         if over <= 0:
             return candidate
+        if quoted and size <= 64:
+            quoted = quoted[1:]  # the oldest quote goes before the sections get any smaller
+            continue
         size -= over + 8
     return None
 
@@ -195,7 +257,7 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
 
     system = [u for u in original if u.role == "system"]
     last_i = _last_request_index(original)
-    first_i = next((i for i, u in enumerate(original) if structure.is_user_request(u)), None)
+    first_i = _first_request_index(original)
     tok = state.ctx.tokenizer
     base = state.with_units(system)
     room = state.target - base.tokens() - 2 * state.ctx.count_opts.tokens_per_message
@@ -213,12 +275,71 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
         size_first = state.with_units([original[first_i]]).units_tokens()[0]
         if size_first + MIN_HANDOVER_TOKENS // 2 <= room:
             leads.insert(0, [original[first_i]])
+    # The last action and what came back (as the chain left them: an offloaded output is its
+    # head) stay too when they take at most half of what is left: what to continue from.
+    action = _last_action_units(state, original, {last_i, first_i})
+    action_cost = sum(state.with_units(action).units_tokens()) if action else 0
+    if action and action_cost <= room // 2:
+        room -= action_cost
+    else:
+        action = []
     candidate = state
     for lead in leads:
         candidate = _minimal(state, original, options, system, lead, request, last_i, first_i,
-                             room - sum(state.with_units(lead).units_tokens()) if lead else room)
+                             room - sum(state.with_units(lead).units_tokens()) if lead else room,
+                             action)
         if candidate.fits():
             break
+    if not candidate.fits() and request is not None:
+        candidate = _squeezed(state, candidate, original[last_i])  # type: ignore[index]
+    return candidate
+
+
+def _last_action_units(state: State, original: Sequence[Unit], skip: set[int | None]) -> list[Unit]:
+    """The units of the last action block as the chain's state holds them (none when that block
+    holds a request the minimal form keeps anyway, or is gone from the state)."""
+    from ctxkit.strategies.base import last_action
+
+    at = sorted(last_action(state))
+    if not at:
+        return []
+    units = [state.units[i] for i in at]
+    ids = {u.id for u in units}
+    if any(original[i].id in ids for i in skip if i is not None):
+        return []
+    return units
+
+
+def _squeezed(state: State, candidate: State, request: Unit) -> State:
+    """The minimal form made to fit when its estimate was short: the last request cut further
+    (archived whole) by what is still over, a few times; the handover stays."""
+    tok = state.ctx.tokenizer
+    units = list(candidate.units)
+    at = next((k for k, u in enumerate(units) if u.id == request.id), None)
+    if at is None:
+        return candidate
+    for _ in range(4):
+        over = candidate.tokens() - state.target
+        if over <= 0:
+            break
+        room = max(0, tok.count(units[at].content) - over - 8)
+        units[at] = _fit_last_request(state, request, room)
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+    if candidate.fits():
+        return candidate
+    # The request is as short as it gets: the handover shrinks to one line with one ref (the
+    # rest of the refs stay in its meta and in the archive), or goes.
+    handover_at = next((k for k, u in enumerate(units) if u.id == "ctxkit-handover"), None)
+    if handover_at is not None:
+        old = units[handover_at]
+        refs = [str(r) for r in old.meta.get("refs", ())]
+        more = f" and {len(refs) - 1:,} more" if len(refs) > 1 else ""
+        line = f"[earlier messages {archived_as(refs[:1])}{more}]" if refs else "[earlier messages archived]"
+        units[handover_at] = old.replace(content=line, meta=old.meta)
+        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+        if not candidate.fits():
+            del units[handover_at]
+            candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
     return candidate
 
 
@@ -232,15 +353,21 @@ def _minimal(
     last_i: int | None,
     first_i: int | None,
     room: int,
+    action: Sequence[Unit] = (),
 ) -> State:
-    """The minimal form with this lead: the handover shrunk until the whole fits (or 16)."""
+    """The minimal form with this lead: the handover shrunk until the whole fits (or 16); the
+    last action (`action`, kept whole) after the request when it came after it, else before."""
     from ctxkit.summarizers.extractive import handover
 
     tok = state.ctx.tokenizer
     skip = {last_i, first_i if lead else None}
-    body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
+    kept_ids = {u.id for u in action}
+    body = [
+        u for i, u in enumerate(original)
+        if u.role != "system" and i not in skip and u.id not in kept_ids
+    ]
     if not body:  # nothing to hand over: the requests alone
-        kept = [*system, *lead, *([request] if request is not None else [])]
+        kept = [*system, *lead, *([request] if request is not None else []), *action]
         return State(units=tuple(kept), target=state.target, ctx=state.ctx, in_recovery=True)
     refs = [archive_unit(state, u) for u in body]
     p1 = [u for u in body if u.is_p1]
@@ -250,7 +377,10 @@ def _minimal(
     candidate = state
     head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
     for _ in range(6):
-        body_text = handover(body, target_tokens=size, p1_units=p1, tok=tok).strip()
+        # the real last request follows the handover: the handover must not quote another
+        body_text = handover(
+            body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+        ).strip()
         if not body_text:
             head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
         text = f"{head}\n{body_text}" if body_text else head
@@ -265,6 +395,11 @@ def _minimal(
             units = [*system, request, summary]  # the only request: the task, then the handover
         else:
             units = [*system, *lead, summary, *([request] if request is not None else [])]
+        if action:
+            position = {u.id: k for k, u in enumerate(original)}
+            after = last_i is None or position.get(action[0].id, 0) > last_i
+            at = len(units) if after or request is None else len(units) - 1
+            units[at:at] = list(action)
         candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
         over = candidate.tokens() - state.target
         if over <= 0 or size <= 16:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 from ctxkit.strategies import STRATEGIES
 
@@ -152,3 +153,30 @@ class CompactResult:
             "coherence": self.coherence,
             "time_ms": round(self.time_ms, 2),
         }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A transcript a dataset run could not compact (left out of the output, its archive rows
+    undone): its id, the error's one line and the exit code that error has on its own."""
+
+    transcript_id: str
+    message: str
+    exit_code: int = 1
+
+    @classmethod
+    def of(cls, transcript_id: str, error: CtxkitError) -> Failure:
+        return cls(transcript_id, str(error), error.exit_code)
+
+    def error(self) -> CtxkitError:
+        """The error again, with its exit code (raised where the run cannot go on)."""
+        exc = CtxkitError(self.message)
+        exc.exit_code = self.exit_code
+        return exc
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"transcript": self.transcript_id, "error": self.message, "exit_code": self.exit_code}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Failure:
+        return cls(d["transcript"], d["error"], int(d["exit_code"]))

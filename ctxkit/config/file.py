@@ -518,7 +518,18 @@ def default_config_text() -> str:
     cache: true
   # Extra text for the relevance query (topics that must stay in view).
   priority_areas: []
-"""
+{_render_formats()}"""
+
+
+def _render_formats() -> str:
+    """Comment lines naming the transcript formats, from the format registry."""
+    import textwrap
+
+    from ctxkit.formats import FORMATS
+
+    text = ("Transcripts are read in any of these formats, detected per file (--from forces one, --to "
+            "writes another): " + ", ".join(sorted(FORMATS)) + ".")
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 94))
 
 
 def _render_breaking_strategy(bs: BreakingStrategy) -> str:

@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ctxkit.budget.targets import resolve_target
@@ -33,6 +35,41 @@ def chain_options(
         handover_tokens=config.handover_tokens,
         seed=seed,
     )
+
+
+@dataclass(frozen=True)
+class SettingsSpec:
+    """The flags a run's `CompactSettings` are built from (`compact_settings`' keywords):
+    frozen and picklable, so a Ray worker builds the same settings from it as the driver."""
+
+    limit: int | None = None
+    model: str | None = None
+    target: int | None = None
+    config_path: str | None = None
+    tokenizer: str | None = None
+    image_tokens: int | None = None
+    tool_schema_scale: float | None = None
+    chain: str | None = None
+    recovery: str | None = None
+    seed: int = 0
+    embedder: str | None = None
+    embedder_model: str | None = None
+    embedding_cache: bool | None = None
+    summarizer: str | None = None
+    llm_url: str | None = None
+    llm_model: str | None = None
+
+    def build(
+        self, *, progress: bool = False, warn: Callable[[str], None] | None = None
+    ) -> CompactSettings:
+        """The settings these flags and the configuration give (a bad flag fails here)."""
+        return compact_settings(**asdict(self), progress=progress, warn=warn)
+
+    def portable(self) -> SettingsSpec:
+        """The same flags with the config file's absolute path, for a worker elsewhere."""
+        if self.config_path is None:
+            return self
+        return replace(self, config_path=os.path.abspath(self.config_path))
 
 
 def compact_settings(

@@ -34,33 +34,27 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import orjson
 
-from ctxkit.engines.shards import SHARD_BYTES, Shard, archive_shard_path, read_shard, write_index
+from ctxkit.config.settings import SettingsSpec
+from ctxkit.engines.dataset import (
+    CompactJob,
+    Fault,
+    MapShards,
+    ShardFault,
+    compact_shards,
+    shard_settings,
+    worker_info,
+)
+from ctxkit.engines.shards import SHARD_BYTES, Shard, read_shard
 from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions, ReadStats
 
 TASK_RETRIES = 3  # a task whose worker died (or that raised ShardFault) runs again, 3 times
-
-
-class ShardFault(RuntimeError):
-    """A task failure worth a retry (Ray retries it; any other exception fails the run)."""
-
-
-@dataclass(frozen=True)
-class Fault:
-    """Fault injection for tests: the first attempt at part `part` of input file `file_index`
-    dies after writing `after` conversations, once (the `marker` file records that it did):
-    `exit` kills the worker process, `raise` raises `ShardFault`."""
-
-    marker: str
-    file_index: int = 0
-    part: int = 0
-    after: int = 1
-    mode: str = "exit"
 
 
 @dataclass(frozen=True)
@@ -275,46 +269,6 @@ def run_shards(
             yield result
 
 
-def _maybe_fail(fault: Fault | None, shard: Shard, done: int) -> None:
-    """The injected fault, when this is its shard and moment and it has not struck yet."""
-    if fault is None or done != fault.after:
-        return
-    if (shard.file_index, shard.part) != (fault.file_index, fault.part):
-        return
-    try:
-        fd = os.open(fault.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return  # struck once already: this is the retry
-    os.close(fd)
-    if fault.mode == "raise":
-        raise ShardFault(f"injected fault in shard {shard.name}")
-    os._exit(1)  # the worker dies mid-write, as one killed by the OOM killer would
-
-
-def _stats_dict(stats: ReadStats) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(stats)
-
-
-def worker_info() -> dict[str, Any]:
-    """The process that ran a task and its peak resident memory so far (MB)."""
-    import resource
-
-    return {"pid": os.getpid(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-
-
-def merge_stats(total: ReadStats, d: dict[str, Any]) -> None:
-    """Add a task's reading counts to `total`."""
-    total.files += d["files"]
-    total.records += d["records"]
-    total.skipped_invalid += d["skipped_invalid"]
-    for k, v in d["skipped_non_message"].items():
-        total.skip(k, v)
-    total.skipped_sidechain += d["skipped_sidechain"]
-    total.warnings.extend(d["warnings"])
-
-
 # ---------------------------------------------------------------- count
 
 
@@ -344,7 +298,7 @@ def count_shard(shard: Shard, job: CountJob) -> dict[str, Any]:
         count_row(with_context(t, job.system, list(job.tools)), tok, opts, usage=job.usage)
         for t in read_shard(shard, job.read_opts, stats=stats)
     ]
-    return {"rows": rows, "stats": _stats_dict(stats), "worker": worker_info()}
+    return {"rows": rows, "stats": asdict(stats), "worker": worker_info()}
 
 
 def count_dataset(
@@ -357,133 +311,24 @@ def count_dataset(
 # ---------------------------------------------------------------- compact
 
 
-@dataclass(frozen=True)
-class CompactJob:
-    """A compaction run: `settings` are `compact_settings` keyword arguments (every worker
-    builds the same `CompactSettings` from them), `out_dir` takes the output and archive
-    shards, `to_format` as `compact --to`."""
-
-    out_dir: str
-    settings: dict[str, Any] = field(default_factory=dict)
-    read_opts: ReadOptions = ReadOptions()
-    to_format: str | None = None
-    fault: Fault | None = None
-
-
-_SETTINGS: dict[str, Any] = {}  # per worker process: settings built once per run
-
-
-def _settings(kwargs: dict[str, Any]) -> Any:
-    from ctxkit.config.settings import compact_settings
-
-    key = repr(sorted(kwargs.items()))
-    if key not in _SETTINGS:
-        _SETTINGS.clear()
-        _SETTINGS[key] = compact_settings(**kwargs)
-    return _SETTINGS[key]
-
-
-def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
-    """Compact one shard into `<out_dir>/<shard name>` and its archive shard beside it.
-
-    Both are written under temp names and renamed when whole, the archive first (an output
-    always finds its refs).
-    """
-    from ctxkit.archive.store import Archive
-    from ctxkit.compaction import compact
-    from ctxkit.fileio import atomic_writer
-    from ctxkit.formats import check_depth, write_transcripts
-
-    settings = _settings(job.settings)
-    output = os.path.join(job.out_dir, shard.name)
-    archive_file = archive_shard_path(output)
-    fd, scratch = tempfile.mkstemp(
-        prefix=f".{os.path.basename(archive_file)}.", suffix=".tmp", dir=job.out_dir
-    )
-    os.close(fd)
-    os.unlink(scratch)  # the archive creates it, 0600
-    stats = ReadStats()
-    tally: dict[str, Any] = {
-        "shard": shard.name,
-        "conversations": 0,
-        "changed": 0,
-        "tokens_before": 0,
-        "tokens_after": 0,
-        "violations": [],
-    }
-
-    def results() -> Iterator[Any]:
-        for t in read_shard(shard, job.read_opts, stats=stats):
-            r = compact(check_depth(t), settings, archive=archive)
-            tally["conversations"] += 1
-            tally["changed"] += r.changed
-            tally["tokens_before"] += r.tokens_before
-            tally["tokens_after"] += r.tokens_after
-            tally["violations"] += [f"{t.id}: {v}" for v in r.invariants["violations"]]
-            yield r.transcript
-            _maybe_fail(job.fault, shard, tally["conversations"])
-
-    archive = Archive(scratch)
-    try:
-        with atomic_writer(output) as out:
-            write_transcripts(results(), out, job.to_format)
-            archive.close()
-            os.replace(scratch, archive_file)
-    except BaseException:
-        archive.abort()
-        for leftover in (scratch, scratch + "-journal"):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-        raise
-    tally["stats"] = _stats_dict(stats)
-    tally["worker"] = worker_info()
-    return tally
-
-
-def copy_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
-    """The shard's own bytes as its output (atomic): `compact` writes an input in which nothing
-    changed as it was, byte for byte."""
-    from ctxkit.fileio import atomic_writer
-
-    with open(shard.path, "rb") as f, atomic_writer(os.path.join(job.out_dir, shard.name), "wb") as out:
-        f.seek(shard.start)
-        left = None if shard.end < 0 else shard.end - shard.start
-        while left is None or left > 0:
-            chunk = f.read(1 << 20 if left is None else min(1 << 20, left))
-            if not chunk:
-                break
-            out.write(chunk)
-            if left is not None:
-                left -= len(chunk)
-    return {"shard": shard.name}
-
-
 def compact_dataset(
     shards: Sequence[Shard], job: CompactJob, opts: RayOptions = RayOptions()
 ) -> Iterator[dict[str, Any]]:
-    """Each shard's `compact_shard` tally, in input order; then the index of the archive
-    shards is written and leftovers of killed attempts are removed."""
+    """`engines.dataset.compact_shards` with the shards as Ray tasks: each shard's tally, in
+    input order; then the index of the archive shards."""
     job = replace(job, fault=job.fault or opts.fault)
-    os.makedirs(job.out_dir, exist_ok=True)
-    changed: dict[int, int] = {}
-    for shard, tally in zip(shards, run_shards(compact_shard, shards, job, opts), strict=True):
-        changed[shard.file_index] = changed.get(shard.file_index, 0) + tally["changed"]
-        yield tally
-    if job.to_format is None:
-        # a file in which nothing changed is written as it was, as `compact` writes it
-        same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
-        for _ in run_shards(copy_shard, same, job, replace(opts, fault=None)):
-            pass
-    finish_directory(job.out_dir, [s.name for s in shards])
+    yield from compact_shards(shards, job, shard_mapper(opts))
 
 
-def finish_directory(out_dir: str, names: Sequence[str]) -> None:
-    """Index the archive shards and remove the temp files of attempts that died."""
-    write_index(out_dir, names)
-    prefixes = tuple(f".{n}." for n in names) + tuple(f".{archive_shard_path(n)}." for n in names)
-    for entry in os.listdir(out_dir):
-        if entry.startswith(prefixes) and entry.endswith((".tmp", ".tmp-journal")):
-            os.unlink(os.path.join(out_dir, entry))
+def shard_mapper(opts: RayOptions) -> MapShards:
+    """`engines.dataset.MapShards` as Ray tasks: `fn(shard, job)` for every shard."""
+    return partial(_map_shards, opts=opts)
+
+
+def _map_shards(
+    fn: Callable[[Shard, Any], Any], shards: Sequence[Shard], job: Any, *, opts: RayOptions
+) -> Iterator[Any]:
+    return run_shards(fn, shards, job, opts)
 
 
 # ---------------------------------------------------------------- score-rl
@@ -491,12 +336,12 @@ def finish_directory(out_dir: str, names: Sequence[str]) -> None:
 
 @dataclass(frozen=True)
 class ScoreJob:
-    """A score-rl run: settings (`compact_settings` keyword arguments) and embedder, actions,
-    mode, export kind and file format, ground truth, and where the shards go."""
+    """A score-rl run: settings and embedder, actions, mode, export kind and file format,
+    ground truth, and where the shards go."""
 
     out_dir: str
     actions: tuple[Any, ...]
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: SettingsSpec = field(default_factory=SettingsSpec)
     embedder: str | None = None
     read_opts: ReadOptions = ReadOptions()
     mode: str = "oneshot"
@@ -513,7 +358,7 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
     from ctxkit.embedders import get_embedder
     from ctxkit.fidelity.truth import TruthMatcher, match_truth, read_truth_records, sidecar_for
 
-    settings = _settings(job.settings)
+    settings = shard_settings(job.settings)
     if job.embedder is not None:
         settings = settings.replace(embedder=get_embedder(job.embedder))
     source = job.truth_path or sidecar_for(shard.path)
@@ -548,7 +393,7 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
         "summary": summary,
         "no_truth": missing[0] if missing else None,
         "truth_source": str(source) if source else None,
-        "stats": _stats_dict(stats),
+        "stats": asdict(stats),
     }
 
 
@@ -598,8 +443,7 @@ class Compactor:
     def __call__(self, batch: Any) -> Any:
         import hashlib
 
-        from ctxkit.archive.store import Archive
-        from ctxkit.compaction import compact
+        from ctxkit.compaction.run import ArchiveTarget, run
         from ctxkit.formats import check_depth, dataset_item, read_conversation
 
         is_frame = hasattr(batch, "to_dict") and hasattr(batch, "columns")
@@ -615,32 +459,21 @@ class Compactor:
             t = read_conversation(orjson.loads(text), str(path), int(line), self.read_opts)
             if t is not None:
                 transcripts.append(check_depth(t))
-        key = hashlib.sha256("\n".join(t.id for t in transcripts).encode()).hexdigest()[:16]
-        scratch = None
+        archive = ArchiveTarget()
         if self.archive_dir is not None:
+            key = hashlib.sha256("\n".join(t.id for t in transcripts).encode()).hexdigest()[:16]
             os.makedirs(self.archive_dir, exist_ok=True)
-            target = os.path.join(self.archive_dir, f"batch-{key}.ctx.db")
-            fd, scratch = tempfile.mkstemp(prefix=f".batch-{key}.", suffix=".tmp", dir=self.archive_dir)
-            os.close(fd)
-            os.unlink(scratch)
-        archive = Archive(scratch or ":memory:")
-        try:
-            for t in transcripts:
-                r = compact(t, self.settings, archive=archive)
-                out["id"].append(t.id)
-                out["text"].append(orjson.dumps(dataset_item(r.transcript, self.to_format)).decode())
-                out["changed"].append(r.changed)
-                out["tokens_before"].append(r.tokens_before)
-                out["tokens_after"].append(r.tokens_after)
-                out["fits"].append(r.fits)
-            archive.close()
-            if scratch is not None:
-                os.replace(scratch, target)
-        except BaseException:
-            archive.abort()
-            if scratch is not None and os.path.exists(scratch):
-                os.unlink(scratch)
-            raise
+            archive = ArchiveTarget(os.path.join(self.archive_dir, f"batch-{key}.ctx.db"), staged=True)
+
+        def row(r: Any, _archive: Any) -> None:
+            out["id"].append(r.transcript.id)
+            out["text"].append(orjson.dumps(dataset_item(r.transcript, self.to_format)).decode())
+            out["changed"].append(r.changed)
+            out["tokens_before"].append(r.tokens_before)
+            out["tokens_after"].append(r.tokens_after)
+            out["fits"].append(r.fits)
+
+        run(transcripts, self.settings, archive=archive, on_result=row)
         if is_frame:
             import pandas as pd
 

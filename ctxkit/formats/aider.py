@@ -35,14 +35,13 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ctxkit.errors import InputError
+from ctxkit.formats.base import Format, never
 from ctxkit.formats.common import Source, finish, is_reasoning_only, joins
 from ctxkit.model import Transcript, Unit
 
 NAME = "aider"
 APP_LABEL = "aider chat history"
 OMITS = "aider's system prompt, repo map and the files added to the chat"
-TEXT = True  # a text file, not JSON records: `read_text` and `write_text`
-RECORDS = False  # never detected in a list of JSON records
 SUFFIX = ".aider.chat.history.md"
 
 HEADER = "# aider chat started at "
@@ -79,11 +78,6 @@ def looks_like(head: bytes) -> bool:
     session header, aider's website wrapper, or a `#### ` line as aider writes it (front matter
     alone, common to markdown pages, is not enough)."""
     return HEADER.encode() in head or _WRAPPER_OPEN.encode() in head or _MARKED_USER.search(head) is not None
-
-
-def detect(obj: Any) -> bool:
-    """Never a JSON record: aider histories are found by `sniff` on the file's text."""
-    return False
 
 
 # ---------------------------------------------------------------- reading
@@ -208,10 +202,15 @@ def _segments(lines: list[str]) -> list[tuple[str, list[str]]]:
     return segs
 
 
-def _user_text(lines: list[str]) -> str:
+def _content_line(line: str, newline: str) -> str:
+    """A line of a message without its end: a file written with `\n` keeps a `\r` of the text."""
+    return _body(line) if newline == "\r\n" else line.removesuffix("\n")
+
+
+def _user_text(lines: list[str], newline: str = "\r\n") -> str:
     out = []
     for line in lines:
-        body = _body(line)
+        body = _content_line(line, newline)
         if not body.strip():
             continue
         text = body[5:] if body.startswith("#### ") else ""
@@ -219,8 +218,8 @@ def _user_text(lines: list[str]) -> str:
     return "\n".join(out)
 
 
-def _reply_text(lines: list[str]) -> str:
-    bodies = [_body(line) for line in lines]
+def _reply_text(lines: list[str], newline: str = "\r\n") -> str:
+    bodies = [_content_line(line, newline) for line in lines]
     while bodies and not bodies[0].strip():
         bodies.pop(0)
     while bodies and not bodies[-1].strip():
@@ -249,7 +248,9 @@ def read_text(text: str, src: Source) -> list[Transcript]:
             "line and no `> ` notice (use --from to force another format)",
             text[:60],
         )
-    newline = "\r\n" if "\r\n" in text[:65536] else "\n"
+    # The file's line ends are its first line's (a reply may hold a "\r\n" of its own).
+    first_end = text.find("\n")
+    newline = "\r\n" if first_end > 0 and text[first_end - 1] == "\r" else "\n"
     sessions: list[list[tuple[str, list[str]]]] = [[]]
     for seg in segs:
         if seg[0] == "header":
@@ -263,6 +264,7 @@ def read_text(text: str, src: Source) -> list[Transcript]:
         sessions = rest
     out = []
     line_no = 1
+    keys: dict[str, int] = {}
     for k, session in enumerate(sessions):
         at = line_no  # the session's header line, or its first line
         for kind, seg_lines in session:
@@ -272,7 +274,13 @@ def read_text(text: str, src: Source) -> list[Transcript]:
             at += len(seg_lines)
         else:
             at = line_no
-        tid = src.tid if len(sessions) == 1 else f"{src.tid}#{at}"
+        # A session is named by when it started (its header), not by where it sits: compaction
+        # moves every later session up, the archive must still tell them apart.
+        key = _session_key(session) or str(at)
+        keys[key] = keys.get(key, 0) + 1
+        if keys[key] > 1:
+            key = f"{key}.{keys[key]}"
+        tid = src.tid if len(sessions) == 1 else f"{src.tid}#{key}"
         out.append(_session(session, src, tid, newline, at))
         line_no += sum(len(seg_lines) for _, seg_lines in session)
         if k == 0 and text.startswith("\ufeff"):
@@ -280,10 +288,14 @@ def read_text(text: str, src: Source) -> list[Transcript]:
     return out
 
 
-def read(records: list[Any], src: Source) -> Transcript:
-    """The first session of a history given as text records (the registry's reader contract;
-    files are read whole by `read_text`)."""
-    return read_text("".join(r for r in records if isinstance(r, str)), src)[0]
+def _session_key(segs: list[tuple[str, list[str]]]) -> str | None:
+    """When a session started, from its header (`2024-08-06T08:55:14`); None without one."""
+    for kind, seg_lines in segs:
+        if kind == "header":
+            line = next((x for x in seg_lines if x.startswith(HEADER)), "")
+            stamp = line[len(HEADER):].strip()
+            return stamp.replace(" ", "T") or None
+    return None
 
 
 def _session(segs: list[tuple[str, list[str]]], src: Source, tid: str, newline: str, line_no: int) -> Transcript:
@@ -298,7 +310,7 @@ def _session(segs: list[tuple[str, list[str]]], src: Source, tid: str, newline: 
         src.stats.records += 1
         if kind in ("user", "assistant"):
             uid = f"u{len(units)}"
-            content = _user_text(seg_lines) if kind == "user" else _reply_text(seg_lines)
+            content = _user_text(seg_lines, newline) if kind == "user" else _reply_text(seg_lines, newline)
             units.append(finish(Unit(id=uid, role=kind, content=content, raw=chunk, group=index)))
             continue
         if kind == "header":
@@ -415,6 +427,37 @@ def write_text(t: Transcript) -> str:
     return "".join(out)
 
 
-def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """The session as one text record (the registry's writer contract; files use `write_text`)."""
-    return [write_text(t)], {}
+# ---------------------------------------------------------------- validating
+
+
+def validate(data: Any) -> list[str]:
+    """The text reads as aider chat history sessions, each opened by its header."""
+    from ctxkit.errors import InputError
+    from ctxkit.formats import read_text
+
+    text = data.decode("utf-8") if isinstance(data, bytes) else str(data)
+    try:
+        sessions = read_text(text, "aider")
+    except InputError as err:
+        return [str(err)]
+    headers = sum(1 for line in text.split("\n") if line.startswith(HEADER))
+    # a page of aider's website holds one session and no header
+    return [] if headers in (len(sessions), len(sessions) - 1) else [
+        f"{len(sessions)} session(s) but {headers} `{HEADER.strip()}` line(s)"]
+
+
+FORMAT = Format(
+    name=NAME,
+    label=APP_LABEL,
+    shape="text",
+    detect=never,
+    read=read_text,
+    write=write_text,
+    validate=validate,
+    agent="aider",
+    sniff=sniff,
+    looks_like=looks_like,
+    suffix=SUFFIX,
+    holds_tools=False,
+    omits=OMITS,
+)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import anthropic_problems, per_conversation
 from ctxkit.formats.common import (
     IMAGE_BLOCKS,
     Source,
@@ -312,3 +314,39 @@ def _only_results(rec: dict[str, Any]) -> bool:
     return isinstance(content, list) and bool(content) and all(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
+
+
+def detect_object(obj: dict[str, Any]) -> bool:
+    """A Messages API request: `messages` beside a top-level `system` (and no system-role
+    message), or beside tools with an `input_schema`; its messages are Anthropic's or plain."""
+    from ctxkit.formats import openai
+
+    msgs = obj.get("messages")
+    if not isinstance(msgs, list):
+        return False
+    tools = obj.get("tools")
+    if "system" in obj:
+        if any(isinstance(m, dict) and m.get("role") == "system" for m in msgs[:50]):
+            return False
+    elif not (msgs and isinstance(tools, list) and tools and isinstance(tools[0], dict) and "input_schema" in tools[0]):
+        return False
+    return not msgs or detect(msgs) or openai.detect(msgs)
+
+
+# ---------------------------------------------------------------- validating
+
+# `messages.create` request messages, system and tools (the SDK's types) and the API's rules.
+validate = per_conversation(anthropic_problems)
+
+
+FORMAT = Format(
+    name=NAME,
+    label="Anthropic messages",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    detect_object=detect_object,
+    extension=EXTENSION,
+)

@@ -32,6 +32,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from ctxkit.formats.base import Format, never
+from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import (
     Source,
     args_object,
@@ -47,7 +49,6 @@ from ctxkit.formats.common import (
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "atif"
-RECORDS = False  # one trajectory object, never a list of message records
 VERSION = "ATIF-v1.4"  # written when no later field is needed (tool_definitions: v1.5)
 
 SOURCES = {"system": "system", "user": "user", "agent": "assistant"}
@@ -444,3 +445,133 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     obj = write_object(t)
     steps = obj.pop("steps")
     return steps, obj
+
+
+# ---------------------------------------------------------------- validating
+
+
+_ATIF_VERSIONS = frozenset(f"ATIF-v1.{n}" for n in range(7))
+_ATIF_ROOT = {"schema_version": str, "session_id": str, "agent": dict, "steps": list, "notes": str,
+              "final_metrics": dict, "continued_trajectory_ref": str, "extra": dict}
+_ATIF_AGENT = {"name": str, "version": str, "model_name": str, "tool_definitions": list, "extra": dict}
+_ATIF_FINAL = {"total_prompt_tokens": int, "total_completion_tokens": int, "total_cached_tokens": int,
+               "total_cost_usd": (int, float), "total_steps": int, "extra": dict}
+_ATIF_STEP = {"step_id": int, "timestamp": str, "source": str, "model_name": str, "reasoning_effort": (str, int, float),
+              "message": (str, list), "reasoning_content": str, "tool_calls": list, "observation": dict,
+              "metrics": dict, "is_copied_context": bool, "extra": dict}
+_ATIF_METRICS = {"prompt_tokens": int, "completion_tokens": int, "cached_tokens": int, "cost_usd": (int, float),
+                 "prompt_token_ids": list, "completion_token_ids": list, "logprobs": list, "extra": dict}
+_ATIF_CALL = {"tool_call_id": str, "function_name": str, "arguments": dict}
+_ATIF_RESULT = {"source_call_id": str, "content": (str, list), "subagent_trajectory_ref": list}
+_ATIF_REQUIRED = {"root": ("schema_version", "session_id", "agent", "steps"), "agent": ("name", "version"),
+                  "step": ("step_id", "source", "message"), "call": ("tool_call_id", "function_name", "arguments")}
+_ATIF_AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+_ATIF_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+def _fields(obj: Any, spec: dict[str, Any], where: str, required: tuple[str, ...] = ()) -> list[str]:
+    """Type, unknown-key and required-key problems of one ATIF object (null is an absent value)."""
+    if not isinstance(obj, dict):
+        return [f"{where}: expected an object"]
+    out = [f"{where}: missing `{k}`" for k in required if obj.get(k) is None]
+    for key, value in obj.items():
+        if key not in spec:
+            out.append(f"{where}: unknown field `{key}`")
+        elif value is not None and (not isinstance(value, spec[key]) or (isinstance(value, bool) and spec[key] is not bool)):
+            out.append(f"{where}.{key}: expected {getattr(spec[key], '__name__', 'a number or text')}")
+    return out
+
+
+def _parts(value: Any, where: str) -> list[str]:
+    """A v1.6 list of content parts: text parts with `text`, image parts with `source`."""
+    if not isinstance(value, list):
+        return []
+    out = []
+    for k, part in enumerate(value):
+        at = f"{where}[{k}]"
+        if not isinstance(part, dict) or part.get("type") not in ("text", "image") or set(part) - {"type", "text", "source"}:
+            out.append(f"{at}: expected a content part {{type: text|image, text | source}}")
+        elif part["type"] == "text" and (not isinstance(part.get("text"), str) or part.get("source") is not None):
+            out.append(f"{at}: a text part needs `text` and no `source`")
+        elif part["type"] == "image":
+            src = part.get("source")
+            if (part.get("text") is not None or not isinstance(src, dict) or src.get("media_type") not in _ATIF_IMAGE_TYPES
+                    or not isinstance(src.get("path"), str) or set(src) - {"media_type", "path"}):
+                out.append(f"{at}: an image part needs `source` {{media_type, path}} and no `text`")
+    return out
+
+
+def _atif(obj: Any) -> list[str]:
+    """One trajectory object against the ATIF rules."""
+    out = _fields(obj, _ATIF_ROOT, "trajectory", _ATIF_REQUIRED["root"])
+    if not isinstance(obj, dict):
+        return out
+    if obj.get("schema_version") not in _ATIF_VERSIONS:
+        out.append(f"schema_version: {obj.get('schema_version')!r} is not ATIF-v1.0 to ATIF-v1.6")
+    out.extend(_fields(obj.get("agent"), _ATIF_AGENT, "agent", _ATIF_REQUIRED["agent"]))
+    if obj.get("final_metrics") is not None:
+        out.extend(_fields(obj["final_metrics"], _ATIF_FINAL, "final_metrics"))
+    steps: list[Any] = obj["steps"] if isinstance(obj.get("steps"), list) else []
+    if not steps:
+        out.append("steps: at least one step")
+    for i, step in enumerate(steps):
+        at = f"step {i + 1}"
+        out.extend(_fields(step, _ATIF_STEP, at, _ATIF_REQUIRED["step"]))
+        if not isinstance(step, dict):
+            continue
+        if step.get("step_id") != i + 1:
+            out.append(f"{at}: step_id {step.get('step_id')!r}, expected {i + 1} (sequential from 1)")
+        if step.get("source") not in ("system", "user", "agent"):
+            out.append(f"{at}: source {step.get('source')!r} is not system, user or agent")
+        elif step["source"] != "agent":
+            out.extend(f"{at}: `{k}` only applies to agent steps" for k in _ATIF_AGENT_ONLY if step.get(k) is not None)
+        if isinstance(step.get("timestamp"), str) and timestamp_of(step["timestamp"]) is None:
+            out.append(f"{at}: timestamp {step['timestamp']!r} is not ISO 8601")
+        out.extend(_parts(step.get("message"), f"{at}.message"))
+        ids = set()
+        for k, call in enumerate(step.get("tool_calls") or []):
+            out.extend(_fields(call, _ATIF_CALL, f"{at}.tool_calls[{k}]", _ATIF_REQUIRED["call"]))
+            if isinstance(call, dict):
+                ids.add(call.get("tool_call_id"))
+        if isinstance(step.get("metrics"), dict):
+            out.extend(_fields(step["metrics"], _ATIF_METRICS, f"{at}.metrics"))
+        observation = step.get("observation")
+        if observation is None:
+            continue
+        out.extend(_fields(observation, {"results": list}, f"{at}.observation", ("results",)))
+        results = observation.get("results") if isinstance(observation, dict) else None
+        for k, result in enumerate(results if isinstance(results, list) else []):
+            where = f"{at}.observation.results[{k}]"
+            out.extend(_fields(result, _ATIF_RESULT, where))
+            if not isinstance(result, dict):
+                continue
+            out.extend(_parts(result.get("content"), f"{where}.content"))
+            cid = result.get("source_call_id")
+            if cid is not None and cid not in ids:
+                out.append(f"{where}: source_call_id {cid!r} is not a tool call of its step")
+            for n, ref in enumerate(result.get("subagent_trajectory_ref") or []):
+                out.extend(_fields(ref, {"session_id": str, "trajectory_path": str, "extra": dict},
+                                   f"{where}.subagent_trajectory_ref[{n}]", ("session_id",)))
+    return out[:MAX_PROBLEMS]
+
+
+def validate(data: Any) -> list[str]:
+    """Harbor's ATIF rules on a trajectory, or a dataset of them (a JSON array or one per line)."""
+    found = parsed(data)
+    items = found if isinstance(found, list) else [found]
+    out: list[str] = []
+    for n, obj in enumerate(items):
+        out.extend(f"trajectory {n + 1}: {p}" if len(items) > 1 else p for p in _atif(obj))
+    return out
+
+
+FORMAT = Format(
+    name=NAME,
+    label="ATIF trajectory",
+    shape="object",
+    detect=never,
+    read=read,
+    write=write_object,
+    validate=validate,
+    detect_object=detect,
+)

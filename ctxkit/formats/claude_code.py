@@ -1,10 +1,20 @@
 """Claude Code session logs: one record per line, messages among app records.
 
-Written back as a log Claude Code itself can resume from: untouched units as their source records,
-changed units as their source record(s) with the content replaced, units made by compaction as
-new records, and the message records relinked into one chain (`parentUuid` of each is the record
-before it). A user record holding a ctxkit summary is marked `isCompactSummary`, Claude Code's
-own convention for its compaction summaries.
+Read: the main thread's user and assistant records as units (one API response written as
+several records merged by message id, tool results one unit each); sub-agent turns (1.0.x
+`isSidechain` records, 2.x `agent_progress` records) only with `include_sidechains`. Every other
+record (`system` notices and compact boundaries, `summary`, snapshots, progress, attachments,
+queue operations, titles...) is kept in place (`formats.kept`), and so is the history before
+Claude Code's own last compaction (a `compact_boundary` record with a null `parentUuid`, then
+the `isCompactSummary` user record), which the model no longer reads.
+
+Written back as a log Claude Code itself can resume from: every kept record in its place,
+untouched units as their source records (byte for byte, `parentUuid` too), changed units as
+their source record(s) with the content replaced, units made by compaction as new records. A
+record whose parent went with compaction hangs from what took its place (or the record before
+it), a new record from the record before it. A user record holding a ctxkit summary is marked
+`isCompactSummary`, Claude Code's own convention for its compaction summaries. Written from
+another format, the records form one chain (`parentUuid` of each is the record before it).
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from typing import Any
 
 from ctxkit.classify import classify
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
     Source,
     blocks_text,
@@ -24,6 +36,8 @@ from ctxkit.formats.common import (
     source_records,
     timestamp_of,
 )
+from ctxkit.formats.kept import KEY as KEPT
+from ctxkit.formats.kept import Keeper, names, place
 from ctxkit.model import Transcript, Unit
 
 NAME = "claude-code"
@@ -68,14 +82,28 @@ def _usage(usage: dict[str, Any]) -> dict[str, int]:
     }
 
 
+def _message_record(rec: dict[str, Any]) -> dict[str, Any] | None:
+    """The user or assistant record a record carries: itself, or (2.x `agent_progress`) the
+    sub-agent's record inside it; None for any other record."""
+    if rec.get("type") in _MESSAGE_KINDS:
+        return rec
+    data = rec.get("data")
+    if rec.get("type") == "progress" and isinstance(data, dict) and data.get("type") == "agent_progress":
+        inner = data.get("message")
+        if isinstance(inner, dict) and inner.get("type") in _MESSAGE_KINDS and isinstance(inner.get("message"), dict):
+            return inner
+    return None
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The main thread as units: split assistant records merged by message id, tool results
-    one unit each, app records skipped and counted.
+    one unit each, every other record kept in place (see the module doc) and counted.
 
     After a compaction Claude Code sends the model only its summary and what follows, so the
-    units before the last compaction summary are left out (and counted) unless
+    units before the last compaction summary are left out (kept as records, and counted) unless
     `src.include_compacted`."""
     units: list[Unit] = []
+    keeper = Keeper()
     compacted_at: int | None = None  # unit index of the last main-thread compaction summary
     taken = 0  # message records read into units so far
     compacted = 0  # message records before the last compaction summary
@@ -83,36 +111,44 @@ def read(records: list[Any], src: Source) -> Transcript:
     by_message: dict[str, int] = {}  # message id -> unit index
     calls: dict[str, dict[str, Any]] = {}
     session: str | None = None
-    message_uuids: set[Any] = set()  # uuids of the message records read so far
+    boundaries: set[Any] = set()  # uuids of compact_boundary records
+    deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             src.bad(i, "expected a Claude Code record object", rec)
             continue
         kind = rec.get("type")
-        if kind not in _MESSAGE_KINDS:
+        inner = _message_record(rec)
+        progress = inner is not None and inner is not rec  # a sub-agent's turn, 2.x
+        if inner is None:
+            if kind == "system" and rec.get("subtype") == "compact_boundary":
+                boundaries.add(rec.get("uuid"))
+            elif kind == "attachment":
+                _note_deferred(rec, deferred)
             stats.skip(str(kind))
+            keeper.keep(i, rec, name=rec.get("uuid"))
             continue
-        if rec.get("isSidechain") and not src.include_sidechains:
+        if (rec.get("isSidechain") or progress) and not src.include_sidechains:
             stats.skipped_sidechain += 1
+            keeper.keep(i, rec, name=rec.get("uuid"))
             continue
-        msg = rec.get("message")
+        msg = inner.get("message")
         if not isinstance(msg, dict):
             src.bad(i, f"expected a `message` object in this {kind} record", rec)
             continue
+        kind = inner.get("type")
         session = session or rec.get("sessionId")
         taken += 1
-        if isinstance(rec.get("uuid"), str):
-            message_uuids.add(rec["uuid"])
-        ts = timestamp_of(rec.get("timestamp"))
-        uid = str(rec.get("uuid") or f"u{len(units)}")
-        meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") else {}
+        ts = timestamp_of(inner.get("timestamp") or rec.get("timestamp"))
+        uid = str(inner.get("uuid") or rec.get("uuid") or f"u{len(units)}")
+        meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") or progress else {}
         content = msg.get("content")
         if kind == "assistant":
             mid = msg.get("id")
             texts, thinking, tool_calls, images = assistant_parts(content, names, src)
             index = by_message.get(mid) if isinstance(mid, str) else None
-            if index is not None:
+            if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
                 unit = units[index]
                 # Another content block of the same API response, written as its own record.
                 if texts:
@@ -123,6 +159,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                 unit.images += images
                 unit.meta["records"] = unit.meta.get("records", 1) + 1
                 unit.source.append(rec)
+                keeper.also(unit.id, i, rec.get("uuid"))
             else:
                 unit = Unit(
                     id=uid,
@@ -141,8 +178,9 @@ def read(records: list[Any], src: Source) -> Transcript:
                 if isinstance(mid, str):
                     by_message[mid] = index
                 units.append(unit)
+                keeper.unit(uid, [i], rec.get("uuid"))
             usage = msg.get("usage")
-            if isinstance(mid, str) and isinstance(usage, dict):
+            if isinstance(mid, str) and isinstance(usage, dict) and not meta:
                 got = _usage(usage)
                 call = calls.get(mid)
                 if call is None:
@@ -153,16 +191,17 @@ def read(records: list[Any], src: Source) -> Transcript:
                     for key, value in got.items():
                         call[key] = max(call[key], value)
             continue
-        summary = bool(rec.get("isCompactSummary"))
-        if rec.get("isMeta"):
+        summary = bool(inner.get("isCompactSummary"))
+        if inner.get("isMeta"):
             meta["is_meta"] = True
-        if summary and not rec.get("isSidechain") and rec.get("parentUuid") not in message_uuids:
+        if summary and not meta.get("sidechain") and (rec.get("parentUuid") is None or rec.get("parentUuid") in boundaries):
             # Claude Code's summary starts a new chain (no parent, or a compact_boundary record):
             # a summary linked to the messages before it (as ctxkit writes one) cuts nothing.
             compacted_at, compacted = len(units), taken - 1
         if not isinstance(content, list):
             text, images = blocks_text(content, src=src)
             units.append(_user(uid, text, images, ts, rec, i, meta, summary))
+            keeper.unit(uid, [i], rec.get("uuid"))
             continue
         rest: list[Any] = []
         k = 0
@@ -176,6 +215,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                 if unit.tool_call_id not in names:
                     src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
                 units.append(unit)
+                keeper.unit(unit.id, [i], rec.get("uuid"))
                 k += 1
             else:
                 rest.append(block)
@@ -187,20 +227,27 @@ def read(records: list[Any], src: Source) -> Transcript:
             tail, images = blocks_text(rest[-1:], src=src)
             units.append(_user(uid, head, 0, ts, rec, i, meta, False))
             units.append(_user(f"{uid}#1", tail, images, ts, rec, i, meta, True))
+            keeper.unit(uid, [i], rec.get("uuid"))
+            keeper.unit(f"{uid}#1", [i])
         elif rest or not content:
             text, images = blocks_text(rest, src=src)
             units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
+            keeper.unit(units[-1].id, [i], rec.get("uuid"))
     for u in units:
         u.type = classify(u)
     link_group_sizes(units)
     usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
     if compacted_at and not src.include_compacted:
+        keeper.hide(units[:compacted_at])
         units, usage_calls = _after_compaction(units, usage_calls, compacted_at, compacted, src)
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
         metadata["session_id"] = session
+    if deferred:
+        metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
+    metadata[KEPT] = keeper.metadata()
     return Transcript(
         units=units,
         id=str(session or src.tid),
@@ -210,6 +257,20 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _note_deferred(rec: dict[str, Any], deferred: dict[str, bool]) -> None:
+    """Apply a `deferred_tools_delta` attachment (Claude Code 2.1.x tool search: which tools it
+    sends by name only, for ToolSearch to load) to the tools deferred so far."""
+    att = rec.get("attachment")
+    if not isinstance(att, dict) or att.get("type") != "deferred_tools_delta":
+        return
+    for key, on in (("removedNames", False), ("addedNames", True), ("readdedNames", True)):
+        names = att.get(key)
+        if isinstance(names, list):
+            for name in names:
+                if isinstance(name, str):
+                    deferred[name] = on
 
 
 def _after_compaction(
@@ -262,25 +323,42 @@ def _bucket(u: Unit) -> str:
     return "assistant" if u.role == "assistant" else "user"
 
 
+def _message_of(rec: dict[str, Any]) -> dict[str, Any]:
+    """The API message a written record holds (inside an `agent_progress` record's data)."""
+    inner = _message_record(rec)
+    msg = inner.get("message") if inner is not None else None
+    return msg if isinstance(msg, dict) else {}
+
+
+def _with_message(rec: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `rec` holding `message` where it held its own."""
+    inner = _message_record(rec)
+    if inner is not None and inner is not rec:
+        return {**rec, "data": {**rec["data"], "message": {**inner, "message": message}}}
+    return {**rec, "message": message}
+
+
 def _with_text(rec: dict[str, Any], text: str) -> dict[str, Any]:
     """A copy of `rec` with another text block at the end of its message."""
-    msg = dict(rec["message"])
+    msg = dict(_message_of(rec))
     content = msg.get("content")
     blocks = ([{"type": "text", "text": content}] if content else []) if isinstance(content, str) else list(content or [])
     msg["content"] = [*blocks, {"type": "text", "text": text}]
-    return {**rec, "message": msg}
+    return _with_message(rec, msg)
 
 
 class _Writer:
-    """Builds the records of one transcript in order; `context` is the record new ones copy
-    their session fields from (the one before, or the first source record)."""
+    """Builds the records of one transcript's units in order, each with the unit it came from;
+    `context` is the record new ones copy their session fields from (the one before, or the
+    first source record)."""
 
     def __init__(self, t: Transcript) -> None:
         self.t = t
         self.same = t.source_format == NAME
-        self.out: list[dict[str, Any]] = []
+        self.out: list[tuple[Unit | None, dict[str, Any]]] = []
         self.context: dict[str, Any] = {}
         self.made: set[str] = set()  # uuids of the records made up here
+        self.replaced: dict[str, str] = {}  # uuid of a record compaction removed -> the made one in its place
         if self.same:
             for u in t.units:
                 recs = source_records(u)
@@ -288,10 +366,13 @@ class _Writer:
                     self.context = recs[0]
                     break
 
-    def emit(self, rec: dict[str, Any]) -> None:
-        self.out.append(rec)
+    def emit(self, rec: dict[str, Any], u: Unit | None) -> None:
+        self.out.append((u, rec))
         if rec.get("type") in _MESSAGE_KINDS:
             self.context = rec
+
+    def last(self) -> dict[str, Any] | None:
+        return self.out[-1][1] if self.out else None
 
     def new_record(self, u: Unit, kind: str, message: dict[str, Any]) -> dict[str, Any]:
         ctx = self.context
@@ -311,6 +392,8 @@ class _Writer:
         rec["uuid"] = str(uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}"))
         rec["timestamp"] = _iso(u.timestamp) or ctx.get("timestamp") or _iso(0.0)
         self.made.add(rec["uuid"])
+        for gone in [*u.meta.get("removed_ids", ()), *u.meta.get("summarized_ids", ())]:
+            self.replaced[str(gone).split("#")[0]] = rec["uuid"]
         return rec
 
     def unit(self, u: Unit) -> None:
@@ -319,49 +402,49 @@ class _Writer:
             return  # Claude Code logs never hold the system prompt
         if u.role == "assistant" and not (u.content or u.tool_calls):
             return  # reasoning alone is no message
-        last = self.out[-1] if self.out else None
-        if joins(u) and u.role != "tool" and last is not None and last.get("message", {}).get("role") == _bucket(u):
+        last = self.last()
+        if joins(u) and u.role != "tool" and last is not None and _message_of(last).get("role") == _bucket(u):
             rec = _with_text(last, u.content)
             if u.type == "summary" and _bucket(u) == "user":
                 rec["isCompactSummary"] = True
-            self.out[-1] = rec
+            self.out[-1] = (self.out[-1][0], rec)
             return
         sources = source_records(u) if self.same else []
-        template = sources[0] if sources and isinstance(sources[0].get("message"), dict) else None
+        template = sources[0] if sources and _message_of(sources[0]) else None
         if u.role == "assistant":
             blocks = assistant_blocks(u)
             if template is not None:
-                self.emit({**template, "message": {**template["message"], "content": blocks}})
+                self.emit(_with_message(template, {**_message_of(template), "content": blocks}), u)
             else:
                 mid = "msg_ctxkit_" + uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}").hex[:24]
                 message = {"id": mid, "type": "message", "role": "assistant", "model": "<synthetic>",
                            "content": blocks, "stop_reason": None, "stop_sequence": None}
-                self.emit(self.new_record(u, "assistant", message))
+                self.emit(self.new_record(u, "assistant", message), u)
             return
         if u.role == "tool":
             block = _result_block(u, template)
             if last is not None and template is None and _only_results(last) and last.get("uuid") in self.made:
-                self.out[-1] = {**last, "message": {**last["message"], "content": [*last["message"]["content"], block]}}
+                msg = _message_of(last)
+                self.out[-1] = (self.out[-1][0], _with_message(last, {**msg, "content": [*msg["content"], block]}))
                 return
             if template is not None:
                 rec = {k: v for k, v in template.items() if k != "toolUseResult"}
-                rec["message"] = {**template["message"], "content": [block]}
-                self.emit(rec)
+                self.emit(_with_message(rec, {**_message_of(template), "content": [block]}), u)
             else:
-                self.emit(self.new_record(u, "user", {"role": "user", "content": [block]}))
+                self.emit(self.new_record(u, "user", {"role": "user", "content": [block]}), u)
             return
         if template is not None:
-            content = template["message"].get("content")
+            content = _message_of(template).get("content")
             new: Any = u.content if not isinstance(content, list) else [{"type": "text", "text": u.content}]
-            self.emit({**template, "message": {**template["message"], "content": new}})
+            self.emit(_with_message(template, {**_message_of(template), "content": new}), u)
         else:
-            self.emit(self.new_record(u, "user", {"role": "user", "content": u.content}))
+            self.emit(self.new_record(u, "user", {"role": "user", "content": u.content}), u)
 
     def group(self, run: list[Unit]) -> None:
         """Units that share one source user record, some changed or gone: the record with the
         blocks of the units left, each changed one's content replaced."""
         template = source_records(run[0])[0]
-        content = template["message"].get("content")
+        content = _message_of(template).get("content")
         if not isinstance(content, list) or any(joins(u) for u in run):
             for u in run:
                 self.unit(u)
@@ -379,15 +462,14 @@ class _Writer:
             else:
                 blocks.append({"type": "text", "text": u.content})
         rec = {k: v for k, v in template.items() if not (changed and k == "toolUseResult")}
-        rec["message"] = {**template["message"], "content": blocks}
-        self.emit(rec)
+        self.emit(_with_message(rec, {**_message_of(template), "content": blocks}), run[0])
 
 
 def _result_block(u: Unit, template: dict[str, Any] | None, original: Any = None) -> dict[str, Any]:
     """A tool_result block: the source's, with the content replaced when the unit changed."""
     if original is None and template is not None:
         original = next(
-            (b for b in template["message"].get("content") or []
+            (b for b in _message_of(template).get("content") or []
              if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == u.tool_call_id),
             None,
         )
@@ -400,37 +482,182 @@ def _result_block(u: Unit, template: dict[str, Any] | None, original: Any = None
 
 
 def _only_results(rec: dict[str, Any]) -> bool:
-    content = rec.get("message", {}).get("content")
+    content = _message_of(rec).get("content")
     return isinstance(content, list) and bool(content) and all(
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content
     )
 
 
 def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """Claude Code records for a transcript, one chain of message records (see the module doc)."""
+    """Claude Code records for a transcript (see the module doc)."""
     w = _Writer(t)
     for raw, run in raw_groups(t.units):
         if raw is not None and w.same and not any(joins(u) for u in run):
             for rec in source_records(run[0]):
-                w.emit(rec)
+                w.emit(rec, run[0])
             continue
         if w.same and len(run) > 1 and run[0].group is not None and source_records(run[0]) and run[0].role != "assistant":
             w.group(run)
             continue
         for u in run:
             w.unit(u)
+    if not w.same:
+        return _chained([rec for _, rec in w.out]), {}
+    placed = place(t, w.out)
+    gone = names(t) - {rec.get("uuid") for rec in placed}
+    return _linked(placed, w.made, w.replaced, gone), {}
+
+
+def _unique(rec: dict[str, Any], seen: set[Any]) -> dict[str, Any]:
+    """`rec` with a uuid of its own: a source record written twice (its units split apart by a
+    made-up one) gets a second, derived uuid."""
+    uid = rec.get("uuid")
+    if uid is None:
+        return rec
+    n = 0
+    while uid in seen:
+        n += 1
+        uid = str(uuidlib.uuid5(_NAMESPACE, f"{rec.get('uuid')}/{n}"))
+    if uid != rec.get("uuid"):
+        rec = {**rec, "uuid": uid}
+    seen.add(uid)
+    return rec
+
+
+def _chained(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Message records of another format's transcript as one chain (each the child of the one
+    before)."""
     out: list[Any] = []
     parent: Any = None
     seen: set[Any] = set()
-    for rec in w.out:
+    for rec in records:
         if rec.get("type") in _MESSAGE_KINDS:
-            rec = {**rec, "parentUuid": parent}
-            uid = rec.get("uuid")
-            n = 0
-            while uid in seen:  # one source record written twice (its units split apart)
-                n += 1
-                uid = str(uuidlib.uuid5(_NAMESPACE, f"{rec.get('uuid')}/{n}"))
-            rec["uuid"] = parent = uid
-            seen.add(uid)
+            rec = _unique({**rec, "parentUuid": parent}, seen)
+            parent = rec.get("uuid")
         out.append(rec)
-    return out, {}
+    return out
+
+
+def _linked(
+    records: list[dict[str, Any]], made: set[str], replaced: dict[str, str], gone: set[str]
+) -> list[dict[str, Any]]:
+    """A log's records with their own links wherever these still hold: a made-up record hangs
+    from the record before it, a record whose parent compaction removed from what took the
+    parent's place (or the record before it); every other `parentUuid` is left as it was."""
+    out: list[Any] = []
+    seen: set[Any] = set()
+    before: Any = None  # uuid of the last record written that has one
+    for rec in records:
+        uid = rec.get("uuid")
+        if uid is None:
+            out.append(rec)
+            continue
+        parent = rec.get("parentUuid")
+        if uid in made:
+            parent = before
+        elif parent is not None and parent in gone:
+            parent = replaced.get(str(parent), before)
+            if parent not in seen:
+                parent = before
+        if parent != rec.get("parentUuid") or "parentUuid" not in rec:
+            rec = {**rec, "parentUuid": parent}
+        rec = _unique(rec, seen)
+        before = rec["uuid"]
+        out.append(rec)
+    return out
+
+
+# ---------------------------------------------------------------- validating
+
+
+def validate(data: Any) -> list[str]:
+    """What Claude Code needs to resume a log: each message record's `message` an Anthropic
+    `MessageParam` of the record's role, a uuid of its own, a `parentUuid` that is null (a chain
+    starts: the first record, a new session, the summary after a compact boundary) or an earlier
+    record's; and the messages of each main-thread chain (consecutive records of one role merged)
+    under the Messages API rules."""
+    records = app_records(data)
+    out: list[str] = []
+    messages: list[tuple[str, str, Any]] = []
+    mids: dict[int, str] = {}  # message index -> its response's message id
+    uuids: set[Any] = set()  # of message records
+    earlier: set[Any] = set()  # of every record so far
+    boundaries: set[Any] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if not isinstance(rec, dict):
+            out.append(f"{at}: not an object")
+            continue
+        if rec.get("type") not in _MESSAGE_KINDS:
+            if rec.get("type") == "system" and rec.get("subtype") == "compact_boundary":
+                boundaries.add(rec.get("uuid"))
+            if rec.get("uuid") is not None:
+                earlier.add(rec["uuid"])
+            continue
+        msg = rec.get("message")
+        if not isinstance(msg, dict):
+            out.append(f"{at}: no message object")
+            continue
+        api = {k: v for k, v in msg.items() if k in ("role", "content")}
+        out.extend(validate_type("anthropic.messages", [api], at))
+        if msg.get("role") != rec.get("type"):
+            out.append(f"{at}: message role {msg.get('role')!r} in a {rec.get('type')} record")
+        parent = rec.get("parentUuid")
+        if parent is not None and parent not in earlier:
+            out.append(f"{at}: parentUuid {parent!r} is no earlier record")
+        if not rec.get("uuid") or rec.get("uuid") in uuids:
+            out.append(f"{at}: missing or repeated uuid")
+        uuids.add(rec.get("uuid"))
+        earlier.add(rec.get("uuid"))
+        if rec.get("isSidechain"):
+            continue  # a sub-agent's conversation, not the main thread's
+        if parent is None or parent in boundaries:
+            out.extend(anthropic_rules(messages, ""))  # another chain starts here
+            messages, mids = [], {}
+        _sent(messages, mids, at, msg)
+    out.extend(anthropic_rules(messages, ""))
+    return out[:MAX_PROBLEMS]
+
+
+def _sent(messages: list[tuple[str, str, Any]], mids: dict[int, str], at: str, msg: dict[str, Any]) -> None:
+    """Add a record's message to the messages Claude Code sends: the records of one response
+    (one message id) are one assistant message even with tool results written between them,
+    and those results one user message after it."""
+    role = str(msg.get("role"))
+    content = msg.get("content")
+    blocks: list[Any] = list(content) if isinstance(content, list) else [{"type": "text", "text": content}]
+    mid = msg.get("id")
+    if role == "assistant" and isinstance(mid, str):
+        for k in range(len(messages) - 1, max(len(messages) - 3, -1), -1):
+            if mids.get(k) == mid:
+                w, r, c = messages[k]
+                messages[k] = (w, r, [*c, *blocks])
+                return
+        mids[len(messages)] = mid
+    if _results_only(blocks) and messages and messages[-1][1] == "user" and _results_only(messages[-1][2]):
+        w, r, c = messages[-1]
+        messages[-1] = (w, r, [*c, *blocks])
+        return
+    messages.append((at, role, blocks if isinstance(content, list) else content))
+
+
+def _results_only(blocks: Any) -> bool:
+    return isinstance(blocks, list) and bool(blocks) and all(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
+
+
+FORMAT = Format(
+    name=NAME,
+    label=APP_LABEL,
+    shape="log",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="Claude Code",
+    strict=True,
+    holds_tools=False,
+    omits=OMITS,
+    sidechains=True,
+    compaction=True,
+)

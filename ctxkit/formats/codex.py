@@ -1,8 +1,8 @@
-"""Codex CLI rollout JSONL: `{timestamp, type, payload}` per line.
+"""Codex CLI rollout JSONL: `{timestamp, type, payload}` per line, and the legacy layout.
 
 Written back as a rollout Codex can resume from: the records that are no units (session_meta,
-turn_context, event_msg, encrypted reasoning) kept in `Transcript.metadata["codex_records"]` and
-put back where they were, untouched response items as they were, changed ones with their
+turn_context, event_msg, encrypted reasoning, and the items before Codex's own compaction) kept
+in place (`formats.kept`), untouched response items as they were, changed ones with their
 payload's output or content replaced, and a ctxkit summary as Codex's own `compacted` record
 (on resume Codex rebuilds the history as its initial context, the user messages so far and
 that summary).
@@ -11,8 +11,14 @@ A rollout with Codex's own `compacted` records is read, by default, as Codex reb
 resume (`src.include_compacted` reads every record instead): at each compaction the history
 becomes the initial context (developer messages, AGENTS.md and environment context), the user
 messages so far (newest first within 20,000 approximate tokens, the oldest one kept cut in the
-middle) and the summary, or the record's `replacement_history` when it has one; what it replaced
-is counted, not read.
+middle) and the summary, or the record's `replacement_history` when it has one (newer CLIs: the
+kept messages and an encrypted summary, which no one can read or count); what it replaced is
+counted, not read, and stays in the file.
+
+The legacy layout (Codex CLI before mid 2025) has no envelope: a first line `{id, timestamp,
+instructions, git}`, `{"record_type": "state"}` markers, then bare response items (`message`,
+`function_call`, `function_call_output`, `reasoning`...). It is read the same way and written
+back in its own layout.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, app_records, validate_type
 from ctxkit.formats.common import (
     ReadStats,
     Source,
@@ -30,14 +38,21 @@ from ctxkit.formats.common import (
     finish,
     is_reasoning_only,
     joins,
+    raw_groups,
     timestamp_of,
 )
+from ctxkit.formats.kept import KEY as KEPT
+from ctxkit.formats.kept import Keeper, place
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "codex"
 APP_LABEL = "Codex rollout"
 
 _KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+# Response item types a legacy rollout holds bare.
+_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
+                         "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "reasoning",
+                         "web_search_call", "ghost_snapshot", "compaction", "image_generation_call"})
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 _TEXT_BLOCKS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
@@ -50,57 +65,68 @@ USER_MESSAGE_MAX_TOKENS = 20_000
 _SESSION_PREFIXES = ("<environment_context>", "<user_instructions>", "# agents.md instructions for")
 
 
-def detect(obj: Any) -> bool:
-    """Records shaped `{type: session_meta|response_item|event_msg|turn_context, payload}`."""
-    records = obj if isinstance(obj, list) else [obj]
+def _legacy_item(rec: Any) -> bool:
+    """A bare response item of the legacy layout (no envelope)."""
+    return isinstance(rec, dict) and rec.get("type") in _ITEM_TYPES and "payload" not in rec
+
+
+def _legacy_head(rec: Any) -> bool:
+    """The first line of a legacy rollout, `{id, timestamp, instructions, git}`, or a state marker."""
+    if not isinstance(rec, dict) or "type" in rec or "payload" in rec:
+        return False
+    return "record_type" in rec or ("id" in rec and "timestamp" in rec and ("instructions" in rec or "git" in rec))
+
+
+def detect(records: list[Any]) -> bool:
+    """Records shaped `{type: session_meta|response_item|event_msg|turn_context, payload}`, or
+    a legacy rollout (its header line, then state markers and bare response items)."""
     hits = 0
     for rec in records[:20]:
         if not isinstance(rec, dict):
             return False
         if rec.get("type") in _KINDS and isinstance(rec.get("payload"), dict):
             hits += 1
-    return hits > 0 and hits >= min(len(records), 20) // 2
+    if hits > 0 and hits >= min(len(records), 20) // 2:
+        return True
+    head = records[:20]
+    return bool(head) and _legacy_head(head[0]) and all(_legacy_head(r) or _legacy_item(r) for r in head[1:])
+
+
+def _enveloped(rec: dict[str, Any], first: bool) -> dict[str, Any]:
+    """A legacy record as the enveloped record it stands for (the header as session_meta)."""
+    if _legacy_item(rec):
+        return {"timestamp": rec.get("timestamp"), "type": "response_item", "payload": rec}
+    if "record_type" in rec:
+        return {"type": "state", "payload": rec}
+    return {"timestamp": rec.get("timestamp"), "type": "session_meta", "payload": rec} if first else {
+        "type": "state", "payload": rec}
 
 
 def read(records: list[Any], src: Source) -> Transcript:
-    """Response items as units; event_msg duplicates, turn context and snapshots skipped and
+    """Response items as units; event_msg duplicates, turn context and snapshots kept and
     counted; token_count events become provider usage."""
     units: list[Unit] = []
+    keeper = Keeper()
     made = 0  # units made so far (ids stay unique when a compaction rebuilds `units`)
     names: dict[str, str] = {}
     usage_calls: list[dict[str, Any]] = []
     last_total: Any = None
     session: str | None = None
     model: str | None = None
+    legacy = bool(records) and _legacy_head(records[0])
+    base: dict[str, Any] | None = None
     stats = src.stats
 
-    # Records that are no units, kept for the writer: before the first unit (head), after the
-    # unit they follow (event_msg, turn_context), or before the unit they precede (response
-    # items that are not read, such as encrypted reasoning, which must precede its item).
-    head: list[Any] = []
-    after: dict[str, list[Any]] = {}
-    before: dict[str, list[Any]] = {}
-    waiting: list[Any] = []
-
-    def add(unit: Unit) -> None:
+    def add(unit: Unit, index: int) -> None:
         nonlocal made
         made += 1
-        if waiting:
-            before[unit.id] = waiting.copy()
-            waiting.clear()
         units.append(finish(unit))
+        keeper.unit(unit.id, [index])
 
-    def keep(rec: Any, precedes: bool) -> None:
-        if precedes or waiting:
-            waiting.append(rec)  # goes with the item it precedes (and what came between)
-        elif not units:
-            head.append(rec)
-        else:
-            after.setdefault(units[-1].id, []).append(rec)
-
-    for i, rec in enumerate(records):
+    for i, given in enumerate(records):
+        rec = _enveloped(given, i == 0) if legacy and isinstance(given, dict) else given
         if not isinstance(rec, dict) or not isinstance(rec.get("payload"), dict):
-            src.bad(i, "expected a Codex rollout record {timestamp, type, payload}", rec)
+            src.bad(i, "expected a Codex rollout record {timestamp, type, payload}", given)
             continue
         kind = rec.get("type")
         payload = rec["payload"]
@@ -110,16 +136,16 @@ def read(records: list[Any], src: Source) -> Transcript:
         if kind == "session_meta":
             session = session or (str(payload["id"]) if payload.get("id") else None)
             stats.skip("session_meta")
-            keep(rec, False)
+            keeper.keep(i, given)
             continue
         if kind == "turn_context":
             model = payload.get("model") if isinstance(payload.get("model"), str) else model
             stats.skip("turn_context")
-            keep(rec, False)
+            keeper.keep(i, given)
             continue
         if kind == "event_msg":
             stats.skip(f"event_msg:{ptype}")
-            keep(rec, False)
+            keeper.keep(i, given)
             info = payload.get("info")
             if ptype == "token_count" and isinstance(info, dict):
                 total = info.get("total_token_usage")
@@ -141,77 +167,55 @@ def read(records: list[Any], src: Source) -> Transcript:
             text = payload.get("message")
             replacement = payload.get("replacement_history")
             if not src.include_compacted and (isinstance(text, str) or isinstance(replacement, list)):
-                old = list(units)
                 if isinstance(replacement, list):
-                    units[:] = _replacement_units(replacement, rec, uid, src)
+                    new = _replacement_units(replacement, rec, i, uid, src)
                 else:
-                    units[:] = _rebuilt(units)
-                survivors = {id(u) for u in units}
-                dropped = sum(id(u) not in survivors for u in old)
-                if dropped:
-                    stats.skip(COMPACTED, dropped)
+                    new = _rebuilt(units)
+                here = {u.id for u in new}
+                hidden = [u for u in units if u.id not in here]
+                keeper.hide(hidden)
+                units[:] = new
+                if hidden:
+                    stats.skip(COMPACTED, len(hidden))
                     stats.warnings.append(
-                        f"{src.path}:{src.line_of(i) or '-'}: {dropped:,} messages before Codex's compaction "
+                        f"{src.path}:{src.line_of(i) or '-'}: {len(hidden):,} messages before Codex's compaction "
                         "left out (the model no longer sees them)"
                     )
                 usage_calls.clear()  # calls before a compaction saw another history
                 if isinstance(replacement, list):
-                    made += len(units)
+                    base = {"index": i, "record": given}  # what the history now starts from
+                    made += len(new)
+                    for u in new:
+                        keeper.unit(u.id, [i])
+                    if not new:
+                        keeper.keep(i, given)
                     stats.skip("compacted")
-                    keep(rec, False)
                     continue
-            if isinstance(text, str):
-                add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=rec, group=i))
+            if isinstance(text, str) and text:
+                add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=given, group=i), i)
             else:
                 stats.skip("compacted")
-                keep(rec, False)
+                keeper.keep(i, given)
             continue
         if kind != "response_item":
-            stats.skip(str(kind))
-            keep(rec, False)
+            stats.skip(str(kind) if kind != "state" else "record_type:state")
+            keeper.keep(i, given)
             continue
-        if ptype == "message":
-            role = payload.get("role")
-            meta: dict[str, Any] = {}
-            if role not in ("user", "assistant", "system"):
-                meta["source_role"] = role
-                role = "system" if role == "developer" else "user"
-            text, images = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
-            add(Unit(id=uid, role=str(role), content=text, timestamp=ts, images=images, raw=rec, group=i, meta=meta))
-        elif ptype in _CALLS:
-            cid = str(payload.get("call_id") or payload.get("id") or f"call_{i}")
-            name = str(payload.get("name") or ("local_shell" if ptype == "local_shell_call" else ""))
-            args = payload.get("arguments", payload.get("input", payload.get("action")))
-            names[cid] = name
-            add(Unit(id=uid, role="assistant", content="", timestamp=ts,
-                     tool_calls=[ToolCall(cid, name, args_text(args))], raw=rec, group=i))
-        elif ptype in _OUTPUTS:
-            cid = str(payload.get("call_id") or "")
-            output = payload.get("output")
-            if not isinstance(output, str):
-                text, _ = blocks_text(output.get("content") if isinstance(output, dict) else output, _TEXT_BLOCKS, src)
-                output = text or (dumps(output) if output is not None else "")
-            if cid not in names:
-                src.warn(i, f"tool output {cid} has no matching call before it")
-            add(Unit(id=uid, role="tool", content=output, timestamp=ts, tool_call_id=cid, name=names.get(cid),
-                     raw=rec, group=i))
+        unit = _item_unit(payload, uid, ts, given, i, names, src)
+        if unit is not None:
+            add(unit, i)
         elif ptype == "reasoning":
-            text, _ = blocks_text(payload.get("summary"), _TEXT_BLOCKS, src)
-            body, _ = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
-            text = "\n".join(p for p in (text, body) if p)
-            if text:
-                add(Unit(id=uid, role="assistant", type="reasoning", content="", reasoning=text, timestamp=ts,
-                         raw=rec, group=i))
-            else:
-                # Only encrypted content: nothing readable to count.
-                stats.skip("response_item:reasoning")
-                keep(rec, True)
+            # Only encrypted content: nothing readable to count; it goes with the item it precedes.
+            stats.skip("response_item:reasoning")
+            keeper.keep(i, given, precedes=True)
         else:
             stats.skip(f"response_item:{ptype}")
-            keep(rec, True)
-    metadata: dict[str, Any] = {}
-    if head or after or before or waiting:
-        metadata["codex_records"] = {"head": head, "after": after, "before": before, "tail": waiting}
+            keeper.keep(i, given, precedes=True)
+    metadata: dict[str, Any] = {KEPT: keeper.metadata()}
+    if base is not None and not src.include_compacted and any(u.meta.get("item") is not None for u in units):
+        metadata["codex_base"] = base
+    if legacy:
+        metadata["codex_layout"] = "legacy"
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
     if session:
@@ -227,6 +231,47 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _item_unit(
+    payload: dict[str, Any], uid: str, ts: float | None, raw: Any, group: int, names: dict[str, str], src: Source
+) -> Unit | None:
+    """The unit of one response item; None for an item the model reads nothing of (encrypted
+    reasoning, snapshots, an encrypted compaction summary)."""
+    ptype = payload.get("type")
+    if ptype == "message":
+        role = payload.get("role")
+        meta: dict[str, Any] = {}
+        if role not in ("user", "assistant", "system"):
+            meta["source_role"] = role
+            role = "system" if role == "developer" else "user"
+        text, images = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
+        return Unit(id=uid, role=str(role), content=text, timestamp=ts, images=images, raw=raw, group=group, meta=meta)
+    if ptype in _CALLS:
+        cid = str(payload.get("call_id") or payload.get("id") or f"call_{group}")
+        name = str(payload.get("name") or ("local_shell" if ptype == "local_shell_call" else ""))
+        args = payload.get("arguments", payload.get("input", payload.get("action")))
+        names[cid] = name
+        return Unit(id=uid, role="assistant", content="", timestamp=ts,
+                    tool_calls=[ToolCall(cid, name, args_text(args))], raw=raw, group=group)
+    if ptype in _OUTPUTS:
+        cid = str(payload.get("call_id") or "")
+        output = payload.get("output")
+        if not isinstance(output, str):
+            text, _ = blocks_text(output.get("content") if isinstance(output, dict) else output, _TEXT_BLOCKS, src)
+            output = text or (dumps(output) if output is not None else "")
+        if cid not in names:
+            src.warn(group, f"tool output {cid} has no matching call before it")
+        return Unit(id=uid, role="tool", content=output, timestamp=ts, tool_call_id=cid, name=names.get(cid),
+                    raw=raw, group=group)
+    if ptype == "reasoning":
+        text, _ = blocks_text(payload.get("summary"), _TEXT_BLOCKS, src)
+        body, _ = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
+        text = "\n".join(p for p in (text, body) if p)
+        if text:
+            return Unit(id=uid, role="assistant", type="reasoning", content="", reasoning=text, timestamp=ts,
+                        raw=raw, group=group)
+    return None
 
 
 def _text_of(u: Unit) -> str:
@@ -252,7 +297,8 @@ def _cut_middle(u: Unit, budget: int) -> Unit:
     head = data[: keep // 2].decode("utf-8", "ignore")
     tail = data[len(data) - keep // 2 :].decode("utf-8", "ignore") if keep // 2 else ""
     cut = _approx_tokens(u.content) - budget
-    return u.replace(content=f"{head}\u2026{cut} tokens truncated\u2026{tail}")
+    # what the model reads of it; the file keeps the message whole (its record is the unit's)
+    return u.replace(content=f"{head}\u2026{cut} tokens truncated\u2026{tail}", raw=u.raw)
 
 
 def _rebuilt(units: list[Unit]) -> list[Unit]:
@@ -276,16 +322,24 @@ def _rebuilt(units: list[Unit]) -> list[Unit]:
     return prefix + chosen
 
 
-def _replacement_units(items: list[Any], rec: dict[str, Any], uid: str, src: Source) -> list[Unit]:
-    """A compaction's `replacement_history` read as the items it holds (each one written back as
-    a response item of its own, which Codex resumes to the same history)."""
-    records = [{"timestamp": rec.get("timestamp"), "type": "response_item", "payload": item}
-               for item in items if isinstance(item, dict)]
-    sub = Source(path=src.path, layout=src.layout, lines=None, line=src.line, tid=src.tid,
-                 skip_invalid=src.skip_invalid, stats=ReadStats(), seen_blocks=src.seen_blocks)
-    got = read(records, sub).units
-    for k, u in enumerate(got):
-        u.id = f"{uid}.{k}"
+def _replacement_units(items: list[Any], rec: dict[str, Any], index: int, uid: str, src: Source) -> list[Unit]:
+    """A compaction's `replacement_history` read as the items it holds: units of the compacted
+    record (written back as that record, rebuilt from them when compaction changed them), each
+    knowing its item's place in the history (`meta["item"]`)."""
+    names: dict[str, str] = {}
+    ts = timestamp_of(rec.get("timestamp"))
+    quiet = Source(path=src.path, layout=src.layout, lines=None, line=src.line, tid=src.tid,
+                   skip_invalid=src.skip_invalid, stats=ReadStats(), seen_blocks=src.seen_blocks)
+    got: list[Unit] = []
+    for k, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        unit = _item_unit(item, f"{uid}.{k}", ts, rec, index, names, quiet)
+        if unit is not None:
+            unit.meta["item"] = k
+            got.append(finish(unit))
+    for u in got:
+        u.meta["group_size"] = len(got)
     return got
 
 
@@ -341,63 +395,228 @@ def _changed(u: Unit, rec: dict[str, Any]) -> dict[str, Any] | None:
     return {**rec, "payload": payload}
 
 
+def _window(units: list[Unit], base: dict[str, Any] | None) -> int:
+    """How many units open the transcript as the replacement history of Codex's last
+    compaction: its own items and any unit compaction made between or before them."""
+    if base is None:
+        return 0
+    end = 0
+    for k, u in enumerate(units):
+        if u.meta.get("item") is not None and u.group == base.get("index"):
+            end = k + 1
+        elif u.source is not None or u.raw is not None:
+            break
+    return end
+
+
+def _compacted_from(window: list[Unit], rec: dict[str, Any]) -> dict[str, Any]:
+    """The compacted record whose replacement history is `window`, in order: an item of the
+    record as it was (rewritten when its unit changed), a unit compaction made as new items;
+    the items that were no unit (the encrypted summary) stay where they were. The record
+    itself when nothing changed."""
+    payload = rec["payload"]
+    old = payload.get("replacement_history") or []
+    by_item = {u.meta["item"]: u for u in window if isinstance(u.meta.get("item"), int)}
+    quiet = Source(path="", layout="lines", stats=ReadStats())
+    unit_items = [k for k, item in enumerate(old)
+                  if isinstance(item, dict) and _item_unit(item, "", None, None, 0, {}, quiet) is not None]
+    if sorted(by_item) == unit_items and len(window) == len(by_item) and all(u.raw is not None for u in window):
+        return rec
+    items: list[Any] = []
+    done: set[int] = set()
+
+    def upto(k: int) -> None:  # the items that were no unit, up to item k
+        for j in range(k):
+            if j not in done and j not in unit_items:
+                items.append(old[j])
+                done.add(j)
+
+    for u in window:
+        k = u.meta.get("item")
+        if isinstance(k, int) and k < len(old):
+            upto(k)
+            done.add(k)
+            if u.raw is not None:
+                items.append(old[k])
+            else:
+                changed = _changed(u, {"payload": old[k]})
+                if changed is not None:
+                    items.append(changed["payload"])
+        elif not is_reasoning_only(u):
+            items.extend(_items(u))
+    upto(len(old))
+    return {**rec, "payload": {**payload, "replacement_history": items}}
+
+
 def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     """Rollout records for a transcript (see the module doc)."""
-    same = t.source_format == NAME
-    kept = t.metadata.get("codex_records") if same else None
-    if not isinstance(kept, dict):
-        kept = {}
-    out: list[dict[str, Any]] = list(kept.get("head") or [])
+    same = t.source_format == NAME and isinstance(t.metadata.get(KEPT), dict)
+    legacy = same and t.metadata.get("codex_layout") == "legacy"
+    produced: list[tuple[Unit | None, dict[str, Any]]] = []
     clock = next((u.timestamp for u in t.units if u.timestamp is not None), None)
-    if not out:
-        out.append({"timestamp": _iso(clock or 0.0), "type": "session_meta", "payload": {
+    if not same:
+        produced.append((None, {"timestamp": _iso(clock or 0.0), "type": "session_meta", "payload": {
             "id": str(uuidlib.uuid5(_NAMESPACE, t.id)), "timestamp": _iso(clock or 0.0), "cwd": "",
-            "originator": "ctxkit", "cli_version": "0.0.0", "instructions": None}})
-    before = kept.get("before") or {}
-    after = kept.get("after") or {}
+            "originator": "ctxkit", "cli_version": "0.0.0", "instructions": None}}))
 
     def stamp(u: Unit) -> str:
-        return _iso(u.timestamp) or str(out[-1].get("timestamp") or _iso(0.0))
+        last = produced[-1][1] if produced else {}
+        return _iso(u.timestamp) or str(last.get("timestamp") or _iso(0.0))
 
+    def record(item: dict[str, Any], u: Unit) -> dict[str, Any]:
+        return item if legacy else {"timestamp": stamp(u), "type": "response_item", "payload": item}
+
+    def source(u: Unit) -> dict[str, Any] | None:
+        rec = u.source if same and isinstance(u.source, dict) else None
+        if rec is not None and legacy:
+            rec = _enveloped(rec, False)
+        return rec if rec is not None and isinstance(rec.get("payload"), dict) else None
+
+    def bare(rec: dict[str, Any]) -> dict[str, Any]:
+        return rec["payload"] if legacy and rec.get("type") == "response_item" else rec
+
+    at: dict[int, int] = {}
+    base = t.metadata.get("codex_base") if same else None
+    opening = _window(t.units, base if isinstance(base, dict) else None)
+    units = t.units
+    if opening and isinstance(base, dict):
+        # Codex resumes from its last compaction's replacement history: what opens the
+        # transcript (its items, and what compaction made among them) goes back into it
+        at[len(produced)] = int(base["index"])
+        produced.append((None, _compacted_from(units[:opening], base["record"])))
+        units = units[opening:]
     resumable = True  # only the initial context and user messages so far: Codex keeps them all
-    for u in t.units:
-        rec = u.source if same and isinstance(u.source, dict) and isinstance(u.source.get("payload"), dict) else None
-        if rec is not None:
-            out.extend(before.get(u.id, ()))
-        if u.raw is not None and rec is not None and not joins(u):
-            out.append(u.raw)
-        elif u.type == "summary" and rec is None and resumable:
-            out.append({"timestamp": stamp(u), "type": "compacted", "payload": {"message": u.content}})
-        elif u.type == "summary" and rec is not None and rec.get("type") == "compacted":
-            out.append({**rec, "payload": {**rec["payload"], "message": u.content}})
-        elif is_reasoning_only(u) and rec is None:
-            pass
-        elif joins(u) and u.role != "tool" and _joinable(out, u):
-            last = out[-1]
-            payload = dict(last["payload"])
-            payload["content"] = [*payload.get("content", []), _text_block(str(payload.get("role")), u.content)]
-            out[-1] = {**last, "payload": payload}
-        elif rec is not None and rec.get("type") == "response_item":
-            changed = _changed(u, rec)
-            if changed is not None:
-                out.append(changed)
+    for raw, run in raw_groups(units):
+        first = run[0]
+        rec = source(first)
+        if raw is not None and rec is not None and not any(joins(u) for u in run):
+            produced.append((first, raw))  # the record of the run (a compaction's: its units)
         else:
-            out.extend({"timestamp": stamp(u), "type": "response_item", "payload": item} for item in _items(u))
-        if rec is not None:
-            out.extend(after.get(u.id, ()))
-        # On resume Codex keeps, from before a compacted record, only the user's messages and
-        # its initial context: a summary after anything else is written as a plain message.
-        resumable = resumable and u.role in ("user", "system") and not u.tool_calls
-    out.extend(kept.get("tail") or [])
-    return out, {}
+            for u in run:
+                rec = source(u)
+                last = produced[-1][1] if produced else None
+                if u.raw is not None and rec is not None and not joins(u):
+                    produced.append((u, u.raw))
+                elif u.type == "summary" and rec is None and resumable and not legacy:
+                    produced.append((u, {"timestamp": stamp(u), "type": "compacted", "payload": {"message": u.content}}))
+                elif u.type == "summary" and rec is not None and rec.get("type") == "compacted":
+                    produced.append((u, {**rec, "payload": {**rec["payload"], "message": u.content}}))
+                elif is_reasoning_only(u) and rec is None:
+                    pass
+                elif joins(u) and u.role != "tool" and last is not None and _joinable(last, u, legacy):
+                    payload = dict(last if legacy else last["payload"])
+                    payload["content"] = [*payload.get("content", []), _text_block(str(payload.get("role")), u.content)]
+                    produced[-1] = (produced[-1][0], payload if legacy else {**last, "payload": payload})
+                elif rec is not None and rec.get("type") == "response_item":
+                    changed = _changed(u, rec)
+                    if changed is not None:
+                        produced.append((u, bare(changed)))
+                else:
+                    produced.extend((u, record(item, u)) for item in _items(u))
+        for u in run:
+            # On resume Codex keeps, from before a compacted record, only the user's messages
+            # and its initial context: a summary after anything else is written as a message.
+            resumable = resumable and u.role in ("user", "system") and not u.tool_calls
+    return (place(t, produced, at) if same else [rec for _, rec in produced]), {}
 
 
-def _joinable(out: list[dict[str, Any]], u: Unit) -> bool:
+def _joinable(last: dict[str, Any], u: Unit, legacy: bool) -> bool:
     """Whether the last record is a message item of the unit's role, to add a block to."""
-    if not out or out[-1].get("type") != "response_item":
+    if not legacy and last.get("type") != "response_item":
         return False
-    payload = out[-1].get("payload") or {}
+    payload = last if legacy else last.get("payload") or {}
     role = {"system": "developer"}.get(u.role, u.role)
     return payload.get("type") == "message" and payload.get("role") in (role, u.role) and isinstance(
         payload.get("content"), list
     )
+
+
+# ---------------------------------------------------------------- validating
+
+
+_CODEX_INTERNAL_ITEMS = frozenset({"ghost_snapshot"})
+_CODEX_KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+# Response item types a legacy rollout holds bare.
+_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
+                         "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "reasoning",
+                         "web_search_call", "ghost_snapshot", "compaction", "image_generation_call"})
+
+
+def _codex_item(payload: dict[str, Any]) -> dict[str, Any]:
+    """A rollout's response item as the SDK types it: Codex's own serialization leaves out the
+    id of a reasoning item (and writes its `content` as null), the id and status of an
+    assistant message, and the id (and, before 0.120, the action) of a web search call, which
+    the SDK's output-item types require."""
+    if payload.get("type") == "web_search_call":
+        return {"id": "ws_rollout", "action": {"type": "search", "query": ""}, **payload}
+    if payload.get("type") == "reasoning":
+        item = {k: v for k, v in payload.items() if not (k == "content" and v is None)}
+        item.setdefault("id", "rs_rollout")
+        return item
+    if payload.get("type") == "message" and payload.get("role") == "assistant":
+        content = payload.get("content")
+        if isinstance(content, list):
+            content = [
+                {"annotations": [], **b} if isinstance(b, dict) and b.get("type") == "output_text" else b
+                for b in content
+            ]
+        return {"id": "msg_rollout", "status": "completed", **payload, "content": content}
+    return payload
+
+
+def validate(data: Any) -> list[str]:
+    """Each response item as `openai.types.responses.ResponseInputItemParam`, every output
+    answering a call before it, every call answered, compacted records with their summary."""
+    records = app_records(data)
+    if records and _legacy_head(records[0]):
+        records = [_enveloped(r, i == 0) if isinstance(r, dict) else r for i, r in enumerate(records)]
+    out: list[str] = []
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    for i, rec in enumerate(records):
+        at = f"record {i + 1}"
+        if isinstance(rec, dict) and rec.get("type") == "state":
+            continue  # a legacy state marker
+        if not isinstance(rec, dict) or rec.get("type") not in _CODEX_KINDS or not isinstance(rec.get("payload"), dict):
+            out.append(f"{at}: not a rollout record {{timestamp, type, payload}}")
+            continue
+        payload = rec["payload"]
+        if rec["type"] == "compacted":
+            # Codex resumes from the summary message, or from the replacement history newer
+            # CLIs write instead (their message is "", the summary an encrypted item in it).
+            history = payload.get("replacement_history")
+            if not (isinstance(payload.get("message"), str) and payload["message"]) and not isinstance(history, list):
+                out.append(f"{at}: compacted record without its summary message")
+            continue
+        if rec["type"] != "response_item" or payload.get("type") in _CODEX_INTERNAL_ITEMS:
+            continue
+        out.extend(validate_type("responses.item", _codex_item(payload), at))
+        ptype = payload.get("type")
+        cid = payload.get("call_id")
+        if ptype in ("function_call", "custom_tool_call", "local_shell_call") and isinstance(cid, str):
+            calls[cid] = i + 1
+        elif ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+            if cid not in calls:
+                out.append(f"{at}: output {cid} answers no call before it")
+            answered.add(str(cid))
+        elif ptype == "message" and not payload.get("content"):
+            out.append(f"{at}: message without content")
+    for cid, n in calls.items():
+        if cid not in answered:
+            out.append(f"record {n}: call {cid} has no output")
+    return out[:MAX_PROBLEMS]
+
+
+FORMAT = Format(
+    name=NAME,
+    label=APP_LABEL,
+    shape="log",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="Codex",
+    strict=True,
+    holds_tools=False,
+    compaction=True,
+)

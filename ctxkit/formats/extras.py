@@ -34,22 +34,38 @@ def line_of(text: str, pos: int) -> int:
 
 
 def load_tools(path: str) -> list[dict[str, Any]]:
-    """Tool schemas from a JSON list (or an object with a `tools` list), OpenAI or Anthropic shape."""
+    """Tool schemas from a JSON list, an object with a `tools` list (an MCP `tools/list` result)
+    or a JSON-RPC response holding one; OpenAI, Anthropic or MCP shape (an MCP tool is read as
+    the `{name, description, input_schema}` a client sends to the model: `as_model_tool`)."""
     text = read_text_file(path)
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise InputError(path, line_of(text, exc.pos), f"not valid JSON: {exc.msg}") from None
+    if isinstance(data, dict) and isinstance(data.get("result"), dict) and "jsonrpc" in data:
+        data = data["result"]
     if isinstance(data, dict) and isinstance(data.get("tools"), list):
         data = data["tools"]
     if not isinstance(data, list):
         raise InputError(
-            path, None, "expected a JSON list of tool schemas (OpenAI or Anthropic shape)"
+            path, None, "expected a JSON list of tool schemas (OpenAI, Anthropic or MCP shape)"
         )
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise InputError(path, None, f"tool schema #{i + 1} is not a JSON object")
-    return data
+    return [as_model_tool(item) for item in data]
+
+
+def as_model_tool(schema: dict[str, Any]) -> dict[str, Any]:
+    """An MCP tool (`inputSchema`, with `annotations`, `title`, `outputSchema` the model never
+    sees) as the `{name, description, input_schema}` a client sends; other shapes unchanged."""
+    if "inputSchema" not in schema or "input_schema" in schema or "function" in schema:
+        return schema
+    out: dict[str, Any] = {"name": schema.get("name")}
+    if schema.get("description") is not None:
+        out["description"] = schema["description"]
+    out["input_schema"] = schema["inputSchema"]
+    return out
 
 
 def with_context(t: Transcript, system: str | None, tools: list[dict[str, Any]]) -> Transcript:

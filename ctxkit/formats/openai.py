@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import openai_problems, per_conversation
 from ctxkit.formats.common import (
     Source,
     args_text,
@@ -269,3 +271,27 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             built.append(rec)
     extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
     return records, extras
+
+
+def detect_object(obj: dict[str, Any]) -> bool:
+    """An empty conversation ({"messages": []}): any chat format reads it, this one does."""
+    return obj.get("messages") == []
+
+
+# ---------------------------------------------------------------- validating
+
+# `chat.completions` request messages and tools (the SDK's types) and the pairing rules.
+validate = per_conversation(openai_problems)
+
+
+FORMAT = Format(
+    name=NAME,
+    label="OpenAI chat messages",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    detect_object=detect_object,
+    extension=EXTENSION,
+)

@@ -37,6 +37,8 @@ import copy
 from datetime import datetime, timezone
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, agent_log
 from ctxkit.formats.common import Source, args_text, blocks_text, dumps, finish, joins, timestamp_of
 from ctxkit.model import ToolCall, Transcript, Unit
 
@@ -757,3 +759,96 @@ def _made(w: _Writer, u: Unit, t: Transcript) -> None:
         w.made(_condense(u.content), u.timestamp)
     else:
         w.made(_message("user", u.content), u.timestamp)
+
+
+# ---------------------------------------------------------------- validating
+
+
+_OPENHANDS_TOOL_META = ("function_name", "tool_call_id", "model_response")
+
+
+def _problems(records: Any, where: str) -> list[str]:
+    """An OpenHands event stream as `event_from_dict` and the View read it: each event one
+    action or one observation, ids unique and increasing, every `cause` an earlier event, every
+    tool result's call an earlier action's, a condensation's forgotten ids earlier events and
+    its summary with its offset."""
+    if not isinstance(records, list):
+        return [f"{where}events: not a list"]
+    out: list[str] = []
+    if records and all(isinstance(r, list) for r in records):  # early output: [action, observation] pairs
+        for i, pair in enumerate(records):
+            if len(pair) != 2 or not (isinstance(pair[0], dict) and "action" in pair[0]
+                                      and isinstance(pair[1], dict) and "observation" in pair[1]):
+                out.append(f"{where}pair {i + 1}: not [action, observation]")
+        records = [e for pair in records for e in pair]
+    seen: set[int] = set()
+    calls: set[str] = set()
+    last = -1
+    # Early (OpenDevin) streams have no ids at all, and flat arguments; results follow actions.
+    flat = not any(isinstance(ev, dict) and "id" in ev for ev in records)
+    for i, ev in enumerate(records):
+        at = f"{where}event {i + 1}"
+        if not isinstance(ev, dict) or (("action" in ev) == ("observation" in ev)):
+            out.append(f"{at}: not an event with exactly one of `action` and `observation`")
+            continue
+        eid = ev.get("id")
+        if flat or ("id" not in ev and "null" in (ev.get("action"), ev.get("observation"))):
+            pass  # no ids at all, or a null partner of a pair
+        elif not isinstance(eid, int) or isinstance(eid, bool) or eid in seen or eid <= last:
+            out.append(f"{at}: id {eid!r} is not a new integer above the one before ({last})")
+        else:
+            seen.add(eid)
+            last = eid
+        if ev.get("source") not in (None, "agent", "user", "environment"):
+            out.append(f"{at}: unknown source {ev.get('source')!r}")
+        meta = ev.get("tool_call_metadata")
+        if meta is not None and (not isinstance(meta, dict) or any(k not in meta for k in _OPENHANDS_TOOL_META)):
+            out.append(f"{at}: tool_call_metadata without " + ", ".join(_OPENHANDS_TOOL_META))
+            meta = None
+        if "action" in ev:
+            args = ev.get("args", ev if flat else {})
+            if not isinstance(args, dict):
+                out.append(f"{at}: args is not an object")
+                continue
+            if ev["action"] in ("message", "system") and not isinstance(args.get("content"), str):
+                out.append(f"{at}: {ev['action']} without its text in args.content")
+            if meta is not None:
+                calls.add(str(meta["tool_call_id"]))
+            if ev["action"] == "condensation":
+                ids = args.get("forgotten_event_ids")
+                start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
+                ranged = start is not None and end is not None
+                if (ids is not None) == ranged:
+                    out.append(f"{at}: condensation needs forgotten_event_ids or a start..end range, not both")
+                elif isinstance(ids, list) and any(x not in seen for x in ids):
+                    out.append(f"{at}: condensation forgets ids that are no earlier event")
+                if (args.get("summary") is None) != (args.get("summary_offset") is None):
+                    out.append(f"{at}: condensation summary and summary_offset go together")
+            continue
+        if not isinstance(ev.get("content", ""), str):
+            out.append(f"{at}: observation content is not text")
+        cause = ev.get("cause")
+        if cause is not None and cause not in seen:
+            out.append(f"{at}: cause {cause!r} is no earlier event")
+        if meta is not None and str(meta["tool_call_id"]) not in calls:
+            out.append(f"{at}: result of tool call {meta['tool_call_id']} that no earlier action made")
+    return out[:MAX_PROBLEMS]
+
+
+
+validate = agent_log(_problems, MESSAGES_KEY)
+
+
+FORMAT = Format(
+    name=NAME,
+    label="OpenHands event stream",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="OpenHands",
+    detect_object=detect_conversation,
+    key=MESSAGES_KEY,
+    compaction=True,
+)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
@@ -55,6 +55,20 @@ from ctxkit.errors import CtxkitError, InputError, UsageError
 from ctxkit.fileio import atomic_writer, check_writable
 from ctxkit.formats.common import ReadOptions, ReadStats, snippet_of
 from ctxkit.model import Transcript
+
+# How a row's conversation becomes a transcript and a transcript a row's item: the dataset
+# readers' and writers' own (`formats.read_conversation`, `formats.dataset_item`), bound by
+# `formats/__init__.py` when the package loads (this module sits below the reader and writer,
+# which open Parquet files through it).
+_read_conversation: Callable[..., Transcript | None]
+_dataset_item: Callable[[Transcript, str | None], Any]
+
+
+def bind(read_conversation: Callable[..., Transcript | None],
+         dataset_item: Callable[[Transcript, str | None], Any]) -> None:
+    """Set the reader of one conversation and the writer of one dataset item (the package's)."""
+    global _read_conversation, _dataset_item
+    _read_conversation, _dataset_item = read_conversation, dataset_item
 
 MAGIC = b"PAR1"
 SUFFIX = ".parquet"
@@ -313,8 +327,6 @@ def rows_to_transcripts(
 ) -> Iterator[Transcript]:
     """Transcripts of Parquet rows (row `start` first), read as JSONL dataset lines are: ids
     `<stem>#<row>`, errors naming `path` and the row. Rows skipped as invalid give nothing."""
-    from ctxkit.formats import read_conversation
-
     stats = stats if stats is not None else ReadStats()
     skip = getattr(opts, "skip_invalid", False)
     for n, row in enumerate(rows, start):
@@ -334,7 +346,7 @@ def rows_to_transcripts(
                 stats.warnings.append(f"{path}:{n}: {problem}")
                 continue
             raise InputError(path, n, problem, snippet_of(dict(row)))
-        t = read_conversation(row_to_conversation(row, info), path, n, opts, stats=stats)
+        t = _read_conversation(row_to_conversation(row, info), path, n, opts, stats=stats)
         if t is None:
             continue
         if key not in _OWN_KEY:
@@ -418,13 +430,11 @@ def transcript_to_row(t: Transcript, fmt: str | None = None) -> dict[str, Any]:
     """A transcript as a Parquet row: `formats.dataset_item(t, fmt)`, its messages as structs
     (`message_to_struct`) under the column they were read from (OpenAI messages for a format
     written as text, such as aider's markdown)."""
-    from ctxkit.formats import dataset_item
-
-    item = dataset_item(t, fmt)
+    item = _dataset_item(t, fmt)
     if not isinstance(item, dict):
         # A format written as text (an aider history) has no messages to put in a column: the
         # row holds its chat messages instead.
-        item = dataset_item(t, "openai")
+        item = _dataset_item(t, "openai")
     key = next((k for k in _OWN_KEY if isinstance(item.get(k), list)), None)
     column = t.metadata.get(_ORIGINAL_COLUMN) if key == "messages" else None
     row: dict[str, Any] = {}

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import openai_problems, per_conversation, validate_type
 from ctxkit.formats.common import (
     Source,
     args_object,
@@ -23,7 +25,6 @@ from ctxkit.formats.common import (
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "sharegpt"
-RECORDS = False  # detected per conversation, never as a list of message records
 MESSAGES_KEY = "conversations"  # the key of the turns in a conversation object
 
 ROLES = {
@@ -39,13 +40,8 @@ ROLES = {
 }
 
 
-def detect(obj: Any) -> bool:
-    """An object whose `conversations` turns have `from` and `value`."""
-    if isinstance(obj, list):
-        return bool(obj) and all(detect(o) for o in obj[:5])
-    if not isinstance(obj, dict) or not isinstance(obj.get("conversations"), list):
-        return False
-    turns = obj["conversations"]
+def detect(turns: list[Any]) -> bool:
+    """ShareGPT turns (the list under `conversations`): each has `from` and `value`."""
     return all(isinstance(t, dict) and "from" in t and "value" in t for t in turns[:20])
 
 
@@ -176,3 +172,70 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     elif t.tools:
         extras["tools"] = dumps([_function(tool) for tool in t.tools])
     return turns, extras
+
+
+# ---------------------------------------------------------------- validating
+
+
+_SHAREGPT_FROM = frozenset({"human", "user", "gpt", "assistant", "system", "function_call", "observation", "tool", "function"})
+
+
+def _problems(conv: dict[str, Any], where: str = "") -> list[str]:
+    from ctxkit.formats import read_text, write_transcripts
+
+    turns = conv.get("conversations")
+    if not isinstance(turns, list):
+        return [f"{where}no conversations list"]
+    out: list[str] = []
+    prev = None
+    for i, turn in enumerate(turns):
+        at = f"{where}turn {i + 1}"
+        if not isinstance(turn, dict) or turn.get("from") not in _SHAREGPT_FROM or not isinstance(turn.get("value"), str):
+            out.append(f"{at}: expected {{from, value}} with a known `from`")
+            continue
+        kind = turn["from"]
+        if kind == "function_call":
+            try:
+                call = loads(turn["value"])
+            except orjson.JSONDecodeError:
+                call = None
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                out.append(f"{at}: function_call value is not JSON {{name, arguments}}")
+        if kind == "observation" and prev not in ("function_call", "observation"):
+            out.append(f"{at}: observation without a function_call before it")
+        prev = kind
+    tools = conv.get("tools")
+    if tools is not None:
+        try:
+            parsed = loads(tools) if isinstance(tools, str) else tools
+        except orjson.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, list):
+            out.append(f"{where}tools: not a JSON list of function schemas")
+        else:
+            for k, fn in enumerate(parsed):
+                out.extend(validate_type("openai.function", fn, f"{where}tools[{k}]"))
+    if out:
+        return out
+    import io
+
+    buf = io.StringIO()
+    write_transcripts(read_text(orjson.dumps(conv).decode(), "sharegpt"), buf, "openai")
+    return [f"{where}as openai: {p}" for p in per_conversation(openai_problems)(buf.getvalue())]
+
+
+
+validate = per_conversation(_problems)
+
+
+FORMAT = Format(
+    name=NAME,
+    label="ShareGPT conversations",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    key=MESSAGES_KEY,
+    bare=False,
+)

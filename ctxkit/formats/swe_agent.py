@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, agent_log
 from ctxkit.formats.common import Source, args_text, blocks_text, finish, joins
 from ctxkit.model import ROLES, ToolCall, Transcript, Unit
 
 NAME = "swe-agent"
-RECORDS = False  # detected per conversation object, never as a bare list of messages
 MESSAGES_KEY = "history"
 
 _TRAJ_KEYS = ("trajectory", "info", "replay_config", "environment", "attempts")
@@ -207,3 +208,57 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     if not same:
         extras = {k: v for k, v in (("trajectory", []), ("info", {})) if k not in t.envelope}
     return records, extras
+
+
+# ---------------------------------------------------------------- validating
+
+
+_SWE_ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def _problems(history: Any, where: str) -> list[str]:
+    """A .traj `history`: messages of known roles with text content, SWE-agent's message
+    types, and every tool message answering a call an assistant message made before it."""
+    if not isinstance(history, list):
+        return [f"{where}history: not a list"]
+    out: list[str] = []
+    calls: set[str] = set()
+    for i, msg in enumerate(history):
+        at = f"{where}message {i + 1}"
+        if not isinstance(msg, dict) or msg.get("role") not in _SWE_ROLES:
+            out.append(f"{at}: not a history message with a known role")
+            continue
+        content = msg.get("content")
+        if not isinstance(content, (str, list)):
+            out.append(f"{at}: content is neither text nor a list of parts")
+        if "message_type" in msg and msg["message_type"] not in MESSAGE_TYPES:
+            out.append(f"{at}: unknown message_type {msg['message_type']!r}")
+        for c in msg.get("tool_calls") or []:
+            if not isinstance(c, dict) or not isinstance(c.get("function"), dict) or not c.get("id"):
+                out.append(f"{at}: tool call without id and function")
+                continue
+            calls.add(str(c["id"]))
+        if msg["role"] == "tool":
+            ids = msg.get("tool_call_ids")
+            if not isinstance(ids, list) or not ids or any(str(x) not in calls for x in ids):
+                out.append(f"{at}: tool message answers no call made before it")
+    return out[:MAX_PROBLEMS]
+
+
+
+validate = agent_log(_problems, MESSAGES_KEY)
+
+
+FORMAT = Format(
+    name=NAME,
+    label="SWE-agent trajectory",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    agent="SWE-agent",
+    detect_object=detect_conversation,
+    key=MESSAGES_KEY,
+    bare=False,
+)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ctxkit.formats.base import Format
+from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import Source
-from ctxkit.model import Transcript, Unit
+from ctxkit.model import ROLES, TYPES, Transcript, Unit
 
 NAME = "units"
 EXTENSION = ".jsonl"  # what `simulate` names its files
@@ -15,25 +17,43 @@ _MARKERS = ("priorityTag", "tokenCount", "relevanceScore")
 _INTERNAL_META = ("group_size",)
 
 
-def detect(obj: Any) -> bool:
-    """Records with `priorityTag`/`tokenCount`, or with `id`, `type` and `content`."""
-    records = obj if isinstance(obj, list) else [obj]
-    seen = 0
-    for rec in records[:50]:
-        if not isinstance(rec, dict):
-            return False
-        if any(k in rec for k in _MARKERS) or (
-            "id" in rec and "type" in rec and "content" in rec and "message" not in rec and "payload" not in rec
-        ):
-            seen += 1
-        else:
-            return False
-    return seen > 0
+def is_unit(rec: Any) -> bool:
+    """A units record: the seed spec's `priorityTag`/`tokenCount`/`relevanceScore`, or an `id`, a
+    unit `type` and text `content` (and a unit `role` when it has one)."""
+    if not isinstance(rec, dict):
+        return False
+    if any(k in rec for k in _MARKERS):
+        return True
+    return (
+        "id" in rec
+        and rec.get("type") in TYPES
+        and isinstance(rec.get("content"), str)
+        and rec.get("role", "user") in ROLES
+        and "message" not in rec
+        and "payload" not in rec
+    )
+
+
+def detect(records: list[Any]) -> bool:
+    """Every one of the first 50 records is a units record (see `is_unit`)."""
+    return bool(records) and all(is_unit(rec) for rec in records[:50])
+
+
+def detect_object(obj: dict[str, Any]) -> bool:
+    """A dataset line written by `transcript_record`: `units` beside `source_format`."""
+    return isinstance(obj.get("units"), list) and "source_format" in obj and "messages" not in obj
 
 
 def _unit(rec: Any, index: int, src: Source) -> Unit | None:
     if not isinstance(rec, dict) or "id" not in rec:
         src.bad(index, "expected a ctxkit unit object with an `id`", rec)
+        return None
+    if not is_unit(rec):
+        found = f"type {rec.get('type')!r}" if rec.get("type") not in TYPES else f"role {rec.get('role')!r}"
+        if not isinstance(rec.get("content"), str):
+            found = "no text `content`"
+        src.bad(index, f"not a ctxkit unit: {found} (a unit has an `id`, a `type` of {', '.join(TYPES)}, "
+                "text `content` and a `role` of " + ", ".join(ROLES) + ")", rec)
         return None
     try:
         unit = Unit.from_dict(rec)
@@ -100,3 +120,51 @@ def transcript_record(t: Transcript) -> dict[str, Any]:
         "metadata": t.metadata,
         "units": write(t)[0],
     }
+
+
+# ---------------------------------------------------------------- validating
+
+
+def validate(data: Any) -> list[str]:
+    """Every record a unit (`is_unit`) that ctxkit reads back, every tool result answering a
+    call made before it; each transcript of a dataset (`transcript_record` lines) likewise."""
+    found = parsed(data)
+    items = found if isinstance(found, list) else [found]
+    if items and all(isinstance(x, dict) and detect_object(x) for x in items):
+        transcripts = [(f"transcript {n + 1}: " if len(items) > 1 else "", x["units"]) for n, x in enumerate(items)]
+    else:
+        transcripts = [("", items)]
+    out: list[str] = []
+    for where, records in transcripts:
+        calls: set[str] = set()
+        for i, rec in enumerate(records):
+            at = f"{where}unit {i + 1}"
+            if not is_unit(rec):
+                out.append(f"{at}: not a units record")
+                continue
+            try:
+                unit = Unit.from_dict(rec)
+            except (TypeError, ValueError, KeyError) as exc:
+                out.append(f"{at}: {exc}")
+                continue
+            calls.update(c.id for c in unit.tool_calls)
+            if unit.role == "tool" and unit.tool_call_id is not None and unit.tool_call_id not in calls:
+                out.append(f"{at}: tool result {unit.tool_call_id} answers no call before it")
+    return out[:MAX_PROBLEMS]
+
+
+FORMAT = Format(
+    name=NAME,
+    label="ctxkit units",
+    shape="messages",
+    detect=detect,
+    read=read,
+    write=write,
+    validate=validate,
+    detect_object=detect_object,
+    read_object=read_transcript,
+    write_object=transcript_record,
+    lines=True,
+    strict=True,
+    extension=EXTENSION,
+)

@@ -120,3 +120,28 @@ def write_rows(
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+
+
+def reading_summary(stats: Any) -> str:
+    """What the readers read and skipped, for people: "read 2 files, 91 records; skipped ..."."""
+    files = f"{stats.files:,} file{'s' if stats.files != 1 else ''}"
+    parts = [f"read {files}, {stats.records:,} records"]
+    skipped = []
+    non_message = sum(stats.skipped_non_message.values())
+    if non_message:
+        kinds = ", ".join(
+            f"{k} {v:,}"
+            for k, v in sorted(
+                stats.skipped_non_message.items(), key=lambda kv: (-kv[1], str(kv[0]))
+            )
+        )
+        skipped.append(f"{non_message:,} non-message records ({kinds})")
+    if stats.skipped_sidechain:
+        skipped.append(
+            f"{stats.skipped_sidechain:,} sidechain records (--include-sidechains keeps them)"
+        )
+    if stats.skipped_invalid:
+        skipped.append(f"{stats.skipped_invalid:,} invalid lines (--skip-invalid)")
+    if skipped:
+        parts.append("skipped " + "; ".join(skipped))
+    return "; ".join(parts)

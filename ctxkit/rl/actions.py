@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,9 +15,6 @@ from ctxkit.errors import SettingsFileError
 from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 MODES = ("oneshot", "replay")
-
-
-SLOW_MS = 500.0
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -143,6 +140,21 @@ def builtin_actions() -> list[Action]:
         ),
     ]
     return actions
+
+
+def select_actions(path: str | None = None, names: Sequence[str] = ()) -> list[Action]:
+    """The actions of `path` (default: the built-in set), only `names` when given, in the
+    order given; an unknown name is a usage error that lists the known ones."""
+    from ctxkit.errors import UsageError
+
+    actions = load_actions(path) if path else builtin_actions()
+    if not names:
+        return actions
+    by_name = {a.name: a for a in actions}
+    missing = [n for n in names if n not in by_name]
+    if missing:
+        raise UsageError(f"unknown action {missing[0]!r}; known: {', '.join(sorted(by_name))}")
+    return [by_name[n] for n in dict.fromkeys(names)]
 
 
 def load_actions(path: str) -> list[Action]:

@@ -236,7 +236,6 @@ def rl_schema() -> Any:
             "original_tokens": pl.Int64,
             "final_tokens": pl.Int64,
             "limit": pl.Int64,
-            "time_ms": pl.Float64,
             "priority_preserved": pl.Float64,
             "compactions": pl.Int64,
             "tokens_sent": pl.Int64,
@@ -246,6 +245,7 @@ def rl_schema() -> Any:
             "retention": pl.Float64,
             "retention_with_recall": pl.Float64,
             "error": pl.String,
+            "fidelity": pl.Float64,
         }
     )
     action = pl.Struct(

@@ -10,11 +10,13 @@ from typing import Any
 from ctxkit.archive.store import Archive
 from ctxkit.budget import used_fraction
 from ctxkit.compaction import CompactSettings
-from ctxkit.compaction import compact as run_chain
-from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.compaction.result import CompactResult, Failure
+from ctxkit.compaction.run import run
+from ctxkit.errors import unknown_name
+from ctxkit.fidelity import probes
 from ctxkit.model import TYPES, Transcript
 from ctxkit.rl.actions import MODES, Action
-from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms
+from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms, time_penalty
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
@@ -44,6 +46,7 @@ class Outcome:
     retention: float | None = None
     retention_with_recall: float | None = None
     error: str | None = None
+    fidelity: float | None = None  # probe recall of the context it left (`fidelity.probes`)
 
     def add_retention(self, retention: Mapping[str, Any]) -> None:
         """Record needle retention (`truth.needle_retention`'s figures)."""
@@ -67,7 +70,7 @@ class Outcome:
             reduction_ratio=self.reduction_ratio,
             priority_preserved=self.priority_preserved,
             used_recovery=self.used_recovery,
-            time_ms=self.time_ms,
+            fidelity=self.fidelity,
         )
 
     @property
@@ -75,7 +78,14 @@ class Outcome:
         """The spec's reward for this outcome."""
         return max(REWARD_MIN, min(REWARD_MAX, sum(self.terms.values())))
 
+    @property
+    def time_penalty(self) -> float:
+        """The spec's time term, reported beside the reward (`rl.reward`)."""
+        return time_penalty(self.time_ms)
+
     def to_dict(self) -> dict[str, Any]:
+        """The outcome as the datasets record it: `time_ms` (the machine's, not the input's)
+        stays out, so two runs export the same bytes."""
         return {
             "transcript": self.transcript_id,
             "action": self.action,
@@ -89,7 +99,6 @@ class Outcome:
             "original_tokens": self.original_tokens,
             "final_tokens": self.final_tokens,
             "limit": self.limit,
-            "time_ms": round(self.time_ms, 3),
             "priority_preserved": round(self.priority_preserved, 6),
             "compactions": self.compactions,
             "tokens_sent": self.tokens_sent,
@@ -98,6 +107,7 @@ class Outcome:
             "needles_recallable": self.needles_recallable,
             "retention": self.retention,
             "retention_with_recall": self.retention_with_recall,
+            "fidelity": None if self.fidelity is None else round(self.fidelity, 6),
             "error": self.error,
         }
 
@@ -165,8 +175,6 @@ def run_action(
     `CompactSettings(limit=limit)`, or overrides the settings' limit); the action replaces
     their chain, parameters and recovery mode.
     """
-    from ctxkit.fidelity.truth import needle_retention
-
     if mode not in MODES:
         raise unknown_name("mode", mode, MODES)
     settings = CompactSettings.given(settings, limit, "run_action")
@@ -185,69 +193,88 @@ def run_action(
     before = state_features(t, limit, tok, copts)
     outcome = partial(Outcome, transcript_id=t.id, action=action.name, mode=mode, limit=limit)
     retention: dict[str, Any] | None = None
-    with Archive(":memory:") as archive:
-        if mode == "replay":
-            from ctxkit.replay import replay
+    if mode == "replay":
+        from ctxkit.replay import replay
 
+        with Archive(":memory:") as archive:
             r = replay(t, settings, archive=archive, truth=truth)
-            result_t = r.transcript
-            retention = r.retention if truth else None
+        result_t = r.transcript
+        retention = r.retention if truth else None
+        out = outcome(
+            success=r.fits and r.invariants_ok,
+            fits=r.fits,
+            invariants_ok=r.invariants_ok,
+            used_recovery=r.used_recovery,
+            coherence_delta=coherence(t, result_t, embedder),
+            tokens_reduced=max(0, r.original_tokens - r.final_tokens),
+            original_tokens=r.original_tokens,
+            final_tokens=r.final_tokens,
+            time_ms=r.compaction_time_ms,
+            priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
+            compactions=r.compactions,
+            tokens_sent=r.tokens_sent,
+            error=r.errors[0] if r.errors else None,
+        )
+    else:
+        c, retention = _oneshot(t, settings, truth)
+        if isinstance(c, Failure):
+            # No context came out: nothing of the original is usable, so no coherence,
+            # reduction or priority credit.
+            result_t = t
             out = outcome(
-                success=r.fits and r.invariants_ok,
-                fits=r.fits,
-                invariants_ok=r.invariants_ok,
-                used_recovery=r.used_recovery,
-                coherence_delta=coherence(t, result_t, embedder),
-                tokens_reduced=max(0, r.original_tokens - r.final_tokens),
-                original_tokens=r.original_tokens,
-                final_tokens=r.final_tokens,
-                time_ms=r.compaction_time_ms,
-                priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
-                compactions=r.compactions,
-                tokens_sent=r.tokens_sent,
-                error=r.errors[0] if r.errors else None,
+                success=False,
+                fits=False,
+                invariants_ok=True,
+                used_recovery=False,
+                coherence_delta=0.0,
+                tokens_reduced=0,
+                original_tokens=before["tokens"],
+                final_tokens=before["tokens"],
+                time_ms=0.0,
+                priority_preserved=0.0,
+                compactions=1,
+                error=c.message,
             )
         else:
-            try:
-                c = run_chain(t, settings, archive=archive)
-            except CtxkitError as exc:
-                # No context came out: nothing of the original is usable, so no coherence,
-                # reduction or priority credit.
-                result_t = t
-                out = outcome(
-                    success=False,
-                    fits=False,
-                    invariants_ok=True,
-                    used_recovery=False,
-                    coherence_delta=0.0,
-                    tokens_reduced=0,
-                    original_tokens=before["tokens"],
-                    final_tokens=before["tokens"],
-                    time_ms=0.0,
-                    priority_preserved=0.0,
-                    compactions=1,
-                    error=str(exc),
-                )
-            else:
-                result_t = c.transcript
-                out = outcome(
-                    success=c.fits and bool(c.invariants["ok"]),
-                    fits=c.fits,
-                    invariants_ok=bool(c.invariants["ok"]),
-                    used_recovery=c.recovery is not None,
-                    coherence_delta=coherence(t, result_t, embedder),
-                    tokens_reduced=max(0, c.tokens_before - c.tokens_after),
-                    original_tokens=c.tokens_before,
-                    final_tokens=c.tokens_after,
-                    time_ms=c.time_ms,
-                    priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
-                    compactions=1 if c.changed else 0,
-                )
-                retention = needle_retention(result_t, truth, archive) if truth else None
+            result_t = c.transcript
+            out = outcome(
+                success=c.fits and bool(c.invariants["ok"]),
+                fits=c.fits,
+                invariants_ok=bool(c.invariants["ok"]),
+                used_recovery=c.recovery is not None,
+                coherence_delta=coherence(t, result_t, embedder),
+                tokens_reduced=max(0, c.tokens_before - c.tokens_after),
+                original_tokens=c.tokens_before,
+                final_tokens=c.tokens_after,
+                time_ms=c.time_ms,
+                priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
+                compactions=1 if c.changed else 0,
+            )
     if retention is not None:
         out.add_retention(retention)
+    # nothing usable came out of a failed run: it keeps nothing of what the task needs
+    out.fidelity = probes.score(probes.extract(t), result_t).recall if out.success else 0.0
     after = state_features(result_t, limit, tok, copts)
     return Trial(t, result_t, action, out, before, after)
+
+
+def _oneshot(
+    t: Transcript, settings: CompactSettings, truth: Mapping[str, Any] | None
+) -> tuple[CompactResult | Failure, dict[str, Any] | None]:
+    """`t` through the one compaction run (scratch archive in memory); the result, or why
+    there is none, and needle retention against the archive while it is open."""
+    from ctxkit.fidelity.truth import needle_retention
+
+    got: list[Any] = []
+
+    def keep(item: CompactResult | Failure, archive: Archive) -> None:
+        retention = None
+        if truth and isinstance(item, CompactResult):
+            retention = needle_retention(item.transcript, truth, archive)
+        got.append((item, retention))
+
+    run([t], settings, on_result=keep, keep_going=True)
+    return got[0]
 
 
 def score(
@@ -283,6 +310,7 @@ class _Tally:
     recallable: int = 0
     coherence: float = 0.0
     reduction: float = 0.0
+    fidelity: float = 0.0
 
 
 class Summary:
@@ -303,6 +331,7 @@ class Summary:
         s.time_ms += o.time_ms
         s.coherence += o.coherence_delta
         s.reduction += o.reduction_ratio
+        s.fidelity += o.fidelity or 0.0
         if o.needles_total:
             s.needles += o.needles_total
             s.present += o.needles_present or 0
@@ -329,6 +358,7 @@ class Summary:
                     "recovery_rate": s.recovery / s.n,
                     "mean_coherence": s.coherence / s.n,
                     "mean_reduction": s.reduction / s.n,
+                    "mean_fidelity": s.fidelity / s.n,
                     "retention": s.present / s.needles if s.needles else None,
                     "retention_with_recall": (s.present + s.recallable) / s.needles
                     if s.needles
@@ -348,6 +378,7 @@ class Summary:
             "fit",
             "recovery",
             "coherence",
+            "fidelity",
             "reduced",
             "retention",
             "+recall",
@@ -367,6 +398,7 @@ class Summary:
                     pct(r["fit_rate"]),
                     pct(r["recovery_rate"]),
                     f"{r['mean_coherence']:.3f}",
+                    f"{r['mean_fidelity']:.3f}",
                     pct(r["mean_reduction"]),
                     pct(r["retention"]),
                     pct(r["retention_with_recall"]),

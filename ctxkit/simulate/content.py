@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
+import random
 import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 
-if TYPE_CHECKING:
-    from ctxkit.simulate.builder import Builder
+
+class Builder(Protocol):
+    """What the generators use of `simulate.builder.Builder`: its seeded random stream and
+    fakers, its clock, its repository name, and its sizing helpers."""
+
+    rng: random.Random
+    fake: Any
+    clock: float
+    repo: str
+
+    def faker(self, locale: str) -> Any: ...
+
+    def pick(self, seq: Sequence[Any]) -> Any: ...
+
+    def count(self, text: str) -> int: ...
+
+    def stamp(self, ts: float | None = None) -> str: ...
+
+    def fill(
+        self,
+        budget: int,
+        more: Callable[[], str],
+        *,
+        head: Sequence[str] = (),
+        tail: str = "",
+        misses: int = 3,
+    ) -> str: ...
 
 
 NOUNS = (

@@ -13,11 +13,11 @@ from ctxkit.fileio import atomic_set
 from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
 
-# The formats that hold a generated transcript whole, those that name an EXTENSION for it: an
+# The formats that hold a generated transcript whole, those that name an extension for it: an
 # app log has no place for the system prompt (Claude Code) and ShareGPT renumbers tool calls,
 # so the ground truth would not match.
-OUTPUT_FORMATS = tuple(f for f in WRITABLE if hasattr(FORMATS[f], "EXTENSION"))
-_EXTENSIONS = {name: FORMATS[name].EXTENSION for name in OUTPUT_FORMATS}
+_EXTENSIONS = {name: ext for name in WRITABLE if (ext := FORMATS[name].extension) is not None}
+OUTPUT_FORMATS = tuple(_EXTENSIONS)
 
 
 TRUTH_NAME = "truth.jsonl"

@@ -62,3 +62,12 @@ def describe(unit: Unit, names: dict[str, str]) -> str:
     if unit.type == "reasoning" or (unit.reasoning and not unit.content):
         return f"{unit.role} reasoning"
     return f"{unit.role} message"
+
+
+def failure_note(unit: Unit) -> str:
+    """`exit 1: <error line>` (or `error: <line>`) when the log says this tool output failed,
+    "" otherwise: what a placeholder keeps of a failure (`facts.outcome`)."""
+    from ctxkit.facts import outcome
+
+    result = outcome(unit)
+    return result.label if result.failed else ""

@@ -137,10 +137,10 @@ def user_messages_kept(state: State) -> set[int]:
     user-message budget of the goal (`summarize.user_message_budget`) holds them. Strategies that
     shorten or drop units leave them alone; `summarize_old` may move them into its summary, where
     it quotes them word for word."""
-    from ctxkit.structure import is_user_request
+    from ctxkit.structure import is_request
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
-    at = [i for i, u in enumerate(state.units) if is_user_request(u) and u.content.strip()]
+    at = [i for i, u in enumerate(state.units) if is_request(u)]
     tok = state.ctx.tokenizer
     sizes = [tok.count(state.units[i].content) for i in at]
     return {at[k] for k in newest_within(sizes, user_message_budget(state.target))}
@@ -150,6 +150,27 @@ def untouchable(state: State) -> set[int]:
     """What strategies that shorten or drop units must leave as it is: the protected units and
     the user's messages within their budget."""
     return protected(state) | user_messages_kept(state)
+
+
+def last_action(state: State) -> set[int]:
+    """The last thing the agent did and what came back: the last tool call's unit with its
+    results, or the last command an agent wrote as text with the output after it. Strategies
+    that remove units (summarize, mask, discard) leave it; those that shorten an output keep
+    its head (offload, chunking), where its first line is."""
+    from ctxkit.facts import acted
+    from ctxkit.structure import blocks
+
+    units = state.units
+    for i in range(len(units) - 1, -1, -1):
+        u = units[i]
+        if u.tool_calls:
+            for start, end in blocks(list(units)):
+                if start <= i < end:
+                    return set(range(start, end))
+            return {i}
+        if acted(units, i):
+            return {i, i + 1}
+    return set()
 
 
 def make_ref(scope: str, unit: Unit) -> str:

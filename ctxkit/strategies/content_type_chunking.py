@@ -18,6 +18,7 @@ last user request are never shortened.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,19 +103,64 @@ def _with_note(short: str, text: str, json_content: bool) -> str | None:
 
 
 def never_shortened(units: Sequence[Unit]) -> set[int]:
-    """The last assistant message with text and the last user request: what the model reads
-    first when it resumes, kept word for word."""
-    from ctxkit.structure import is_user_request
+    """What the model reads first when it resumes, kept word for word: the last assistant
+    message with text, the last user request, the last tool call; and every command an agent
+    wrote as text (SWE-agent's `edit 287:296 ... end_of_edit`): cut, the action is lost."""
+    from ctxkit.facts import acted
+    from ctxkit.structure import request_indices
 
     out: set[int] = set()
     for i in range(len(units) - 1, -1, -1):
         if units[i].role == "assistant" and units[i].content.strip():
             out.add(i)
             break
+    requests = request_indices(units)
+    if requests:
+        out.add(requests[-1])
+    calls = [i for i, u in enumerate(units) if u.tool_calls]
+    if calls:
+        # the last call and its results: an output too large to keep is offloaded (its head
+        # stays, where the first line is), not cut in the middle
+        last = calls[-1]
+        ids = {c.id for c in units[last].tool_calls}
+        out.add(last)
+        out.update(i for i in range(last + 1, len(units)) if units[i].tool_call_id in ids)
+    out.update(i for i in range(len(units)) if acted(units, i))
+    out.update(_shows_edited_lines(units))
+    return out
+
+
+_SED_SCRIPT = re.compile(r"""\bsed\s+(?:-\w+\s+)*-i[^'"]*['"]\d*s(.)(.+?)\1""")
+MIN_ANCHOR_CHARS = 12
+
+
+def _shows_edited_lines(units: Sequence[Unit]) -> set[int]:
+    """Outputs that show a line a later edit changed (an Edit's old string, a `sed -i`
+    pattern): cut, they would lose exactly the line the fix is about."""
+    from ctxkit.facts import decoded_args, is_output
+
+    out: set[int] = set()
+    anchors: list[str] = []  # the lines later edits changed, seen walking back from the end
     for i in range(len(units) - 1, -1, -1):
-        if is_user_request(units[i]):
+        u = units[i]
+        if anchors and is_output(u) and any(a in u.content for a in anchors):
             out.add(i)
-            break
+        for c in u.tool_calls:
+            args = decoded_args(c.arguments)
+            if not isinstance(args, dict):
+                continue
+            for key in ("old_string", "old_str"):
+                value = args.get(key)
+                if isinstance(value, str):
+                    first = next((ln.strip() for ln in value.splitlines() if len(ln.strip()) >= MIN_ANCHOR_CHARS), "")
+                    if first:
+                        anchors.append(first)
+            command = args.get("command") or args.get("cmd")
+            if isinstance(command, str):
+                for m in _SED_SCRIPT.finditer(command):
+                    pattern = m.group(2).replace("\\", "")
+                    if len(pattern) >= MIN_ANCHOR_CHARS:
+                        anchors.append(pattern)
     return out
 
 

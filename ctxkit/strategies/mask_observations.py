@@ -15,12 +15,19 @@ from typing import Any
 
 from ctxkit.archive.store import REF_PROBE
 from ctxkit.config.fields import integer, plain, setting
-from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
+from ctxkit.strategies._common import (
+    failure_note,
+    is_compacted,
+    is_tool_output,
+    tool_name,
+    tool_names,
+)
 from ctxkit.strategies.base import (
     State,
     archive_unit,
     archived_as,
     fmt_int,
+    last_action,
     merged,
     placeholder,
     protected,
@@ -45,9 +52,11 @@ DEFAULTS: dict[str, Any] = plain(Params())
 STEP_WINDOW = 10
 
 
-def mask_text(tool: str, size_bytes: int, ref: str) -> str:
-    """The one line that replaces a masked tool output."""
-    return f"[{tool} output, {fmt_int(size_bytes)} bytes, {archived_as([ref])}]"
+def mask_text(tool: str, size_bytes: int, ref: str, failure: str = "") -> str:
+    """The one line that replaces a masked tool output; a failed one keeps what failed (its
+    exit code and error line), so the next step still has its reason."""
+    what = f", {failure}" if failure else ""
+    return f"[{tool} output, {fmt_int(size_bytes)} bytes{what}, {archived_as([ref])}]"
 
 
 def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
@@ -68,7 +77,7 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
         if len(steps) <= keep_steps:
             return None
         cutoff = steps[-keep_steps]
-    keep = protected(state)
+    keep = protected(state) | last_action(state)
     names = tool_names(state.units)
     tok = state.ctx.tokenizer
     out = list(state.units)
@@ -79,10 +88,11 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
             continue
         # a masked line costs ~20 tokens; an output not larger than that is left alone
         size = len(unit.content.encode())
-        if not smaller_than(mask_text(tool_name(unit, names), size, REF_PROBE), [unit], tok):
+        failure = failure_note(unit)
+        if not smaller_than(mask_text(tool_name(unit, names), size, REF_PROBE, failure), [unit], tok):
             continue
         ref = archive_unit(state, unit)
-        text = mask_text(tool_name(unit, names), size, ref)
+        text = mask_text(tool_name(unit, names), size, ref, failure)
         out[i] = placeholder(unit, ref, text, NAME)
         changed = True
     return state.with_units(out) if changed else None

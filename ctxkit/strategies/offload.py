@@ -19,7 +19,13 @@ from typing import Any
 
 from ctxkit.archive.store import REF_PROBE
 from ctxkit.config.fields import integer, plain, setting
-from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
+from ctxkit.strategies._common import (
+    failure_note,
+    is_compacted,
+    is_tool_output,
+    tool_name,
+    tool_names,
+)
 from ctxkit.strategies.base import (
     State,
     archive_unit,
@@ -46,9 +52,11 @@ class Params:
 DEFAULTS: dict[str, Any] = plain(Params())
 
 
-def stub_text(tool: str, size_bytes: int, preview: str, ref: str) -> str:
-    """The text that replaces an offloaded tool result."""
-    head = f"[{tool} output, {fmt_int(size_bytes)} bytes, {archived_as([ref])}"
+def stub_text(tool: str, size_bytes: int, preview: str, ref: str, failure: str = "") -> str:
+    """The text that replaces an offloaded tool result; a failed one names what failed (its
+    exit code and error line) when the preview does not show it."""
+    what = f", {failure}" if failure and failure.split(": ", 1)[-1] not in preview else ""
+    head = f"[{tool} output, {fmt_int(size_bytes)} bytes{what}, {archived_as([ref])}"
     if not preview:
         return head + "]"
     more = fmt_int(size_bytes - len(preview.encode()))
@@ -86,10 +94,11 @@ def offload(state: State, params: Mapping[str, Any]) -> State | None:
             continue
         tool = tool_name(unit, names)
         preview = preview_of(unit.content, preview_chars)
-        if not smaller_than(stub_text(tool, size, preview, REF_PROBE), [unit], tok):
+        failure = failure_note(unit)
+        if not smaller_than(stub_text(tool, size, preview, REF_PROBE, failure), [unit], tok):
             continue
         ref = archive_unit(state, unit)
-        text = stub_text(tool, size, preview, ref)
+        text = stub_text(tool, size, preview, ref, failure)
         out[i] = placeholder(unit, ref, text, NAME)
         changed = True
     return state.with_units(out) if changed else None

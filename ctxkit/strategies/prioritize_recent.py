@@ -16,7 +16,7 @@ from typing import Any
 from ctxkit.config.fields import number, plain, setting
 from ctxkit.strategies._common import block_text
 from ctxkit.strategies._runs import removable_blocks, remove_runs, run_text
-from ctxkit.strategies.base import State, merged, untouchable
+from ctxkit.strategies.base import State, last_action, merged, untouchable
 
 NAME = "prioritize_recent"
 LABEL = "Prioritizing recent and relevant units"  # what a progress event says while it runs
@@ -63,7 +63,11 @@ def prioritize_recent(state: State, params: Mapping[str, Any]) -> State | None:
         if len(units) - recent_from >= want:
             break
         recent_from = start
-    candidates = [(s, e) for s, e in removable_blocks(state, untouchable(state)) if s < recent_from]
+    candidates = [
+        (s, e)
+        for s, e in removable_blocks(state, untouchable(state) | last_action(state))
+        if s < recent_from
+    ]
     if not candidates:
         return None
     scores = block_scores(state, candidates, float(p["priority_boost"]))

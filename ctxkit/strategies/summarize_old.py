@@ -14,6 +14,7 @@ is settled by `compaction.arrange` once the chain is done.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ from ctxkit.strategies.base import (
     State,
     archive_unit,
     fmt_int,
+    last_action,
     make_ref,
     merged,
     protected,
@@ -39,7 +41,10 @@ class Params:
     """Summarize the oldest history, at most `old_threshold` of it, in `summary_length` tokens."""
 
     old_threshold: float = setting(0.6, number(0.0, 1.0), "largest share of history summarized")
-    summary_length: int = setting(300, integer(1), "tokens")
+    summary_length: int = setting(300, integer(1), "tokens, at least")
+    summary_share: float = setting(
+        0.1, number(0.0, 0.5), "of the goal the summary may take when that is more"
+    )
     min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
 
 
@@ -87,6 +92,24 @@ def preamble(n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bo
     )
 
 
+_COUNTS = re.compile(r"(\d[\d,]*) earlier messages? \(([\d,]+) tokens\)")
+
+
+def covered(unit: Unit, tokens: int) -> tuple[int, int]:
+    """(messages, tokens) a unit stands for: an earlier summary the messages and tokens it
+    summarized (from its record, or its opening line when read back from a file), any other
+    unit itself."""
+    if unit.type != "summary":
+        return 1, tokens
+    counts = unit.meta.get("summarized")
+    if isinstance(counts, (list, tuple)) and len(counts) == 2:
+        return int(counts[0]), int(counts[1])
+    m = _COUNTS.search(unit.content[:400])
+    if m:
+        return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+    return 1, tokens
+
+
 def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     """The user's own messages, word for word, oldest first."""
     from ctxkit.summarizers.extractive import USER_MESSAGES_TITLE
@@ -104,11 +127,11 @@ def _quoted(
     """(id, text) of the user messages a summary quotes word for word: those of the span and
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
-    from ctxkit.structure import is_user_request
+    from ctxkit.structure import is_request
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
-        return [(units[i].id, units[i].content) for i in indices if is_user_request(units[i]) and units[i].content.strip()]
+        return [(units[i].id, units[i].content) for i in indices if is_request(units[i])]
 
     gone_set = set(gone)
     earlier = requests([i for i in range(first, cut) if i < gone[0]])
@@ -125,11 +148,12 @@ def _quoted(
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     """Replace the oldest history by one summary, the smallest span that reaches the goal
     (up to `old_threshold` of the history); None when it would not help."""
-    from ctxkit.structure import safe_cut_points
+    from ctxkit.structure import is_user_request, safe_cut_points
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
-    length = int(p["summary_length"])
+    # a larger goal holds a fuller summary: every file and failure of a long session
+    length = max(int(p["summary_length"]), int(state.target * float(p.get("summary_share", 0.0))))
     units = state.units
     tokens = state.units_tokens()
     first = 0
@@ -139,10 +163,11 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     longest = _longest_cut(state, first, int(history * threshold), tokens)
     if longest <= first:
         return None
-    keep = protected(state)
+    # the last action stays after the summary, as protected units from the span do
+    keep = protected(state) | last_action(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
-    def build(cut: int, refs_of: Any) -> State | None:
+    def build(cut: int, refs_of: Any, check: bool = False) -> State | None:
         span = range(first, cut)
         gone = [i for i in span if i not in keep]
         if len(gone) < 2:
@@ -162,9 +187,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         refs = [refs_of(units[i]) for i in gone]
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
-        gone_tokens = sum(tokens[i] for i in gone)
+        # an earlier summary counts for the messages it stood for: the counts stay true
+        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
+        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
         quotes = verbatim_section([t for _, t in quoted])
-        head = preamble(len(gone), gone_tokens, refs, summarized=bool(text.strip() or quotes))
+        head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
+        if check:
+            # checked against the span's own facts (probes, not the summarizer's extraction):
+            # what neither the summary nor the messages that stay carry is added
+            rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
+            text = with_missing_facts(text, quotes, [units[i] for i in gone], rest, length, state)
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
@@ -177,13 +209,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "refs": all_refs,
                 "strategy": NAME,
                 "summarized_ids": [units[i].id for i in gone],
+                "summarized": [n_gone, gone_tokens],
                 "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
-        # Protected units from before the first summarized one (the first request) precede
-        # the summary; those from inside the span (P1) follow it, pinned.
-        before = [units[i] for i in span if i in keep and i < gone[0]]
-        after = [units[i] for i in span if i in keep and i > gone[0]]
+        # Protected units from before the first summarized one, and the first request wherever
+        # it is (a log that opens with its agent's own summary has it inside the span), precede
+        # the summary; the other protected units of the span (P1) follow it, pinned.
+        opening = next((i for i in span if is_user_request(units[i])), None)
+        before = [units[i] for i in span if i in keep and (i < gone[0] or i == opening)]
+        after = [units[i] for i in span if i in keep and i > gone[0] and i != opening]
         return state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
 
     def dry_ref(unit: Unit) -> str:
@@ -196,8 +231,49 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS)
     if chosen is None:
         chosen = longest
-    new = build(chosen, lambda u: archive_unit(state, u))
+    new = build(chosen, lambda u: archive_unit(state, u), check=True)
     return new if new is not None and new.tokens() < state.tokens() else None
+
+
+CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
+
+
+def with_missing_facts(
+    text: str, quotes: str, span: Sequence[Unit], rest: Sequence[Unit], length: int, state: State
+) -> str:
+    """The summary with the span's facts it lost (files acted on, error lines, open todos) that
+    no message staying in the context carries either, added in a section of their own within
+    a third of the summary's length (Gemini CLI has the model verify its snapshot; here the
+    probes of the span do)."""
+    from ctxkit.fidelity import probes as P
+    from ctxkit.model import Transcript
+    from ctxkit.summarizers.extractive import CHECK_TITLE
+
+    facts = P.span_facts(span)
+    if not facts:
+        return text
+    context = P.Context.of(Transcript(units=[Unit("s", "user", content=f"{text}\n{quotes}"), *rest]))
+    missing = [p for p in facts if not P.kept(p, context)]
+    if not missing:
+        return text
+    # what the next step most needs first: failures and changed files, then todos, then reads
+    rank = {"error": 0, "todo": 1}
+    missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 2))
+    tok = state.ctx.tokenizer
+    room = max(40, length // CHECK_SHARE)
+    lines: list[str] = []
+    used = tok.count(f"## {CHECK_TITLE}\n")
+    for p in missing:
+        what = {"artifact": f"{p.key} ({p.detail})", "error": f"error: {p.key}", "todo": f"todo: {p.key}"}
+        line = f"- {what.get(p.category, p.key)}"
+        n = tok.count(line + "\n")
+        if used + n > room:
+            break
+        lines.append(line)
+        used += n
+    if not lines:
+        return text
+    return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(lines)
 
 
 def _smallest_fitting(cuts: list[int], build: Any, target: int, budget: int) -> int | None:

@@ -1,21 +1,32 @@
-"""Summarizers: turn a run of units into one short text that keeps the task alive.
+"""The offline summarizer: a structured handover written from what the log says happened.
 
-`extractive` is the offline default: deterministic, no model. It writes a structured handover
-(the user's requests in their own words, decisions, files touched, commands and outcomes,
-errors seen, open items) filled from the units, then adds the most central sentences until
-the target length. The `llm` summarizer (an OpenAI-compatible endpoint) is registered by
-`ctxkit.summarizers.llm`.
+`summarize_extractive` is deterministic and needs no model. Its sections follow Claude Code's
+compaction prompt and are filled from the transcript's structure (`ctxkit.facts`): the task in
+the user's words, every file acted on and how (created, edited, read, ran), each failure with
+its error line and whether a later run fixed it, the actions and their outcomes, the open todo
+items, and where the work stood. Nothing is inferred from words alone: an output is a failure
+when the log says so, a file was edited when an edit tool or an in-place command touched it.
+
+Within the token target the sections share the room by what a model continuing the task needs
+most: the task, edited files, the latest errors, pending tasks and current work first, then
+read files, older actions and the assistant's own notes. A previous summary (`previous_summary`,
+ctxkit's own or an agent's) is merged section by section, so repeated compaction keeps one
+summary with true counts instead of stacking them.
+
+`handover` is the fresh-start form: the same sections, every P1 unit named, and optionally the
+last request verbatim.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ctxkit import facts as F
 from ctxkit.compress import sentence_scores, split_sentences, words
 from ctxkit.model import Unit
 
@@ -59,27 +70,9 @@ def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
 GROUP_ARGS_CHARS = 48
-
-_PATH = re.compile(
-    r"(?<![\w/.~-])(?:~|\.{1,2})?(?:/?[\w.@+-]+/)+[\w.@+-]+\.\w{1,8}\b"  # a/b/c.ext, /abs/x.py
-    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|swift|"
-    r"md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|lock)\b"
-)
-_NOT_PATH = re.compile(r"^(?:\d+(?:\.\d+)+|[\w.]+\.(?:com|org|net|io)(?:/.*)?|[A-Z]\w*\.js)$")
-_ERROR = re.compile(
-    # a word, not a file name: error.c, failed-tests.txt
-    r"(?:\b(?:error|exception|traceback|failed|failure|fatal|panic)\b(?![.-]\w)|\w+Error\b|\w+Exception\b|"
-    r"exit (?:code|status) [1-9]|command not found|no such file|permission denied)",
-    re.IGNORECASE,
-)
-_EXCEPTION_LINE = re.compile(r"^\s*(?:[\w.]+(?:Error|Exception|Exit)\b:?|FAILED\b|E\s{2,})")
-_EXCEPTION_NAME = re.compile(r"^\s*(?:E\s+)?[\w.]*(?:Error|Exception)\b")
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):?\s*$")
-_CODE_LISTING = re.compile(
-    r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b|^\s*}\s*catch\b"
-)
+READ_PER_LINE = 6  # files only read are listed this many to an item
 _DECISION = re.compile(
-    r"\b(?:I will|I'm going to|we'll|we should|decided|decision|instead|"
+    r"\b(?:I will|I'll|I'm going to|we'll|we should|decided|decision|instead|"
     r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
     re.IGNORECASE,
 )
@@ -87,12 +80,7 @@ _OPEN = re.compile(
     r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)",
     re.IGNORECASE | re.MULTILINE,
 )
-_RETURNCODE = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)? (?:code|status)[:= ]+(-?\d+)",
-    re.IGNORECASE,
-)
-_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)\s*\n(.*?)```", re.DOTALL)
-_ARG_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename", "name")
+_BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?\s*\n(.*?)```", re.DOTALL)
 
 
 def _tok(tok: Tokenizer | None) -> Tokenizer:
@@ -104,8 +92,7 @@ def _tok(tok: Tokenizer | None) -> Tokenizer:
 
 
 def _one_line(text: str, chars: int = ITEM_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= chars else flat[: chars - 3].rstrip() + "..."
+    return F.one_line(text, chars)
 
 
 def _quote(text: str, chars: int = REQUEST_CHARS) -> str:
@@ -118,250 +105,106 @@ def _quote(text: str, chars: int = REQUEST_CHARS) -> str:
     return f"{head} [...] {tail}"
 
 
-def _is_request(u: Unit) -> bool:
-    from ctxkit.structure import is_user_request
-
-    return is_user_request(u) and bool(u.content.strip())
-
-
 # --------------------------------------------------------------------------------------------
-# extraction
+# extraction (thin views over `ctxkit.facts`)
 
 
 def user_requests(units: Sequence[Unit]) -> list[Unit]:
-    """The user's own requests, in order."""
-    return [u for u in units if _is_request(u)]
-
-
-_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file")
-_EDIT_TOOLS = ("edit", "write", "create", "replace", "patch", "insert", "str_replace", "multiedit")
-
-
-def _arguments(text: str) -> Any:
-    """A call's arguments as data (JSON decoded), or the text itself when it is not JSON."""
-    try:
-        return json.loads(text) if text.strip() else {}
-    except ValueError:
-        return text
-
-
-def _strings(value: Any) -> list[str]:
-    """Every string inside decoded arguments (commands, paths, patches), in order."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
-def _paths_in(text: str) -> list[str]:
-    out = []
-    # JSON-escaped text (a tool output kept as JSON) must not glue "\n" to the next path
-    for m in _PATH.finditer(text.replace("\\n", "\n").replace("\\/", "/")):
-        path = m.group(0).rstrip(".")
-        if len(path) > 3 and not _NOT_PATH.match(path):
-            out.append(path)
-    return out
+    """The user's own requests, in order: harness notes ("[Request interrupted by user]",
+    Codex's `<environment_context>`) and demonstrations are not requests."""
+    return F.requests(units)
 
 
 def file_actions(units: Sequence[Unit]) -> dict[str, list[str]]:
-    """path -> what the agent did to it ("read", "edited", "ran"...), from the tool calls'
-    decoded arguments (a path key names the file the tool acted on; paths inside a command or
-    patch were used by it), then paths only mentioned in tool output or messages ("mentioned")."""
-    actions: dict[str, list[str]] = {}
-
-    def add(path: str, action: str) -> None:
-        done = actions.setdefault(path, [])
-        if action not in done:
-            done.append(action)
-
-    for u in units:
-        for c in u.tool_calls:
-            args = _arguments(c.arguments)
-            name = c.name.lower()
-            verb = "edited" if any(k in name for k in _EDIT_TOOLS) else "read" if "read" in name or "view" in name else "used"
-            if isinstance(args, dict):
-                for key in _PATH_KEYS:
-                    if isinstance(args.get(key), str) and args[key].strip():
-                        add(args[key].strip(), verb)
-            for text in _strings(args):
-                for path in _paths_in(text):
-                    add(path, "used" if verb != "edited" else "edited")
-    for u in units:
-        if u.tool_calls and not u.content:
-            continue
-        for path in _paths_in(u.content):
-            if path not in actions:
-                add(path, "mentioned")
-    # "paneCreation.ts" beside "/repo/src/utils/paneCreation.ts" is the same file: one line
-    full = [p for p in actions if "/" in p.lstrip("./")]
-    for short in [p for p in actions if "/" not in p.lstrip("./")]:
-        name = short.lstrip("./")
-        owner = next((p for p in full if p.endswith("/" + name)), None)
-        if owner is not None:
-            for action in actions.pop(short):
-                if action not in actions[owner]:
-                    actions[owner].append(action)
-    return actions
+    """path -> what was done to it (created, edited, written, deleted, ran, read, used)."""
+    return F.files(units)
 
 
 def files_touched(units: Sequence[Unit]) -> list[str]:
-    """File paths the units touched: those the tool calls acted on first (edited before read
-    before used), then those only mentioned; in order of first appearance within each rank."""
-    actions = file_actions(units)
-    rank = {"edited": 0, "read": 1, "used": 2, "mentioned": 3}
+    """Files the actions touched: changed ones first (created, edited, written, deleted), then
+    those run, then those read; in order of first appearance within each rank."""
+    actions = F.files(units)
     order = {p: i for i, p in enumerate(actions)}
-    return sorted(actions, key=lambda p: (min(rank[a] for a in actions[p]), order[p]))
-
-
-def _short_args(arguments: str) -> str:
-    try:
-        data: Any = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return _one_line(arguments, 100)
-    if isinstance(data, dict):
-        for key in _ARG_KEYS:
-            value = data.get(key)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                # an argv: ["bash", "-lc", "the command"] is the command
-                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
-            if isinstance(value, str) and value.strip():
-                return _one_line(value, 100)
-        return _one_line(", ".join(f"{k}={v}" for k, v in data.items()), 100)
-    return _one_line(str(data), 100)
+    return sorted(actions, key=lambda p: (F.ACTION_RANK.get(actions[p][0], 9), order[p]))
 
 
 def error_line(text: str) -> str | None:
-    """The line that says what went wrong in a tool output: the exception line of a traceback
-    (never the bare "Traceback (most recent call last):"), else the first error line, else the
-    last line of an output that holds a traceback; None when nothing failed."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    specific = [ln for ln in lines if _EXCEPTION_LINE.search(ln) and not _CODE_LISTING.match(ln)]
-    # the exception itself ("ValueError: ...") says more than a test runner's "FAILED x::y"
-    named = [ln for ln in specific if _EXCEPTION_NAME.search(ln)]
-    if named or specific:
-        return _one_line((named or specific)[-1], 120)
-    plain = [
-        ln
-        for ln in lines
-        if _ERROR.search(ln) and not _CODE_LISTING.match(ln) and not _TRACEBACK.match(ln)
+    """The line that says what went wrong in a failing output (see `facts.error_line`); None
+    when the text holds no failure (a listing of files named error.c is none)."""
+    probe = Unit("x", "tool", content=text, tool_call_id="x")
+    out = F.outcome(probe)
+    if out.failed:
+        return out.error or None
+    line = F.error_line(text)
+    return line if line and F._EXCEPTION.match(line) and not F._CODE_LISTING.match(line) else None
+
+
+def _action_lines(actions: Sequence[F.Call]) -> list[str]:
+    """`name(args) -> outcome` per action; consecutive short calls of one tool with one
+    outcome share a line (`Read x3(a; b; c) -> ok`). Todo-list writes are pending tasks."""
+    rows = [
+        (c.name, c.args, c.outcome.label if c.outcome is not None else "no result")
+        for c in actions
+        if "todo" not in c.name.lower()
     ]
-    if plain:
-        return _one_line(plain[0], 120)
-    if any(_TRACEBACK.match(ln) for ln in lines):
-        return _one_line(lines[-1], 120) if not _TRACEBACK.match(lines[-1]) else None
-    return None
-
-
-def _output(text: str) -> tuple[str, int | None]:
-    """A tool output's text and exit code: agents that log results as JSON (Codex's
-    `{"output", "metadata": {"exit_code"}}`, OpenHands') are decoded first."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"output"' in stripped[:2000]:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("output"), str):
-            meta = data.get("metadata")
-            code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
-            return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
-    m = _RETURNCODE.search(text)
-    return text, (int(m.group(1) or m.group(2)) if m else None)
-
-
-def _outcome(result: Unit | None) -> str:
-    """ok, or what failed: the exit code and the error line, from the result's structure (its
-    exit code or error flag) before its words."""
-    if result is None:
-        return "no result"
-    text, code = _output(result.content)
-    if code is not None and code != 0:
-        line = error_line(text)
-        return f"exit {code}" + (f": {_one_line(line, 90)}" if line else "")
-    failed = bool(result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")))
-    if code == 0 and not failed:
-        return "ok"
-    from ctxkit.compress import detect_kind
-
-    if not failed and detect_kind(text) == "code":
-        return "ok"  # a file listing mentions errors without being one
-    line = error_line(text)
-    if line and (failed or _EXCEPTION_LINE.search(line) or not _CODE_LISTING.match(line)):
-        return "error: " + _one_line(line, 90)
-    return "error" if failed else "ok"
-
-
-def commands_run(units: Sequence[Unit]) -> list[str]:
-    """`name(args) -> outcome` for each tool call, and the shell blocks agents write as text;
-    consecutive short calls of one tool with one outcome share a line: `name x3(a; b; c) -> ok`."""
-    results: dict[str, Unit] = {}
-    for u in units:
-        if u.tool_call_id is not None:
-            results.setdefault(u.tool_call_id, u)
-    calls: list[tuple[str, str, str]] = []  # (name, short args, outcome)
-    for i, u in enumerate(units):
-        for c in u.tool_calls:
-            if "todo" in c.name.lower():
-                continue  # the todo list is reported under open items
-            calls.append((c.name, _short_args(c.arguments), _outcome(results.get(c.id))))
-        if u.role == "assistant" and not u.tool_calls:
-            for block in _BASH_BLOCK.findall(u.content):
-                nxt = units[i + 1] if i + 1 < len(units) else None
-                calls.append(("$", _one_line(block, 100), _outcome(nxt)))
     out: list[str] = []
     k = 0
-    while k < len(calls):
-        name, args, outcome = calls[k]
+    while k < len(rows):
+        name, args, label = rows[k]
         j = k + 1
-        # short lookups (ids, paths) group well; long commands each keep their own line
         while (
-            j < len(calls)
-            and calls[j][0] == name
-            and calls[j][2] == outcome
-            and max(len(args), len(calls[j][1])) <= GROUP_ARGS_CHARS
+            j < len(rows)
+            and rows[j][0] == name
+            and rows[j][2] == label
+            and max(len(args), len(rows[j][1])) <= GROUP_ARGS_CHARS
         ):
             j += 1
         if name == "$" and j == k + 1:
-            out.append(f"$ {args} -> {outcome}")
+            out.append(f"$ {args} -> {label}")
         elif j == k + 1:
-            out.append(f"{name}({args}) -> {outcome}")
+            out.append(f"{name}({args}) -> {label}")
         else:
-            joined = _one_line("; ".join(c[1] for c in calls[k:j]), 200)
-            out.append(f"{name} x{j - k}({joined}) -> {outcome}")
+            joined = _one_line("; ".join(r[1] for r in rows[k:j]), 200)
+            out.append(f"{name} x{j - k}({joined}) -> {label}")
         k = j
     return out
 
 
-def errors_seen(units: Sequence[Unit]) -> list[str]:
-    """What failed, in order: `call -> the error line` for each tool call whose result failed
-    (non-zero exit, an error flag, an exception), with "(fixed: a later call succeeded)" when
-    the same call later went through; then error lines the user pasted."""
-    results: dict[str, Unit] = {}
-    for u in units:
-        if u.tool_call_id is not None:
-            results.setdefault(u.tool_call_id, u)
-    calls = [(c.name, _short_args(c.arguments), _outcome(results.get(c.id))) for u in units for c in u.tool_calls]
-    failures: dict[str, list[tuple[str, bool]]] = {}  # outcome -> (call, fixed later)
-    for k, (name, args, outcome) in enumerate(calls):
-        if outcome in ("ok", "no result"):
+def commands_run(units: Sequence[Unit]) -> list[str]:
+    """`name(args) -> outcome` for each action (tool calls and commands written as text)."""
+    return _action_lines(F.calls(units))
+
+
+def _failures(actions: Sequence[F.Call]) -> list[str]:
+    """`call -> error line` per distinct failure, oldest first; "(fixed: a later run passed)"
+    when the same call later went through."""
+    by_error: dict[str, list[tuple[F.Call, bool]]] = {}
+    for k, c in enumerate(actions):
+        if not c.failed:
             continue
-        fixed = any(n == name and a == args and o == "ok" for n, a, o in calls[k + 1 :])
-        failures.setdefault(outcome, []).append((f"{name}({_one_line(args, 80)})", fixed))
-    seen: dict[str, None] = {}
-    for outcome, runs in failures.items():  # one line per distinct failure, first seen first
-        first, fixed = runs[0]
-        again = f" (and {len(runs) - 1} more call{'s' if len(runs) > 2 else ''})" if len(runs) > 1 else ""
-        note = " (fixed: a later run succeeded)" if all(f for _, f in runs) else ""
-        seen[f"{first}{again} -> {outcome}{note}"] = None
-    for u in units:
-        if _is_request(u):
-            line = error_line(u.content)
-            if line:
-                seen.setdefault(f"reported by the user: {line}", None)
-    return list(seen)
+        fixed = any(
+            d.name == c.name and d.args == c.args and d.outcome is not None and not d.outcome.failed
+            for d in actions[k + 1 :]
+        )
+        assert c.outcome is not None
+        by_error.setdefault(c.outcome.label, []).append((c, fixed))
+    out = []
+    for label, runs in by_error.items():
+        first, _ = runs[0]
+        again = f" (and {len(runs) - 1} more)" if len(runs) > 1 else ""
+        note = " (fixed: a later run passed)" if all(f for _, f in runs) else ""
+        out.append(f"{_one_line(first.label, 100)}{again} -> {label}{note}")
+    return out
+
+
+def errors_seen(units: Sequence[Unit]) -> list[str]:
+    """What failed, in order (the log's own failures only), then error lines the user pasted."""
+    out = _failures(F.calls(units))
+    for u in user_requests(units):
+        line = error_line(u.content)
+        if line:
+            out.append(f"reported by the user: {line}")
+    return list(dict.fromkeys(out))
 
 
 def decisions(units: Sequence[Unit]) -> list[str]:
@@ -377,22 +220,7 @@ def decisions(units: Sequence[Unit]) -> list[str]:
 
 
 def _todo_items(units: Sequence[Unit]) -> list[str]:
-    """Unfinished entries of the last todo-list tool call (Claude Code's TodoWrite and kin)."""
-    for u in reversed(units):
-        for c in reversed(u.tool_calls):
-            if "todo" not in c.name.lower():
-                continue
-            try:
-                todos = json.loads(c.arguments).get("todos")
-            except (ValueError, AttributeError):
-                continue
-            if isinstance(todos, list):
-                return [
-                    f"[{t.get('status', 'pending')}] {_one_line(str(t.get('content', '')))}"
-                    for t in todos
-                    if isinstance(t, dict) and t.get("status") != "completed"
-                ]
-    return []
+    return [f"[{status}] {text}" for status, text in F.todos(units)]
 
 
 def open_items(units: Sequence[Unit]) -> list[str]:
@@ -400,16 +228,17 @@ def open_items(units: Sequence[Unit]) -> list[str]:
     request if nothing answered it."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
     for u in units:
-        if u.role not in ("user", "assistant") or u.tool_call_id is not None:
+        if u.role not in ("user", "assistant") or F.is_output(u):
             continue
         for line in u.content.splitlines():
             if _OPEN.search(line):
                 items.setdefault(_one_line(line), None)
-    last = max((i for i, u in enumerate(units) if _is_request(u)), default=None)
-    if last is not None and not any(
-        u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[last + 1 :]
-    ):
-        items.setdefault("unanswered: " + _quote(units[last].content, 200), None)
+    requests = user_requests(units)
+    if requests:
+        last = requests[-1]
+        at = next(i for i, u in enumerate(units) if u is last)
+        if not any(u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[at + 1 :]):
+            items.setdefault("unanswered: " + _quote(last.content, 200), None)
     return list(items)
 
 
@@ -417,14 +246,13 @@ def central_sentences(units: Sequence[Unit]) -> list[str]:
     """Message sentences ordered by TF-IDF centrality (most central first)."""
     sentences: list[str] = []
     for u in units:
-        if u.role in ("user", "assistant") and u.tool_call_id is None and u.content:
+        if u.role in ("user", "assistant") and not F.is_output(u) and u.content:
             sentences.extend(
                 s.strip() for s in split_sentences(u.content) if 30 <= len(s.strip()) <= 500
             )
     if not sentences:
         return []
     scores = sentence_scores(sentences)
-    # centrality: how much a sentence shares the vocabulary of all the others
     vocab = Counter(w for s in sentences for w in dict.fromkeys(words(s)))
     central = []
     for s, base in zip(sentences, scores, strict=True):
@@ -440,73 +268,6 @@ def central_sentences(units: Sequence[Unit]) -> list[str]:
             seen.add(key)
             out.append(key)
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# fitting sections to a budget
-
-
-def _fit(
-    sections: list[tuple[str, list[str]]],
-    filler: Iterable[str],
-    target_tokens: int,
-    tok: Tokenizer,
-    fixed_tail: str = "",
-    first_take: dict[str, int] | None = None,
-    keep_all: frozenset[str] = frozenset(),
-) -> str:
-    """Take every item of the `keep_all` sections (even over budget), the `first_take` leading
-    items of the named sections, then items round-robin across sections (earlier sections
-    first) until the budget is spent, then central sentences; render in section order."""
-    budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
-    headers = sum(tok.count(f"## {title}\n") for title, items in sections if items)
-    used = headers
-    chosen: list[list[str]] = [[] for _ in sections]
-    counts = [
-        tok.count_many([f"- {it}\n" for it in items]) if items else [] for _, items in sections
-    ]
-    start = [0] * len(sections)
-    for k, (title, items) in enumerate(sections):
-        if title in keep_all:
-            chosen[k] = list(items)
-            used += sum(counts[k])
-            start[k] = len(items)
-            continue
-        for j in range(min(len(items), (first_take or {}).get(title, 0))):
-            start[k] = j + 1
-            if used + counts[k][j] <= budget:
-                chosen[k].append(items[j])
-                used += counts[k][j]
-    depth = 0
-    progress = True
-    while progress:
-        progress = False
-        for k, (_title, items) in enumerate(sections):
-            at = start[k] + depth
-            if at < len(items):
-                progress = True
-                if used + counts[k][at] <= budget:
-                    chosen[k].append(items[at])
-                    used += counts[k][at]
-        depth += 1
-    extra: list[str] = []
-    for sentence in filler:
-        n = tok.count(sentence + " ")
-        if used + n > budget:
-            continue
-        extra.append(sentence)
-        used += n
-        if used >= budget - 8:
-            break
-    parts = []
-    for (title, _), items in zip(sections, chosen, strict=True):
-        if items:
-            parts.append(f"## {title}\n" + "\n".join(f"- {it}" for it in items))
-    if extra:
-        parts.append("## Key points\n" + " ".join(extra))
-    if fixed_tail:
-        parts.append(fixed_tail)
-    return "\n".join(parts)
 
 
 def primary_request(units: Sequence[Unit]) -> Unit | None:
@@ -532,7 +293,6 @@ def narration(units: Sequence[Unit]) -> list[str]:
     for u in units:
         if u.role != "assistant" or not (u.content.strip() or u.reasoning.strip()):
             continue
-        # its words to the user, else its reasoning summary (Codex logs little else)
         prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
         first = next((s.strip() for s in split_sentences(prose) if len(s.strip()) >= 12), "")
         if first:
@@ -540,14 +300,15 @@ def narration(units: Sequence[Unit]) -> list[str]:
     return list(out)
 
 
-def current_work(units: Sequence[Unit]) -> list[str]:
+def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:
     """Where the work stood at the end of these units: the assistant's last message with prose
-    and the last calls it made."""
+    and the last actions it took, with their outcomes."""
     items: list[str] = []
     last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
     if last is not None:
-        items.append(_quote(last.content, 300))
-    items.extend(f"then: {c}" for c in commands_run(units)[-3:])
+        items.append(_quote(_BASH_BLOCK.sub("", last.content).strip() or last.content, 300))
+    lines = _action_lines(actions if actions is not None else F.calls(units))
+    items.extend(f"then: {c}" for c in lines[-3:])
     return items
 
 
@@ -560,42 +321,239 @@ def next_step(units: Sequence[Unit]) -> list[str]:
     return [unanswered[-1].removeprefix("unanswered: ")] if unanswered else []
 
 
-def _earlier(previous: str, budget: int, tok: Tokenizer) -> list[str]:
-    """An earlier summary carried forward as whole lines (its header and verbatim user
-    messages left out: the new summary has its own), up to `budget` tokens."""
-    lines: list[str] = []
-    used = 0
-    skipping = False
-    for line in previous.splitlines():
-        text = line.strip()
-        if not text or (text.startswith("[") and text.endswith("]") and not lines):
-            continue
-        if text.startswith("## "):
-            skipping = text.lower().startswith(USER_MESSAGES_TITLE.lower())
-            continue
-        if skipping:
-            continue
-        n = tok.count(text) + 1
-        if used + n > budget:
-            break
-        lines.append(text.removeprefix("- "))
-        used += n
-    return lines
+# --------------------------------------------------------------------------------------------
+# sections: building, merging a previous summary, fitting a budget
 
-
-# The sections of Claude Code's compaction prompt, filled from the transcript's structure
-# (who asked, which tools ran on which files, what failed, what the agent said it was doing).
+# The sections of Claude Code's compaction prompt, filled from the transcript's structure.
 SECTIONS = (
     "Primary request and intent",
     "Key technical concepts",
     "Files and code",
     "Errors and fixes",
     "Problem solving",
+    "Commands run",
     "Pending tasks",
     "Current work",
     "Next step",
 )
 USER_MESSAGES_TITLE = "All user messages"
+EARLIER_TITLE = "Earlier summary"
+# what a summary lost of its span and the check added back (`summarize_old`): files, errors, todos
+CHECK_TITLE = "Also in the archived messages"
+# Sections whose items a newer summary replaces rather than adds to.
+_LATEST_ONLY = frozenset({"Current work", "Next step", "Pending tasks", "Key technical concepts"})
+
+
+@dataclass
+class Section:
+    """A titled list of items and the order in which they are worth keeping."""
+
+    title: str
+    items: list[str]
+    first: int = 0  # this many items (in preference order) are taken before the round-robin
+    preference: list[int] | None = None  # indices, most worth keeping first (None: in order)
+    keep_all: bool = False
+
+    def order(self) -> list[int]:
+        return self.preference if self.preference is not None else list(range(len(self.items)))
+
+
+def _file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
+    """Changed files one per line with what was done (`path (created, ran)`), then the files only
+    read or used, several to a line; preference: changed first, newest last."""
+    changed = [p for p, a in actions.items() if a[0] not in ("read", "used", "ran")]
+    ran = [p for p, a in actions.items() if a[0] == "ran"]
+    seen = [p for p, a in actions.items() if a[0] in ("read", "used")]
+    items = [f"{p} ({', '.join(actions[p])})" for p in changed]
+    items += [f"{p} ({', '.join(actions[p])})" for p in ran]
+    for k in range(0, len(seen), READ_PER_LINE):
+        items.append("read: " + ", ".join(seen[k : k + READ_PER_LINE]))
+    return items, list(range(len(items)))
+
+
+def parse_sections(text: str) -> dict[str, list[str]]:
+    """A summary's `## Title` sections and their `- item` lines (continuation lines join the
+    item before); lines outside a section go under the earlier-summary title."""
+    out: dict[str, list[str]] = {}
+    title = EARLIER_TITLE
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line.strip():
+            continue
+        if line.startswith("## "):
+            title = line[3:].split(" (verbatim")[0].strip()
+            out.setdefault(title, [])
+            continue
+        if line.lstrip().startswith("[") and line.rstrip().endswith("]") and title == EARLIER_TITLE:
+            continue  # ctxkit's preamble: the new summary writes its own
+        items = out.setdefault(title, [])
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif items and raw.startswith((" ", "\t")):
+            items[-1] += " " + line.strip()
+        else:
+            items.append(line.strip())
+    return out
+
+
+def _earlier_lines(lines: Sequence[str]) -> list[str]:
+    """Lines of a summary not in ctxkit's sections (an agent's own summary, an LLM's): those
+    that say something, whole."""
+    out = []
+    for line in lines:
+        text = line.strip().removeprefix("- ")
+        if len(text) < 12 or text.endswith(":") or text.lower().startswith(("let me", "analysis")):
+            continue
+        out.append(_one_line(text, 300))
+    return out
+
+
+def _merge(sections: list[Section], previous: str | None) -> list[Section]:
+    """Fold a previous summary into these sections: its items come first in each section of the
+    same title (the newer items win for the latest-only sections); files merge by path; what
+    fits no section is kept as earlier-summary lines."""
+    if not previous:
+        return sections
+    old = parse_sections(previous)
+    by_title = {s.title: s for s in sections}
+    extra: list[str] = []
+    checked = old.pop(CHECK_TITLE, [])
+    for item in checked:  # back to the sections they belong to
+        if item.startswith("error: "):
+            old.setdefault("Errors and fixes", []).append(item.removeprefix("error: "))
+        elif item.startswith("todo: "):
+            old.setdefault("Pending tasks", []).append(item.removeprefix("todo: "))
+        else:
+            old.setdefault("Files and code", []).append(item)
+    for title, items in old.items():
+        if title == USER_MESSAGES_TITLE:
+            continue  # quoted again by the caller from its own record
+        section = by_title.get(title)
+        if section is None:
+            extra.extend(_earlier_lines(items))
+            continue
+        if title in _LATEST_ONLY and section.items:
+            continue
+        fresh = [i for i in items if i not in section.items]
+        shift = len(fresh)
+        section.items = [*fresh, *section.items]
+        if section.preference is not None:
+            # older items are worth less than the newer ones of the same section
+            section.preference = [i + shift for i in section.preference] + list(range(shift))
+        section.first = section.first  # unchanged: the first picks stay the new items
+    if extra:
+        sections.insert(0, Section(EARLIER_TITLE, list(dict.fromkeys(extra)), first=3))
+    return sections
+
+
+def _fit(
+    sections: Sequence[Section],
+    target_tokens: int,
+    tok: Tokenizer,
+    fixed_tail: str = "",
+    filler: Iterable[str] = (),
+) -> str:
+    """Take every item of the keep-all sections, then each section's first picks, then items
+    round-robin across sections in preference order until the budget is spent, then filler
+    sentences; render each section's chosen items in their own order."""
+    budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
+    used = 0
+    chosen: list[set[int]] = [set() for _ in sections]
+    counts = [tok.count_many([f"- {it}\n" for it in s.items]) if s.items else [] for s in sections]
+    header = [tok.count(f"## {s.title}\n") if s.items else 0 for s in sections]
+    opened = [False] * len(sections)
+
+    def take(k: int, j: int, force: bool = False) -> bool:
+        nonlocal used
+        cost = counts[k][j] + (0 if opened[k] else header[k])
+        if not force and used + cost > budget:
+            return False
+        chosen[k].add(j)
+        opened[k] = True
+        used += cost
+        return True
+
+    # an item says its thing once: a line already in an earlier section is left out of later
+    # ones (the assistant's words land in several sections: its plan, its decisions, a todo)
+    seen: set[str] = set()
+    orders = []
+    for s in sections:
+        fresh = []
+        for j in s.order():
+            key = " ".join(s.items[j].lower().split())
+            if key in seen and not s.keep_all:
+                continue
+            seen.add(key)
+            fresh.append(j)
+        orders.append(fresh)
+    starts = [0] * len(sections)
+    for k, s in enumerate(sections):
+        if s.keep_all:
+            for j in orders[k]:
+                take(k, j, force=True)
+            starts[k] = len(orders[k])
+            continue
+        for j in orders[k][: s.first]:
+            take(k, j)
+        starts[k] = min(s.first, len(orders[k]))
+    depth = 0
+    progress = True
+    while progress:
+        progress = False
+        for k in range(len(sections)):
+            at = starts[k] + depth
+            if at < len(orders[k]):
+                progress = True
+                take(k, orders[k][at])
+        depth += 1
+    extra: list[str] = []
+    for sentence in filler:
+        if " ".join(sentence.lower().split()) in seen:
+            continue
+        n = tok.count(sentence + " ")
+        if used + n > budget:
+            continue
+        extra.append(sentence)
+        used += n
+        if used >= budget - 8:
+            break
+    parts = []
+    for s, picked in zip(sections, chosen, strict=True):
+        if picked:
+            parts.append(f"## {s.title}\n" + "\n".join(f"- {s.items[j]}" for j in sorted(picked)))
+    if extra:
+        parts.append("## Key points\n" + " ".join(extra))
+    if fixed_tail:
+        parts.append(fixed_tail)
+    return "\n".join(parts)
+
+
+def _newest_first(n: int) -> list[int]:
+    return list(range(n - 1, -1, -1))
+
+
+def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Section]:
+    """The sections every summary shares: files, errors, actions, tasks, current work."""
+    actions = F.calls(units)
+    file_items, file_pref = _file_items(F.files(units, actions))
+    errors = _failures(actions)
+    for u in requests:
+        line = error_line(u.content)
+        if line:
+            errors.append(f"reported by the user: {line}")
+    errors = list(dict.fromkeys(errors))
+    done = _action_lines(actions)
+    notes = narration(units)
+    todos = [t for t in open_items(units) if not t.startswith("unanswered: ")]
+    return [
+        Section("Files and code", file_items, first=12, preference=file_pref),
+        Section("Errors and fixes", errors, first=4, preference=_newest_first(len(errors))),
+        Section("Problem solving", notes, preference=_newest_first(len(notes))),
+        Section("Commands run", done, first=2, preference=_newest_first(len(done))),
+        Section("Pending tasks", todos, first=6),
+        Section("Current work", current_work(units, actions), first=2),
+        Section("Next step", next_step(units), first=1),
+    ]
 
 
 def summarize_extractive(
@@ -605,47 +563,19 @@ def summarize_extractive(
     tok: Tokenizer | None = None,
 ) -> str:
     """A structured summary of `units` in about `target_tokens` tokens (deterministic, offline),
-    in the sections of Claude Code's compaction prompt."""
+    in the sections of Claude Code's compaction prompt; `previous_summary` is merged in."""
     tok = _tok(tok)
+    requests = user_requests(units)
     primary = primary_request(units)
-    requests = [u for u in user_requests(units) if u is not primary]
     intent = [f'"{_quote(primary.content)}"'] if primary is not None else []
-    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests]
-    actions = file_actions(units)
-    files = [f"{p} ({', '.join(actions[p])})" for p in files_touched(units)]
-    concepts = []
+    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
     used = tools_used(units)
-    if used:
-        concepts.append("tools used: " + ", ".join(used[:12]))
-    sections: list[tuple[str, list[str]]] = []
-    if previous_summary:
-        sections.append(("Earlier summary", _earlier(previous_summary, max(20, target_tokens // 3), tok)))
-    sections += [
-        ("Primary request and intent", intent),
-        ("Key technical concepts", concepts),
-        ("Files and code", files),
-        ("Errors and fixes", errors_seen(units)),
-        ("Problem solving", narration(units)),
-        ("Commands run", commands_run(units)),
-        ("Pending tasks", [t for t in open_items(units) if not t.startswith("unanswered: ")]),
-        ("Current work", current_work(units)),
-        ("Next step", next_step(units)),
+    sections = [
+        Section("Primary request and intent", intent, first=1),
+        Section("Key technical concepts", ["tools used: " + ", ".join(used[:12])] if used else []),
+        *_work_sections(units, requests),
     ]
-    return _fit(
-        sections,
-        (),
-        target_tokens,
-        tok,
-        first_take={
-            "Earlier summary": 3,
-            "Primary request and intent": 1,
-            "Files and code": 6,
-            "Errors and fixes": 2,
-            "Current work": 1,
-            "Pending tasks": 3,
-            "Next step": 1,
-        },
-    )
+    return _fit(_merge(sections, previous_summary), target_tokens, tok)
 
 
 def handover(
@@ -675,24 +605,14 @@ def handover(
     named = [p1_line(u) for u in p1]
     if named and sum(tok.count_many([f"- {n}\n" for n in named])) > room // 2:
         named = [u.id for u in p1]
-    done = commands_run(units)
-    sections: list[tuple[str, list[str]]] = [
-        ("Task", [f'"{_quote(requests[0].content)}"'] if requests else []),
-        (P1_TITLE, named),
-        ("Remaining", open_items(units)),
-        ("Errors seen", errors_seen(units)[-10:]),
-        ("Done so far", done[-20:]),
-        ("Files touched", files_touched(units)),
-        ("Decisions", decisions(units)),
+    primary = primary_request(units)
+    sections = [
+        Section("Task", [f'"{_quote(primary.content)}"'] if primary is not None else [], first=1),
+        Section(P1_TITLE, named, keep_all=True),
+        *_work_sections(units, requests),
+        Section("Decisions", decisions(units)),
     ]
-    return _fit(
-        sections,
-        central_sentences(units),
-        target_tokens,
-        tok,
-        fixed_tail=tail,
-        keep_all=frozenset({P1_TITLE}),
-    )
+    return _fit(sections, target_tokens, tok, fixed_tail=tail, filler=central_sentences(units))
 
 
 P1_TITLE = "Priority items (archived; recall by id)"
@@ -704,3 +624,29 @@ def p1_line(unit: Unit) -> str:
     first = next(iter(unit.content.strip().splitlines()), "")
     head = _one_line(first, P1_CHARS)
     return f"{unit.id} ({unit.type}): {head}" if head else f"{unit.id} ({unit.type})"
+
+
+__all__ = [
+    "EARLIER_TITLE",
+    "P1_TITLE",
+    "SECTIONS",
+    "USER_MESSAGES_TITLE",
+    "USER_MESSAGE_TOKENS",
+    "Section",
+    "Summarizer",
+    "central_sentences",
+    "commands_run",
+    "decisions",
+    "error_line",
+    "errors_seen",
+    "file_actions",
+    "files_touched",
+    "handover",
+    "newest_within",
+    "open_items",
+    "parse_sections",
+    "primary_request",
+    "summarize_extractive",
+    "user_message_budget",
+    "user_requests",
+]

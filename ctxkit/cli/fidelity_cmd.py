@@ -1,0 +1,104 @@
+"""`ctxkit fidelity`: what a compacted transcript still holds of the original, probe by probe."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from ctxkit.cli.options import budget_options, echo_err, input_options
+from ctxkit.errors import UsageError
+from ctxkit.formats import ReadOptions
+from ctxkit.report.tables import FORMATS, default_format, write_rows
+
+
+@click.command("fidelity")
+@input_options
+@budget_options
+@click.option(
+    "--peer",
+    "peers",
+    multiple=True,
+    metavar="NAME",
+    help="With --limit: the peers to run beside ctxkit (repeatable; default every peer).",
+)
+@click.option("--lost", is_flag=True, help="List every probe lost, with where it was.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default=None,
+    help="table (for a terminal), json, jsonl or csv (default: table on a terminal, else jsonl).",
+)
+def fidelity(
+    paths: tuple[str, ...],
+    read_opts: ReadOptions,
+    limit: int | None,
+    model: str | None,
+    target: int | None,
+    config_path: str | None,
+    peers: tuple[str, ...],
+    lost: bool,
+    fmt: str | None,
+) -> None:
+    """Score compactions by what a model can still answer about the task.
+
+    Probes are taken from ORIGINAL (every user request, the files acted on, the errors late in
+    the run, the ids of the current work, the last action and its result, open todos) and
+    looked for in each COMPACTED file. With --limit instead of compacted files, ctxkit and every
+    peer compact ORIGINAL to that budget and are scored side by side.
+
+    \b
+    Examples:
+      ctxkit fidelity session.jsonl small.jsonl --lost
+      ctxkit fidelity session.jsonl --limit 8000
+      ctxkit fidelity session.jsonl --limit 8000 --peer drop_oldest --peer codex_cli --format json
+    """
+    from ctxkit.fidelity import compare
+
+    if not paths:
+        raise UsageError("give the original transcript (and compacted files, or --limit)")
+    original, compacted = paths[0], list(paths[1:])
+    if compacted and (limit or model):
+        raise UsageError("give compacted files or --limit/--model, not both")
+    if compacted:
+        rows = compare.score_files(original, compacted, read_opts)
+    elif limit or model:
+        from ctxkit.config.settings import compact_settings
+
+        settings = compact_settings(limit=limit, model=model, target=target, config_path=config_path, warn=echo_err)
+        t = compare.one_transcript(original, read_opts)
+        names, missing = compare.available(["ctxkit", *(peers or compare.all_methods()[1:])])
+        for note in missing:
+            echo_err(f"skipped {note}")
+        rows = compare.compare(t, settings.limit, names, settings)
+    else:
+        raise UsageError("give compacted files to score, or --limit N to run ctxkit and its peers")
+    fmt = fmt or default_format()
+    if fmt == "table":
+        write_rows([_table_row(r) for r in rows], fmt, sys.stdout)
+        if lost:
+            for r in rows:
+                for p in r.score.lost if r.score is not None else ():
+                    echo_err(f"{r.method}: lost {p.category} {p.key!r} (unit {p.unit_id}, #{p.position})")
+        if any(r.meta.get("summary_by") for r in rows):
+            echo_err("* ctxkit's extractive summarizer stands in for the agent's own LLM summary")
+    else:
+        write_rows([r.to_dict(lost=lost) for r in rows], fmt, sys.stdout)
+
+
+def _table_row(r: Any) -> dict[str, Any]:
+    from ctxkit.fidelity.compare import label
+    from ctxkit.fidelity.probes import CATEGORIES
+
+    row: dict[str, Any] = {
+        "compaction": label(r.method) if "/" not in r.method and "." not in r.method else r.method,
+        "tokens": r.tokens_after,
+        "valid": "yes" if r.valid else ("refused" if r.error else "no"),
+        "recall": f"{r.recall:.3f}",
+    }
+    for cat in CATEGORIES:
+        if r.score is not None and r.score.total.get(cat):
+            row[cat] = f"{r.score.kept.get(cat, 0)}/{r.score.total[cat]}"
+    return row

@@ -1,0 +1,511 @@
+"""What a transcript says happened, read from its structure: the user's requests, each tool call
+with the files it acted on and its outcome, the failures, the todo list.
+
+Summaries, placeholders and handovers are written from these facts, so they say what the log
+says and nothing else: a tool output failed when the log marks it (an error flag, a non-zero exit
+code, a traceback, a tool's own error status line, a shell diagnostic), never because its text
+contains the word "error"; a file was edited when an edit tool, an in-place command (`sed -i`,
+a redirect, `apply_patch`) or a patch header says so.
+
+Each unit is read once per process (`unit_facts`, cached by identity), so a summary of a longer
+span costs the new units only.
+
+    >>> from ctxkit.model import ToolCall, Unit
+    >>> units = [
+    ...     Unit("a1", "assistant", tool_calls=[ToolCall("c1", "Bash", '{"command": "sed -i s/a/b/ src/x.py"}')]),
+    ...     Unit("r1", "user", type="tool_result", tool_call_id="c1", content="Traceback (most recent call last):\\n  ...\\nKeyError: 'k'"),
+    ... ]
+    >>> f = calls(units)[0]
+    >>> f.paths, f.failed, f.error
+    ((('src/x.py', 'edited'),), True, "KeyError: 'k'")
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxkit.model import Unit
+from ctxkit.structure import is_request, request_text
+
+LINE_CHARS = 200  # an error or first line is kept up to this many characters
+ARGS_CHARS = 120
+CACHE_MAX = 200_000
+
+# --- text helpers -------------------------------------------------------------------------------
+
+
+def one_line(text: str, chars: int = LINE_CHARS) -> str:
+    """Whitespace collapsed; longer than `chars` ends in "...". """
+    flat = " ".join(text.split())
+    return flat if len(flat) <= chars else flat[: chars - 3].rstrip() + "..."
+
+
+def decoded_args(arguments: str) -> Any:
+    """A call's arguments as data (JSON decoded), or the text itself when it is not JSON."""
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return arguments
+
+
+_MAIN_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename",
+              "notebook_path", "absolute_path", "description", "name", "input", "code")
+
+
+def short_args(arguments: str, chars: int = ARGS_CHARS) -> str:
+    """What a call did, in a few words: its command or path, else its arguments."""
+    data = decoded_args(arguments)
+    if isinstance(data, dict):
+        for key in _MAIN_KEYS:
+            value = data.get(key)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                # an argv: ["bash", "-lc", "the command"] is the command
+                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
+            if isinstance(value, str) and value.strip():
+                return one_line(value, chars)
+        return one_line(", ".join(f"{k}={v}" for k, v in data.items()), chars)
+    return one_line(str(data), chars)
+
+
+def output_text(text: str) -> tuple[str, int | None]:
+    """A tool output's text and exit code: outputs logged as JSON (Codex's
+    `{"output", "metadata": {"exit_code"}}`, OpenHands') are decoded first."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"output"' in stripped[:2000]:
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("output"), str):
+            meta = data.get("metadata")
+            code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
+            return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
+    head = text[:3000] + "\n" + text[-3000:] if len(text) > 6000 else text
+    m = _EXIT.search(head)
+    return text, (int(next(g for g in m.groups() if g is not None)) if m else None)
+
+
+_EXIT = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]+(-?\d+)"
+    r"|\bProcess exited with code (-?\d+)|\[exit code[:= ]+(-?\d+)\]|\bexit_code\W{1,3}(-?\d+)",
+    re.IGNORECASE,
+)
+_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)", re.MULTILINE)
+# a tool's own status line (OpenHands' editor "ERROR:", Claude Code's <tool_use_error>) or a
+# shell's diagnostic ("bash: x: command not found", "/bin/sh: 1: cd: can't cd to ...")
+_STATUS = re.compile(
+    r"^\s*(?:ERROR:|Error:|error:|<tool_use_error>|fatal:|make(?:\[\d+\])?: \*\*\* |npm ERR!|"
+    r"(?:/bin/)?(?:ba|z)?sh:(?: line)? \d*:? ?.*(?:command not found|No such file or directory|"
+    r"Permission denied|can't cd|syntax error))"
+)
+_EXCEPTION = re.compile(
+    r"^\s*(?:E\s+)?(?:[\w.]*\w(?:Error|Exception|Exit|Interrupt)\b|(?:Error|Exception)(?::|$)|FAILED\b|ERROR\b|"
+    r"error(?:\[\w+\])?:|fatal:|panic:|thread '.*' panicked|npm ERR!)"
+)
+_CODE_LISTING = re.compile(
+    r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b"
+)
+_ERROR_WORD = re.compile(r"\b(?:error|failed|failure|exception|fatal|panic)\b", re.IGNORECASE)
+
+
+def _raw_exit_code(raw: Any, depth: int = 0) -> int | None:
+    """An `exit_code` the source record holds (OpenHands keeps it in the observation's extras)."""
+    if not isinstance(raw, dict) or depth > 3:
+        return None
+    code = raw.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    for key in ("extras", "metadata", "toolUseResult", "state"):
+        found = _raw_exit_code(raw.get(key), depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def error_line(text: str) -> str:
+    """The line that says what went wrong: the last exception line of a traceback or a test
+    run, else the first tool status or shell diagnostic, else the first line with an error
+    word, else the first line ("" for an empty output)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _TRACEBACK.match(ln)]
+    named = [
+        ln for ln in lines
+        if _EXCEPTION.match(ln) and not _CODE_LISTING.match(ln) and ln not in ("ERROR:", "Error:")
+    ]
+    if named:
+        exceptions = [ln for ln in named if re.match(r"^(?:E\s+)?[\w.]*(?:Error|Exception)\b", ln)]
+        return one_line((exceptions or named)[-1])
+    for k, ln in enumerate(lines):
+        if _STATUS.match(ln):
+            # a bare "ERROR:" status says what went wrong on the next line
+            bare = ln in ("ERROR:", "Error:", "error:") and k + 1 < len(lines)
+            return one_line(f"{ln} {lines[k + 1]}" if bare else ln)
+    worded = [ln for ln in lines if _ERROR_WORD.search(ln) and not _EXIT.search(ln)]
+    if worded:
+        return one_line(worded[0])
+    plain = [ln for ln in lines if not _EXIT.fullmatch(ln) and not ln.startswith("<")]
+    return one_line((plain or lines or [""])[0])
+
+
+# --- one result ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a tool output says: failed or not (by the log's own signals), its exit code, the
+    error line of a failure, its first line."""
+
+    failed: bool
+    exit_code: int | None
+    error: str
+    first_line: str
+
+    @property
+    def label(self) -> str:
+        """`ok`, `exit 2: <line>` or `error: <line>`."""
+        if not self.failed:
+            return "ok"
+        line = f": {self.error}" if self.error else ""
+        return f"exit {self.exit_code}{line}" if self.exit_code else f"error{line}"
+
+
+def outcome(result: Unit) -> Outcome:
+    """The outcome of one tool output (see the module docstring for what counts as failed)."""
+    text, code = output_text(result.content)
+    if code is None:
+        code = _raw_exit_code(result.raw)
+    flagged = bool(result.meta.get("is_error")) or (
+        isinstance(result.raw, dict) and bool(result.raw.get("is_error"))
+    )
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    failed = flagged or (code is not None and code != 0)
+    if not failed and code is None:
+        failed = bool(_TRACEBACK.search(text)) or bool(_STATUS.match(first))
+    return Outcome(failed, code, error_line(text) if failed else "", one_line(first))
+
+
+# --- files a call acted on ----------------------------------------------------------------------
+
+PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path")
+# what a call writes or says, not what it acts on
+TEXT_KEYS = frozenset(
+    "content new_string old_string new_str old_str text description prompt message body "
+    "file_text thought reason summary old new".split()
+)
+_CREATE_TOOLS = ("write", "create")
+_EDIT_TOOLS = ("edit", "replace", "patch", "insert", "multiedit", "apply", "str_replace", "notebookedit")
+_READ_TOOLS = ("read", "view", "cat", "open", "glob", "grep", "search", "list", "ls", "find")
+_PATH = re.compile(
+    r"(?<![\w/.~@$-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+"
+    r"|(?<![\w/.$-])[\w-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|"
+    r"swift|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|scss|vue|svelte|lock|xml|"
+    r"gradle|proto|ex|exs|hs|ml|scala|lua|dart|zig|pony|svg|png|gif|env|conf|tf|mod|sum)\b"
+)
+_NOT_PATH = re.compile(
+    r"^(?:https?:|www\.|\d+(?:\.\d+)*$|[\w.-]+\.(?:com|org|net|io|dev)\b|/dev/null$|/tmp/?$|.*\.\.\.)"
+)
+_HAS_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
+_QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")
+_PATCH_FILE = re.compile(
+    r"^\*\*\* (Update|Add|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE
+)
+_WRITE_TARGET = re.compile(r"(?:>>?|\btee(?:\s+-a)?)\s*['\"]?([\w./~@+-]+)")
+_IN_PLACE = re.compile(r"\b(?:sed|perl)\s+(?:-\w+\s+)*-i\b|\bsed\s+-i")
+_DELETE = re.compile(r"\brm\s+(?:-\w+\s+)*")
+_RUN = re.compile(r"^\s*(?:python3?|pytest|node|npx|go\s+(?:run|test)|cargo|npm|pnpm|yarn|make|bash|sh)\b")
+
+
+def paths_in(text: str) -> list[str]:
+    """File paths written in a command or an argument: heredoc bodies and sed programs aside; a
+    path without an extension counts only when written as one (`/abs`, `./rel`, `~/x`)."""
+    text = _QUOTED_SCRIPT.sub(" ", _HEREDOC.sub(" ", text.replace("\\n", "\n")))
+    out: list[str] = []
+    for m in _PATH.finditer(text):
+        path = m.group(0).strip("'\"`").rstrip(".,:;'\")]")
+        if len(path) < 4 or _NOT_PATH.match(path) or ("/" not in path and "." not in path):
+            continue
+        if not _HAS_EXT.search(path) and not path.startswith(("/", "./", "../", "~/")):
+            continue
+        if path not in out:
+            out.append(path)
+    return out
+
+
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+
+
+def _command_paths(command: str) -> list[tuple[str, str]]:
+    """(path, action) for a shell command: what it writes or deletes, else what it uses."""
+    found: dict[str, str] = {}
+    body = _HEREDOC.sub(" ", command)
+    for m in _WRITE_TARGET.finditer(_QUOTED.sub(" ", body)):
+        target = m.group(1)
+        if target not in ("/dev/null", "&1", "&2") and not target.isdigit() and len(target) > 2:
+            found[target] = "written"
+    in_place = bool(_IN_PLACE.search(body))
+    for segment in re.split(r"&&|\|\||;|\|", body):
+        seg_paths = paths_in(segment)
+        if _DELETE.match(segment.strip()):
+            for p in seg_paths:
+                found.setdefault(p, "deleted")
+        elif in_place and _IN_PLACE.search(segment):
+            for p in seg_paths:
+                found[p] = "edited"
+        elif _RUN.match(segment):
+            for p in seg_paths:
+                found.setdefault(p, "ran")
+        else:
+            for p in seg_paths:
+                found.setdefault(p, "read")
+    return list(found.items())
+
+
+def _strings_acted_on(args: Any) -> list[str]:
+    if isinstance(args, dict):
+        return [s for k, v in args.items() if k not in TEXT_KEYS for s in _strings_acted_on(v)]
+    if isinstance(args, list):
+        return [s for v in args for s in _strings_acted_on(v)]
+    return [args] if isinstance(args, str) else []
+
+
+def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
+    """(path, action) for each file a call acted on: created, edited, written, deleted, read,
+    ran; a patch names its files in its headers."""
+    args = decoded_args(arguments)
+    lname = name.lower()
+    found: dict[str, str] = {}
+    if any(k in lname for k in _CREATE_TOOLS):
+        tool_action = "created"
+    elif any(k in lname for k in _EDIT_TOOLS):
+        tool_action = "edited"
+    elif any(k in lname for k in _READ_TOOLS):
+        tool_action = "read"
+    else:
+        tool_action = ""
+    if isinstance(args, dict):
+        command = args.get("command")
+        # OpenHands' str_replace_editor: {"command": "create" | "str_replace" | "view", "path"}
+        if isinstance(command, str) and command in ("create", "str_replace", "insert", "undo_edit", "view"):
+            tool_action = {"create": "created", "view": "read"}.get(command, "edited")
+        for key in PATH_KEYS:
+            value = args.get(key)
+            if isinstance(value, str) and value.strip() and "\n" not in value.strip():
+                found[value.strip()] = tool_action or "used"
+    for text in _strings_acted_on(args):
+        patch = _PATCH_FILE.findall(text)
+        if patch:
+            for verb, path, plus in patch:
+                p = (path or plus).strip()
+                if p and p != "/dev/null":
+                    found[p] = {"Add": "created", "Delete": "deleted"}.get(verb, "edited")
+            continue
+        if text in found:
+            continue
+        if tool_action in ("created", "edited", "read"):
+            continue  # the path keys said it; other strings are patterns and options
+        for path, action in _command_paths(text):
+            found.setdefault(path, action)
+    return tuple(found.items())
+
+
+# --- text actions (SWE-agent, mini-swe-agent, aider: the command is in the message) -------------
+
+_CODE_BLOCK = re.compile(r"```[ \t]*(\w*)[ \t]*\n(.*?)```", re.DOTALL)
+_SWE_EDIT = re.compile(r"^(edit\s+\d+:\d+)\s*$", re.MULTILINE)
+_SWE_FILE_CMD = re.compile(r"^(create|open|search_file|find_file)\s+(\S+)", re.MULTILINE)
+_OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
+
+
+def acted(units: Sequence[Unit], i: int) -> bool:
+    """The assistant message at `i` is a command written as text: it made no tool call, holds a
+    code block, and an output came back right after it (a code block in a reply to the user
+    is an example, not an action)."""
+    return (
+        i + 1 < len(units)
+        and is_output(units[i + 1])
+        and units[i + 1].tool_call_id is None
+        and text_action(units[i]) is not None
+    )
+
+
+def text_action(u: Unit) -> str | None:
+    """The command in an assistant message that made no tool call: the last code block
+    (SWE-agent's actions, ```bash blocks); `acted` says whether it was run."""
+    if u.role != "assistant" or u.tool_calls:
+        return None
+    blocks = _CODE_BLOCK.findall(u.content)
+    if not blocks:
+        return None
+    lang, body = blocks[-1]
+    if lang and lang not in ("bash", "sh", "shell", "console", "zsh"):
+        return None
+    return body.strip() or None
+
+
+def is_output(u: Unit) -> bool:
+    """A tool's output: a tool message, a result block, or an observation a text agent got back
+    (SWE-agent's, read as a user message of type tool_result)."""
+    return u.tool_call_id is not None or u.role == "tool" or u.type == "tool_result" or (
+        u.meta.get("source_role") == "tool"
+    )
+
+
+# --- per unit, cached ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UnitFacts:
+    """What one unit contributes: a request's text, the calls it makes (name, short arguments,
+    files), a text action, its outcome as a tool output, an open file it reports."""
+
+    request: str | None = None
+    calls: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...] = ()  # (id, name, args, paths)
+    action: str | None = None
+    action_paths: tuple[tuple[str, str], ...] = ()
+    outcome: Outcome | None = None
+    open_file: str | None = None
+
+
+_CACHE: OrderedDict[int, tuple[Unit, str, UnitFacts]] = OrderedDict()
+
+
+def unit_facts(u: Unit) -> UnitFacts:
+    """The facts of one unit, read once (cached by identity and content)."""
+    key = id(u)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is u and hit[1] is u.content:
+        return hit[2]
+    facts = _read(u)
+    _CACHE[key] = (u, u.content, facts)
+    if len(_CACHE) > CACHE_MAX:
+        _CACHE.popitem(last=False)
+    return facts
+
+
+def _read(u: Unit) -> UnitFacts:
+    if is_request(u):
+        return UnitFacts(request=request_text(u))
+    if is_output(u):
+        m = _OPEN_FILE.search(u.content[-400:])
+        return UnitFacts(outcome=outcome(u), open_file=m.group(1).strip() if m else None)
+    if u.tool_calls:
+        return UnitFacts(
+            calls=tuple((c.id, c.name, short_args(c.arguments), call_paths(c.name, c.arguments)) for c in u.tool_calls)
+        )
+    action = text_action(u)
+    if action is not None:
+        paths: list[tuple[str, str]] = []
+        for m in _SWE_FILE_CMD.finditer(action):
+            paths.append((m.group(2), "created" if m.group(1) == "create" else "read"))
+        if not paths and not _SWE_EDIT.search(action):
+            paths = list(_command_paths(action))
+        return UnitFacts(action=one_line(action, ARGS_CHARS), action_paths=tuple(paths))
+    return UnitFacts()
+
+
+# --- over a span --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One action and its outcome: a tool call, or a command written as text."""
+
+    index: int  # the unit that made it
+    name: str
+    args: str
+    paths: tuple[tuple[str, str], ...]
+    outcome: Outcome | None  # None: no result in these units
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome is not None and self.outcome.failed
+
+    @property
+    def error(self) -> str:
+        return self.outcome.error if self.outcome is not None else ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}({self.args})" if self.name != "$" else f"$ {self.args}"
+
+
+def calls(units: Sequence[Unit]) -> list[Call]:
+    """Every action in `units`, in order, with the outcome of its result when it is there.
+
+    SWE-agent's `edit N:M` is credited to the file the previous output said was open.
+    """
+    results: dict[str, Outcome] = {}
+    for u in units:
+        if u.tool_call_id is not None:
+            f = unit_facts(u)
+            if f.outcome is not None:
+                results.setdefault(u.tool_call_id, f.outcome)
+    out: list[Call] = []
+    open_file: str | None = None
+    for i, u in enumerate(units):
+        f = unit_facts(u)
+        if f.open_file:
+            open_file = f.open_file
+        for cid, name, args, paths in f.calls:
+            out.append(Call(i, name, args, paths, results.get(cid)))
+        if f.action is not None and acted(units, i):
+            result = unit_facts(units[i + 1]).outcome or outcome(units[i + 1])
+            paths = f.action_paths
+            if not paths and open_file and _SWE_EDIT.search(u.content):
+                paths = ((open_file, "edited"),)
+            out.append(Call(i, "$", f.action, paths, result))
+    return out
+
+
+ACTION_RANK = {"created": 0, "written": 1, "edited": 1, "deleted": 2, "ran": 3, "read": 4, "used": 5}
+
+
+def files(units: Sequence[Unit], actions: Sequence[Call] | None = None) -> dict[str, list[str]]:
+    """path -> what was done to it (created, edited, written, deleted, ran, read, used), in
+    order of first appearance; a bare name that is the tail of a full path joins that path."""
+    out: dict[str, list[str]] = {}
+    for c in actions if actions is not None else calls(units):
+        for path, action in c.paths:
+            done = out.setdefault(path, [])
+            if action not in done:
+                done.append(action)
+    full = [p for p in out if "/" in p.lstrip("./")]
+    for short in [p for p in out if "/" not in p.lstrip("./")]:
+        owner = next((p for p in full if p.endswith("/" + short.lstrip("./"))), None)
+        if owner is not None:
+            for action in out.pop(short):
+                if action not in out[owner]:
+                    out[owner].append(action)
+    return {p: sorted(a, key=lambda x: ACTION_RANK.get(x, 9)) for p, a in out.items()}
+
+
+def requests(units: Sequence[Unit]) -> list[Unit]:
+    """The user's own requests, in order (harness notes and demonstrations aside)."""
+    return [u for u in units if unit_facts(u).request]
+
+
+def todos(units: Sequence[Unit]) -> list[tuple[str, str]]:
+    """(status, item) of the unfinished entries of the last todo list (TodoWrite, update_plan)."""
+    for u in reversed(units):
+        for c in reversed(u.tool_calls):
+            name = c.name.lower()
+            if "todo" not in name and "plan" not in name:
+                continue
+            args = decoded_args(c.arguments)
+            items = (args.get("todos") or args.get("plan")) if isinstance(args, dict) else None
+            if not isinstance(items, list):
+                continue
+            out = []
+            for item in items:
+                if not isinstance(item, dict) or item.get("status") == "completed":
+                    continue
+                text = item.get("content") or item.get("step") or item.get("description")
+                if isinstance(text, str) and text.strip():
+                    out.append((str(item.get("status", "pending")), one_line(text)))
+            return out
+    return []

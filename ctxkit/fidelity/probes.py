@@ -1,0 +1,548 @@
+"""Probes: what a model reading a compacted transcript can still answer about the task.
+
+Facts are taken from the ORIGINAL transcript, without a model, in the spirit of Factory's
+probe-based compaction evaluation; a compacted transcript (ctxkit's, a peer's, an agent's own)
+is then scored by which of them it still holds. One probe is one fact with a key string:
+
+| category | taken from the original | kept when |
+|---|---|---|
+| intent | every user request (harness notes such as "[Request interrupted by user]" aside) | its text is in the context, or 80% of its words are (long requests) |
+| artifact | files the agent read, edited or created: tool-call path arguments, paths in shell commands and patches | the path is in the context; for an edit, also said to be edited (an edit call on it, or an edit word on a line naming it) |
+| error | the error line of each failing tool output in the last 30% of the run: the log's own error flag, a non-zero exit, a traceback | the line is in the context |
+| identifier | ids, names and numbers in the last request and the last three assistant messages that also appear earlier | the token is in the context |
+| continuation | the last tool call (its command, path or arguments) and the first line of its result | each is in the context |
+| todo | unfinished items of the last todo list (TodoWrite, update_plan) | the item is in the context |
+
+The probes are deliberately simple and independent of ctxkit's summarizer: they say what a
+reader would look for, not what ctxkit writes. Matching is on text with whitespace collapsed;
+tool-call arguments count both as their JSON text and as their decoded strings, so a command
+quoted in a summary is found either way.
+
+    >>> from ctxkit.model import Transcript, ToolCall, Unit
+    >>> t = Transcript([
+    ...     Unit("u1", "user", content="Fix the failing test in src/app.py"),
+    ...     Unit("a1", "assistant", tool_calls=[ToolCall("c1", "bash", '{"command": "pytest -x"}')]),
+    ...     Unit("r1", "tool", tool_call_id="c1", content="E   KeyError: 'user_id'\\n1 failed\\n<returncode>1</returncode>"),
+    ... ])
+    >>> probes = extract(t)
+    >>> sorted({p.category for p in probes})
+    ['continuation', 'error', 'intent']
+    >>> score(probes, t).recall
+    1.0
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxkit.model import Transcript, Unit
+from ctxkit.structure import is_request, request_text
+
+CATEGORIES = ("intent", "artifact", "error", "identifier", "continuation", "todo")
+LATE_SHARE = 0.3  # error probes come from the last 30% of the run
+RECENT_ASSISTANT = 3  # identifier probes: the last request and this many assistant messages
+MOST_WORDS = 0.8  # a long request is kept when this share of its words is in the context
+LONG_REQUEST_WORDS = 12  # requests with more distinct words than this may be kept by words
+KEY_CHARS = 160  # keys longer than this are matched on their head
+MAX_IDENTIFIERS = 24
+
+# --- text a model reads ---------------------------------------------------------------------------
+
+_SPACE = re.compile(r"\s+")
+
+
+def norm(text: str) -> str:
+    """Whitespace collapsed to single spaces, trimmed: the form every match is made on."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def _decoded(arguments: str) -> list[str]:
+    try:
+        value = json.loads(arguments) if arguments.strip() else None
+    except ValueError:
+        return []
+    return _strings(value)
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def unit_texts(u: Unit) -> list[str]:
+    """Everything a model reads in a unit: content, reasoning, each call's name, JSON
+    arguments and their decoded strings."""
+    out = [u.content, u.reasoning]
+    for c in u.tool_calls:
+        out.append(c.name)
+        out.append(c.arguments)
+        out.extend(_decoded(c.arguments))
+    return [x for x in out if x]
+
+
+def context_text(t: Transcript) -> str:
+    """The whole context as one normalised text (units, in order)."""
+    return norm("\n".join(x for u in t.units for x in unit_texts(u)))
+
+
+# --- probes -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One fact a model should still find: `key` in the context (see the module table)."""
+
+    category: str
+    key: str
+    unit_id: str  # where the fact is in the original
+    position: int  # that unit's index in the original
+    detail: str = ""  # the action on an artifact, the call that failed, the result's call
+    words: tuple[str, ...] = ()  # an intent's distinct words (the 80% rule)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "category": self.category,
+            "key": self.key,
+            "unit_id": self.unit_id,
+            "position": self.position,
+            "detail": self.detail,
+        }
+
+
+def _key(text: str) -> str:
+    text = norm(text)
+    return text if len(text) <= KEY_CHARS else text[:KEY_CHARS]
+
+
+_WORD = re.compile(r"[^\W_]{3,}")
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+
+
+def intents(units: Sequence[Unit]) -> list[Probe]:
+    """Every user request."""
+    out = []
+    for i, u in enumerate(units):
+        if is_request(u):
+            text = request_text(u)
+            out.append(Probe("intent", norm(text), u.id, i, words=_words(text)))
+    return out
+
+
+# --- artifacts ----------------------------------------------------------------------------------
+
+_PATH = re.compile(
+    r"(?<![\w/.~@-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+"  # dir/file, /abs/dir/file
+    r"|(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|mjs|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|"
+    r"swift|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|scss|vue|svelte|lock|"
+    r"xml|gradle|proto|ex|exs|erl|hs|ml|scala|lua|pl|r|dart|zig|nim|pony|svg|png|gif)\b"
+)
+_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path")
+# what a call writes or says, not what it acts on: a path inside a file's new content is no artifact
+_TEXT_KEYS = frozenset(
+    "content new_string old_string new_str old_str text description prompt message body "
+    "file_text insert_line thought reason summary".split()
+)
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$|^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.MULTILINE)
+_EDIT_NAMES = ("edit", "write", "create", "replace", "patch", "insert", "multiedit", "apply")
+_EDIT_COMMAND = re.compile(
+    r"\bsed\s+-i|\bperl\s+-p?i|>>?\s*(?=[\w./~-])|\btee\b|\bmv\b|\bcp\b|\btouch\b|\bmkdir\b|"
+    r"\brm\b|\bpatch\b|\bgit\s+apply\b|\bcat\s*>|\*\*\* (?:Update|Add|Delete) File:"
+)
+_NOT_PATH = re.compile(
+    r"^(?:https?:|www\.|\d+(?:\.\d+)*$|[\w.-]+\.(?:com|org|net|io|dev)\b|/dev/null$|/tmp/?$|"
+    r"[\w.-]*\.\.\.)"
+)
+_EDIT_WORDS = re.compile(
+    r"\b(?:edit|edited|edits|modif|wrote|write|written|creat|added|add|chang|updat|fix|patch|"
+    r"renam|delet|remov|replac|insert|sed -i|apply_patch)",
+    re.IGNORECASE,
+)
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
+_QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")  # sed/awk programs: 's/a/b/', '/x/d'
+_HAS_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+
+
+def paths_in(text: str) -> list[str]:
+    """File paths written in a command, an argument or a patch (URLs, version numbers, heredoc
+    bodies and sed programs aside); a path without an extension counts only when it is written
+    as one (`/abs`, `./rel`, `~/home`)."""
+    text = text.replace("\\n", "\n")
+    text = _QUOTED_SCRIPT.sub(" ", _HEREDOC.sub(" ", text))
+    out = []
+    for m in _PATH.finditer(text):
+        path = m.group(0).rstrip(".,:;'\")]")
+        if len(path) < 4 or _NOT_PATH.match(path) or "/" not in path and "." not in path:
+            continue
+        if not _HAS_EXT.search(path) and not path.startswith(("/", "./", "../", "~/")):
+            continue
+        out.append(path)
+    return out
+
+
+def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
+    """(path, edited) for each file a call acted on."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        args = arguments
+    lname = name.lower()
+    edit_tool = any(k in lname for k in _EDIT_NAMES) and "read" not in lname
+    found: dict[str, bool] = {}
+    if isinstance(args, dict):
+        for key in _PATH_KEYS:
+            value = args.get(key)
+            if isinstance(value, str) and value.strip() and "\n" not in value.strip():
+                found[value.strip()] = found.get(value.strip(), False) or edit_tool
+    for text in _acted_on(args):
+        patch = _PATCH_FILE.findall(text)
+        if patch:  # a patch names its files in its headers; its body is content
+            for a, b in patch:
+                path = (a or b).strip()
+                if path and path != "/dev/null":
+                    found[path] = True
+            continue
+        edits = bool(_EDIT_COMMAND.search(text)) or edit_tool
+        for path in paths_in(text):
+            found[path] = found.get(path, False) or edits
+    return list(found.items())
+
+
+def _acted_on(args: Any) -> list[str]:
+    """The strings of decoded arguments that name what a call acts on (commands, paths,
+    patches), not text it writes (file contents, descriptions, prompts)."""
+    if isinstance(args, dict):
+        return [s for k, v in args.items() if k not in _TEXT_KEYS for s in _acted_on(v)]
+    if isinstance(args, list):
+        return [s for v in args for s in _acted_on(v)]
+    return [args] if isinstance(args, str) else []
+
+
+def artifacts(units: Sequence[Unit]) -> list[Probe]:
+    """Files the agent's tool calls acted on (one probe per file; edited wins over read)."""
+    first: dict[str, tuple[str, int]] = {}
+    edited: dict[str, bool] = {}
+    for i, u in enumerate(units):
+        for c in u.tool_calls:
+            for path, edit in _call_paths(c.name, c.arguments):
+                first.setdefault(path, (u.id, i))
+                edited[path] = edited.get(path, False) or edit
+    return [
+        Probe("artifact", path, uid, i, detail="edited" if edited[path] else "read")
+        for path, (uid, i) in first.items()
+    ]
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+_EXIT = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]+(-?\d+)"
+    r"|\"exit_code\"\s*:\s*(-?\d+)|\bProcess exited with code (-?\d+)",
+    re.IGNORECASE,
+)
+_TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.MULTILINE)
+_EXCEPTION = re.compile(
+    r"^\s*(?:E\s+)?(?:[\w.]*(?:Error|Exception|Exit|Interrupt)\b:?|FAILED\b|ERROR\b|error(?:\[\w+\])?:|"
+    r"fatal:|panic:|thread '.*' panicked)"
+)
+_ERRORISH = re.compile(r"\berror\b|\bfailed\b|\bfailure\b|\bexception\b", re.IGNORECASE)
+
+
+def failed(result: Unit) -> bool:
+    """The log says this tool output failed: its error flag, a non-zero exit code, a traceback
+    (the word "error" in the text is not enough)."""
+    if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
+        return True
+    head = result.content[:4000] + result.content[-4000:]
+    for m in _EXIT.finditer(head):
+        code = next(g for g in m.groups() if g is not None)
+        if int(code) != 0:
+            return True
+    return bool(_TRACEBACK.search(result.content))
+
+
+def output_text(text: str) -> str:
+    """A tool output's text: agents that log results as JSON (Codex's `{"output", "metadata"}`)
+    are decoded first."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"output"' in stripped[:200]:
+        try:
+            data = json.loads(stripped)
+        except ValueError:
+            return text
+        if isinstance(data, dict) and isinstance(data.get("output"), str):
+            return str(data["output"])
+    return text
+
+
+def error_line(text: str) -> str:
+    """The line that says what went wrong: the last exception line, else the first line with
+    an error word, else the first line."""
+    text = output_text(text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    named = [ln for ln in lines if _EXCEPTION.match(ln)]
+    if named:
+        return named[-1]
+    worded = [ln for ln in lines if _ERRORISH.search(ln) and not _EXIT.search(ln)]
+    if worded:
+        return worded[0]
+    plain = [ln for ln in lines if not _EXIT.fullmatch(ln)]
+    return (plain or lines or [""])[0]
+
+
+def _calls_by_id(units: Sequence[Unit]) -> dict[str, tuple[int, Any]]:
+    return {c.id: (i, c) for i, u in enumerate(units) for c in u.tool_calls}
+
+
+def errors(units: Sequence[Unit], late_share: float = LATE_SHARE) -> list[Probe]:
+    """The error line of each failing tool output in the last `late_share` of the run (one per
+    line)."""
+    start = int(len(units) * (1 - late_share))
+    calls = _calls_by_id(units)
+    out: dict[str, Probe] = {}
+    for i in range(start, len(units)):
+        u = units[i]
+        if u.tool_call_id is None and u.role != "tool":
+            continue
+        if not failed(u):
+            continue
+        line = _key(error_line(u.content))
+        if not line or line in out:
+            continue
+        call = calls.get(u.tool_call_id or "")
+        out[line] = Probe("error", line, u.id, i, detail=call[1].name if call else "")
+    return list(out.values())
+
+
+# --- identifiers --------------------------------------------------------------------------------
+
+_IDENT = re.compile(
+    r"(?<![\w-])(?:"
+    r"[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+)*[_-][A-Za-z0-9]+"  # snake_case, kebab-case, a.b_c
+    r"|[a-z]+(?:[A-Z][a-z0-9]*)+"  # camelCase
+    r"|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+"  # PascalCase
+    r"|[A-Z0-9]*\d[A-Z0-9]*[A-Z][A-Z0-9]*|[A-Z]+\d[A-Z0-9]*"  # booking codes, ids: ZFA04Y, HAT170
+    r"|#?\d{3,}(?:\.\d+)?"  # numbers of 3+ digits, #123
+    r"|[0-9a-f]{7,}"  # hashes
+    r")(?![\w-])"
+)
+_BORING = frozenset(
+    "e.g i.e utf-8 utf8 http https json yaml true false null none self this that".split()
+)
+
+
+def identifiers(units: Sequence[Unit]) -> list[Probe]:
+    """Ids, names and numbers in the last request and the last three assistant messages that
+    also appear earlier in the transcript (the names of the current work)."""
+    recent: list[int] = []
+    last_request = next((i for i in range(len(units) - 1, -1, -1) if is_request(units[i])), None)
+    if last_request is not None:
+        recent.append(last_request)
+    assistant = [i for i, u in enumerate(units) if u.role == "assistant" and (u.content or u.tool_calls)]
+    recent.extend(assistant[-RECENT_ASSISTANT:])
+    if not recent:
+        return []
+    earliest = min(recent)
+    before = norm("\n".join(x for u in units[:earliest] for x in unit_texts(u)))
+    out: dict[str, Probe] = {}
+    for i in sorted(set(recent)):
+        u = units[i]
+        for text in (u.content, *(s for c in u.tool_calls for s in _decoded(c.arguments))):
+            for m in _IDENT.finditer(text):
+                token = m.group(0)
+                if token.lower() in _BORING or token in out or len(token) < 3:
+                    continue
+                if re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
+                    out[token] = Probe("identifier", token, u.id, i)
+    return list(out.values())[:MAX_IDENTIFIERS]
+
+
+# --- continuation and todos ---------------------------------------------------------------------
+
+_MAIN_ARGS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "code", "input")
+
+
+def call_key(arguments: str) -> str:
+    """What a call did, as a reader would quote it: its command or path, else its arguments."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return _key(arguments)
+    if isinstance(args, dict):
+        for key in _MAIN_ARGS:
+            value = args.get(key)
+            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
+            if isinstance(value, str) and value.strip():
+                return _key(value)
+    strings = [s for s in _strings(args) if s.strip()]
+    return _key(strings[0]) if strings else _key(arguments)
+
+
+def continuation(units: Sequence[Unit]) -> list[Probe]:
+    """The last tool call and the first line of its result."""
+    calls = [(i, c) for i, u in enumerate(units) for c in u.tool_calls]
+    if not calls:
+        return []
+    i, call = calls[-1]
+    out = []
+    key = call_key(call.arguments)
+    if key:
+        out.append(Probe("continuation", key, units[i].id, i, detail=f"last call {call.name}"))
+    for j in range(i + 1, len(units)):
+        r = units[j]
+        if r.tool_call_id == call.id:
+            first = next((ln for ln in output_text(r.content).splitlines() if ln.strip()), "")
+            if first.strip():
+                out.append(Probe("continuation", _key(first), r.id, j, detail=f"result of {call.name}"))
+            break
+    return out
+
+
+def todos(units: Sequence[Unit]) -> list[Probe]:
+    """Unfinished items of the last todo list an agent wrote (TodoWrite, update_plan, ...)."""
+    for i in range(len(units) - 1, -1, -1):
+        for c in reversed(units[i].tool_calls):
+            name = c.name.lower()
+            if "todo" not in name and "plan" not in name:
+                continue
+            try:
+                args = json.loads(c.arguments)
+            except ValueError:
+                continue
+            items = args.get("todos") or args.get("plan") if isinstance(args, dict) else None
+            if not isinstance(items, list):
+                continue
+            out = []
+            for item in items:
+                if not isinstance(item, dict) or item.get("status") == "completed":
+                    continue
+                text = item.get("content") or item.get("step") or item.get("description")
+                if isinstance(text, str) and text.strip():
+                    out.append(Probe("todo", _key(text), units[i].id, i, detail=str(item.get("status", ""))))
+            return out
+    return []
+
+
+def span_facts(units: Sequence[Unit]) -> list[Probe]:
+    """The facts of a span that a summary of it must carry: the files acted on, every failure's
+    error line (not only late ones) and the open todos (what `summarize_old` checks)."""
+    return [*artifacts(units), *errors(units, late_share=1.0), *todos(units)]
+
+
+def extract(t: Transcript | Sequence[Unit]) -> list[Probe]:
+    """Every probe of a transcript, by category in `CATEGORIES` order."""
+    units = list(t.units if isinstance(t, Transcript) else t)
+    return [
+        *intents(units),
+        *artifacts(units),
+        *errors(units),
+        *identifiers(units),
+        *continuation(units),
+        *todos(units),
+    ]
+
+
+# --- scoring ------------------------------------------------------------------------------------
+
+
+@dataclass
+class ProbeScore:
+    """Which probes a compacted transcript kept: per category, and the lost ones."""
+
+    kept: dict[str, int] = field(default_factory=dict)
+    total: dict[str, int] = field(default_factory=dict)
+    lost: list[Probe] = field(default_factory=list)
+
+    def category(self, name: str) -> float | None:
+        """Share of `name` kept (None when the original had none)."""
+        n = self.total.get(name, 0)
+        return self.kept.get(name, 0) / n if n else None
+
+    @property
+    def recall(self) -> float:
+        """Mean over the categories the original had (1.0 when it had no probe): a category of
+        many identifiers weighs as much as the one last action."""
+        shares = [s for s in (self.category(c) for c in CATEGORIES) if s is not None]
+        return sum(shares) / len(shares) if shares else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recall": round(self.recall, 4),
+            "categories": {
+                c: {"kept": self.kept.get(c, 0), "total": self.total[c]}
+                for c in CATEGORIES
+                if self.total.get(c)
+            },
+            "lost": [p.to_dict() for p in self.lost],
+        }
+
+
+@dataclass
+class Context:
+    """A compacted transcript as probes see it: its normalised text, and its words on demand."""
+
+    transcript: Transcript
+    text: str = ""
+    _words: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, t: Transcript) -> Context:
+        return cls(t, context_text(t))
+
+    @property
+    def words(self) -> frozenset[str]:
+        if self._words is None:
+            self._words = frozenset(_words(self.text))
+        return self._words
+
+    def edited(self, path: str) -> bool:
+        """The context says `path` was changed: an edit call on it, or an edit word on a line
+        that names it."""
+        for u in self.transcript.units:
+            for c in u.tool_calls:
+                if any(edit and p == path for p, edit in _call_paths(c.name, c.arguments)):
+                    return True
+            if is_request(u):
+                continue  # "fix x.py" asks for an edit; it does not say one was made
+            for line in u.content.splitlines():
+                if path in line and _EDIT_WORDS.search(line):
+                    return True
+        return False
+
+
+def kept(probe: Probe, ctx: Context) -> bool:
+    """Whether the context still holds `probe` (see the module table)."""
+    if probe.key in ctx.text:
+        if probe.category == "artifact" and probe.detail == "edited":
+            return ctx.edited(probe.key)
+        return True
+    if probe.category == "intent" and len(probe.words) > LONG_REQUEST_WORDS:
+        return sum(1 for w in probe.words if w in ctx.words) >= MOST_WORDS * len(probe.words)
+    return False
+
+
+def score(probes: Iterable[Probe], compacted: Transcript) -> ProbeScore:
+    """Score a compacted transcript (any compaction's) against probes of its original."""
+    ctx = Context.of(compacted)
+    out = ProbeScore()
+    for p in probes:
+        out.total[p.category] = out.total.get(p.category, 0) + 1
+        if kept(p, ctx):
+            out.kept[p.category] = out.kept.get(p.category, 0) + 1
+        else:
+            out.lost.append(p)
+    return out

@@ -1,0 +1,94 @@
+"""The format contract: what a format module gives the registry, and all the registry reads.
+
+A format module ends with one record, `FORMAT = Format(...)`, and `ctxkit.formats` lists the
+modules, one line each, in detection order. Everything else (the CLI's `--from`/`--to` choices,
+detection, the readers' and writers' layouts, `ctxkit.formats.sdk.problems`, the notes `guard`
+prints) is built from these records; nothing outside a format's module names it.
+
+Four shapes of file, each with its own `read` and `write`:
+
+- `messages`: a list of message records, laid out as a JSON array, as JSONL (one record per
+  line), as a conversation object holding them under `key` (other keys kept as the envelope),
+  or as a dataset (a JSON array or JSONL of conversation objects). `read(records, src)` gives a
+  `Transcript`; `write(t)` gives `(records, extras)`, extras being keys of the conversation
+  object (a system prompt, tools).
+- `log`: an agent's own log, one record per line, one session per file (several sessions are
+  written one after the other). `read(records, src)` and `write(t)` as for `messages`.
+- `object`: one JSON object per transcript (a dataset: a JSON array or JSONL of them).
+  `read(obj, src)` gives a `Transcript`; `write(t)` gives the object.
+- `text`: a text file of one or more sessions. `read(text, src)` gives a list of `Transcript`s;
+  `write(t)` gives the text of one session.
+
+Detection asks every format, in registry order, and the first that claims the input reads it:
+`detect(records)` for a list of records (a JSONL file, a JSON array), `detect_object(obj)` for
+a JSON object (a whole transcript or a conversation object), `sniff(line)` for a text file's
+first non-blank line. A conversation object no format claims is tried as its records: the
+formats whose `key` it holds are asked with the list under that key.
+
+`validate(data)` lists what the app or provider would refuse in written output (the text, or
+the parsed records); [] means it loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ctxkit.formats.common import Source
+from ctxkit.model import Transcript
+
+__all__ = ["SHAPES", "Format", "Shape", "agents", "never"]
+
+Shape = Literal["messages", "log", "object", "text"]
+SHAPES: tuple[Shape, ...] = ("messages", "log", "object", "text")
+
+
+def never(_: Any) -> bool:
+    """A detector that claims nothing (a format without objects, or without a text form)."""
+    return False
+
+
+def agents(names: list[str]) -> str:
+    """Agent names as words: "A", "A and B", "A, B and C"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+@dataclass(frozen=True)
+class Format:
+    """One transcript format, as the registry sees it (see the module doc for the shapes)."""
+
+    name: str  # the --from/--to name
+    label: str  # what a file of it is called in messages ("Claude Code log")
+    shape: Shape
+    detect: Callable[[list[Any]], bool]  # does this list of records belong to the format?
+    read: Callable[[Any, Source], Transcript | list[Transcript]]
+    write: Callable[[Transcript], Any]
+    validate: Callable[[Any], list[str]]  # problems of written output; [] = valid
+    detect_object: Callable[[dict[str, Any]], bool] = never
+    # messages: the key of the records in a conversation object; bare=False: only found inside
+    # one (ShareGPT turns, a SWE-agent history), never as a bare list of records
+    key: str = "messages"
+    bare: bool = True
+    lines: bool = False  # messages: always written one record per line (a JSONL file of its own)
+    array: bool = False  # messages: always written as one JSON array of its records (a task file)
+    # messages: a conversation object of the format's own (ctxkit's units dataset line), read
+    # and written whole instead of as envelope + records
+    read_object: Callable[[dict[str, Any], Source], Transcript] | None = None
+    write_object: Callable[[Transcript], dict[str, Any]] | None = None
+    # text: how a file is recognised (its first non-blank line; the first 8 KB of a *.md file
+    # found in a folder) and the file-name suffix that marks one
+    sniff: Callable[[bytes], bool] = never
+    looks_like: Callable[[bytes], bool] = never
+    suffix: str | None = None
+    strict: bool = False  # forced with --from, a file none of whose records it detects is refused
+    agent: str | None = None  # the agent app whose own file this is ("Claude Code"); None for an API's
+    holds_tools: bool = True  # False: an agent's own file, no tool schemas in it (the app serves them)
+    omits: str | None = None  # what the model saw that the file never holds (guard says so)
+    sidechains: bool = False  # has sub-agent records `--include-sidechains` brings in
+    compaction: bool = False  # reads its agent's own compaction (`--include-compacted` reads past it)
+    extension: str | None = None  # the file extension `simulate` gives a transcript written in it
+
+    def __post_init__(self) -> None:
+        if self.shape not in SHAPES:
+            raise ValueError(f"format {self.name!r}: shape {self.shape!r} is not one of {', '.join(SHAPES)}")

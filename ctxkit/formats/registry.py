@@ -1,0 +1,85 @@
+"""The registry: every format module, one line each, in detection order.
+
+A format is its module's `FORMAT` record (`formats.base.Format`, the written contract); adding
+one is its module plus one line below. Detection asks the formats in this order and the first
+that claims an input reads it, so a format whose records would also pass for another's (Cline's
+Anthropic messages, Copilot's events) comes before that one, and the plain chat formats come
+last: `openai` is the fallback for a bare list of {role, content} messages.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ctxkit.formats.base import Format
+
+__all__ = ["FORMATS", "WRITABLE", "detect_format", "is_conversation"]
+
+_MODULES = (
+    "units",
+    "claude_code",
+    "codex",
+    "copilot_cli",
+    "openhands",
+    "gemini_cli",
+    "opencode",
+    "gemini",
+    "cline",
+    "anthropic",
+    "openai",
+    "sharegpt",
+    "swe_agent",
+    "atif",
+    "aider",
+)
+
+
+def _load(module: str) -> Format:
+    fmt = getattr(importlib.import_module(f"ctxkit.formats.{module}"), "FORMAT", None)
+    if not isinstance(fmt, Format):
+        raise TypeError(f"ctxkit.formats.{module} defines no FORMAT = Format(...) (see ctxkit.formats.base)")
+    return fmt
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in map(_load, _MODULES)}
+WRITABLE: tuple[str, ...] = tuple(FORMATS)
+
+
+def detect_format(obj: Any) -> str | None:
+    """The format of a parsed list of records or JSON object; None if no format claims it.
+
+    An object is asked of every format (`detect_object`: a whole transcript or a conversation
+    object of its own), then read as the records it holds under a format's `key`; a list is
+    asked of every format whose records may stand bare.
+    """
+    if isinstance(obj, dict):
+        for fmt in FORMATS.values():
+            if fmt.detect_object(obj):
+                return fmt.name
+        for fmt in FORMATS.values():
+            records = obj.get(fmt.key)
+            if fmt.shape in ("messages", "log") and isinstance(records, list) and fmt.detect(records):
+                return fmt.name
+        return None
+    if isinstance(obj, list):
+        for fmt in FORMATS.values():
+            if fmt.shape in ("messages", "log") and fmt.bare and fmt.detect(obj):
+                return fmt.name
+    return None
+
+
+def is_conversation(obj: Any) -> bool:
+    """Whether a parsed JSON object is one conversation (a dataset's line or item): a whole
+    transcript of an object format, or an object holding a format's records under its key."""
+    if not isinstance(obj, dict):
+        return False
+    return any(fmt.detect_object(obj) for fmt in FORMATS.values()) or any(
+        fmt.shape == "messages" and isinstance(obj.get(fmt.key), list) for fmt in FORMATS.values()
+    )
+
+
+def kinds() -> str:
+    """The labels of the formats a JSON file may be, for an error that found none of them."""
+    labels = [f.label for f in FORMATS.values() if f.shape != "text"]
+    return ", ".join(labels[:-1]) + " or " + labels[-1]

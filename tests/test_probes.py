@@ -1,0 +1,161 @@
+"""Probes of the original, and the peers they judge (`ctxkit.fidelity.probes`, `ctxkit.recipes`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+from ctxkit.fidelity import compare
+from ctxkit.fidelity import probes as P
+from ctxkit.formats import read_path
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.recipes import RECIPES, Fit
+from ctxkit.structure import pairs_intact
+from ctxkit.tokens import count_transcript, get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_transcripts"
+
+
+def call(cid: str, name: str, **args: object) -> Unit:
+    return Unit(f"a-{cid}", "assistant", tool_calls=[ToolCall(cid, name, json.dumps(args))])
+
+
+def result(cid: str, text: str, **meta: object) -> Unit:
+    return Unit(f"r-{cid}", "tool", content=text, tool_call_id=cid, meta=dict(meta))
+
+
+def session() -> Transcript:
+    units = [
+        Unit("s", "system", content="You are a coding agent."),
+        Unit("u1", "user", content="Fix the rounding bug of INV-2041 (total_cents) in billing/invoice.py."),
+        call("c1", "Read", file_path="billing/invoice.py"),
+        result("c1", "def total(x):\n    return round(x, 1)\n"),
+        call("c2", "Edit", file_path="billing/invoice.py", old_string="round(x, 1)", new_string="round(x, 2)"),
+        result("c2", "File edited."),
+        Unit("u2", "user", content="[Request interrupted by user]"),
+        Unit("u3", "user", content="Use Decimal for INV-2041 and keep total_cents."),
+        Unit("a9", "assistant", content="Switching total_cents of INV-2041 to Decimal."),
+        call("c3", "Bash", command="pytest tests/test_invoice.py", description="run the invoice tests"),
+        result("c3", "F\nE   AssertionError: 10.1 != 10.12\n1 failed", is_error=True),
+        call("c4", "Bash", command="pytest tests/test_invoice.py -k total_cents"),
+        result("c4", "1 passed in 0.02s"),
+    ]
+    return Transcript(units=units, id="billing")
+
+
+def by_category(probes: list[P.Probe]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in probes:
+        out.setdefault(p.category, []).append(p.key)
+    return out
+
+
+def test_probes_of_a_small_session_checked_by_hand() -> None:
+    got = by_category(P.extract(session()))
+    # the user's requests, not the harness's note
+    assert got["intent"] == [
+        "Fix the rounding bug of INV-2041 (total_cents) in billing/invoice.py.",
+        "Use Decimal for INV-2041 and keep total_cents.",
+    ]
+    assert got["artifact"] == ["billing/invoice.py", "tests/test_invoice.py"]
+    assert got["error"] == ["E AssertionError: 10.1 != 10.12"]  # the log's own error flag
+    assert set(got["identifier"]) == {"INV-2041", "total_cents"}  # recent, and seen before
+    assert got["continuation"] == ["pytest tests/test_invoice.py -k total_cents", "1 passed in 0.02s"]
+    assert "todo" not in got
+
+
+def test_an_edited_file_is_kept_only_when_the_context_says_it_was_edited() -> None:
+    t = session()
+    probe = next(p for p in P.extract(t) if p.key == "billing/invoice.py")
+    assert probe.detail == "edited"
+    read_only = t.replace(units=[u for u in t.units if u.id not in ("a-c2", "r-c2")])
+    assert not P.kept(probe, P.Context.of(read_only))  # named, but only as read
+    noted = read_only.replace(units=[*read_only.units, Unit("n", "user", type="summary", content="- billing/invoice.py (edited)")])
+    assert P.kept(probe, P.Context.of(noted))
+
+
+def test_a_word_is_not_a_failure_and_a_long_request_is_kept_by_most_of_its_words() -> None:
+    t = Transcript(units=[
+        Unit("u", "user", content=" ".join(f"word{i}" for i in range(30))),
+        call("c", "Task", description="audit", prompt="look"),
+        result("c", "### 6. Error Information Disclosure\nfound nothing serious"),
+    ])
+    got = by_category(P.extract(t))
+    assert "error" not in got
+    (intent,) = [p for p in P.extract(t) if p.category == "intent"]
+    most = Transcript(units=[Unit("x", "user", content=" ".join(f"word{i}" for i in range(25)))])
+    assert P.kept(intent, P.Context.of(most))
+    few = Transcript(units=[Unit("x", "user", content=" ".join(f"word{i}" for i in range(20)))])
+    assert not P.kept(intent, P.Context.of(few))
+
+
+def test_score_lists_what_was_lost_and_where() -> None:
+    t = session()
+    probes = P.extract(t)
+    assert P.score(probes, t).recall == 1.0
+    dropped = t.replace(units=[u for u in t.units if u.id not in ("a-c3", "r-c3")])
+    score = P.score(probes, dropped)
+    assert score.category("error") == 0.0
+    (lost,) = score.lost
+    assert (lost.category, lost.unit_id) == ("error", "r-c3")
+    assert score.to_dict()["categories"]["error"] == {"kept": 0, "total": 1}
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_every_peer_fits_keeps_pairs_and_the_system_prompt(name: str) -> None:
+    if RECIPES[name].requires:
+        pytest.importorskip(RECIPES[name].requires)
+    (t,) = read_path(str(SAMPLES / "tau-bench-airline.json"))
+    budget = count_transcript(t, TOK).total // 3
+    out = RECIPES[name].run(t, budget, Fit(TOK))
+    assert count_transcript(out, TOK).total <= budget
+    assert pairs_intact(t.units, out.units) == []
+    assert out.units[0].id == t.units[0].id and out.units[0].content == t.units[0].content
+
+
+def test_codex_keeps_the_users_messages_and_a_summary_and_nothing_else() -> None:
+    t = session()
+    budget = count_transcript(t, TOK).total - 10
+    out = RECIPES["codex_cli"].run(t, budget, Fit(TOK))
+    roles = [(u.role, u.type) for u in out.units]
+    assert roles == [("system", "message"), ("user", "message"), ("user", "message"), ("user", "summary")]
+    assert out.units[-1].content.startswith("Another language model started to solve this problem")
+    assert out.metadata["summary_by"].startswith("ctxkit extractive summarizer")
+
+
+def test_compare_runs_every_method_against_one_set_of_probes() -> None:
+    (t,) = read_path(str(SAMPLES / "tau-bench-airline.json"))
+    budget = count_transcript(t, TOK).total // 3
+    rows = compare.compare(t, budget, ["ctxkit", "drop_oldest", "observation_masking"])
+    assert [r.method for r in rows] == ["ctxkit", "drop_oldest", "observation_masking"]
+    assert all(r.valid for r in rows)
+    ours, drop = rows[0], rows[1]
+    assert ours.recall > drop.recall  # the requests drop-oldest loses, a summary quotes
+    summary = compare.summarize(rows)
+    assert [line["method"] for line in summary] == ["ctxkit", "drop_oldest", "observation_masking"]
+
+
+def test_fidelity_cli_on_a_users_own_pair_and_at_a_limit(tmp_path: Path) -> None:
+    src = SAMPLES / "tau-bench-airline.json"
+    small = tmp_path / "small.json"
+    runner = CliRunner()
+    r = runner.invoke(cli, ["compact", str(src), "--limit", "3000", "-o", str(small)], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(cli, ["fidelity", str(src), str(small), "--format", "json", "--lost"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    (row,) = orjson.loads(r.stdout)
+    assert row["method"] == str(small) and row["valid"] and 0 < row["recall"] <= 1
+    assert set(row["probes"]["categories"]) == {"intent", "identifier", "continuation"}
+    r = runner.invoke(cli, ["fidelity", str(src), "--limit", "3000", "--peer", "drop_oldest", "--format", "jsonl"],
+                      catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    rows = [orjson.loads(line) for line in r.stdout.splitlines()]
+    assert [x["method"] for x in rows] == ["ctxkit", "drop_oldest"] and all(x["budget"] == 3000 for x in rows)
+    r = runner.invoke(cli, ["fidelity", str(src)])
+    assert r.exit_code == 2 and "--limit" in r.stderr

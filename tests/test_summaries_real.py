@@ -1,0 +1,196 @@
+"""Summaries that do not mislead, on real transcripts (issue "Keep what the next turn needs").
+
+Each test is one way a summary misled a model reading it, found by reading compacted real
+transcripts, checked on a transcript of ../shared/realdata that has the same shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxkit.archive.store import Archive
+from ctxkit.compaction import CompactSettings, compact
+from ctxkit.facts import calls, outcome
+from ctxkit.formats import ReadOptions, read_path
+from ctxkit.model import Transcript, Unit
+from ctxkit.structure import is_request
+from ctxkit.summarizers.extractive import summarize_extractive
+from ctxkit.tokens import CountOptions, count_transcript, get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+
+
+def _read(realdata: Path, rel: str, **opts: bool) -> Transcript:
+    (t,) = list(read_path(str(realdata / rel), ReadOptions(**opts)))
+    return t
+
+
+def _compact(t: Transcript, share: int, tmp_path: Path) -> tuple[Transcript, Archive]:
+    limit = count_transcript(t, TOK).total // share
+    archive = Archive(str(tmp_path / "a.db"))
+    result = compact(t, CompactSettings(limit=limit, tokenizer=TOK), archive=archive)
+    assert result.fits and result.invariants["ok"]
+    return result.transcript, archive
+
+
+def _made_up(t: Transcript) -> list[Unit]:
+    return [u for u in t.units if u.type == "summary"]
+
+
+def _section(text: str, title: str) -> str:
+    """The lines of one `## title` section of a summary ("" when there is none)."""
+    if f"## {title}" not in text:
+        return ""
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def test_a_sub_agent_report_that_says_error_is_no_failure(realdata: Path) -> None:
+    """Claude Code's Task result 'Based on my comprehensive analysis... Error Information
+    Disclosure' is a sub-agent's report: no error flag, no exit code, no traceback."""
+    t = _read(realdata, "claude-code/conneroisu__templar__logs-chat-json@7c1b6b43__session-5fa42961.jsonl")
+    report = next(u for u in t.units if "Error Information Disclosure" in u.content)
+    assert not outcome(report).failed
+    text = summarize_extractive(t.units, 2000, tok=TOK)
+    assert "Error Information Disclosure" not in _section(text, "Errors and fixes")
+    assert "Task(" not in _section(text, "Errors and fixes")
+
+
+SWE = "swe-agent/princeton-nlp__SWE-agent__gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__pydicom__pydicom-1458.traj"
+
+
+def test_a_demonstration_is_not_the_task_and_its_edits_stay(realdata: Path, tmp_path: Path) -> None:
+    """SWE-agent's few-shot demonstration was quoted as the task, its files listed as touched,
+    and the run's own `edit 287:296 ... end_of_edit` actions cut to `[...]`."""
+    t = _read(realdata, SWE)
+    demo = next(u for u in t.units if u.meta.get("demo"))
+    issue = next(u for u in t.units if is_request(u))
+    assert "solving the following issue" in issue.content
+    out, _ = _compact(t, 6, tmp_path)
+    text = "\n".join(u.content for u in _made_up(out))
+    assert demo.content[:200] not in text
+    assert "Here is a demonstration" not in text
+    # the issue is the task: kept as it was, or quoted in the handover
+    assert any(u.id == issue.id for u in out.units) or issue.content.split("\n")[0][:60] in text
+    # the edits are credited to the file SWE-agent had open, and an action is never cut
+    actions = calls(t.units)
+    edited = {p for c in actions for p, a in c.paths if a == "edited"}
+    assert "/pydicom__pydicom/pydicom/pixel_data_handlers/numpy_handler.py" in edited
+    for u in out.units:
+        if u.role == "assistant" and "edit 2" in u.content:
+            assert "end_of_edit" in u.content and "[...]" not in u.content
+
+
+def test_a_sed_in_place_edit_is_an_edit(realdata: Path) -> None:
+    """mini-swe-agent fixed django's sqlmigrate.py with `sed -i`: that is an edit, not a use."""
+    t = _read(realdata, "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json")
+    text = summarize_extractive(t.units, 1500, tok=TOK)
+    files = _section(text, "Files and code")
+    assert "./django/core/management/commands/sqlmigrate.py (edited" in files
+
+
+def test_repeated_compaction_merges_its_summaries_with_true_counts(realdata: Path, tmp_path: Path) -> None:
+    """A summary of a summary stacked sections ("## Key technical concepts" twice) and counted
+    only the last pass's messages."""
+    t = _read(realdata, "claude-code/pattern-stack__task-patterns__logs-chat-json@df54b22d__session-263940d8.jsonl")
+    out, _ = _compact(t, 10, tmp_path)
+    (summary,) = _made_up(out)
+    for title in ("Files and code", "Key technical concepts", "Commands run", "Errors and fixes"):
+        assert summary.content.count(f"## {title}\n") <= 1, title
+    assert "## Earlier summary" not in summary.content
+    kept = {u.id for u in out.units}
+    gone = [u for u in t.units if u.id not in kept]
+    n, tokens = summary.meta["summarized"]
+    # every message the summary stands for is gone from the context (some went to placeholders
+    # of other strategies: they are counted there, not here)
+    assert n <= len(gone) and n >= len(gone) // 2
+    assert f"{n:,} earlier messages ({tokens:,} tokens)" in summary.content
+
+
+def test_a_short_budget_keeps_the_last_action_and_quotes_no_wrong_last_request(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """tau-bench at 1/6: a summary's "Last request (verbatim)" mixed two user messages with the
+    agent's words, and the context ended on an update call with no result, the later updates
+    (which had succeeded) dropped."""
+    t = _read(realdata, "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json")
+    out, _ = _compact(t, 3, tmp_path)
+    for u in _made_up(out):
+        assert "## Last request (verbatim)" not in u.content
+    last_call = [u for u in t.units if u.tool_calls][-1]
+    ids = {c.id for c in last_call.tool_calls}
+    assert any(u.id == last_call.id for u in out.units)
+    assert {u.tool_call_id for u in out.units if u.tool_call_id in ids} == ids  # with its results
+    # every call kept has its result: the context never ends on a call with none
+    answered = {u.tool_call_id for u in out.units if u.tool_call_id}
+    assert all(c.id in answered for u in out.units for c in u.tool_calls)
+
+
+FSM1 = "claude-code/FSM1__cipher-box__checkpoints-v1__af-1dd25ebb3e-8@9db16e5e.jsonl"
+
+
+def test_harness_notes_are_not_quoted_as_the_users_words(realdata: Path, tmp_path: Path) -> None:
+    """Claude Code's `<local-command-caveat>... DO NOT respond to these messages...` joined a
+    summary as a user message, telling the model to ignore it."""
+    t = _read(realdata, FSM1, include_compacted=True)
+    assert "<local-command-caveat>" in t.units[0].content
+    out, _ = _compact(t, 6, tmp_path)
+    for u in _made_up(out):
+        assert "DO NOT respond to these messages" not in u.content
+        assert "<local-command-stdout>" not in _section(u.content, "All user messages")
+
+
+def test_failing_runs_keep_their_reason_and_created_files_stay_named(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """Failing test runs showed only `[bash output, 906 bytes, archived as ref-...]`; the Write
+    calls that created modules were gone and the summary named none of them."""
+    t = _read(realdata, FSM1)
+    failed = {u.id: outcome(u) for u in t.units if u.tool_call_id and outcome(u).failed}
+    assert failed
+    out, _ = _compact(t, 6, tmp_path)
+    for u in out.units:
+        if u.id in failed and u.type == "placeholder":
+            assert f"exit {failed[u.id].exit_code}" in u.content or "error" in u.content
+    p = _read(realdata, "claude-code/pattern-stack__task-patterns__logs-chat-json@df54b22d__session-263940d8.jsonl")
+    created = {path for c in calls(p.units) for path, a in c.paths if a == "created"}
+    assert len(created) >= 5
+    (tmp_path / "p").mkdir()
+    out, _ = _compact(p, 6, tmp_path / "p")
+    text = "\n".join(
+        [u.content for u in out.units] + [c.arguments for u in out.units for c in u.tool_calls]
+    )
+    assert sum(1 for path in created if path in text) >= len(created) * 0.8
+
+
+
+
+def test_a_shortened_output_keeps_the_line_a_later_edit_changed(realdata: Path) -> None:
+    """A compressed `sed -n '219,248p'` output lost exactly the line the agent then fixed: an
+    output that shows what a later edit changed is never cut in the middle."""
+    import re
+
+    t = _read(realdata, "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json")
+    seds = [
+        (k, m.group(2).replace("\\", ""))
+        for k, u in enumerate(t.units)
+        for c in u.tool_calls
+        for m in re.finditer(r"sed\s+-i[^'\"]*['\"]\d*s(.)(.+?)\1", c.arguments.replace("\\\"", "\""))
+    ]
+    anchors = [a for _, a in seds if len(a) >= 12]
+    assert anchors
+    # the outputs read before the edit that show the line it changed
+    shows = {
+        u.id
+        for i, u in enumerate(t.units)
+        if u.tool_call_id and any(a in u.content and i < k for k, a in seds)
+    }
+    assert shows
+    # chunking asked for far more than it can give: every output it may cut, it cuts
+    from ctxkit.strategies import STRATEGIES, Context, State
+
+    ctx = Context(tokenizer=TOK, count_opts=CountOptions(), archive=None, transcript_id=t.id, query="")
+    state = State(units=tuple(t.units), target=100, ctx=ctx)
+    after = STRATEGIES["content_type_chunking"](state, {})
+    assert after is not None
+    cut = {u.id for u in after.units if u.meta.get("strategy") == "content_type_chunking"}
+    assert cut and not cut & shows
