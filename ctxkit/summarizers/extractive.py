@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -228,11 +228,8 @@ def open_items(units: Sequence[Unit]) -> list[str]:
     request if nothing answered it."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
     for u in units:
-        if u.role not in ("user", "assistant") or F.is_output(u):
-            continue
-        for line in u.content.splitlines():
-            if _OPEN.search(line):
-                items.setdefault(_one_line(line), None)
+        for line in _prose(u).open_lines:
+            items.setdefault(line, None)
     requests = user_requests(units)
     if requests:
         last = requests[-1]
@@ -291,13 +288,47 @@ def narration(units: Sequence[Unit]) -> list[str]:
     messages that has prose (the text beside its tool calls, its explanations)."""
     out: dict[str, None] = {}
     for u in units:
-        if u.role != "assistant" or not (u.content.strip() or u.reasoning.strip()):
-            continue
+        first = _prose(u).narration
+        if first:
+            out.setdefault(first, None)
+    return list(out)
+
+
+@dataclass(frozen=True)
+class _Prose:
+    """What one message's prose gives every summary of a span that holds it: its open-item
+    lines (`open_items`) and its first sentence (`narration`)."""
+
+    open_lines: tuple[str, ...] = ()
+    narration: str = ""
+
+
+_PROSE: OrderedDict[int, tuple[Unit, str, str, _Prose]] = OrderedDict()
+
+
+def _prose(u: Unit) -> _Prose:
+    """One unit's `_Prose`, read once (cached by identity and content, as `facts.unit_facts`):
+    a summary of a longer span, or the next probe of `summarize_old`, costs the new units only."""
+    key = id(u)
+    hit = _PROSE.get(key)
+    if hit is not None and hit[0] is u and hit[1] is u.content and hit[2] is u.reasoning:
+        return hit[3]
+    prose = _read_prose(u)
+    _PROSE[key] = (u, u.content, u.reasoning, prose)
+    if len(_PROSE) > F.CACHE_MAX:
+        _PROSE.popitem(last=False)
+    return prose
+
+
+def _read_prose(u: Unit) -> _Prose:
+    lines: tuple[str, ...] = ()
+    if u.role in ("user", "assistant") and not F.is_output(u):
+        lines = tuple(_one_line(line) for line in u.content.splitlines() if _OPEN.search(line))
+    first = ""
+    if u.role == "assistant" and (u.content.strip() or u.reasoning.strip()):
         prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
         first = next((s.strip() for s in split_sentences(prose) if len(s.strip()) >= 12), "")
-        if first:
-            out.setdefault(_one_line(first, 200), None)
-    return list(out)
+    return _Prose(lines, _one_line(first, 200) if first else "")
 
 
 def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:
