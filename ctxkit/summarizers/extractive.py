@@ -24,6 +24,7 @@ import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ctxkit import facts as F
@@ -128,6 +129,7 @@ def files_touched(units: Sequence[Unit]) -> list[str]:
     return sorted(actions, key=lambda p: (F.ACTION_RANK.get(actions[p][0], 9), order[p]))
 
 
+@lru_cache(maxsize=65_536)  # every probe of summarize_old asks again for each request of its span
 def error_line(text: str) -> str | None:
     """The line that says what went wrong in a failing output (see `facts.error_line`); None
     when the text holds no failure (a listing of files named error.c is none)."""
@@ -178,16 +180,20 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
 def _failures(actions: Sequence[F.Call]) -> list[str]:
     """`call -> error line` per distinct failure, oldest first; "(fixed: a later run passed)"
     when the same call later went through."""
+    # the calls that went through at or after each position, read from the end: one pass
+    passed_later: set[tuple[str, str]] = set()
+    fixed_at: list[bool] = [False] * len(actions)
+    for k in range(len(actions) - 1, -1, -1):
+        d = actions[k]
+        fixed_at[k] = (d.name, d.args) in passed_later
+        if d.outcome is not None and not d.outcome.failed:
+            passed_later.add((d.name, d.args))
     by_error: dict[str, list[tuple[F.Call, bool]]] = {}
     for k, c in enumerate(actions):
         if not c.failed:
             continue
-        fixed = any(
-            d.name == c.name and d.args == c.args and d.outcome is not None and not d.outcome.failed
-            for d in actions[k + 1 :]
-        )
         assert c.outcome is not None
-        by_error.setdefault(c.outcome.label, []).append((c, fixed))
+        by_error.setdefault(c.outcome.label, []).append((c, fixed_at[k]))
     out = []
     for label, runs in by_error.items():
         first, _ = runs[0]
