@@ -72,6 +72,12 @@ def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = 
     return float(similarity(unit_texts(original), unit_texts(result), emb))
 
 
+def _default_embedder() -> Any:
+    from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
+
+    return get_embedder(DEFAULT_EMBEDDER)
+
+
 def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int]:
     by_id = {u.id: u for u in result}
     p1 = [u for u in original if u.is_p1]
@@ -139,7 +145,9 @@ def compact(
         seed=options.seed,
     )
     state = State(units=tuple(original), target=goal, ctx=ctx)
-    coherence_embedder = embedder
+    # one instance for every coherence of this run: the lexical one keeps each text's terms,
+    # and the final figure reads the texts the steps' judges read
+    coherence_embedder = embedder if embedder is not None else _default_embedder()
     notify(
         "detection",
         f"Context at {before.total:,} / {limit:,} tokens (target {goal:,})",

@@ -27,6 +27,7 @@ class LexicalEmbedder:
         # model and cache are accepted so every factory takes the same keywords
         self.stats = {"computed": 0, "cached": 0}
         self._bow_memo: dict[str, list[tuple[str, float]]] = {}
+        self._total_memo: dict[tuple[str, ...], dict[str, float]] = {}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Hashed term-frequency vectors (LEXICAL_DIM wide), L2-normalised; zero rows for blank texts."""
@@ -73,6 +74,11 @@ class LexicalEmbedder:
         """Mean of the L2-normalised term-count vectors of every chunk, weighted by chunk
         words; each text's weighted terms are kept, since a compaction compares the transcript
         before and after every step and most of its texts are the same each time."""
+        # a chain judges each step against the one before: the same texts are summed twice
+        key = tuple(texts)
+        done = self._total_memo.get(key)
+        if done is not None:
+            return done
         memo = self._bow_memo
         if len(memo) > BOW_MEMO_MAX_TEXTS:
             memo.clear()
@@ -85,10 +91,14 @@ class LexicalEmbedder:
             # the additions in text, chunk and term order, as without the memo: the same floats
             for term, value in parts:
                 total[term] = get(term, 0.0) + value
+        if len(self._total_memo) >= TOTAL_MEMO_MAX:
+            self._total_memo.pop(next(iter(self._total_memo)))
+        self._total_memo[key] = total
         return total
 
 
 BOW_MEMO_MAX_TEXTS = 100_000
+TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last step's result
 
 
 def _weighted_terms(text: str) -> list[tuple[str, float]]:
