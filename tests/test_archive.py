@@ -1280,3 +1280,15 @@ def test_an_archive_of_a_later_layout_is_refused(tmp_path: Path) -> None:
     for readonly in (True, False):
         with pytest.raises(ArchiveError, match=r"written by a newer ctxkit \(archive layout 3"):
             Archive(str(db), readonly=readonly)
+
+
+def test_a_unit_rolled_back_is_not_stored_any_more(archive: Archive) -> None:
+    # ref_for remembers units it found stored; a conversation's savepoint undone takes them back
+    unit = tool_result("kept nowhere")
+    with pytest.raises(RuntimeError), archive.savepoint():
+        ref = archive.put("t0", unit)
+        assert archive.ref_for("t0", unit) == (ref, True)
+        raise RuntimeError("the conversation failed")
+    assert archive.ref_for("t0", unit) == (ref, False)
+    with pytest.raises(ArchiveError, match="unknown ref"):
+        archive.get(ref)

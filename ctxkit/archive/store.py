@@ -423,6 +423,9 @@ class Archive:
         self._originals: dict[str, dict[str, tuple[int, bytes]]] = {}
         self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
         self._refs: dict[str, tuple[Any, ...]] = {}  # ref -> (scope, unit id, content key) seen
+        # (scope, unit id, content) -> its ref, for units found stored: a chain checks every
+        # removed unit after every step, and a stored unit stays stored
+        self._stored: dict[tuple[str, str, str], str] = {}
         self._conn = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
@@ -553,6 +556,7 @@ class Archive:
                 raise _db_error(self.path, exc) from None
         self.layout = self._version()
         self._refs.clear()  # rows seen in layout 1 held the content, not its key
+        self._stored.clear()
 
     def _upgrade(self) -> None:
         """Rewrite a layout-1 archive in layout 2, inside the caller's write transaction: the
@@ -664,6 +668,9 @@ class Archive:
         except BaseException:
             self._conn.execute("ROLLBACK TO conversation")
             self._conn.execute("RELEASE conversation")
+            # what was seen stored may be undone now: read it from the file again
+            self._refs.clear()
+            self._stored.clear()
             raise
         self._conn.execute("RELEASE conversation")
 
@@ -683,6 +690,9 @@ class Archive:
         the ref grows by 6 digits until it is free. Same archive and input, same ref; a unit
         stored once keeps its ref.
         """
+        known = self._stored.get((scope, unit.id, unit.content))
+        if known is not None:
+            return known, True
         if self.layout == 1:
             own: tuple[Any, ...] = (scope, unit.id, unit.content)
             scoped = any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
@@ -700,6 +710,7 @@ class Archive:
                     return ref, False
                 row = self._refs[ref] = tuple(row)
             if row == own:
+                self._stored[(scope, unit.id, unit.content)] = ref
                 return ref, True
         raise ArchiveError(f"no free ref for unit {unit.id!r} in {self.path}")  # 2^-200
 
