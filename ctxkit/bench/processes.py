@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from ctxkit.formats.openai import NAME as OPENAI
+
 DATASET_TOKENS, DATASET_LIMIT = 16_000, 8_000  # each simulated conversation, and compact --limit
 
 
@@ -35,7 +37,7 @@ def simulated_dataset(path: Path, mb: float) -> int:
     seeds 0, 1, ... (no two conversations alike); the number of conversations."""
     probe = path.with_suffix(".probe.jsonl")
     run_ctxkit(
-        "simulate", "-s", "all", "--tokens", str(DATASET_TOKENS), "--format", "openai",
+        "simulate", "-s", "all", "--tokens", str(DATASET_TOKENS), "--format", OPENAI,
         "-o", str(probe),
     )
     per_count = probe.stat().st_size / 2**20
@@ -44,7 +46,7 @@ def simulated_dataset(path: Path, mb: float) -> int:
     count = max(1, -(-int(mb * 1000) // max(1, int(per_count * 1000))))
     run_ctxkit(
         "simulate", "-s", "all", "--count", str(count), "--tokens", str(DATASET_TOKENS),
-        "--format", "openai", "-o", str(path),
+        "--format", OPENAI, "-o", str(path),
     )
     path.with_name(path.stem + ".truth.jsonl").unlink(missing_ok=True)
     return sum(1 for line in path.read_bytes().splitlines() if line.strip())

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ctxkit.bench.harness import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.bench.processes import run_timed
+from ctxkit.bench.suites.count import O200K
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
 NAME = "startup"
 STARTUP_TARGET = 2.0  # a count of a two-message file within 2x `python -c "import tiktoken"`
@@ -38,10 +40,8 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         env = {**os.environ, "CTXKIT_CACHE_DIR": str(Path(tmp) / "cache")}
         commands = {
             "import tiktoken": [sys.executable, "-c", "import tiktoken"],
-            "cl100k_base": [sys.executable, "-m", "ctxkit", "count", str(chat)],
-            "o200k_base": [
-                sys.executable, "-m", "ctxkit", "count", str(chat), "--tokenizer", "o200k_base"
-            ],
+            DEFAULT_TOKENIZER: [sys.executable, "-m", "ctxkit", "count", str(chat)],
+            O200K: [sys.executable, "-m", "ctxkit", "count", str(chat), "--tokenizer", O200K],
         }
         for cmd in commands.values():  # warm: files in the page cache, rank tables written
             run_timed(cmd, env)
@@ -54,7 +54,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     wall = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
     cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
     base = "import tiktoken"
-    for name in ("cl100k_base", "o200k_base"):
+    for name in (DEFAULT_TOKENIZER, O200K):
         res.figures.append(
             Figure(
                 f"`ctxkit count` of a 2-message file / `import tiktoken` ({name})",
