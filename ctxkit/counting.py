@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.archive.store import first_compacted
 from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
@@ -239,6 +238,8 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
     ]
     if not out:
         return out
+    from ctxkit.archive.store import first_compacted
+
     first = first_compacted(t.units)
     if first is None:
         return out
@@ -527,7 +528,7 @@ def usage_original(
     `compact` writes beside its output (`<file>.ctx.db`). A file compacted again from a
     compacted input finds the first original through the input's own archive, beside the
     input's path that the archive records."""
-    from ctxkit.archive.store import default_archive_path
+    from ctxkit.archive.store import default_archive_path, first_compacted
 
     if _depth > _MAX_ARCHIVE_DEPTH or first_compacted(t.units) is None:
         return None, ""

@@ -388,11 +388,12 @@ def pairs_intact(before: Sequence[Unit], after: Sequence[Unit]) -> list[Problem]
     A call that was pending in `before` (no result there either) may stay pending in `after`,
     and a result that was an orphan in `before` may stay one. Placeholders that replace a result must keep its `tool_call_id`, so they count as results.
     """
+    scan_before = _scan(before)
     answered_before = {
-        (before[ci].id, before[ri].tool_call_id) for ci, ri in _scan(before).links if ci < ri
+        (before[ci].id, before[ri].tool_call_id) for ci, ri in scan_before.links if ci < ri
     }
     # a result that was already an orphan in `before` is not the compaction's doing
-    orphans_before = {(before[i].id, cid) for i, cid, _ in _scan(before).orphans}
+    orphans_before = {(before[i].id, cid) for i, cid, _ in scan_before.orphans}
     scan = _scan(after)
     problems: list[Problem] = []
     for i, cid, later in scan.orphans:

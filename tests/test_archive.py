@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -361,15 +363,17 @@ def test_one_file_no_wal(tmp_path: Path) -> None:
         "type",
         "tool_name",
         "summary",
-        "content",
-        "unit_json",
+        "content_digest",
+        "position",
+        "record",
         "tokens",
         "created",
         "last_accessed",
         "access_count",
     ]
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(units)")}
-    assert {"units_by_ref", "units_by_transcript"} <= indexes
+    assert "units_by_transcript" in indexes
+    assert conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'schema_version'").fetchone() == ("2",)
     conn.close()
 
 
@@ -708,13 +712,10 @@ def test_ref_scope_ignores_the_name_and_the_token_cache() -> None:
 def _occupy(path: Path, ref: str, unit_id: str, content: str) -> None:
     """Store another unit under `ref` the way a digest clash would (as an older ctxkit could)."""
     with Archive(str(path)) as a:
-        a.put("squatter", Unit(id="placeholder-row", role="tool", content="."))
+        stored = a.put("squatter", Unit(id=unit_id, role="tool", content=content), scope="other")
     conn = sqlite3.connect(path)
     with conn:
-        conn.execute(
-            "UPDATE units SET ref = ?, unit_id = ?, content = ?, scope = 'other'",
-            (ref, unit_id, content),
-        )
+        conn.execute("UPDATE units SET ref = ? WHERE ref = ?", (ref, stored))
     conn.close()
 
 
@@ -747,15 +748,8 @@ def test_collision_corpus_every_unit_keeps_its_own_ref(tmp_path: Path) -> None:
     from ctxkit.archive.store import ref_scope
 
     squatted = [make_ref(ref_scope(t), u.id, u.content) for t in corpus[:10] for u in t.units[::2]]
-    _occupy(path, squatted[0], "s0", "squatter 0")
-    conn = sqlite3.connect(path)
-    with conn:
-        conn.executemany(
-            "INSERT INTO units (ref, scope, transcript_id, unit_id, type, summary, content, "
-            "unit_json, created) VALUES (?, 'other', 'squatter', ?, 'message', '', ?, '{}', 'x')",
-            [(r, f"s{i}", f"squatter {i}") for i, r in enumerate(squatted[1:], 1)],
-        )
-    conn.close()
+    for i, r in enumerate(squatted):
+        _occupy(path, r, f"s{i}", f"squatter {i}")
     refs: dict[tuple[str, str], str] = {}
     with Archive(str(path)) as a:
         for t in corpus:
@@ -1136,3 +1130,165 @@ def test_a_run_killed_mid_way_leaves_the_archive_as_it_was(
             assert sorted(ids) == sorted(f"set#{n}" for n in range(1, 7)), proc.returncode
             outcomes.add("complete")
     assert "complete" in outcomes  # the last run was given time to finish
+
+
+# -- storage layout ----------------------------------------------------------------------------
+
+LAYOUT1 = Path(__file__).parent / "data" / "archive"
+
+
+@st.composite
+def units_with_long_texts(draw: st.DrawFn) -> Unit:
+    """Units whose long content recurs in their source record, with the strings that could be
+    mistaken for a marker (NUL and 32 hex digits), lone surrogates and integers past 64 bits."""
+    from ctxkit.archive.packing import INLINE_MAX_CHARS
+
+    u = draw(units())
+    chars = st.characters(blacklist_categories=())  # surrogates too
+    piece = draw(st.text(chars, min_size=1, max_size=20))
+    text = piece * (INLINE_MAX_CHARS // len(piece) + 1)
+    fake_marker = "\x00" + "0123456789abcdef" * 2
+    u.content = text
+    u.reasoning = draw(st.sampled_from(["", text, fake_marker]))
+    u.raw = {
+        "role": u.role,
+        "content": [{"type": "text", "text": text}, text],
+        "big": 2**70,
+        "maybe": draw(st.sampled_from(["plain", fake_marker, "\x00"])),
+    }
+    return u
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(units_with_long_texts())
+def test_long_texts_round_trip_through_the_packed_layout(unit: Unit) -> None:
+    with Archive(":memory:") as a:
+        ref = a.put("t", unit)
+        assert a.get(ref).unit() == unit
+        t = Transcript(units=[unit, tool_result()], id="t", source_format="units")
+        a.put_transcript(t)
+        assert a.original("t") == t
+        (stored,) = a._conn.execute("SELECT count(*) FROM texts").fetchone()
+        assert stored <= 2  # the content (and a long reasoning) once, however often it recurs
+
+
+def test_each_text_is_stored_once_and_compressed(tmp_path: Path) -> None:
+    """An archived unit that is its original's unit is stored as its position in the original;
+    a text long enough to outrun compression's window is stored once, apart, compressed."""
+    from ctxkit.archive.packing import INLINE_MAX_CHARS, digest
+    from ctxkit.compaction import compact
+    from ctxkit.simulate import generate
+
+    t = generate("giant_tool_output", seed=3, tokens=30_000)
+    giant = max(t.units, key=lambda u: len(u.content))
+    assert len(giant.content) >= INLINE_MAX_CHARS
+    with Archive(str(tmp_path / "a.db")) as a:
+        result = compact(t, limit=8_000, archive=a)
+        assert result.changed
+        conn = a._conn
+        rows = conn.execute("SELECT unit_id, position, record FROM units").fetchall()
+        named = {uid for uid, position, record in rows if position is not None and record is None}
+        originals = {u.id for u in t.units}
+        assert giant.id in named and named <= originals
+        whole = conn.execute("SELECT ref FROM units WHERE record IS NOT NULL").fetchall()
+        content = {u.id: u.content for u in t.units}
+        for (ref,) in whole:  # changed (a chunk of a unit), or made (a summary)
+            item = a.get(ref, count=False)
+            assert content.get(item.unit_id) != item.content
+        stored = conn.execute("SELECT body FROM texts WHERE digest = ?", (digest(giant.content),))
+        (body,) = stored.fetchone()
+        assert len(body) < len(giant.content.encode()) / 2
+        from ctxkit.archive.store import ref_scope
+
+        ref, stored_already = a.ref_for(ref_scope(t), giant)
+        assert stored_already and a.get(ref).unit() == giant
+        assert a.original(t.id) == t
+
+
+def test_an_archive_is_smaller_than_its_input(tmp_path: Path) -> None:
+    """A dataset's archive (every original whole, and every unit compaction took out) takes
+    less room than the dataset (plain JSON took 5.5 times as much); a small file's archive pays
+    SQLite's fixed ~40 KB (a page or two per table and index) on top."""
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    runner = CliRunner()
+    data = tmp_path / "data.jsonl"
+    scenarios = ["-s", "agent_session", "-s", "long_chat", "-s", "code_heavy", "-s", "json_heavy"]
+    args = ["simulate", *scenarios, "--count", "2", "--tokens", "20000", "--format", "openai"]
+    assert runner.invoke(cli, [*args, "-o", str(data)], catch_exceptions=False).exit_code == 0
+    out, db = tmp_path / "small.jsonl", tmp_path / "small.db"
+    args = ["compact", str(data), "--limit", "6000", "-o", str(out), "--archive", str(db)]
+    r = runner.invoke(cli, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    assert db.stat().st_size < 0.8 * data.stat().st_size
+
+
+def test_an_archive_of_layout_1_is_read_as_it_is_and_upgraded_when_written(
+    tmp_path: Path,
+) -> None:
+    """tests/data/archive/layout1.*: the tau-bench sample compacted by ctxkit before the packed
+    layout (plain JSON, 5.5 times its input), one unit recalled once. recall and expand read it
+    as it is (they may count accesses in it); the first write rewrites it in layout 2."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    db = tmp_path / "old.ctx.db"
+    shutil.copy(LAYOUT1 / "layout1.ctx.db", db)
+    before = db.read_bytes()
+    recalled = "ref-613909785738661897"
+
+    def expand(name: str) -> Any:
+        out = tmp_path / name
+        args = ["expand", str(LAYOUT1 / "layout1.out.json"), "--archive", str(db), "-o", str(out)]
+        r = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        return json.loads(out.read_bytes())
+
+    original = json.loads((LAYOUT1 / "layout1.in.json").read_bytes())
+
+    with Archive(str(db), readonly=True) as a:
+        assert a.layout == 1
+        items = [(x.ref, x.unit_id, x.text(), x.tokens, x.access_count) for x in a.list()]
+        assert len(items) == 47 and (recalled, "u5") in {(x[0], x[1]) for x in items}
+    assert expand("restored-1.json") == original
+    assert db.read_bytes() == before  # reading changes nothing
+    with Archive(str(db)) as a:  # written to: upgraded in place first
+        assert a.layout == 1
+        a.put("t9", tool_result())
+        assert a.layout == 2
+        assert [(x.ref, x.unit_id, x.text(), x.tokens, x.access_count) for x in a.list()][:47] == items
+    with Archive(str(db), readonly=True) as a:
+        assert a.layout == 2 and len(a.list()) == 48
+        meta = dict(a._conn.execute("SELECT key, value FROM ctxkit_meta"))
+        assert meta == {"format": "ctxkit-archive", "schema_version": "2"}
+    assert expand("restored-2.json") == original
+
+
+def test_an_archive_of_a_later_layout_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "new.ctx.db"
+    with Archive(str(db)) as a:
+        a.put("t", tool_result())
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE ctxkit_meta SET value = '3' WHERE key = 'schema_version'")
+    conn.close()
+    for readonly in (True, False):
+        with pytest.raises(ArchiveError, match=r"written by a newer ctxkit \(archive layout 3"):
+            Archive(str(db), readonly=readonly)
+
+
+def test_a_unit_rolled_back_is_not_stored_any_more(archive: Archive) -> None:
+    # ref_for remembers units it found stored; a conversation's savepoint undone takes them back
+    unit = tool_result("kept nowhere")
+    with pytest.raises(RuntimeError), archive.savepoint():
+        ref = archive.put("t0", unit)
+        assert archive.ref_for("t0", unit) == (ref, True)
+        raise RuntimeError("the conversation failed")
+    assert archive.ref_for("t0", unit) == (ref, False)
+    with pytest.raises(ArchiveError, match="unknown ref"):
+        archive.get(ref)

@@ -385,22 +385,22 @@ def test_archive_abort_removes_only_what_it_created_and_left_empty(tmp_path: Pat
     assert path.exists()
 
 
-DAMAGE = {
-    "unit_json not json": (
-        "UPDATE units SET unit_json = 'not json'",
-        "archived unit {ref} is damaged: not valid JSON (Expecting value at character 0)",
+DAMAGE = {  # an archive's rows (layout 2: the record packed, or its position in the original)
+    "record not packed": (
+        "UPDATE units SET record = x'ff00'",
+        "archived unit {ref} is damaged: unknown record tag b'\\xff'",
     ),
-    "unit_json a list": (
-        "UPDATE units SET unit_json = '[1]'",
-        "archived unit {ref} is damaged: a JSON list, not an object",
+    "record not json": (
+        "UPDATE units SET record = CAST('jnot json' AS BLOB)",
+        "archived unit {ref} is damaged: ",
     ),
-    "unit_json without fields": (
-        "UPDATE units SET unit_json = '{\"role\": 5}'",
-        "archived unit {ref} is damaged: 'id'",
+    "record a list": (
+        "UPDATE units SET record = CAST('j[1]' AS BLOB)",
+        "archived unit {ref} is damaged: a list, not a record",
     ),
-    "content binary": (
-        "UPDATE units SET content = CAST(x'00ff' AS BLOB)",
-        "archived unit {ref} is damaged: its content is binary data, not text",
+    "summary binary": (
+        "UPDATE units SET summary = CAST(x'00ff' AS BLOB)",
+        "archived unit {ref} is damaged: its summary is binary data, not text",
     ),
     "tokens text": (
         "UPDATE units SET tokens = 'many'",
@@ -424,7 +424,7 @@ def test_a_damaged_row_is_one_error_naming_the_archive(
     expected = f"Error: {db}: " + message.format(ref=ref)
     result = run(["recall", ref, "--archive", str(db)])
     assert result.exit_code == 1 and error_line(result).startswith(expected)
-    if "content" in case or "tokens" in case:  # the row's columns: --list reads them all
+    if "summary" in case or "tokens" in case:  # the row's columns: --list reads them all
         result = run(["recall", "--list", "--archive", str(db)])
         assert result.exit_code == 1 and error_line(result).startswith(expected)
     from ctxkit.archive.mcp_server import call_tool
@@ -440,14 +440,15 @@ def test_a_damaged_original_is_one_error_naming_the_archive(
     db = tmp_path / "damaged.ctx.db"
     shutil.copyfile(compacted / "small.json.ctx.db", db)
     conn = sqlite3.connect(db)
-    conn.execute("UPDATE transcripts SET transcript_json = substr(transcript_json, 1, 100)")
+    conn.execute("UPDATE transcripts SET record = substr(record, 1, 100)")
     conn.commit()
     conn.close()
     result = run(["expand", str(compacted / "small.json"), "--archive", str(db)])
     assert result.exit_code == 1
     line = error_line(result)
-    assert line.startswith(f"Error: {db}: the original of transcript ")
-    assert "is damaged: not valid JSON" in line
+    # expand reads the archived units first: those stored as a position in the original say so
+    assert line.startswith(f"Error: {db}: ")
+    assert "is damaged: " in line and "(was the archive changed outside ctxkit?)" in line
 
 
 @pytest.mark.skipif(not ROOT or not shutil.which("setpriv"), reason="runs as another user")

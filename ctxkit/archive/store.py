@@ -10,6 +10,12 @@ compacted transcript carry the ref; `ctxkit recall REF` reads the unit back.
 The archive also keeps each original transcript whole (units with their source records,
 layout, envelope, tool schemas), which is what `ctxkit expand` restores.
 
+Records are stored packed (`archive.packing`): compact JSON, compressed, and each long text
+once, in the `texts` table, named by its digest wherever it occurs (an archived unit and the
+original it came from share it). That is layout 2 (`SCHEMA_VERSION`). An archive of layout 1
+(plain JSON text, before ctxkit 0.2) is read as it is, and upgraded in place, in one
+transaction, when it is first opened for writing; one of a later layout is refused.
+
 Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
     >>> from ctxkit.archive.store import Archive
     >>> from ctxkit.model import Unit
@@ -34,12 +40,15 @@ byte-identical for the same input.
 from __future__ import annotations
 
 import builtins
+import copy
+import functools
 import hashlib
 import json
 import os
 import re
 import sqlite3
 import stat
+import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -48,6 +57,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from ctxkit.archive import packing
 from ctxkit.archive.patterns import SEARCH_TIMEOUT_S, Pattern
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
@@ -55,7 +65,7 @@ from ctxkit.model import Transcript, Unit
 if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 FORMAT_NAME = "ctxkit-archive"
 DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
@@ -74,6 +84,10 @@ CREATE TABLE IF NOT EXISTS ctxkit_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS texts (
+    digest BLOB PRIMARY KEY,
+    body BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS units (
     ref TEXT PRIMARY KEY,
     scope TEXT,
@@ -82,24 +96,25 @@ CREATE TABLE IF NOT EXISTS units (
     type TEXT NOT NULL,
     tool_name TEXT,
     summary TEXT NOT NULL DEFAULT '',
-    content TEXT NOT NULL,
-    unit_json TEXT NOT NULL,
+    content_digest BLOB NOT NULL,
+    position INTEGER,
+    record BLOB,
     tokens INTEGER,
     created TEXT NOT NULL,
     last_accessed TEXT,
     access_count INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS units_by_ref ON units (ref);
 CREATE INDEX IF NOT EXISTS units_by_transcript ON units (transcript_id, unit_id);
 CREATE TABLE IF NOT EXISTS transcripts (
     transcript_id TEXT PRIMARY KEY,
-    transcript_json TEXT NOT NULL,
+    record BLOB NOT NULL,
     units INTEGER NOT NULL,
     last_request TEXT NOT NULL,
     created TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS transcripts_by_last_request ON transcripts (last_request);
 """
+
 
 # 8 hex digits in archives written before refs became decimal; 18 or more decimal digits since
 SHORT_REF = re.compile(r"ref-[0-9a-f]{8,80}")
@@ -127,10 +142,15 @@ def make_ref(scope: str, unit_id: str, content: str, digits: int = REF_DIGITS) -
     Example: `make_ref(ref_scope(t), "m3", "ls -la")` gives `ref-` and 18 digits. A longer
     `digits` gives a ref that ends with the shorter one: the archive extends a ref that clashes.
     """
-    digest = hashlib.sha256(
-        "\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass")
-    ).hexdigest()
-    return f"ref-{int(digest, 16) % 10**digits:0{digits}d}"
+    return f"ref-{_ref_number(scope, unit_id, content) % 10**digits:0{digits}d}"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ref_number(scope: str, unit_id: str, content: str) -> int:
+    # a compaction asks for the ref of the same unit once per step (and its summary's binary
+    # search once per probe): the digest is made once
+    digest = hashlib.sha256("\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass"))
+    return int(digest.hexdigest(), 16)
 
 
 def ref_scope(t: Transcript) -> str:
@@ -244,6 +264,82 @@ def transcript_from_json(text: str) -> Transcript:
     return t
 
 
+def _transcript_unit_record(t: Transcript, u: Unit) -> dict[str, Any]:
+    d = _unit_record(u)
+    if t.source_format != "units":
+        d["tokenCount"] = None  # see transcript_to_json
+    return d
+
+
+def _unit_key(data: bytes) -> bytes:
+    """What tells an archived unit that is its original's unit from one that is not: a digest
+    of its stored JSON, the token count left out."""
+    return hashlib.sha256(data).digest()[:16]
+
+
+def pack_transcript(t: Transcript) -> tuple[bytes, dict[bytes, str], list[bytes]]:
+    """The transcript whole as the archive stores it (`archive.packing`), the long texts its
+    record names by digest, and each unit's key (`_unit_key`): what `transcript_to_json` holds,
+    packed."""
+    header = {
+        "id": t.id,
+        "source_format": t.source_format,
+        "layout": t.layout,
+        "tools": t.tools,
+        "envelope": t.envelope,
+        "metadata": t.metadata,
+        "path": t.path,
+        "line": t.line,
+    }
+    moved: dict[bytes, str] = {}
+    tools = packing.dumps(t.tools)[0] if t.tools else b""
+    if len(tools) >= packing.SHARED_MIN_CHARS and not packing.holds_nul_string(tools):
+        # the same schemas in every conversation of a dataset: stored once, apart
+        text = tools.decode("utf-8", "surrogatepass")
+        header["tools"] = "\x00" + packing.digest(text).hex()
+        moved[packing.digest(text)] = text
+    head = packing.dumps(header)[0]
+    records = [packing.stored(_transcript_unit_record(t, u)) for u in t.units]
+    parts = []
+    # a marker must be the only kind of string that starts with NUL anywhere in the record
+    if head.count(b'"\\u0000') == len(moved):  # no string but the tools' marker starts with NUL
+        for record in records:
+            data, used = packing.unit_json(record)
+            if used is None:
+                break
+            parts.append(data)
+            moved.update(used)
+    if len(parts) < len(records):
+        header["tools"] = t.tools
+        head = packing.dumps(header)[0]
+        parts = [packing.dumps(record)[0] for record in records]
+        moved = {}
+    body = b'{"t":' + head + b',"u":[' + b",".join(parts) + b"]}"
+    if t.source_format == "units":  # the key leaves the token count out, as for archived units
+        parts = [packing.unit_json(packing.stored({**r, "tokenCount": None}))[0] for r in records]
+    return packing.pack(body, marked=bool(moved)), moved, [_unit_key(p) for p in parts]
+
+
+def unpack_transcript(blob: bytes, text_of: Any) -> Transcript:
+    """Inverse of `pack_transcript` (`text_of(digest)` gives a stored text)."""
+    d = packing.unpack(blob, text_of)
+    head = d["t"]
+    if isinstance(head.get("tools"), str):  # stored apart, as JSON text
+        head["tools"] = packing.loads(head["tools"].encode("utf-8", "surrogatepass"))
+    t = Transcript(
+        units=[_unit_from_record(r) for r in d["u"]],
+        id=str(head.get("id", "t0")),
+        source_format=str(head.get("source_format", "units")),
+        layout=str(head.get("layout", "lines")),
+        tools=list(head.get("tools") or []),
+        envelope=dict(head.get("envelope") or {}),
+        metadata=dict(head.get("metadata") or {}),
+    )
+    t.path = head.get("path")
+    t.line = head.get("line")
+    return t
+
+
 def unit_text(unit: Unit) -> str:
     """What `recall` shows of a unit: its content, then one line per tool call it makes."""
     parts = [unit.content] if unit.content else []
@@ -267,7 +363,8 @@ class ArchivedUnit:
     created: str
     last_accessed: str | None
     access_count: int
-    unit_json: str = field(default="", repr=False)
+    unit_json: str = field(default="", repr=False)  # layout 1: the record, less its content
+    record: dict[str, Any] | None = field(default=None, repr=False)  # layout 2: the record
     source: str = field(default="", repr=False, compare=False)  # the archive file, for errors
 
     @property
@@ -278,10 +375,10 @@ class ArchivedUnit:
         """The archived unit, with its source record restored; a row that does not make one
         (changed outside ctxkit) is an `ArchiveError` naming the archive and the ref."""
         try:
-            d = json.loads(self.unit_json)
+            d = dict(self.record) if self.record is not None else json.loads(self.unit_json)
             if not isinstance(d, dict):
                 raise TypeError(f"a JSON {type(d).__name__}, not an object")
-            d.setdefault("content", self.content)  # stored once, in its own column
+            d.setdefault("content", self.content)  # layout 1 stored it once, in its own column
             return _unit_from_record(d)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise damaged_row(self.source, f"archived unit {self.ref}", exc) from None
@@ -332,10 +429,29 @@ _COLUMN_TYPES: tuple[tuple[str, tuple[type, ...]], ...] = (
 )
 
 
+# the same for a row of layout 2 (`_COLUMNS_2`): the record packed, or named by its position
+_COLUMN_TYPES_2: tuple[tuple[str, tuple[type, ...]], ...] = (
+    *_COLUMN_TYPES[:6],
+    ("content_digest", (bytes,)),
+    ("position", (int, type(None))),
+    ("record", (bytes, type(None))),
+    *_COLUMN_TYPES[7:11],
+)
+
+
 def _row(row: tuple[Any, ...], source: str) -> ArchivedUnit:
     """A row of `units` as an ArchivedUnit, or an `ArchiveError` that names the damaged column."""
+    _check_columns(row, _COLUMN_TYPES, source)
+    item = ArchivedUnit(*row)
+    item.source = source
+    return item
+
+
+def _check_columns(row: tuple[Any, ...], types: tuple[tuple[str, tuple[type, ...]], ...], source: str) -> None:
     ref = row[0] if isinstance(row[0], str) else "(a row without a text ref)"
-    for (name, kinds), value in zip(_COLUMN_TYPES, row, strict=True):
+    for (name, kinds), value in zip(types, row, strict=True):
+        if bytes in kinds and isinstance(value, bytes):
+            continue
         if not isinstance(value, kinds) or isinstance(value, bool):
             what = "binary data" if isinstance(value, bytes) else type(value).__name__
             raise ArchiveError(
@@ -343,12 +459,9 @@ def _row(row: tuple[Any, ...], source: str) -> ArchivedUnit:
                 f"{' or '.join('NULL' if k is type(None) else _SQL_TYPES[k] for k in kinds)} "
                 "(was the archive changed outside ctxkit?)"
             )
-    item = ArchivedUnit(*row)
-    item.source = source
-    return item
 
 
-_SQL_TYPES = {str: "text", int: "an integer"}
+_SQL_TYPES = {str: "text", int: "an integer", bytes: "a blob"}
 
 
 def damaged_row(source: str, what: str, exc: BaseException) -> ArchiveError:
@@ -360,6 +473,12 @@ def damaged_row(source: str, what: str, exc: BaseException) -> ArchiveError:
         f"{source or 'archive'}: {what} is damaged: {reason} (was the archive changed outside "
         "ctxkit?)"
     )
+
+
+_COLUMNS_2 = (
+    "ref, transcript_id, unit_id, type, tool_name, summary, content_digest, position, record, "
+    "tokens, created, last_accessed, access_count"
+)
 
 
 def _now() -> str:
@@ -374,6 +493,16 @@ class Archive:
         self.readonly = readonly
         # This object made the file: a run that fails before storing anything removes it again.
         self.created = False
+        self.layout = int(SCHEMA_VERSION)  # of the file: 1 for an old archive read as it is
+        self._stored_texts: set[bytes] = set()  # digests known to be in `texts`
+        # unit id -> (position, unit key) of each original stored by this Archive, by key: an
+        # archived unit equal to its original's is stored as a position in it
+        self._originals: dict[str, dict[str, tuple[int, bytes]]] = {}
+        self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
+        self._refs: dict[str, tuple[Any, ...]] = {}  # ref -> (scope, unit id, content key) seen
+        # (scope, unit id, content) -> its ref, for units found stored: a chain checks every
+        # removed unit after every step, and a stored unit stays stored
+        self._stored: dict[tuple[str, str, str], str] = {}
         self._conn = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
@@ -450,33 +579,110 @@ class Archive:
                 f"(it has tables {', '.join(sorted(tables))}); choose another --archive PATH"
             )
         if not tables:
-            if self.path != ":memory:":
+            if self.readonly or self.path != ":memory:":
                 # An existing file is never made into an archive: it may be anything of the
                 # user's (a new archive is created whole, by `_create_archive_file`).
-                size = os.path.getsize(self.path)
+                size = os.path.getsize(self.path) if self.path != ":memory:" else 0
                 what = "it is empty" if size == 0 else f"its {size:,} bytes are not one"
                 raise ArchiveError(
                     f"{self.path} is not a ctxkit archive ({what}); give the path of an "
                     "archive, or a new path for compact to create"
                 )
             _write_schema(conn)
-        elif not self.readonly and not self._complete():
-            # an archive of an older ctxkit: add what it lacks, under the write lock
+        elif not self.readonly and self._version() != 1 and not self._complete():
+            # a file another writer is still making, or one without its meta rows: complete it
+            # under the write lock (a layout-1 archive is rewritten at its first write instead)
             _write_schema(conn)
         fmt = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'format'").fetchone()
         if fmt is None or fmt[0] != FORMAT_NAME:
             raise ArchiveError(f"{self.path} is not a ctxkit archive")
+        self.layout = self._version()
+        if self.layout > int(SCHEMA_VERSION):
+            raise ArchiveError(
+                f"{self.path} was written by a newer ctxkit (archive layout {self.layout}; this "
+                f"one reads layouts 1 to {SCHEMA_VERSION}): upgrade ctxkit to read it"
+            )
 
-    def _complete(self) -> bool:
-        """Whether the schema, its meta rows and the ref scope column are all there."""
+    def _version(self) -> int:
+        """The layout of the file: its schema_version, 1 for an archive from before it had one
+        in this form, 0 for a new file."""
         conn = self._conn
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"ctxkit_meta", "units", "transcripts"} <= tables or not self._has_scope_column():
-            return False
-        return conn.execute("SELECT 1 FROM ctxkit_meta WHERE key = 'format'").fetchone() is not None
+        if "ctxkit_meta" not in tables:
+            return 0
+        row = conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'schema_version'").fetchone()
+        try:
+            return int(row[0]) if row is not None else 1
+        except ValueError:
+            raise ArchiveError(
+                f"{self.path}: unknown archive schema version {row[0]!r}"
+            ) from None
 
     def _has_scope_column(self) -> bool:
         return _has_scope_column(self._conn)
+    def _complete(self) -> bool:
+        """Whether the file is a whole archive of this layout (tables and meta rows)."""
+        conn = self._conn
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"ctxkit_meta", "texts", "units", "transcripts"} <= tables:
+            return False
+        return self._version() >= int(SCHEMA_VERSION)
+
+    def _writable_layout(self) -> None:
+        """Before a write: a layout-1 archive is rewritten in layout 2 (`_upgrade`), in the
+        write transaction, under the lock (another writer may have done it meanwhile)."""
+        if self.layout == int(SCHEMA_VERSION):
+            return
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        self.begin()
+        if self._version() == 1:
+            try:
+                self._upgrade()
+            except sqlite3.DatabaseError as exc:
+                raise _db_error(self.path, exc) from None
+        self.layout = self._version()
+        self._refs.clear()  # rows seen in layout 1 held the content, not its key
+        self._stored.clear()
+
+    def _upgrade(self) -> None:
+        """Rewrite a layout-1 archive in layout 2, inside the caller's write transaction: the
+        same refs, units, originals and access counts, each text stored once, compressed."""
+        conn = self._conn
+        scoped = any(r[1] == "scope" for r in conn.execute("PRAGMA table_info(units)"))
+        units = conn.execute(
+            f"SELECT {'scope' if scoped else 'NULL'}, {_COLUMNS} FROM units ORDER BY rowid"
+        ).fetchall()
+        originals = conn.execute(
+            "SELECT transcript_id, transcript_json, units, last_request, created FROM transcripts "
+            "ORDER BY rowid"
+        ).fetchall()
+        conn.execute("DROP TABLE units")
+        conn.execute("DROP TABLE transcripts")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        self.layout = int(SCHEMA_VERSION)
+        for tid, text, count, last, created in originals:
+            self._insert_transcript(transcript_from_json(text), tid, count, last, created)
+        for scope, *row in units:
+            item = ArchivedUnit(*row)
+            self._insert_unit(
+                item.ref,
+                scope,
+                item.transcript_id,
+                item.unit(),
+                item.tool_name,
+                item.summary,
+                item.tokens,
+                item.created,
+                item.last_accessed,
+                item.access_count,
+            )
+        conn.execute(
+            "INSERT OR REPLACE INTO ctxkit_meta (key, value) VALUES (?, ?), (?, ?)",
+            ("format", FORMAT_NAME, "schema_version", SCHEMA_VERSION),
+        )
 
     # -- context manager ----------------------------------------------------------------------
 
@@ -577,6 +783,9 @@ class Archive:
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK TO conversation")
                 self._conn.execute("RELEASE conversation")
+            # what was seen stored may be undone now: read it from the file again
+            self._refs.clear()
+            self._stored.clear()
             raise
         self._conn.execute("RELEASE conversation")
 
@@ -596,14 +805,27 @@ class Archive:
         the ref grows by 6 digits until it is free. Same archive and input, same ref; a unit
         stored once keeps its ref.
         """
+        known = self._stored.get((scope, unit.id, unit.content))
+        if known is not None:
+            return known, True
+        if self.layout == 1:
+            own: tuple[Any, ...] = (scope, unit.id, unit.content)
+            scoped = any(r[1] == "scope" for r in self._conn.execute("PRAGMA table_info(units)"))
+            # a row from before refs had a scope matches no scope: its ref is taken
+            sql = f"SELECT {'scope' if scoped else 'NULL'}, unit_id, content FROM units WHERE ref = ?"
+        else:
+            own = (scope, unit.id, packing.digest(unit.content))
+            sql = "SELECT scope, unit_id, content_digest FROM units WHERE ref = ?"
         for digits in range(REF_DIGITS, REF_DIGITS_MAX + 1, 6):
             ref = make_ref(scope, unit.id, unit.content, digits)
-            row = self._conn.execute(
-                "SELECT scope, unit_id, content FROM units WHERE ref = ?", (ref,)
-            ).fetchone()
+            row = self._refs.get(ref)  # rows are never taken back: what was seen holds
             if row is None:
-                return ref, False
-            if tuple(row) == (scope, unit.id, unit.content):
+                row = self._conn.execute(sql, (ref,)).fetchone()
+                if row is None:
+                    return ref, False
+                row = self._refs[ref] = tuple(row)
+            if row == own:
+                self._stored[(scope, unit.id, unit.content)] = ref
                 return ref, True
         raise ArchiveError(f"no free ref for unit {unit.id!r} in {self.path}")  # 2^-200
 
@@ -625,31 +847,91 @@ class Archive:
         ref, stored = self.ref_for(scope, unit)
         if stored:
             return ref
+        self._writable_layout()
         tool_name = unit.name if unit.tool_call_id is not None else None
         if tool_name is None and unit.tool_calls:
             tool_name = unit.tool_calls[0].name
+        count = tokens if tokens is not None else unit.tokens
+        self._insert_unit(ref, scope, transcript_id, unit, tool_name, summary, count, _now())
+        return ref
+
+    def _insert_unit(
+        self,
+        ref: str,
+        scope: str | None,
+        transcript_id: str,
+        unit: Unit,
+        tool_name: str | None,
+        summary: str,
+        tokens: int | None,
+        created: str,
+        last_accessed: str | None = None,
+        access_count: int = 0,
+    ) -> None:
+        record = packing.stored({**_unit_record(unit), "tokenCount": None})
+        data, moved = packing.unit_json(record)
+        original = self._originals.get(transcript_id, {}).get(unit.id)
+        position: int | None = None
+        packed: bytes | None = None
+        if original is not None and original[1] == _unit_key(data) and tokens == unit.tokens:
+            position = original[0]  # the original's unit: named, not stored again
+        else:
+            if unit.tokens is not None:
+                record = packing.stored(_unit_record(unit))
+                data, moved = packing.unit_json(record)
+            packed = packing.pack(data, marked=bool(moved))
+            self._put_texts(moved or {})
+        key = packing.digest(unit.content)
         self._write(
-            "INSERT INTO units (ref, scope, transcript_id, unit_id, type, tool_name, summary, "
-            "content, unit_json, tokens, created, access_count) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+            f"INSERT INTO units (scope, {_COLUMNS_2}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                ref,
                 scope,
+                ref,
                 transcript_id,
                 unit.id,
                 unit.type,
                 tool_name,
                 summary,
-                unit.content,
-                json.dumps(
-                    {k: v for k, v in _unit_record(unit).items() if k != "content"},
-                    ensure_ascii=False,
-                ),
-                tokens if tokens is not None else unit.tokens,
-                _now(),
+                key,
+                position,
+                packed,
+                tokens,
+                created,
+                last_accessed,
+                access_count,
             ),
         )
-        return ref
+        self._refs[ref] = (scope, unit.id, key)
+
+    def _put_texts(self, texts: dict[bytes, str]) -> None:
+        """Store each long text once (the original transcript and its archived units name the
+        same digests)."""
+        new = [(k, t) for k, t in texts.items() if k not in self._stored_texts]
+        if not new:
+            return
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        try:
+            absent = [(k, t) for k, t in new if not self._has_text(k)]
+            self._conn.executemany(
+                "INSERT INTO texts (digest, body) VALUES (?, ?)",
+                [(k, packing.pack_text(t)) for k, t in absent],
+            )
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+        self._stored_texts.update(k for k, _ in new)
+
+    def _has_text(self, key: bytes) -> bool:
+        row = self._conn.execute("SELECT 1 FROM texts WHERE digest = ?", (key,)).fetchone()
+        return row is not None
+
+    def _text(self, key: bytes) -> str:
+        """A stored text by digest."""
+        row = self._conn.execute("SELECT body FROM texts WHERE digest = ?", (key,)).fetchone()
+        if row is None:
+            raise ArchiveError(f"{self.path} is damaged: text {key.hex()} is missing")
+        return packing.unpack_text(row[0])
 
     def key_for(self, t: Transcript) -> str:
         """The id to archive `t` under: its own, unless another transcript with that id (two
@@ -666,22 +948,48 @@ class Archive:
     def put_transcript(self, t: Transcript, key: str | None = None) -> None:
         """Store the original transcript whole under `key` (default its id); storing the same
         key again replaces it."""
+        key = key or t.id
+        self._writable_layout()
+        if self._conn.execute(
+            "SELECT 1 FROM units WHERE transcript_id = ? AND record IS NULL LIMIT 1", (key,)
+        ).fetchone():
+            self._unlink(key)
+        self._insert_transcript(t, key, len(t.units), last_request_digest(t.units), _now())
+
+    def _insert_transcript(
+        self, t: Transcript, key: str, units: int, last_request: str, created: str
+    ) -> None:
+        packed, moved, keys = pack_transcript(t)
+        self._put_texts(moved)
         self._write(
-            "INSERT INTO transcripts (transcript_id, transcript_json, units, last_request, created) "
+            "INSERT INTO transcripts (transcript_id, record, units, last_request, created) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
-            "transcript_json = excluded.transcript_json, units = excluded.units, "
+            "record = excluded.record, units = excluded.units, "
             "last_request = excluded.last_request, created = excluded.created",
-            (key or t.id, transcript_to_json(t), len(t.units), last_request_digest(t.units), _now()),
+            (key, packed, units, last_request, created),
         )
+        self._decoded.pop(key, None)
+        positions = enumerate(zip(t.units, keys, strict=True))
+        self._originals[key] = {u.id: (i, k) for i, (u, k) in positions}
+
+    def _unlink(self, key: str) -> None:
+        """Store whole the archived units that name a position in the original stored under
+        `key`, which is about to be replaced."""
+        for item in self._units("WHERE transcript_id = ? AND record IS NULL", (key,)):
+            record = packing.stored(_unit_record(item.unit()))
+            data, moved = packing.unit_json(record)
+            self._put_texts(moved or {})
+            self._write(
+                "UPDATE units SET record = ?, position = NULL WHERE ref = ?",
+                (packing.pack(data, marked=bool(moved)), item.ref),
+            )
 
     # -- reading ------------------------------------------------------------------------------
 
     def _lookup(self, bare: str) -> ArchivedUnit | None:
         if SHORT_REF.fullmatch(bare):
-            row = self._conn.execute(
-                f"SELECT {_COLUMNS} FROM units WHERE ref = ?", (bare,)
-            ).fetchone()
-            return _row(row, self.path) if row else None
+            found = self._units("WHERE ref = ?", (bare,))
+            return found[0] if found else None
         if bare.startswith(_LONG_PREFIX):
             body = bare[len(_LONG_PREFIX) :]
             # Prefer the percent-encoded split; then try every `/` for ids typed by hand.
@@ -691,14 +999,62 @@ class Archive:
                 candidates.append((unquote(t), unquote(u)))
             candidates += [(body[:i], body[i + 1 :]) for i, ch in enumerate(body) if ch == "/"]
             for tid, uid in candidates:
-                row = self._conn.execute(
-                    f"SELECT {_COLUMNS} FROM units WHERE transcript_id = ? AND unit_id = ? "
-                    "ORDER BY rowid LIMIT 1",
-                    (tid, uid),
-                ).fetchone()
-                if row:
-                    return _row(row, self.path)
+                found = self._units(
+                    "WHERE transcript_id = ? AND unit_id = ? ORDER BY rowid LIMIT 1", (tid, uid)
+                )
+                if found:
+                    return found[0]
         return None
+
+    def _units(self, where: str, params: tuple[Any, ...]) -> builtins.list[ArchivedUnit]:
+        """The archived units of `SELECT ... FROM units <where>`, in either layout."""
+        if self.layout == 1:
+            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM units {where}", params)
+            return [_row(row, self.path) for row in rows]
+        out = []
+        for row in self._conn.execute(f"SELECT {_COLUMNS_2} FROM units {where}", params).fetchall():
+            _check_columns(row, _COLUMN_TYPES_2, self.path)
+            ref, tid, uid, kind, tool, summary, key, position, packed, tokens, *when = row
+            created, accessed, count = when
+            try:
+                if packed is not None:
+                    record = packing.unpack(packed, self._text)
+                else:
+                    record = self._original_unit(tid, position, key)
+                if not isinstance(record, dict):
+                    raise TypeError(f"a {type(record).__name__}, not a record")
+            except (ValueError, TypeError, KeyError, AttributeError, zlib.error) as exc:
+                raise damaged_row(self.path, f"archived unit {ref}", exc) from None
+            record["tokenCount"] = tokens
+            content = str(record.get("content") or "")
+            out.append(
+                ArchivedUnit(
+                    ref, tid, uid, kind, tool, summary, content, tokens, created, accessed, count,
+                    record=record, source=self.path,
+                )
+            )
+        return out
+
+    def _original_unit(self, transcript_id: str, position: int, key: bytes) -> dict[str, Any]:
+        """The record of unit `position` of the original stored under `transcript_id`, which an
+        archived unit names instead of holding it (its content digest `key` checked)."""
+        records = self._decoded.get(transcript_id)
+        if records is None:
+            row = self._conn.execute(
+                "SELECT record FROM transcripts WHERE transcript_id = ?", (transcript_id,)
+            ).fetchone()
+            records = packing.unpack(row[0], self._text)["u"] if row else []
+            if len(self._decoded) >= 2:
+                self._decoded.pop(next(iter(self._decoded)))
+            self._decoded[transcript_id] = records
+        if not 0 <= position < len(records) or packing.digest(
+            str(records[position].get("content") or "")
+        ) != key:
+            raise ArchiveError(
+                f"{self.path} is damaged: unit {position} of transcript {transcript_id!r} is "
+                "missing or not the one archived"
+            )
+        return copy.deepcopy(records[position])
 
     def has(self, ref: str) -> bool:
         """True when the ref (any form) names an archived unit; does not count as an access."""
@@ -789,13 +1145,13 @@ class Archive:
         A transcript's units include those archived under its digest keys (`id~1a2b3c4d`), which
         it gets when it is compacted again with other content (an agent loop, a replay).
         """
-        sql = f"SELECT {_COLUMNS} FROM units"
+        where = ""
         params: tuple[Any, ...] = ()
         if transcript_id is not None:
-            sql += " WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
+            where = "WHERE transcript_id = ? OR (transcript_id > ? AND transcript_id < ?)"
             # '~' + 8 hex digits sort between id + '~' and id + '~~': an index range, no LIKE escaping
             params = (transcript_id, transcript_id + "~", transcript_id + "~~")
-        return [_row(r, self.path) for r in self._conn.execute(sql + " ORDER BY rowid", params)]
+        return self._units(where + " ORDER BY rowid", params)
 
     def search(
         self,
@@ -850,16 +1206,21 @@ class Archive:
 
     def original(self, transcript_id: str) -> Transcript | None:
         """The original transcript stored under this id, or None."""
+        column = "transcript_json" if self.layout == 1 else "record"
         row = self._conn.execute(
-            "SELECT transcript_json FROM transcripts WHERE transcript_id = ?", (transcript_id,)
+            f"SELECT {column} FROM transcripts WHERE transcript_id = ?", (transcript_id,)
         ).fetchone()
         if row is None:
             return None
         try:
-            if not isinstance(row[0], str):
-                raise TypeError("binary data, not text" if isinstance(row[0], bytes) else "not text")
-            return transcript_from_json(row[0])
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            if self.layout == 1:
+                if not isinstance(row[0], str):
+                    raise TypeError("binary data, not text" if isinstance(row[0], bytes) else "not text")
+                return transcript_from_json(row[0])
+            if not isinstance(row[0], bytes):
+                raise TypeError("not a packed record")
+            return unpack_transcript(row[0], self._text)
+        except (ValueError, TypeError, KeyError, AttributeError, zlib.error) as exc:
             raise damaged_row(self.path, f"the original of transcript {transcript_id!r}", exc) from None
 
     def _latest(self, owners: set[str]) -> str:

@@ -5,7 +5,7 @@ Every figure is measured in the run that reports it, and every ratio is taken be
 measurements of that same run. Suites (`SUITES`):
 
 - `count`: token estimation per call (cached and cold) and count throughput against raw
-  tiktoken on the same texts;
+  tiktoken on the same texts, for cl100k_base and o200k_base;
 - `guard`: time of one guard decision;
 - `embed`: MiniLM load time (a fresh process) and embedding time per unit, batched;
 - `compact`: extractive summarization of 2,000 tokens, the full chain on 50 units (~10k tokens)
@@ -13,7 +13,13 @@ measurements of that same run. Suites (`SUITES`):
 - `quality`: ctxkit's chain against LangChain's `trim_messages`, plain drop-oldest truncation and
   observation masking, on simulated transcripts (with ground truth) and real ones, with a
   fidelity table (`ctxkit.fidelity.measures`: needles, files-touched trail, user messages verbatim);
-- `scale`: 1k to 1M tokens, one fresh process per size, time and peak memory, log-log slope.
+- `scale`: 1k to 1M tokens of simulated scenarios and of real logs chained, and 25k to 200k
+  tiny messages, one fresh process per size: time against one tiktoken pass, peak memory,
+  log-log slope;
+- `startup`: `ctxkit count` of a two-message file, the whole process, against
+  `python -c "import tiktoken"`;
+- `archive`: the archive of a compacted dataset (200 MB by default) against its size;
+- `ray`: `compact --engine ray` against `compact --jobs` on this machine, per core.
 
 Example:
     >>> from ctxkit.bench import BenchOptions, run

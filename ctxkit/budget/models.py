@@ -7,17 +7,10 @@ import re
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from ctxkit.errors import UsageError
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 
 
 @dataclass(frozen=True)
@@ -49,6 +42,14 @@ class ModelInfo:
 @lru_cache(maxsize=1)
 def load_models() -> dict[str, ModelInfo]:
     """The bundled models table, by name."""
+    # imported here: a command that names no model (`count`) never reads the table
+    from importlib import resources
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
     text = resources.files("ctxkit.budget").joinpath("models.toml").read_text(encoding="utf-8")
     table = tomllib.loads(text)["models"]
     return {

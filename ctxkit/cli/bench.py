@@ -46,6 +46,12 @@ SUITE_CHOICES = [*SUITES, "all"]
     help="Folder of real transcripts (default ../shared/realdata beside the checkout; skipped when absent).",
 )
 @click.option("--repeat", type=click.IntRange(min=1), default=None, help="Runs per timed figure.")
+@click.option(
+    "--dataset-mb",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Size of the dataset the archive suite compacts (default 200, --quick 4).",
+)
 def bench(
     suites: tuple[str, ...],
     quick: bool,
@@ -54,6 +60,7 @@ def bench(
     output: str,
     realdata: Path | None,
     repeat: int | None,
+    dataset_mb: float | None,
 ) -> None:
     """Measure speed and quality against the spec's targets, raw tiktoken and peers.
 
@@ -72,7 +79,9 @@ def bench(
     if plot_path is not None and not {"scale", "quality", "all"} & set(suites):
         raise UsageError("--plot charts the scale and quality suites; add --suite scale or quality")
     check_paths({}, {"-o": output, "--plot": plot_path})
-    options = BenchOptions(quick=quick, realdata=realdata or REALDATA, repeat=repeat)
+    options = BenchOptions(
+        quick=quick, realdata=realdata or REALDATA, repeat=repeat, dataset_mb=dataset_mb
+    )
     report = run(suites, options, progress=echo_err)
     if as_json:
         data = orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"

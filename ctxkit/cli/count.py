@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from ctxkit.budget.models import priced_model
 from ctxkit.cli.options import (
     SectionedCommand,
     debug_option,
@@ -210,7 +209,6 @@ def count(
       ctxkit count prompts/system.yaml --by section --cost claude-sonnet-4
     """
     from ctxkit.formats import ReadStats, expand_paths
-    from ctxkit.gates.baseline import parse_allow
     from ctxkit.gates.inputs import read_inputs
 
     opts = CountOptions()
@@ -222,7 +220,11 @@ def count(
     extra_system = read_text_file(system_file) if system_file else None
     extra_tools = load_tools(tools_file) if tools_file else []
 
-    allowances = parse_allow(allow)
+    allowances: dict[str, Any] = {}
+    if allow:  # the baseline gate's module only when a gate is asked for
+        from ctxkit.gates.baseline import parse_allow
+
+        allowances = parse_allow(allow)
     stats = ReadStats()
     if diff_pair is not None:
         if paths or baseline_out or by or cost_models or calibrate:
@@ -265,7 +267,11 @@ def count(
         _write_calibration(cal, fmt)
         return
 
-    priced = [priced_model(name, "--cost") for name in cost_models]
+    priced: list[Any] = []
+    if cost_models:  # the models table: only with --cost
+        from ctxkit.budget.models import priced_model
+
+        priced = [priced_model(name, "--cost") for name in cost_models]
     breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
     region_rows, cost_rows, layout_rows, entries = _count_rows(
         items, tok, opts, by, breakdown, priced, not no_usage, bool(baseline_out), debug,
@@ -294,9 +300,12 @@ def _count_rows(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
     prompt file priced) and baseline entry; its breakdown too, when asked for."""
-    from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
-    from ctxkit.gates.baseline import entry_of
     from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
+
+    if baseline:
+        from ctxkit.gates.baseline import entry_of
+    if priced or by == "section":  # the prompt-cache layout: a priced or sectioned count only
+        from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
 
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
@@ -398,7 +407,9 @@ def _ray_rows(
     from ctxkit.engines.shards import plan_shards
 
     job = CountJob(read_opts, tokenizer, opts, not no_usage, system, tuple(tools))
-    shards = plan_shards(files, read_opts, shard_bytes=ray_opts.shard_bytes)
+    shards = plan_shards(
+        files, read_opts, shard_bytes=ray_opts.shard_bytes, workers=ray_opts.parallelism
+    )
     rows: list[dict[str, Any]] = []
     for result in count_dataset(shards, job, ray_opts):
         rows.extend(result["rows"])

@@ -75,6 +75,12 @@ def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = 
     return float(similarity(unit_texts(original), unit_texts(result), emb))
 
 
+def _default_embedder() -> Any:
+    from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
+
+    return get_embedder(DEFAULT_EMBEDDER)
+
+
 def _p1_kept(original: Sequence[Unit], result: Sequence[Unit]) -> tuple[int, int]:
     by_id = {u.id: u for u in result}
     p1 = [u for u in original if u.is_p1]
@@ -200,9 +206,12 @@ def _begin(
         seed=settings.options.seed,
         originals={u.id: u for u in original},
     )
+    # one instance for every coherence of this run: the lexical one keeps each text's terms,
+    # and the final figure reads the texts the steps' judges read
+    coherence_embedder = settings.embedder if settings.embedder is not None else _default_embedder()
     run = _Run(
         transcript, settings, archive, observe, started, before, fixed, tools, original, ctx,
-        goal, coherence_embedder=settings.embedder,
+        goal, coherence_embedder=coherence_embedder,
     )
     run.notify(
         "detection",

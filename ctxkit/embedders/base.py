@@ -41,6 +41,8 @@ _STOPWORDS = frozenset(
 
 def terms(text: str) -> list[str]:
     """Lower-cased alphanumeric terms without common English stopwords (identifiers split on punctuation)."""
+    if text.isascii():  # lower-casing ASCII moves no word boundary: one pass, the same terms
+        return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
     return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOPWORDS]
 
 

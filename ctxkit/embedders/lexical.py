@@ -26,6 +26,8 @@ class LexicalEmbedder:
     def __init__(self, *, model: str | None = None, cache: bool = True, **_: Any) -> None:
         # model and cache are accepted so every factory takes the same keywords
         self.stats = {"computed": 0, "cached": 0}
+        self._bow_memo: dict[str, list[tuple[str, float]]] = {}
+        self._total_memo: dict[tuple[str, ...], dict[str, float]] = {}
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Hashed term-frequency vectors (LEXICAL_DIM wide), L2-normalised; zero rows for blank texts."""
@@ -66,22 +68,50 @@ class LexicalEmbedder:
 
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> float:
         """Cosine between the word-weighted mean bag-of-words vectors of the chunks of a and b."""
-        return _cosine_sparse(_mean_bow(a), _mean_bow(b))
+        return _cosine_sparse(self._mean_bow(a), self._mean_bow(b))
+
+    def _mean_bow(self, texts: Sequence[str]) -> dict[str, float]:
+        """Mean of the L2-normalised term-count vectors of every chunk, weighted by chunk
+        words; each text's weighted terms are kept, since a compaction compares the transcript
+        before and after every step and most of its texts are the same each time."""
+        # a chain judges each step against the one before: the same texts are summed twice
+        key = tuple(texts)
+        done = self._total_memo.get(key)
+        if done is not None:
+            return done
+        memo = self._bow_memo
+        if len(memo) > BOW_MEMO_MAX_TEXTS:
+            memo.clear()
+        total: dict[str, float] = {}
+        get = total.get
+        for text in texts:
+            parts = memo.get(text)
+            if parts is None:
+                parts = memo[text] = _weighted_terms(text)
+            # the additions in text, chunk and term order, as without the memo: the same floats
+            for term, value in parts:
+                total[term] = get(term, 0.0) + value
+        if len(self._total_memo) >= TOTAL_MEMO_MAX:
+            self._total_memo.pop(next(iter(self._total_memo)))
+        self._total_memo[key] = total
+        return total
 
 
-def _mean_bow(texts: Sequence[str]) -> dict[str, float]:
-    """Mean of the L2-normalised term-count vectors of every chunk, weighted by chunk words."""
-    total: dict[str, float] = {}
-    for text in texts:
-        for chunk in chunk_text(text):
-            counts = Counter(terms(chunk))
-            norm = math.sqrt(sum(c * c for c in counts.values()))
-            if not norm:
-                continue
-            weight = len(chunk.split())
-            for term, count in counts.items():
-                total[term] = total.get(term, 0.0) + weight * count / norm
-    return total
+BOW_MEMO_MAX_TEXTS = 100_000
+TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last step's result
+
+
+def _weighted_terms(text: str) -> list[tuple[str, float]]:
+    """(term, chunk words * count / norm) for each term of each chunk of `text`, in order."""
+    out: list[tuple[str, float]] = []
+    for chunk in chunk_text(text):
+        counts = Counter(terms(chunk))
+        norm = math.sqrt(sum(c * c for c in counts.values()))
+        if not norm:
+            continue
+        weight = len(chunk.split())
+        out.extend((term, weight * count / norm) for term, count in counts.items())
+    return out
 
 
 def _cosine_sparse(x: dict[str, float], y: dict[str, float]) -> float:

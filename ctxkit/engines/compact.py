@@ -169,7 +169,10 @@ def compact_directory(request: CompactRequest, say: Say, map_shards: Any = None)
     check_paths({"PATH": list(request.inputs), "--config": request.settings.config_path}, {"-o": output})
     request.settings.build(warn=say)  # a bad flag fails here, once
     shard_bytes = request.ray.shard_bytes if request.ray is not None else SHARD_BYTES
-    shards = plan_shards(list(request.inputs), request.read_opts, shard_bytes=shard_bytes)
+    workers = request.ray.parallelism if request.ray is not None else None
+    shards = plan_shards(
+        list(request.inputs), request.read_opts, shard_bytes=shard_bytes, workers=workers
+    )
     job = CompactJob(
         os.path.abspath(output),
         request.settings.portable(),

@@ -72,6 +72,19 @@ class RayOptions:
     object_store_mb: int | None = None
     fault: Fault | None = None
 
+    @property
+    def parallelism(self) -> int | None:
+        """Tasks that run at once, to cut even shards for (`plan_shards(workers=...)`): the
+        workers asked for, else the local Ray's CPUs; None on a cluster (its size is not known
+        before the run): then shards are `shard_bytes`."""
+        if self.workers:
+            return self.workers
+        if self.address is not None:
+            return None
+        from ctxkit.compaction.parallel import usable_cpus
+
+        return self.num_cpus or usable_cpus()
+
 
 def import_ray() -> Any:
     """The `ray` module, or an error that says how to install it."""
@@ -481,7 +494,9 @@ def read_conversations(paths: Sequence[str], opts: RayOptions = RayOptions()) ->
     from ctxkit.formats import dataset_item, expand_paths
 
     ray = import_ray()
-    shards = plan_shards(expand_paths(list(paths)), shard_bytes=opts.shard_bytes)
+    shards = plan_shards(
+        expand_paths(list(paths)), shard_bytes=opts.shard_bytes, workers=opts.parallelism
+    )
 
     def rows(item: dict[str, Any]) -> list[dict[str, Any]]:
         shard = Shard.from_dict(orjson.loads(item["shard"]))

@@ -110,7 +110,12 @@ def _score_ray(request: ScoreRequest, say: Say) -> ScoreOutcome:
         request.fixed_limit,
     )
     outcome = ScoreOutcome(rl.Summary())
-    shards = plan_shards(files, request.read_opts, shard_bytes=request.ray.shard_bytes)
+    shards = plan_shards(
+        files,
+        request.read_opts,
+        shard_bytes=request.ray.shard_bytes,
+        workers=request.ray.parallelism,
+    )
     outcome.shards = len(shards)
     warned = False
     for result in score_dataset(shards, job, request.ray):

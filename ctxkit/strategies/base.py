@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.model import Transcript, Unit
+from ctxkit.model import Unit
 
 if TYPE_CHECKING:
     from ctxkit.archive.store import Archive
@@ -41,6 +41,9 @@ class Context:
     summarizer: Summarizer | None = None  # (units, target_tokens, previous_summary) -> str
     seed: int = 0
     ref_scope: str = ""  # what refs are made from (archive.ref_scope); "" = the transcript id
+    # id(unit) -> (unit, its UnitCount): every state of a run shares most of its units with the
+    # state before, so each unit is counted once per run, not once per state (see `unit_counts`)
+    counts: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
     originals: Mapping[str, Unit] = field(default_factory=dict)  # the units as read, by id
 
     def original(self, unit: Unit) -> Unit:
@@ -60,12 +63,16 @@ class State:
 
     @cached_property
     def _total(self) -> int:
-        from ctxkit.tokens import count_transcript
+        from ctxkit.tokens import count_tool_schemas
 
-        transcript = Transcript(
-            units=list(self.units), id=self.ctx.transcript_id, tools=list(self.ctx.tools)
-        )
-        return count_transcript(transcript, self.ctx.tokenizer, self.ctx.count_opts).total
+        ctx = self.ctx
+        tools = ctx.counts.get(-1)  # the tool schemas: the same in every state
+        if tools is None:
+            tools = count_tool_schemas(list(ctx.tools), ctx.tokenizer, ctx.count_opts)
+            ctx.counts[-1] = tools
+        # the sum `tokens.count_transcript` makes: units, tool schemas, reply priming
+        priming = ctx.count_opts.reply_priming if self.units else 0
+        return sum(c.total for c in unit_counts(self)) + tools + priming
 
     def tokens(self) -> int:
         """Total tokens: units, tool schemas and reply priming, as `tokens.count_transcript`."""
@@ -85,14 +92,32 @@ class State:
 
     def units_tokens(self) -> list[int]:
         """Tokens of every unit, in order."""
-        return _units_tokens(self)
+        return [c.total for c in unit_counts(self)]
 
 
-def _units_tokens(state: State) -> list[int]:
+def unit_counts(state: State) -> list[Any]:
+    """`tokens.count_units` of the state's units, each unit counted once per run: a unit is
+    never changed in place (strategies make new ones with `Unit.replace`), so its count is kept
+    in the run's context by identity, the unit held so its id is not reused."""
     from ctxkit.tokens import count_units
 
-    counts = count_units(list(state.units), state.ctx.tokenizer, state.ctx.count_opts)
-    return [c.total for c in counts]
+    memo = state.ctx.counts
+    units = state.units
+    out: list[Any] = [None] * len(units)
+    missing = []
+    for i, u in enumerate(units):
+        hit = memo.get(id(u))
+        if hit is not None and hit[0] is u:
+            out[i] = hit[1]
+        else:
+            missing.append(i)
+    if missing:
+        fresh = [units[i] for i in missing]
+        counted = count_units(fresh, state.ctx.tokenizer, state.ctx.count_opts)
+        for i, u, c in zip(missing, fresh, counted, strict=True):
+            out[i] = c
+            memo[id(u)] = (u, c)
+    return out
 
 
 Strategy = Callable[[State, Mapping[str, Any]], "State | None"]

@@ -127,11 +127,12 @@ def _quoted(
     """(id, text) of the user messages a summary quotes word for word: those of the span and
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
-    from ctxkit.structure import is_request
+    from ctxkit.facts import unit_facts
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
-        return [(units[i].id, units[i].content) for i in indices if is_request(units[i])]
+        # a unit's request text is read once per process (`facts.unit_facts`): not per probe
+        return [(units[i].id, units[i].content) for i in indices if unit_facts(units[i]).request]
 
     gone_set = set(gone)
     earlier = requests([i for i in range(first, cut) if i < gone[0]])

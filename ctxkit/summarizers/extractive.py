@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ctxkit import facts as F
@@ -128,6 +129,7 @@ def files_touched(units: Sequence[Unit]) -> list[str]:
     return sorted(actions, key=lambda p: (F.ACTION_RANK.get(actions[p][0], 9), order[p]))
 
 
+@lru_cache(maxsize=65_536)  # every probe of summarize_old asks again for each request of its span
 def error_line(text: str) -> str | None:
     """The line that says what went wrong in a failing output (see `facts.error_line`); None
     when the text holds no failure (a listing of files named error.c is none)."""
@@ -178,16 +180,20 @@ def commands_run(units: Sequence[Unit]) -> list[str]:
 def _failures(actions: Sequence[F.Call]) -> list[str]:
     """`call -> error line` per distinct failure, oldest first; "(fixed: a later run passed)"
     when the same call later went through."""
+    # the calls that went through at or after each position, read from the end: one pass
+    passed_later: set[tuple[str, str]] = set()
+    fixed_at: list[bool] = [False] * len(actions)
+    for k in range(len(actions) - 1, -1, -1):
+        d = actions[k]
+        fixed_at[k] = (d.name, d.args) in passed_later
+        if d.outcome is not None and not d.outcome.failed:
+            passed_later.add((d.name, d.args))
     by_error: dict[str, list[tuple[F.Call, bool]]] = {}
     for k, c in enumerate(actions):
         if not c.failed:
             continue
-        fixed = any(
-            d.name == c.name and d.args == c.args and d.outcome is not None and not d.outcome.failed
-            for d in actions[k + 1 :]
-        )
         assert c.outcome is not None
-        by_error.setdefault(c.outcome.label, []).append((c, fixed))
+        by_error.setdefault(c.outcome.label, []).append((c, fixed_at[k]))
     out = []
     for label, runs in by_error.items():
         first, _ = runs[0]
@@ -228,11 +234,8 @@ def open_items(units: Sequence[Unit]) -> list[str]:
     request if nothing answered it."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
     for u in units:
-        if u.role not in ("user", "assistant") or F.is_output(u):
-            continue
-        for line in u.content.splitlines():
-            if _OPEN.search(line):
-                items.setdefault(_one_line(line), None)
+        for line in _prose(u).open_lines:
+            items.setdefault(line, None)
     requests = user_requests(units)
     if requests:
         last = requests[-1]
@@ -291,13 +294,47 @@ def narration(units: Sequence[Unit]) -> list[str]:
     messages that has prose (the text beside its tool calls, its explanations)."""
     out: dict[str, None] = {}
     for u in units:
-        if u.role != "assistant" or not (u.content.strip() or u.reasoning.strip()):
-            continue
+        first = _prose(u).narration
+        if first:
+            out.setdefault(first, None)
+    return list(out)
+
+
+@dataclass(frozen=True)
+class _Prose:
+    """What one message's prose gives every summary of a span that holds it: its open-item
+    lines (`open_items`) and its first sentence (`narration`)."""
+
+    open_lines: tuple[str, ...] = ()
+    narration: str = ""
+
+
+_PROSE: OrderedDict[int, tuple[Unit, str, str, _Prose]] = OrderedDict()
+
+
+def _prose(u: Unit) -> _Prose:
+    """One unit's `_Prose`, read once (cached by identity and content, as `facts.unit_facts`):
+    a summary of a longer span, or the next probe of `summarize_old`, costs the new units only."""
+    key = id(u)
+    hit = _PROSE.get(key)
+    if hit is not None and hit[0] is u and hit[1] is u.content and hit[2] is u.reasoning:
+        return hit[3]
+    prose = _read_prose(u)
+    _PROSE[key] = (u, u.content, u.reasoning, prose)
+    if len(_PROSE) > F.CACHE_MAX:
+        _PROSE.popitem(last=False)
+    return prose
+
+
+def _read_prose(u: Unit) -> _Prose:
+    lines: tuple[str, ...] = ()
+    if u.role in ("user", "assistant") and not F.is_output(u):
+        lines = tuple(_one_line(line) for line in u.content.splitlines() if _OPEN.search(line))
+    first = ""
+    if u.role == "assistant" and (u.content.strip() or u.reasoning.strip()):
         prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
         first = next((s.strip() for s in split_sentences(prose) if len(s.strip()) >= 12), "")
-        if first:
-            out.setdefault(_one_line(first, 200), None)
-    return list(out)
+    return _Prose(lines, _one_line(first, 200) if first else "")
 
 
 def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:

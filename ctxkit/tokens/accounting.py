@@ -107,25 +107,34 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
 
 
 def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> list[UnitCount]:
-    texts, slots = unit_texts(units)
+    # Five texts per unit (content, reasoning, role, speaker name, answered call id; "" when
+    # absent) and two per tool call, counted in one batch and read back in the same order.
+    texts: list[str] = []
+    add = texts.append
+    for u in units:
+        add(u.content)
+        add(u.reasoning)
+        add(u.role)
+        add(speaker_name(u) or "")
+        add(u.tool_call_id or "")
+        for call in u.tool_calls:
+            add(call.name)
+            add(call.arguments)
     counts = tok.count_many(texts) if texts else []
-    parts = [[0, 0, 0, 0] for _ in units]
-    for (i, part), n in zip(slots, counts, strict=True):
-        parts[i][part] += n
+    per_message = opts.tokens_per_message
+    per_name = opts.tokens_per_name
+    image_tokens = opts.image_tokens
     result: list[UnitCount] = []
-    for u, (content, calls, reasoning, overhead) in zip(units, parts, strict=True):
-        overhead += opts.tokens_per_message
-        if speaker_name(u):
-            overhead += opts.tokens_per_name
-        result.append(
-            UnitCount(
-                content=content,
-                tool_calls=calls,
-                reasoning=reasoning,
-                overhead=overhead,
-                images=u.images * opts.image_tokens,
-            )
-        )
+    at = 0
+    for u in units:
+        content, reasoning, role, name, call_id = counts[at : at + 5]
+        at += 5
+        calls = 0
+        for _ in u.tool_calls:
+            calls += counts[at] + counts[at + 1]
+            at += 2
+        overhead = per_message + role + name + call_id + (per_name if speaker_name(u) else 0)
+        result.append(UnitCount(content, calls, reasoning, overhead, u.images * image_tokens))
     return result
 
 

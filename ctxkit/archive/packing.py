@@ -1,0 +1,238 @@
+"""How the archive stores records: compact JSON, compressed, each long text once.
+
+An archive holds every original transcript whole and, again, every unit compaction removed, and
+a unit's source record repeats its text (an OpenAI message is `{"role", "content"}`), so stored
+as plain JSON an archive came to 5.5 times its input. Here a record (a unit, or a transcript
+with its units) is packed as:
+
+- every string of `INLINE_MAX_CHARS` characters or more that is a unit's content, reasoning or
+  call arguments is replaced, wherever it stands as a whole string value (the unit's field, its
+  source records), by a marker naming its digest, and stored once in the archive's `texts`
+  table (the same text in the original transcript and in the archived unit is one row);
+- what is left is compact JSON (orjson; the standard library for what orjson refuses: integers
+  past 64 bits, lone surrogates, other types as their `str`), compressed with zlib's fastest
+  level when that makes it smaller.
+
+A marker is a JSON string of NUL and 32 hex digits. A record holding a real string that starts
+with NUL is stored without markers, so a marker can never be mistaken for text. Unpacking
+gives back the same JSON values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+# Texts shorter than this stay inside their record, whose compression sees a copy of them within
+# its 32 KB window (a unit's content and the same text in its source record); longer ones would
+# be stored twice, compressed. Compressing the texts of a transcript together also beats
+# compressing each alone (0.19 against 0.26 of the JSON on simulated conversations).
+INLINE_MAX_CHARS = 8192
+# A system prompt (and the tool schemas) recur in every conversation of a dataset: those are
+# stored apart, once, from this length.
+SHARED_MIN_CHARS = 512
+# zlib's fastest level: about 0.19 of the size of transcript JSON at ~50 MB/s on a loaded
+# 2-core machine, where level 6 gives 0.15 at ~19 MB/s (the archive is written on every
+# compaction; it is read back rarely).
+LEVEL = 1
+_MIN_COMPRESS = 64  # bytes: below this zlib's header costs more than it saves
+
+# first byte of a packed record: JSON or zlib'd JSON, with or without text markers
+_JSON, _ZJSON, _JSON_MARKED, _ZJSON_MARKED = b"j", b"z", b"J", b"Z"
+# first byte of a stored text
+_TEXT, _ZTEXT = b"t", b"z"
+
+_NUL_STRING = b'"\\u0000'  # how both JSON writers start a string that starts with NUL
+_MARKER = re.compile("\x00[0-9a-f]{32}")
+
+Dumps = Callable[[Any], bytes]
+
+
+def digest(text: str) -> bytes:
+    """16 bytes of SHA-256 over the text's UTF-8: a stored text's name."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+def _orjson(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def _stdlib(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+
+
+def dumps(value: Any) -> tuple[bytes, Dumps]:
+    """Compact JSON bytes of `value`, and the writer that made them (so a text inside is
+    written the same way)."""
+    if _finite(value):  # orjson writes inf and nan as null
+        try:
+            return orjson.dumps(value), _orjson
+        except TypeError:  # orjson.JSONEncodeError: a huge integer, a lone surrogate, a date
+            pass
+    return _stdlib(value), _stdlib
+
+
+def _finite(value: Any, _float: type = float, _dict: type = dict, _list: type = list) -> bool:
+    """False when `value` holds an infinite or NaN float (a walk in a third of orjson's time)."""
+    kind = type(value)
+    if kind is _dict:
+        items: Any = value.values()
+    elif kind is _list:
+        items = value
+    else:
+        return kind is not _float or math.isfinite(value)
+    for x in items:
+        kind = type(x)
+        if kind is _float:
+            if not math.isfinite(x):
+                return False
+        elif (kind is _dict or kind is _list) and not _finite(x):
+            return False
+    return True
+
+
+def loads(data: bytes) -> Any:
+    """JSON bytes to Python, numbers and lone surrogates as they were written."""
+    from ctxkit.formats.common import loads as exact_loads
+
+    try:
+        return exact_loads(data)
+    except ValueError:  # lone surrogates: not UTF-8, written by the standard library
+        return json.loads(data.decode("utf-8", "surrogatepass"))
+
+
+# Fields of a unit record (`store._unit_record`) that `Unit.from_dict` reads as None when absent:
+# a stored record leaves them out when they are None.
+_OPTIONAL = (
+    "timestamp",
+    "priorityTag",
+    "relevanceScore",
+    "tokenCount",
+    "raw",
+    "group",
+    "name",
+    "tool_call_id",
+)
+
+
+def stored(record: dict[str, Any]) -> dict[str, Any]:
+    """A unit record as stored: its None-valued optional fields left out."""
+    return {k: v for k, v in record.items() if v is not None or k not in _OPTIONAL}
+
+
+def holds_nul_string(data: bytes) -> bool:
+    """True when JSON `data` holds a string that starts with NUL (as a marker does)."""
+    return _NUL_STRING in data
+
+
+def long_texts(record: Mapping[str, Any]) -> list[str]:
+    """The texts of a unit record stored apart: content, reasoning, call arguments, when long
+    (a system prompt from `SHARED_MIN_CHARS`)."""
+    least = SHARED_MIN_CHARS if record.get("role") == "system" else INLINE_MAX_CHARS
+    texts = [record.get("content"), record.get("reasoning")]
+    texts += [c.get("arguments") for c in record.get("tool_calls") or () if isinstance(c, dict)]
+    found = [t for t in texts if isinstance(t, str) and len(t) >= least]
+    return list(dict.fromkeys(found))
+
+
+def pack_unit(record: dict[str, Any]) -> tuple[bytes, dict[bytes, str]]:
+    """A unit record (`store._unit_record`) as stored, and the long texts it names by marker
+    (to store in `texts`), by digest."""
+    data, moved = unit_json(record)
+    return pack(data, marked=bool(moved)), moved or {}
+
+
+def unit_json(record: dict[str, Any]) -> tuple[bytes, dict[bytes, str] | None]:
+    """A unit record's JSON with its long texts replaced by markers wherever one stands as a
+    whole string (its own fields, its source records), and the texts moved, by digest; None
+    instead of them when the record holds a real string that starts with NUL (then nothing is
+    replaced, and a record this one is part of must carry no marker either)."""
+    texts = long_texts(record)
+    if not texts:
+        data = dumps(record)[0]
+        return data, None if holds_nul_string(data) else {}
+    keys = {t: digest(t) for t in texts}
+    markers = {t: "\x00" + k.hex() for t, k in keys.items()}
+    used: dict[bytes, str] = {}
+    placed = 0
+
+    least = min(map(len, texts))
+
+    def sub(value: Any) -> Any:
+        nonlocal placed
+        if isinstance(value, str):
+            marker = markers.get(value) if len(value) >= least else None
+            if marker is None:
+                return value
+            used[keys[value]] = value
+            placed += 1
+            return marker
+        if isinstance(value, dict):
+            return {k: sub(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [sub(v) for v in value]
+        return value
+
+    data = dumps(sub(record))[0]
+    # every string that starts with NUL must be a marker
+    if data.count(_NUL_STRING) != placed:
+        return dumps(record)[0], None
+    return data, used
+
+
+def pack(data: bytes, marked: bool) -> bytes:
+    """A record's JSON as stored: tagged, compressed when that makes it smaller."""
+    if len(data) >= _MIN_COMPRESS:
+        packed = zlib.compress(data, LEVEL)
+        if len(packed) < len(data):
+            return (_ZJSON_MARKED if marked else _ZJSON) + packed
+    return (_JSON_MARKED if marked else _JSON) + data
+
+
+def unpack(blob: bytes, text_of: Callable[[bytes], str]) -> Any:
+    """The record `pack` stored, its markers replaced by their texts (`text_of(digest)`)."""
+    tag, body = blob[:1], blob[1:]
+    if tag in (_ZJSON, _ZJSON_MARKED):
+        body = zlib.decompress(body)
+    elif tag not in (_JSON, _JSON_MARKED):
+        raise ValueError(f"unknown record tag {tag!r}")
+    value = loads(body)
+    if tag in (_JSON_MARKED, _ZJSON_MARKED):
+        value = _unmark(value, text_of)
+    return value
+
+
+def _unmark(value: Any, text_of: Callable[[bytes], str]) -> Any:
+    if isinstance(value, str):
+        if len(value) == 33 and _MARKER.fullmatch(value):
+            return text_of(bytes.fromhex(value[1:]))
+        return value
+    if isinstance(value, dict):
+        return {k: _unmark(v, text_of) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unmark(v, text_of) for v in value]
+    return value
+
+
+def pack_text(text: str) -> bytes:
+    """A long text as stored in `texts`: UTF-8, compressed when that makes it smaller."""
+    data = text.encode("utf-8", "surrogatepass")
+    packed = zlib.compress(data, LEVEL)
+    return _ZTEXT + packed if len(packed) < len(data) else _TEXT + data
+
+
+def unpack_text(blob: bytes) -> str:
+    """Inverse of `pack_text`."""
+    tag, body = blob[:1], blob[1:]
+    if tag == _ZTEXT:
+        body = zlib.decompress(body)
+    elif tag != _TEXT:
+        raise ValueError(f"unknown text tag {tag!r}")
+    return body.decode("utf-8", "surrogatepass")
