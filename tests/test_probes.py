@@ -148,6 +148,21 @@ def test_compare_runs_every_method_against_one_set_of_probes() -> None:
     assert [line["method"] for line in summary] == ["ctxkit", "drop_oldest", "observation_masking"]
 
 
+def test_a_log_with_recorded_usage_is_compared_on_what_it_holds(realdata: Path) -> None:
+    """A Claude Code log records usage beyond what it shows (system prompt, tool schemas): the
+    budget is on the logged context for every method, so ctxkit does not refuse where the
+    peers, which never see that usage, fit (it refused 19 of 33 cases when it counted it)."""
+    from ctxkit.counting import measure
+
+    path = realdata / "claude-code" / "pattern-stack__task-patterns__logs-chat-json@df54b22d__session-263940d8.jsonl"
+    (t,) = read_path(str(path))
+    logged = count_transcript(t, TOK).total
+    assert measure(t, TOK).unlogged > logged // 6  # the recorded usage alone is over the budget
+    rows = compare.compare(t, logged // 6, ["ctxkit", "drop_oldest"])
+    assert [r.error for r in rows] == [None, None] and all(r.valid for r in rows)
+    assert rows[0].recall > rows[1].recall
+
+
 def test_fidelity_cli_on_a_users_own_pair_and_at_a_limit(tmp_path: Path) -> None:
     src = SAMPLES / "tau-bench-airline.json"
     small = tmp_path / "small.json"

@@ -129,7 +129,10 @@ def run_method(
     result: Transcript | None = None
     try:
         if method == CTXKIT:
-            s = settings.replace(limit=budget) if settings is not None else CompactSettings(limit=budget)
+            # the budget is on what the log holds, for every method alike: a peer never sees
+            # the recorded usage of the unlogged region, so ctxkit leaves it out here too
+            s = (settings.replace(limit=budget, use_usage=False) if settings is not None
+                 else CompactSettings(limit=budget, use_usage=False))
             with Archive(":memory:") as archive:
                 result = compact(t, s, archive=archive).transcript
         else:
