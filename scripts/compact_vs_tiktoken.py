@@ -41,6 +41,14 @@ def main() -> None:
     from ctxkit.formats import read_path
     from ctxkit.tokens import clear_caches, count_transcript, get_tokenizer
 
+    def settings(limit: int) -> CompactSettings:
+        # the budget is on what the log holds (a tree from before the unlogged region was a
+        # fixed region knows no use_usage)
+        try:
+            return CompactSettings(limit=limit, use_usage=False)
+        except TypeError:
+            return CompactSettings(limit=limit)
+
     enc = raw_encoding()
     files = args.files or sorted(
         f for f in glob.glob(str(REALDATA / "*" / "*")) if not f.endswith(("README.md", "SOURCES.json"))
@@ -71,7 +79,7 @@ def main() -> None:
                     gc.collect()
                     start = time.perf_counter()
                     with Archive(":memory:") as archive:
-                        compact(t, CompactSettings(limit=n // args.share), archive=archive)
+                        compact(t, settings(n // args.share), archive=archive)
                     runs.append(time.perf_counter() - start)
             except CtxkitError as exc:  # below the system prompt: no compaction to time
                 print(f"skip {Path(path).name[:50]}: {str(exc).splitlines()[0][:80]}", file=sys.stderr)
