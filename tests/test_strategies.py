@@ -483,7 +483,10 @@ def unit_lists(draw: st.DrawFn) -> list[Unit]:
 
 
 @pytest.mark.slow
-@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+# transcripts big enough to need compacting are large inputs on purpose (data_too_large flaked
+# on a fresh clone: 20 of 29 drawn inputs over hypothesis's entropy cap)
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(units=unit_lists(), name=st.sampled_from(sorted(STRATEGIES)))
 def test_invariants_hold_on_random_transcripts(units: list[Unit], name: str) -> None:
     archive = Archive(":memory:")
