@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxkit.compress import split_sentences
 from ctxkit.errors import UsageError
 from ctxkit.model import ToolCall, Unit
+from ctxkit.strategies.summarize_old import _smallest_fitting, bisect_floor
 from ctxkit.structure import is_request, is_user_request
 from ctxkit.summarizers import SUMMARIZERS, get_summarizer
 from ctxkit.summarizers.extractive import (
@@ -282,3 +285,48 @@ def test_relative_short_names_fold_into_their_full_path_once() -> None:
     call = Unit("a", "assistant", tool_calls=[ToolCall("c", "Edit", json.dumps(
         {"file_path": "/repo/src/types.js", "old_string": "from '../types.js' and './types.js' and types.js", "new_string": ""}))])
     assert files_touched([call]) == ["/repo/src/types.js"]
+
+
+# --- summarize_old's search for the smallest span that reaches the goal -------------------------
+
+@given(
+    steps=st.lists(st.integers(0, 400), min_size=1, max_size=300),
+    summary=st.integers(0, 500),
+    total=st.integers(0, 50_000),
+    target=st.integers(0, 50_000),
+)
+def test_search_finds_the_first_fitting_cut_in_few_builds(
+    steps: list[int], summary: int, total: int, target: int
+) -> None:
+    """With a summary of one size at every cut (the predicate is monotone), the search with
+    floors finds the first cut that fits, the cut a plain scan finds, in a handful of builds."""
+    removed = [sum(steps[: k + 1]) for k in range(len(steps))]
+    floors = [total - r for r in removed]
+    built: list[int] = []
+
+    class Built:
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        def tokens(self) -> int:
+            return floors[self.k] + summary
+
+    def build(cut: int) -> Built:
+        built.append(cut)
+        return Built(cut)
+
+    cuts = list(range(len(steps)))
+    expected = next((c for c in cuts if floors[c] + summary <= target), None)
+    assert _smallest_fitting(cuts, build, target, 64, floors) == expected
+    # the guess from the first build's summary lands on the answer: it is built, then the cut
+    # before it, to show it is the first
+    assert len(built) <= 3
+
+
+@given(
+    floors=st.lists(st.integers(-100, 10_000), max_size=50).map(lambda xs: sorted(xs, reverse=True)),
+    limit=st.integers(-200, 10_200),
+)
+def test_bisect_floor_is_the_first_floor_within_the_limit(floors: list[int], limit: int) -> None:
+    expected = next((k for k, f in enumerate(floors) if f <= limit), len(floors))
+    assert bisect_floor(floors, limit) == expected

@@ -233,7 +233,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     cuts = [c for c in sorted(set(safe_cut_points(list(units)))) if first < c <= longest]
     if not cuts:
         return None
-    chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS)
+    # What stays after a cut is at least what the span does not hold: a cut whose rest alone
+    # exceeds the goal cannot fit, whatever its summary (`floors`, never rising).
+    total = state.tokens()
+    removed, running, at = [], 0, first
+    for c in cuts:
+        running += sum(tokens[i] for i in range(at, c) if i not in keep)
+        at = c
+        removed.append(running)
+    floors = [total - r for r in removed]
+    chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS, floors)
     if chosen is None:
         chosen = longest
     new = build(chosen, lambda u: archive_unit(state, u), check=True)
@@ -281,20 +290,52 @@ def with_missing_facts(
     return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(lines)
 
 
-def _smallest_fitting(cuts: list[int], build: Any, target: int, budget: int) -> int | None:
-    """The first cut whose built state fits `target` (a binary search: a longer span never
-    makes the result larger, give or take the summary's own size); None when the longest does
-    not fit either."""
-    lo, hi = 0, len(cuts) - 1
+def _smallest_fitting(
+    cuts: list[int], build: Any, target: int, budget: int, floors: Sequence[int] | None = None
+) -> int | None:
+    """The first cut whose built state fits `target`, or None when the longest does not fit
+    either (a longer span never makes the result larger, give or take the summary's size).
+
+    `floors[i]` is a lower bound of the tokens left at `cuts[i]` (what the span leaves out),
+    never rising. Cuts whose floor exceeds the goal are skipped unbuilt; each build then guesses
+    the next from the summary it made (the summary's size changes little with the span) and
+    checks the cut before it, and halving takes over when a guess misses: the answer is the
+    binary search's, in a few builds instead of one per halving of every cut.
+    """
+    floors = list(floors) if floors is not None else [0] * len(cuts)
+    lo, hi = bisect_floor(floors, target), len(cuts) - 1
     found: int | None = None
     builds = 0
+    probe: int | None = lo  # the first cut that can fit: it does when its summary is small
+    guesses = 2  # misses guessed again from the summary's size before halving takes over
+    stepped_back = False
     while lo <= hi and builds < budget:
-        mid = (lo + hi) // 2
+        mid = (lo + hi) // 2 if probe is None else min(hi, max(lo, probe))
         built = build(cuts[mid])
         builds += 1
         if built is not None and built.tokens() <= target:
-            found = cuts[mid]
-            hi = mid - 1
+            found, hi = cuts[mid], mid - 1
+            # the cut just before: when it does not fit, this one is the answer
+            probe = None if stepped_back else hi
+            stepped_back = True
+            continue
+        lo = mid + 1
+        stepped_back = False
+        if built is not None and guesses > 0:
+            guesses -= 1
+            probe = bisect_floor(floors, target - (built.tokens() - floors[mid]))
+        else:
+            probe = None
+    return found
+
+
+def bisect_floor(floors: Sequence[int], limit: int) -> int:
+    """The first index whose floor is at most `limit` (floors never rise); len when none is."""
+    lo, hi = 0, len(floors)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if floors[mid] <= limit:
+            hi = mid
         else:
             lo = mid + 1
-    return found
+    return lo
