@@ -315,7 +315,8 @@ def real_transcripts(root: Path | None, min_tokens: int = 0) -> list[Transcript]
 def real_chain(tokens: int, root: Path | None = None) -> Transcript | None:
     """A long real log: the real transcripts under `root` (all of them, in path order, again
     from the first when they run out) chained into one session of about `tokens` tokens, as if
-    one agent had done all that work; ids are prefixed per copy so calls pair as they did.
+    one agent had done all that work; ids are prefixed per log and copy, so every unit keeps an
+    id of its own and calls pair as they did.
     None when there are no real transcripts."""
     from ctxkit.model import ToolCall
     from ctxkit.tokens import count_units
@@ -328,8 +329,8 @@ def real_chain(tokens: int, root: Path | None = None) -> Transcript | None:
     total = 0
     copy = 0
     while total < tokens:
-        for t in corpus:
-            prefix = f"c{copy}-"
+        for k, t in enumerate(corpus):
+            prefix = f"c{copy}.{k}-"
             for u in t.units:
                 if u.role == "system" and units:
                     continue  # one system prompt, the first log's
