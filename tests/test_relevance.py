@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxkit.embedders import EMBEDDERS, base, get_embedder, lexical, minilm
 from ctxkit.embedders.base import chunk_text
@@ -153,6 +157,43 @@ def test_terms_split_identifiers_and_drop_stopwords() -> None:
         "test",
         "login",
     ]
+
+
+@given(st.text(alphabet=st.sampled_from("aBz09_ .-/\n\tÉé测"), max_size=80))
+def test_term_counts_are_terms_counted(text: str) -> None:
+    """The ASCII fast path (a translation table and `str.split`) finds the regex's terms."""
+    word = re.compile(r"[^\W_]+")
+    expected = [w for w in (m.lower() for m in word.findall(text)) if w not in base._STOPWORDS]
+    assert base.terms(text) == expected
+    assert list(base.term_counts(text).items()) == list(Counter(expected).items())
+
+
+WORDS = "fix login test auth py error trace cake sugar flour the and module path".split()
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(WORDS), max_size=30).map(" ".join), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.lists(st.sampled_from(WORDS), max_size=300)), max_size=6),
+)
+def test_lexical_similarity_steps_equal_a_fresh_sum(texts: list[str], edits: list[tuple[int, list[str]]]) -> None:
+    """A chain of steps, each judged against the one before, gives the figures a fresh embedder
+    gives each pair alone (the sums moved from the last step's, not summed again)."""
+    lex = LexicalEmbedder()
+    before = list(texts)
+    for at, words in edits:
+        after = list(before)
+        if words:
+            after[at % len(after)] = " ".join(words)  # a shortened or rewritten text
+        else:
+            del after[at % len(after)]  # a dropped one
+        if not after:
+            break
+        stepped = lex.similarity(before, after)
+        assert stepped == pytest.approx(LexicalEmbedder().similarity(before, after), abs=2e-6)
+        assert lex.similarity(texts, after) == pytest.approx(
+            LexicalEmbedder().similarity(texts, after), abs=2e-6
+        )
+        before = after
 
 
 # --------------------------------------------------------------------------- chunking, coherence

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from operator import mul
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.embedders.base import chunk_text, normalise_rows, terms
+from ctxkit.embedders.base import CHUNK_WORDS, chunk_text, normalise_rows, term_counts, terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,8 +28,9 @@ class LexicalEmbedder:
     def __init__(self, *, model: str | None = None, cache: bool = True, **_: Any) -> None:
         # model and cache are accepted so every factory takes the same keywords
         self.stats = {"computed": 0, "cached": 0}
-        self._bow_memo: dict[str, list[tuple[str, float]]] = {}
-        self._total_memo: dict[tuple[str, ...], dict[str, float]] = {}
+        self._bags: dict[str, _Bag] = {}
+        self._term_counts: dict[str, Counter[str]] = {}
+        self._totals: list[_Totals] = []
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Hashed term-frequency vectors (LEXICAL_DIM wide), L2-normalised; zero rows for blank texts."""
@@ -45,7 +48,7 @@ class LexicalEmbedder:
     def scores(self, texts: Sequence[str], query: str) -> list[float]:
         """BM25 (k1 1.5, b 0.75) of each text against the query, divided by the best score."""
         query_terms = set(terms(query))
-        docs = [Counter(terms(t)) for t in texts]
+        docs = [self._counts(t) for t in texts]
         if not docs or not query_terms:
             return [0.0] * len(docs)
         n_docs = len(docs)
@@ -66,52 +69,118 @@ class LexicalEmbedder:
         best = max(raw)
         return [round(s / best, 6) if best > 0 else 0.0 for s in raw]
 
+    def _counts(self, text: str) -> Counter[str]:
+        """`term_counts` of a text, read once: relevance and coherence both ask for them."""
+        memo = self._term_counts
+        counts = memo.get(text)
+        if counts is None:
+            if len(memo) > BOW_MEMO_MAX_TEXTS:
+                memo.clear()
+            counts = memo[text] = term_counts(text)
+        return counts
+
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> float:
         """Cosine between the word-weighted mean bag-of-words vectors of the chunks of a and b."""
         return _cosine_sparse(self._mean_bow(a), self._mean_bow(b))
 
     def _mean_bow(self, texts: Sequence[str]) -> dict[str, float]:
-        """Mean of the L2-normalised term-count vectors of every chunk, weighted by chunk
-        words; each text's weighted terms are kept, since a compaction compares the transcript
-        before and after every step and most of its texts are the same each time."""
-        # a chain judges each step against the one before: the same texts are summed twice
+        """Sum of the L2-normalised term-count vectors of every chunk, weighted by chunk words
+        (the mean's direction, which is all a cosine sees).
+
+        A compaction compares the transcript before and after every step, and a step changes a
+        few of its texts: the sum is the last one's, less the texts that left and plus those
+        that came (`_Totals`), each text's weighted terms read once (`_bags`). The figure is the
+        sum's, whatever the order its texts were added in, to the last bits of a float.
+        """
         key = tuple(texts)
-        done = self._total_memo.get(key)
-        if done is not None:
-            return done
-        memo = self._bow_memo
-        if len(memo) > BOW_MEMO_MAX_TEXTS:
-            memo.clear()
-        total: dict[str, float] = {}
-        get = total.get
-        for text in texts:
-            parts = memo.get(text)
-            if parts is None:
-                parts = memo[text] = _weighted_terms(text)
-            # the additions in text, chunk and term order, as without the memo: the same floats
-            for term, value in parts:
-                total[term] = get(term, 0.0) + value
-        if len(self._total_memo) >= TOTAL_MEMO_MAX:
-            self._total_memo.pop(next(iter(self._total_memo)))
-        self._total_memo[key] = total
-        return total
+        for totals in self._totals:
+            if totals.key == key:
+                return totals.sums
+        bags = self._bags
+        if len(bags) > BOW_MEMO_MAX_TEXTS:
+            bags.clear()
+        found = _Totals.nearest(self._totals, key)
+        bag_of = partial(_bag_of, bags=bags, counts=self._counts)
+        totals = found.moved_to(key, bag_of) if found is not None else _Totals.of(key, bag_of)
+        if len(self._totals) >= TOTAL_MEMO_MAX:
+            self._totals.pop(0)
+        self._totals.append(totals)
+        return totals.sums
 
 
 BOW_MEMO_MAX_TEXTS = 100_000
-TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last step's result
+TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last steps' results
+
+# A text's chunks as (term counts, weight / norm): its vector is weight * count / norm per term.
+_Bag = list[tuple[dict[str, int], float, float]]
 
 
-def _weighted_terms(text: str) -> list[tuple[str, float]]:
-    """(term, chunk words * count / norm) for each term of each chunk of `text`, in order."""
-    out: list[tuple[str, float]] = []
-    for chunk in chunk_text(text):
-        counts = Counter(terms(chunk))
-        norm = math.sqrt(sum(c * c for c in counts.values()))
-        if not norm:
+def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
+    """Each chunk of `text` as (term counts, chunk words, L2 norm of the counts)."""
+    out: _Bag = []
+    words = text.split()
+    chunks = [text] if len(words) <= CHUNK_WORDS else chunk_text(text)
+    for chunk in chunks:
+        counts = counts_of(chunk) if len(chunks) == 1 else term_counts(chunk)
+        if not counts:
             continue
-        weight = len(chunk.split())
-        out.extend((term, weight * count / norm) for term, count in counts.items())
+        norm = math.sqrt(sum(map(mul, counts.values(), counts.values())))
+        weight = len(words) if len(chunks) == 1 else len(chunk.split())
+        out.append((counts, float(weight), norm))
     return out
+
+
+class _Totals:
+    """One list of texts and the sum of their vectors, kept to reach the next list from."""
+
+    __slots__ = ("key", "sums", "texts")
+
+    def __init__(self, key: tuple[str, ...], sums: dict[str, float], texts: Counter[str]):
+        self.key, self.sums, self.texts = key, sums, texts
+
+    @classmethod
+    def of(cls, key: tuple[str, ...], bag_of: Callable[[str], _Bag]) -> _Totals:
+        sums: dict[str, float] = {}
+        for text in key:
+            _add(sums, bag_of(text), 1.0)
+        return cls(key, sums, Counter(key))
+
+    @staticmethod
+    def nearest(kept: Sequence[_Totals], key: tuple[str, ...]) -> _Totals | None:
+        """The kept sum that is nearest `key` by length, when a diff from it is worth it."""
+        best = min(kept, key=lambda t: abs(len(t.key) - len(key)), default=None)
+        if best is None or abs(len(best.key) - len(key)) > len(key) // 2:
+            return None
+        return best
+
+    def moved_to(self, key: tuple[str, ...], bag_of: Callable[[str], _Bag]) -> _Totals:
+        """The sum over `key` from this one: the texts that left taken out, those that came
+        added (a diff of the two lists as multisets)."""
+        texts = Counter(key)
+        gone = self.texts - texts
+        came = texts - self.texts
+        if sum(gone.values()) + sum(came.values()) > len(key):
+            return _Totals.of(key, bag_of)
+        sums = dict(self.sums)
+        for text, n in gone.items():
+            _add(sums, bag_of(text), -float(n))
+        for text, n in came.items():
+            _add(sums, bag_of(text), float(n))
+        return _Totals(key, sums, texts)
+
+
+def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], Counter[str]]) -> _Bag:
+    bag = bags.get(text)
+    if bag is None:
+        bag = bags[text] = _bag(text, counts)
+    return bag
+
+
+def _add(sums: dict[str, float], bag: _Bag, times: float) -> None:
+    get = sums.get
+    for counts, weight, norm in bag:
+        for term, count in counts.items():
+            sums[term] = get(term, 0.0) + times * (weight * count / norm)
 
 
 def _cosine_sparse(x: dict[str, float], y: dict[str, float]) -> float:
