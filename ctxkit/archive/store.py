@@ -271,6 +271,11 @@ def _transcript_unit_record(t: Transcript, u: Unit) -> dict[str, Any]:
     return d
 
 
+def _keyed_record(unit: Unit) -> dict[str, Any]:
+    """A unit's stored record as its key sees it: the token count left out."""
+    return packing.stored({**_unit_record(unit), "tokenCount": None})
+
+
 def _unit_key(data: bytes) -> bytes:
     """What tells an archived unit that is its original's unit from one that is not: a digest
     of its stored JSON, the token count left out."""
@@ -495,9 +500,9 @@ class Archive:
         self.created = False
         self.layout = int(SCHEMA_VERSION)  # of the file: 1 for an old archive read as it is
         self._stored_texts: set[bytes] = set()  # digests known to be in `texts`
-        # unit id -> (position, unit key) of each original stored by this Archive, by key: an
-        # archived unit equal to its original's is stored as a position in it
-        self._originals: dict[str, dict[str, tuple[int, bytes]]] = {}
+        # unit id -> (position, unit key, the unit) of each original stored by this Archive, by
+        # key: an archived unit equal to its original's is stored as a position in it
+        self._originals: dict[str, dict[str, tuple[int, bytes, Unit]]] = {}
         self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
         self._refs: dict[str, tuple[Any, ...]] = {}  # ref -> (scope, unit id, content key) seen
         # (scope, unit id, content) -> its ref, for units found stored: a chain checks every
@@ -868,17 +873,16 @@ class Archive:
         last_accessed: str | None = None,
         access_count: int = 0,
     ) -> None:
-        record = packing.stored({**_unit_record(unit), "tokenCount": None})
-        data, moved = packing.unit_json(record)
         original = self._originals.get(transcript_id, {}).get(unit.id)
         position: int | None = None
         packed: bytes | None = None
-        if original is not None and original[1] == _unit_key(data) and tokens == unit.tokens:
+        if original is not None and tokens == unit.tokens and (
+            original[2] is unit  # the original's unit itself: units are never changed in place
+            or original[1] == _unit_key(packing.unit_json(_keyed_record(unit))[0])
+        ):
             position = original[0]  # the original's unit: named, not stored again
         else:
-            if unit.tokens is not None:
-                record = packing.stored(_unit_record(unit))
-                data, moved = packing.unit_json(record)
+            data, moved = packing.unit_json(packing.stored(_unit_record(unit)))
             packed = packing.pack(data, marked=bool(moved))
             self._put_texts(moved or {})
         key = packing.digest(unit.content)
@@ -970,7 +974,7 @@ class Archive:
         )
         self._decoded.pop(key, None)
         positions = enumerate(zip(t.units, keys, strict=True))
-        self._originals[key] = {u.id: (i, k) for i, (u, k) in positions}
+        self._originals[key] = {u.id: (i, k, u) for i, (u, k) in positions}
 
     def _unlink(self, key: str) -> None:
         """Store whole the archived units that name a position in the original stored under
