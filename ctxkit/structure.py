@@ -34,11 +34,41 @@ block boundaries, which is what `safe_cut_points` returns.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ctxkit.model import Transcript, Unit
+
+_T = TypeVar("_T")
+MEMO_MAX = 16  # unit sequences whose structure is kept: a chain's states, its original
+
+
+def _by_identity(fn: Callable[..., _T]) -> Callable[..., _T]:
+    """`fn(units, *args)` read once per tuple of units: a compaction asks for the blocks, turns
+    and protected units of each state many times (every strategy, every check), and a state's
+    units are a tuple no one changes. A list is read afresh every time (it may change). The
+    answer is shared: callers never change what these functions return in place."""
+    memo: OrderedDict[tuple[int, tuple[Any, ...]], tuple[Sequence[Unit], _T]] = OrderedDict()
+
+    @functools.wraps(fn)
+    def read(units: Sequence[Unit], *args: Any) -> _T:
+        if type(units) is not tuple:
+            return fn(units, *args)
+        key = (id(units), args)
+        hit = memo.get(key)
+        if hit is not None and hit[0] is units:
+            return hit[1]
+        out = fn(units, *args)
+        memo[key] = (units, out)
+        if len(memo) > MEMO_MAX:
+            memo.popitem(last=False)
+        return out
+
+    return read
 
 # kind -> (severity, meaning); severities: error, warning, info
 KINDS: dict[str, tuple[str, str]] = {
@@ -128,23 +158,33 @@ def is_request(u: Unit) -> bool:
 def request_indices(units: Sequence[Unit]) -> list[int]:
     """Indices of the user's own requests (`is_request`); the harness's user messages only when
     the user wrote none."""
-    return [i for i, u in enumerate(units) if is_request(u)] or [
+    return list(_request_indices(units))
+
+
+@_by_identity
+def _request_indices(units: Sequence[Unit]) -> tuple[int, ...]:
+    return tuple([i for i, u in enumerate(units) if is_request(u)]) or tuple(
         i for i, u in enumerate(units) if is_user_request(u)
-    ]
+    )
 
 
 def turns(units: Sequence[Unit]) -> list[Turn]:
     """Split units into turns at each user request; leading units form turn -1 (preamble)."""
+    return list(_turns(units))
+
+
+@_by_identity
+def _turns(units: Sequence[Unit]) -> tuple[Turn, ...]:
     starts = [i for i, u in enumerate(units) if is_user_request(u)]
     out: list[Turn] = []
     if not units:
-        return out
+        return ()
     if not starts or starts[0] > 0:
         out.append(Turn(-1, 0, starts[0] if starts else len(units)))
     for k, start in enumerate(starts):
         end = starts[k + 1] if k + 1 < len(starts) else len(units)
         out.append(Turn(k, start, end))
-    return out
+    return tuple(out)
 
 
 @dataclass
@@ -162,6 +202,7 @@ class _Scan:
     unanswered: list[tuple[int, str]] = field(default_factory=list)  # call index, id
 
 
+@_by_identity
 def _scan(units: Sequence[Unit]) -> _Scan:
     """Pair each result with the latest call of its id before it.
 
@@ -227,6 +268,11 @@ def _spans(units: Sequence[Unit]) -> list[tuple[int, int]]:
 
 def blocks(units: Sequence[Unit]) -> list[tuple[int, int]]:
     """Atomic [start, end) spans covering all units; a span never splits a call from its result."""
+    return list(_blocks(units))
+
+
+@_by_identity
+def _blocks(units: Sequence[Unit]) -> tuple[tuple[int, int], ...]:
     n = len(units)
     # reach[i]: the furthest index that must stay with a span starting at or before i.
     reach = list(range(n))
@@ -241,12 +287,12 @@ def blocks(units: Sequence[Unit]) -> list[tuple[int, int]]:
         if furthest == i:
             out.append((start, i + 1))
             start = i + 1
-    return out
+    return tuple(out)
 
 
 def safe_cut_points(units: Sequence[Unit]) -> list[int]:
     """Indices i in 0..len(units) where units[:i] and units[i:] split no call from its result."""
-    return [0] + [end for _, end in blocks(units)]
+    return [0] + [end for _, end in _blocks(units)]
 
 
 def _as_units(t: Transcript | Sequence[Unit]) -> Sequence[Unit]:
@@ -388,12 +434,7 @@ def pairs_intact(before: Sequence[Unit], after: Sequence[Unit]) -> list[Problem]
     A call that was pending in `before` (no result there either) may stay pending in `after`,
     and a result that was an orphan in `before` may stay one. Placeholders that replace a result must keep its `tool_call_id`, so they count as results.
     """
-    scan_before = _scan(before)
-    answered_before = {
-        (before[ci].id, before[ri].tool_call_id) for ci, ri in scan_before.links if ci < ri
-    }
-    # a result that was already an orphan in `before` is not the compaction's doing
-    orphans_before = {(before[i].id, cid) for i, cid, _ in scan_before.orphans}
+    answered_before, orphans_before = _pairing(before)
     scan = _scan(after)
     problems: list[Problem] = []
     for i, cid, later in scan.orphans:
@@ -411,6 +452,17 @@ def pairs_intact(before: Sequence[Unit], after: Sequence[Unit]) -> list[Problem]
     return problems
 
 
+@_by_identity
+def _pairing(units: Sequence[Unit]) -> tuple[frozenset[tuple[str, str | None]], frozenset[tuple[str, str]]]:
+    """(call unit id, call id) of each call answered in order, and (unit id, call id) of each
+    result that is an orphan: what `pairs_intact` holds a compacted transcript against."""
+    scan = _scan(units)
+    answered = frozenset((units[ci].id, units[ri].tool_call_id) for ci, ri in scan.links if ci < ri)
+    # a result that was already an orphan in the original is not the compaction's doing
+    orphans = frozenset((units[i].id, cid) for i, cid, _ in scan.orphans)
+    return answered, orphans
+
+
 def protected_indices(units: Sequence[Unit], *, in_recovery: bool = False) -> set[int]:
     """Indices that must survive compaction verbatim: system units, the first and last requests
     the user wrote (`is_request`), P1 units, and every unit of the atomic block (call + results) that holds one.
@@ -418,17 +470,22 @@ def protected_indices(units: Sequence[Unit], *, in_recovery: bool = False) -> se
     In recovery only the system units and the last user request are protected: recovery may
     move P1 units to the archive (the handover names them).
     """
+    return set(_protected(units, in_recovery))
+
+
+@_by_identity
+def _protected(units: Sequence[Unit], in_recovery: bool) -> frozenset[int]:
     keep: set[int] = {i for i, u in enumerate(units) if u.role == "system"}
     # the user's own requests; harness notes (Codex's environment block, OpenHands' runtime
     # information) only when the user wrote none
-    requests = request_indices(units)
+    requests = _request_indices(units)
     if requests:
         keep.add(requests[-1])
         if not in_recovery:
             keep.add(requests[0])
     if not in_recovery:
         keep.update(i for i, u in enumerate(units) if u.is_p1)
-    for start, end in blocks(list(units)):
+    for start, end in _blocks(units):
         if end - start > 1 and any(i in keep for i in range(start, end)):
             keep.update(range(start, end))
-    return keep
+    return frozenset(keep)

@@ -100,7 +100,7 @@ class _Run:
     before: TranscriptCount
     fixed: int  # the unlogged region: a fixed region the units are fitted around
     tools: list[dict[str, Any]]
-    original: list[Unit]
+    original: tuple[Unit, ...]
     ctx: Context
     goal: int
     goal_note: str = ""
@@ -184,7 +184,7 @@ def _begin(
         transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
     ).unlogged
     tools = add_tools(transcript.tools, settings.added_tools)
-    original = list(transcript.units)
+    original = tuple(transcript.units)  # a tuple: its structure is read once (`structure`)
     if query is None:
         from ctxkit.embedders.relevance import task_query
 

@@ -47,7 +47,7 @@ def removable_blocks(state: State, keep: set[int]) -> list[tuple[int, int]]:
     refs of their own); the last block always stays, so the conversation ends where it did."""
     from ctxkit.structure import blocks
 
-    all_blocks = blocks(list(state.units))
+    all_blocks = blocks(state.units)
     out = []
     for start, end in all_blocks[:-1]:
         if any(i in keep for i in range(start, end)):

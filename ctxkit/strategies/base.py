@@ -170,7 +170,7 @@ def last_action(state: State) -> set[int]:
     for i in range(len(units) - 1, -1, -1):
         u = units[i]
         if u.tool_calls:
-            for start, end in blocks(list(units)):
+            for start, end in blocks(units):
                 if start <= i < end:
                     return set(range(start, end))
             return {i}

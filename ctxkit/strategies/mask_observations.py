@@ -65,7 +65,7 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
 
     p = merged(DEFAULTS, params)
     keep_last = max(0, int(p["keep_last_turns"]))
-    all_turns = [t for t in turns(list(state.units)) if not t.is_preamble]
+    all_turns = [t for t in turns(state.units) if not t.is_preamble]
     if keep_last == 0:
         cutoff = len(state.units)
     elif len(all_turns) > keep_last:

@@ -59,7 +59,7 @@ def prioritize_recent(state: State, params: Mapping[str, Any]) -> State | None:
     # the recent tail: whole blocks from the end until recent_bias of the units are covered
     want = math.ceil(recent_bias * len(units))
     recent_from = len(units)
-    for start, _end in reversed(blocks(list(units))):
+    for start, _end in reversed(blocks(units)):
         if len(units) - recent_from >= want:
             break
         recent_from = start

@@ -57,7 +57,7 @@ def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int
     a turn when no turn boundary covers at least half the share (one long turn)."""
     from ctxkit.structure import safe_cut_points, turns
 
-    units = list(state.units)
+    units = state.units
     safe = sorted(set(safe_cut_points(units)))
     starts = {t.start for t in turns(units)} | {len(units)}
 
@@ -230,7 +230,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         return make_ref(scope, unit)
 
     # The smallest span that reaches the goal: estimate from the tokens removed, then build.
-    cuts = [c for c in sorted(set(safe_cut_points(list(units)))) if first < c <= longest]
+    cuts = [c for c in sorted(set(safe_cut_points(units))) if first < c <= longest]
     if not cuts:
         return None
     # What stays after a cut is at least what the span does not hold: a cut whose rest alone
