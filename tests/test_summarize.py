@@ -88,6 +88,17 @@ def test_extractors() -> None:
     assert items[-1].startswith("unanswered: Also add a test for an empty export")
 
 
+@given(st.lists(st.sampled_from([
+    "TODO: wire the cli", "todo later", "- [ ] write docs", "  * [ ] ship", "we still need a test",
+    "Next step: rerun", "2 remaining", "remainingly", "TODOS", "plain line", "", "   ", "[ ]x",
+]), max_size=8).map("\n".join))
+def test_open_lines_are_the_lines_the_pattern_finds(text: str) -> None:
+    """The quick test for an ASCII text without open items gives the pattern's lines."""
+    from ctxkit.summarizers.extractive import _OPEN, _open_lines
+
+    assert _open_lines(text) == [ln for ln in text.splitlines() if _OPEN.search(ln)]
+
+
 def test_tight_budget_keeps_the_primary_request_and_the_files() -> None:
     text = summarize_extractive(session(), 80, tok=TOK)
     assert TOK.count(text) <= 80

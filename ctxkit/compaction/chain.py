@@ -193,6 +193,9 @@ def _begin(
     # already holds a different transcript of that name (choosing it takes the write lock).
     # Refs are made from the messages, not the id (the file name): same messages, same output.
     key = archive.key_for(transcript) if archive is not None else transcript.id
+    # one instance for relevance and every coherence of this run: the lexical one keeps each
+    # text's terms, and the final figure reads the texts the steps' judges read
+    embedder = settings.embedder if settings.embedder is not None else _default_embedder()
     ctx = Context(
         ref_scope=ref_scope(transcript),
         tokenizer=tok,
@@ -201,17 +204,14 @@ def _begin(
         transcript_id=key,
         query=query,
         tools=tuple(tools),
-        embedder=settings.embedder,
+        embedder=embedder,
         summarizer=settings.summarizer,
         seed=settings.options.seed,
         originals={u.id: u for u in original},
     )
-    # one instance for every coherence of this run: the lexical one keeps each text's terms,
-    # and the final figure reads the texts the steps' judges read
-    coherence_embedder = settings.embedder if settings.embedder is not None else _default_embedder()
     run = _Run(
         transcript, settings, archive, observe, started, before, fixed, tools, original, ctx,
-        goal, coherence_embedder=coherence_embedder,
+        goal, coherence_embedder=embedder,
     )
     run.notify(
         "detection",
