@@ -1172,6 +1172,56 @@ def test_long_texts_round_trip_through_the_packed_layout(unit: Unit) -> None:
         assert stored <= 2  # the content (and a long reasoning) once, however often it recurs
 
 
+@st.composite
+def mixed_records(draw: st.DrawFn) -> list[Unit]:
+    """Short units, units with long texts, and units holding what the writer must treat apart:
+    a NUL-led string, a float orjson cannot write (nan, inf), an integer past 64 bits."""
+    out: list[Unit] = []
+    for k in range(draw(st.integers(1, 6))):
+        u = draw(st.one_of(units(), units_with_long_texts()))
+        u.id = f"u{k}"
+        odd = draw(st.sampled_from([None, float("nan"), float("inf"), 2**70, "\x00x", "null"]))
+        if odd is not None:
+            u.raw = {"role": u.role, "odd": odd}
+        out.append(u)
+    return out
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(mixed_records())
+def test_records_written_together_read_back_as_each_alone(records: list[Unit]) -> None:
+    """Records without long texts are written in one call: the array is the one each record
+    written alone makes, and the transcript reads back whole."""
+    import math
+
+    from ctxkit.archive import packing
+    from ctxkit.archive.store import _unit_record
+
+    dicts = [packing.stored(_unit_record(u)) for u in records]
+    together, moved = packing.records_json(dicts)
+    alone = [packing.unit_json(d) for d in dicts]
+    if any(used is None for _, used in alone):
+        assert together is None  # a real NUL-led string: no markers anywhere
+    else:
+        assert together == b"[" + b",".join(data for data, _ in alone) + b"]"
+        assert moved == {k: v for _, used in alone for k, v in (used or {}).items()}
+    t = Transcript(units=records, id="t", source_format="units")
+    with Archive(":memory:") as a:
+        a.put_transcript(t)
+        back = a.original("t")
+    assert back is not None
+
+    def same(x: Any, y: Any) -> bool:  # nan is not nan's equal
+        if isinstance(x, float) and isinstance(y, float) and math.isnan(x):
+            return math.isnan(y)
+        if isinstance(x, dict) and isinstance(y, dict):
+            return x.keys() == y.keys() and all(same(x[k], y[k]) for k in x)
+        return bool(x == y)
+
+    assert [u.id for u in back.units] == [u.id for u in records]
+    assert all(same(_unit_record(a), _unit_record(b)) for a, b in zip(back.units, records, strict=True))
+
+
 def test_each_text_is_stored_once_and_compressed(tmp_path: Path) -> None:
     """An archived unit that is its original's unit is stored as its position in the original;
     a text long enough to outrun compression's window is stored once, apart, compressed."""

@@ -25,7 +25,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -71,12 +71,14 @@ def _stdlib(value: Any) -> bytes:
 def dumps(value: Any) -> tuple[bytes, Dumps]:
     """Compact JSON bytes of `value`, and the writer that made them (so a text inside is
     written the same way)."""
-    if _finite(value):  # orjson writes inf and nan as null
-        try:
-            return orjson.dumps(value), _orjson
-        except TypeError:  # orjson.JSONEncodeError: a huge integer, a lone surrogate, a date
-            pass
-    return _stdlib(value), _stdlib
+    try:
+        data = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: a huge integer, a lone surrogate, a date
+        return _stdlib(value), _stdlib
+    # orjson writes inf and nan as null: where it wrote no null there was none (no walk)
+    if b"null" in data and not _finite(value):
+        return _stdlib(value), _stdlib
+    return data, _orjson
 
 
 def _finite(value: Any, _float: type = float, _dict: type = dict, _list: type = list) -> bool:
@@ -185,6 +187,41 @@ def unit_json(record: dict[str, Any]) -> tuple[bytes, dict[bytes, str] | None]:
     if data.count(_NUL_STRING) != placed:
         return dumps(record)[0], None
     return data, used
+
+
+def records_json(records: Sequence[dict[str, Any]]) -> tuple[bytes | None, dict[bytes, str]]:
+    """A JSON array of unit records, each as `unit_json` writes it (long texts by marker), and
+    the texts moved, by digest; (None, {}) when a record holds a real string that starts with
+    NUL. Records without long texts are written together, in one call (a transcript of many
+    short messages spent most of its packing time calling the writer once a record)."""
+    parts: list[bytes] = []
+    moved: dict[bytes, str] = {}
+    plain: list[dict[str, Any]] = []
+
+    def flush() -> bool:
+        if plain:
+            data, writer = dumps(plain)
+            if holds_nul_string(data):
+                return False
+            if writer is _orjson:
+                parts.append(data[1:-1])
+            else:  # a record the standard library writes: each written as it would be alone
+                parts.extend(dumps(record)[0] for record in plain)
+            plain.clear()
+        return True
+
+    for record in records:
+        if not long_texts(record):
+            plain.append(record)
+            continue
+        data, used = unit_json(record)
+        if used is None or not flush():
+            return None, {}
+        parts.append(data)
+        moved.update(used)
+    if not flush():
+        return None, {}
+    return b"[" + b",".join(parts) + b"]", moved
 
 
 def pack(data: bytes, marked: bool) -> bytes:

@@ -272,20 +272,18 @@ def _transcript_unit_record(t: Transcript, u: Unit) -> dict[str, Any]:
 
 
 def _keyed_record(unit: Unit) -> dict[str, Any]:
-    """A unit's stored record as its key sees it: the token count left out."""
+    """A unit's stored record as a comparison sees it: the token count left out."""
     return packing.stored({**_unit_record(unit), "tokenCount": None})
 
 
-def _unit_key(data: bytes) -> bytes:
-    """What tells an archived unit that is its original's unit from one that is not: a digest
-    of its stored JSON, the token count left out."""
-    return hashlib.sha256(data).digest()[:16]
+def _same_record(a: Unit, b: Unit) -> bool:
+    """True when the two units store as the same record, their token counts aside."""
+    return a is b or packing.unit_json(_keyed_record(a))[0] == packing.unit_json(_keyed_record(b))[0]
 
 
-def pack_transcript(t: Transcript) -> tuple[bytes, dict[bytes, str], list[bytes]]:
-    """The transcript whole as the archive stores it (`archive.packing`), the long texts its
-    record names by digest, and each unit's key (`_unit_key`): what `transcript_to_json` holds,
-    packed."""
+def pack_transcript(t: Transcript) -> tuple[bytes, dict[bytes, str]]:
+    """The transcript whole as the archive stores it (`archive.packing`) and the long texts its
+    record names by digest: what `transcript_to_json` holds, packed."""
     header = {
         "id": t.id,
         "source_format": t.source_format,
@@ -305,24 +303,19 @@ def pack_transcript(t: Transcript) -> tuple[bytes, dict[bytes, str], list[bytes]
         moved[packing.digest(text)] = text
     head = packing.dumps(header)[0]
     records = [packing.stored(_transcript_unit_record(t, u)) for u in t.units]
-    parts = []
+    units: bytes | None = None
     # a marker must be the only kind of string that starts with NUL anywhere in the record
     if head.count(b'"\\u0000') == len(moved):  # no string but the tools' marker starts with NUL
-        for record in records:
-            data, used = packing.unit_json(record)
-            if used is None:
-                break
-            parts.append(data)
+        units, used = packing.records_json(records)
+        if units is not None:
             moved.update(used)
-    if len(parts) < len(records):
+    if units is None:
         header["tools"] = t.tools
         head = packing.dumps(header)[0]
-        parts = [packing.dumps(record)[0] for record in records]
+        units = b"[" + b",".join(packing.dumps(record)[0] for record in records) + b"]"
         moved = {}
-    body = b'{"t":' + head + b',"u":[' + b",".join(parts) + b"]}"
-    if t.source_format == "units":  # the key leaves the token count out, as for archived units
-        parts = [packing.unit_json(packing.stored({**r, "tokenCount": None}))[0] for r in records]
-    return packing.pack(body, marked=bool(moved)), moved, [_unit_key(p) for p in parts]
+    body = b'{"t":' + head + b',"u":' + units + b"}"
+    return packing.pack(body, marked=bool(moved)), moved
 
 
 def unpack_transcript(blob: bytes, text_of: Any) -> Transcript:
@@ -500,9 +493,9 @@ class Archive:
         self.created = False
         self.layout = int(SCHEMA_VERSION)  # of the file: 1 for an old archive read as it is
         self._stored_texts: set[bytes] = set()  # digests known to be in `texts`
-        # unit id -> (position, unit key, the unit) of each original stored by this Archive, by
-        # key: an archived unit equal to its original's is stored as a position in it
-        self._originals: dict[str, dict[str, tuple[int, bytes, Unit]]] = {}
+        # unit id -> (position, unit) of each original stored by this Archive, by key: an
+        # archived unit equal to its original's is stored as a position in it
+        self._originals: dict[str, dict[str, tuple[int, Unit]]] = {}
         self._decoded: dict[str, builtins.list[dict[str, Any]]] = {}  # the last originals read
         self._refs: dict[str, tuple[Any, ...]] = {}  # ref -> (scope, unit id, content key) seen
         # (scope, unit id, content) -> its ref, for units found stored: a chain checks every
@@ -876,10 +869,8 @@ class Archive:
         original = self._originals.get(transcript_id, {}).get(unit.id)
         position: int | None = None
         packed: bytes | None = None
-        if original is not None and tokens == unit.tokens and (
-            original[2] is unit  # the original's unit itself: units are never changed in place
-            or original[1] == _unit_key(packing.unit_json(_keyed_record(unit))[0])
-        ):
+        # the original's unit itself (units are never changed in place), or one equal to it
+        if original is not None and tokens == unit.tokens and _same_record(original[1], unit):
             position = original[0]  # the original's unit: named, not stored again
         else:
             data, moved = packing.unit_json(packing.stored(_unit_record(unit)))
@@ -963,7 +954,7 @@ class Archive:
     def _insert_transcript(
         self, t: Transcript, key: str, units: int, last_request: str, created: str
     ) -> None:
-        packed, moved, keys = pack_transcript(t)
+        packed, moved = pack_transcript(t)
         self._put_texts(moved)
         self._write(
             "INSERT INTO transcripts (transcript_id, record, units, last_request, created) "
@@ -973,8 +964,7 @@ class Archive:
             (key, packed, units, last_request, created),
         )
         self._decoded.pop(key, None)
-        positions = enumerate(zip(t.units, keys, strict=True))
-        self._originals[key] = {u.id: (i, k, u) for i, (u, k) in positions}
+        self._originals[key] = {u.id: (i, u) for i, u in enumerate(t.units)}
 
     def _unlink(self, key: str) -> None:
         """Store whole the archived units that name a position in the original stored under
