@@ -163,9 +163,15 @@ def request_indices(units: Sequence[Unit]) -> list[int]:
 
 @_by_identity
 def _request_indices(units: Sequence[Unit]) -> tuple[int, ...]:
-    return tuple([i for i, u in enumerate(units) if is_request(u)]) or tuple(
+    return own_request_indices(units) or tuple(
         i for i, u in enumerate(units) if is_user_request(u)
     )
+
+
+@_by_identity
+def own_request_indices(units: Sequence[Unit]) -> tuple[int, ...]:
+    """Indices of the user's own requests (`is_request`), none when the user wrote none."""
+    return tuple(i for i, u in enumerate(units) if is_request(u))
 
 
 def turns(units: Sequence[Unit]) -> list[Turn]:

@@ -13,6 +13,7 @@ is settled by `compaction.arrange` once the chain is done.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
@@ -127,18 +128,20 @@ def _quoted(
     """(id, text) of the user messages a summary quotes word for word: those of the span and
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
-    from ctxkit.facts import unit_facts
+    from ctxkit.structure import own_request_indices
     from ctxkit.summarizers.extractive import newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
-        # a unit's request text is read once per process (`facts.unit_facts`): not per probe
-        return [(units[i].id, units[i].content) for i in indices if unit_facts(units[i]).request]
+        return [(units[i].id, units[i].content) for i in indices]
 
+    # the state's requests are found once (`structure`), not once per unit per probe
+    asked = own_request_indices(units)
+    at = bisect.bisect_left(asked, gone[0])
     gone_set = set(gone)
-    earlier = requests([i for i in range(first, cut) if i < gone[0]])
+    earlier = requests(asked[bisect.bisect_left(asked, first) : at])
     carried = [(str(q[0]), str(q[1])) for u in previous for q in u.meta.get("verbatim", ())]
-    span = requests(gone)
-    later = requests([i for i in range(gone[0], len(units)) if i not in gone_set])
+    span = requests([i for i in asked[at:] if i in gone_set])
+    later = requests([i for i in asked[at:] if i not in gone_set])
     sequence = [*earlier, *carried, *span, *later]
     tok = state.ctx.tokenizer
     chosen = set(newest_within([tok.count(text) for _, text in sequence], user_message_budget(state.target)))
@@ -168,6 +171,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     keep = protected(state) | last_action(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
+    texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
+
     def build(cut: int, refs_of: Any, check: bool = False) -> State | None:
         span = range(first, cut)
         gone = [i for i in span if i not in keep]
@@ -181,13 +186,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         # (the error line, the file it showed) were cut from the shortened text, not from the log
         body = [state.ctx.original(units[i]) for i in gone
                 if units[i].type != "summary" and units[i].id not in quoted_ids]
-        summarizer = state.ctx.summarizer
-        if summarizer is None:
-            from ctxkit.summarizers.extractive import summarize_extractive
+        text = texts.get(cut)
+        if text is None:  # the search's summary of this span is the one kept: made once
+            summarizer = state.ctx.summarizer
+            if summarizer is None:
+                from ctxkit.summarizers.extractive import summarize_extractive
 
-            text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
-        else:
-            text = summarizer(body, length, previous_text)
+                text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
+            else:
+                text = summarizer(body, length, previous_text)
+            texts[cut] = text
         refs = [refs_of(units[i]) for i in gone]
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))

@@ -365,12 +365,13 @@ def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None)
     return items
 
 
-def next_step(units: Sequence[Unit]) -> list[str]:
-    """The step the units end on: a todo in progress, else a request nothing answered yet."""
+def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list[str]:
+    """The step the units end on: a todo in progress, else a request nothing answered yet
+    (`items`: the units' `open_items`, when the caller has them)."""
     doing = [t for t in _todo_items(units) if t.startswith("[in_progress]")]
     if doing:
         return [doing[0].removeprefix("[in_progress] ")]
-    unanswered = [t for t in open_items(units) if t.startswith("unanswered: ")]
+    unanswered = [t for t in (open_items(units) if items is None else items) if t.startswith("unanswered: ")]
     return [unanswered[-1].removeprefix("unanswered: ")] if unanswered else []
 
 
@@ -631,7 +632,8 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
     errors = list(dict.fromkeys(errors))
     done = _action_lines(actions)
     notes = narration(units)
-    todos = [t for t in open_items(units) if not t.startswith("unanswered: ")]
+    items = open_items(units)
+    todos = [t for t in items if not t.startswith("unanswered: ")]
     return [
         Section("Files and code", file_items, first=12, preference=file_pref),
         Section("Errors and fixes", errors, first=4, preference=_newest_first(len(errors))),
@@ -639,7 +641,7 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
         Section("Commands run", done, first=2, preference=_newest_first(len(done))),
         Section("Pending tasks", todos, first=6),
         Section("Current work", current_work(units, actions), first=2),
-        Section("Next step", next_step(units), first=1),
+        Section("Next step", next_step(units, items), first=1),
     ]
 
 
