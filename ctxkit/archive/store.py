@@ -160,9 +160,8 @@ def ref_scope(t: Transcript) -> str:
     output depend on the name. Two transcripts alike in everything (messages, source records,
     envelope, tools) but their names share refs, and the archived units too.
     """
-    doc = t.to_dict()
+    doc = t.replace(units=[]).to_dict()  # the units' records are made below
     doc.pop("id", None)
-    doc["units"] = []
     for u in t.units:
         d = _unit_record(u)
         d["tokenCount"] = None  # a count made on the way, not part of the message

@@ -81,7 +81,11 @@ class LexicalEmbedder:
 
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> float:
         """Cosine between the word-weighted mean bag-of-words vectors of the chunks of a and b."""
-        return _cosine_sparse(self._mean_bow(a), self._mean_bow(b))
+        ka, kb = tuple(a), tuple(b)
+        if ka and kb and self._found(ka) is None and self._found(kb) is None:
+            # a first step: the texts both sides share are summed once, for both
+            self._keep(*_Totals.pair(ka, kb, self._bag_of()))
+        return _cosine_sparse(self._mean_bow(ka), self._mean_bow(kb))
 
     def _mean_bow(self, texts: Sequence[str]) -> dict[str, float]:
         """Sum of the L2-normalised term-count vectors of every chunk, weighted by chunk words
@@ -93,19 +97,27 @@ class LexicalEmbedder:
         sum's, whatever the order its texts were added in, to the last bits of a float.
         """
         key = tuple(texts)
-        for totals in self._totals:
-            if totals.key == key:
-                return totals.sums
-        bags = self._bags
-        if len(bags) > BOW_MEMO_MAX_TEXTS:
-            bags.clear()
-        found = _Totals.nearest(self._totals, key)
-        bag_of = partial(_bag_of, bags=bags, counts=self._counts)
-        totals = found.moved_to(key, bag_of) if found is not None else _Totals.of(key, bag_of)
-        if len(self._totals) >= TOTAL_MEMO_MAX:
-            self._totals.pop(0)
-        self._totals.append(totals)
+        totals = self._found(key)
+        if totals is None:
+            found = _Totals.nearest(self._totals, key)
+            bag_of = self._bag_of()
+            totals = found.moved_to(key, bag_of) if found is not None else _Totals.of(key, bag_of)
+            self._keep(totals)
         return totals.sums
+
+    def _found(self, key: tuple[str, ...]) -> _Totals | None:
+        return next((t for t in self._totals if t.key == key), None)
+
+    def _keep(self, *totals: _Totals) -> None:
+        for t in totals:
+            if len(self._totals) >= TOTAL_MEMO_MAX:
+                self._totals.pop(0)
+            self._totals.append(t)
+
+    def _bag_of(self) -> Callable[[str], _Bag]:
+        if len(self._bags) > BOW_MEMO_MAX_TEXTS:
+            self._bags.clear()
+        return partial(_bag_of, bags=self._bags, counts=self._counts)
 
 
 BOW_MEMO_MAX_TEXTS = 100_000
@@ -144,6 +156,24 @@ class _Totals:
         for text in key:
             _add(sums, bag_of(text), 1.0)
         return cls(key, sums, Counter(key))
+
+    @classmethod
+    def pair(
+        cls, a: tuple[str, ...], b: tuple[str, ...], bag_of: Callable[[str], _Bag]
+    ) -> tuple[_Totals, _Totals]:
+        """The sums over `a` and over `b`, what they share summed once."""
+        ca, cb = Counter(a), Counter(b)
+        common = ca & cb
+        shared: dict[str, float] = {}
+        for text, n in common.items():
+            _add(shared, bag_of(text), float(n))
+        out = []
+        for key, counts in ((a, ca), (b, cb)):
+            sums = dict(shared)
+            for text, n in (counts - common).items():
+                _add(sums, bag_of(text), float(n))
+            out.append(cls(key, sums, counts))
+        return out[0], out[1]
 
     @staticmethod
     def nearest(kept: Sequence[_Totals], key: tuple[str, ...]) -> _Totals | None:

@@ -274,8 +274,15 @@ def with_missing_facts(
     facts = P.span_facts(span)
     if not facts:
         return text
-    context = P.Context.of(Transcript(units=[Unit("s", "user", content=f"{text}\n{quotes}"), *rest]))
-    missing = [p for p in facts if not P.kept(p, context)]
+    # what the summary itself holds needs no look at the rest (the rest is most of a long
+    # context): only the facts it misses are looked for in the messages that stay
+    summary = Unit("s", "user", content=f"{text}\n{quotes}")
+    own = P.Context.of(Transcript(units=[summary]))
+    unsure = [p for p in facts if not P.kept(p, own)]
+    if not unsure:
+        return text
+    context = P.Context.of(Transcript(units=[summary, *rest]))
+    missing = [p for p in unsure if not P.kept(p, context)]
     if not missing:
         return text
     # what the next step most needs first: failures and changed files, then todos, then reads
