@@ -7,6 +7,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import repeat
 from operator import mul
 from typing import TYPE_CHECKING, Any
 
@@ -82,10 +83,11 @@ class LexicalEmbedder:
     def similarity(self, a: Sequence[str], b: Sequence[str]) -> float:
         """Cosine between the word-weighted mean bag-of-words vectors of the chunks of a and b."""
         ka, kb = tuple(a), tuple(b)
-        if ka and kb and self._found(ka) is None and self._found(kb) is None:
-            # a first step: the texts both sides share are summed once, for both
+        if ka and kb and not self._totals:
+            # the first pair: the texts both sides share are summed once, for both
             self._keep(*_Totals.pair(ka, kb, self._bag_of()))
-        return _cosine_sparse(self._mean_bow(ka), self._mean_bow(kb))
+        ta, tb = self._totals_of(ka), self._totals_of(kb)
+        return _cosine_sparse(ta.sums, tb.sums, ta.norm, tb.norm)
 
     def _mean_bow(self, texts: Sequence[str]) -> dict[str, float]:
         """Sum of the L2-normalised term-count vectors of every chunk, weighted by chunk words
@@ -93,17 +95,18 @@ class LexicalEmbedder:
 
         A compaction compares the transcript before and after every step, and a step changes a
         few of its texts: the sum is the last one's, less the texts that left and plus those
-        that came (`_Totals`), each text's weighted terms read once (`_bags`). The figure is the
-        sum's, whatever the order its texts were added in, to the last bits of a float.
+        that came (`_Totals.reached`), each text's weighted terms read once (`_bags`). The
+        figure is the sum's, whatever the order its texts were added in, to the last bits of a
+        float.
         """
-        key = tuple(texts)
+        return self._totals_of(tuple(texts)).sums
+
+    def _totals_of(self, key: tuple[str, ...]) -> _Totals:
         totals = self._found(key)
         if totals is None:
-            found = _Totals.nearest(self._totals, key)
-            bag_of = self._bag_of()
-            totals = found.moved_to(key, bag_of) if found is not None else _Totals.of(key, bag_of)
+            totals = _Totals.reached(self._totals, key, self._bag_of())
             self._keep(totals)
-        return totals.sums
+        return totals
 
     def _found(self, key: tuple[str, ...]) -> _Totals | None:
         return next((t for t in self._totals if t.key == key), None)
@@ -111,7 +114,8 @@ class LexicalEmbedder:
     def _keep(self, *totals: _Totals) -> None:
         for t in totals:
             if len(self._totals) >= TOTAL_MEMO_MAX:
-                self._totals.pop(0)
+                # the first sum stays: a compaction's original, which the final figure reads
+                self._totals.pop(1)
             self._totals.append(t)
 
     def _bag_of(self) -> Callable[[str], _Bag]:
@@ -145,17 +149,18 @@ def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
 class _Totals:
     """One list of texts and the sum of their vectors, kept to reach the next list from."""
 
-    __slots__ = ("key", "sums", "texts")
+    __slots__ = ("_norm", "key", "sums", "texts")
 
     def __init__(self, key: tuple[str, ...], sums: dict[str, float], texts: Counter[str]):
         self.key, self.sums, self.texts = key, sums, texts
+        self._norm: float | None = None
 
-    @classmethod
-    def of(cls, key: tuple[str, ...], bag_of: Callable[[str], _Bag]) -> _Totals:
-        sums: dict[str, float] = {}
-        for text in key:
-            _add(sums, bag_of(text), 1.0)
-        return cls(key, sums, Counter(key))
+    @property
+    def norm(self) -> float:
+        """The sum's L2 norm, made once (every step is judged against the one before)."""
+        if self._norm is None:
+            self._norm = _norm(self.sums)
+        return self._norm
 
     @classmethod
     def pair(
@@ -175,28 +180,31 @@ class _Totals:
             out.append(cls(key, sums, counts))
         return out[0], out[1]
 
-    @staticmethod
-    def nearest(kept: Sequence[_Totals], key: tuple[str, ...]) -> _Totals | None:
-        """The kept sum that is nearest `key` by length, when a diff from it is worth it."""
-        best = min(kept, key=lambda t: abs(len(t.key) - len(key)), default=None)
-        if best is None or abs(len(best.key) - len(key)) > len(key) // 2:
-            return None
-        return best
-
-    def moved_to(self, key: tuple[str, ...], bag_of: Callable[[str], _Bag]) -> _Totals:
-        """The sum over `key` from this one: the texts that left taken out, those that came
-        added (a diff of the two lists as multisets)."""
+    @classmethod
+    def reached(
+        cls, kept: Sequence[_Totals], key: tuple[str, ...], bag_of: Callable[[str], _Bag]
+    ) -> _Totals:
+        """The sum over `key`, moved from the kept sum it differs least from (the texts that
+        left taken out, those that came added), or made afresh when that is less work."""
         texts = Counter(key)
-        gone = self.texts - texts
-        came = texts - self.texts
-        if sum(gone.values()) + sum(came.values()) > len(key):
-            return _Totals.of(key, bag_of)
-        sums = dict(self.sums)
+        best: tuple[int, _Totals, Counter[str], Counter[str]] | None = None
+        for t in kept:
+            gone, came = t.texts - texts, texts - t.texts
+            work = sum(gone.values()) + sum(came.values())
+            if best is None or work < best[0]:
+                best = (work, t, gone, came)
+        if best is None or best[0] >= len(key):
+            sums: dict[str, float] = {}
+            for text in key:
+                _add(sums, bag_of(text), 1.0)
+            return cls(key, sums, texts)
+        _, base, gone, came = best
+        sums = dict(base.sums)
         for text, n in gone.items():
             _add(sums, bag_of(text), -float(n))
         for text, n in came.items():
             _add(sums, bag_of(text), float(n))
-        return _Totals(key, sums, texts)
+        return cls(key, sums, texts)
 
 
 def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], Counter[str]]) -> _Bag:
@@ -213,14 +221,23 @@ def _add(sums: dict[str, float], bag: _Bag, times: float) -> None:
             sums[term] = get(term, 0.0) + times * (weight * count / norm)
 
 
-def _cosine_sparse(x: dict[str, float], y: dict[str, float]) -> float:
+def _cosine_sparse(
+    x: dict[str, float], y: dict[str, float], nx: float | None = None, ny: float | None = None
+) -> float:
+    """Cosine of two sparse vectors in [0, 1], rounded to 6 digits (`nx`, `ny`: their norms,
+    when known)."""
     if not x and not y:
         return 1.0
-    nx = math.sqrt(sum(v * v for v in x.values()))
-    ny = math.sqrt(sum(v * v for v in y.values()))
+    nx = _norm(x) if nx is None else nx
+    ny = _norm(y) if ny is None else ny
     if not nx or not ny:
         return 0.0
     if len(y) < len(x):
         x, y = y, x
-    dot = sum(v * y.get(k, 0.0) for k, v in x.items())
+    # the products and the sum of the plain loop, in its order: the same float, in C
+    dot = sum(map(mul, x.values(), map(y.get, x.keys(), repeat(0.0))))
     return round(min(1.0, max(0.0, dot / (nx * ny))), 6)
+
+
+def _norm(x: dict[str, float]) -> float:
+    return math.sqrt(sum(map(mul, x.values(), x.values())))
