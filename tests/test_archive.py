@@ -373,7 +373,7 @@ def test_one_file_no_wal(tmp_path: Path) -> None:
     ]
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(units)")}
     assert "units_by_transcript" in indexes
-    assert conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT value FROM ctxkit_meta WHERE key = 'schema_version'").fetchone() == ("3",)
     conn.close()
 
 
@@ -1280,7 +1280,7 @@ def test_an_archive_of_layout_1_is_read_as_it_is_and_upgraded_when_written(
 ) -> None:
     """tests/data/archive/layout1.*: the tau-bench sample compacted by ctxkit before the packed
     layout (plain JSON, 5.5 times its input), one unit recalled once. recall and expand read it
-    as it is (they may count accesses in it); the first write rewrites it in layout 2."""
+    as it is (they may count accesses in it); the first write rewrites it in layout 3."""
     import shutil
 
     from click.testing import CliRunner
@@ -1310,12 +1310,61 @@ def test_an_archive_of_layout_1_is_read_as_it_is_and_upgraded_when_written(
     with Archive(str(db)) as a:  # written to: upgraded in place first
         assert a.layout == 1
         a.put("t9", tool_result())
-        assert a.layout == 2
+        assert a.layout == 3
         assert [(x.ref, x.unit_id, x.text(), x.tokens, x.access_count) for x in a.list()][:47] == items
     with Archive(str(db), readonly=True) as a:
-        assert a.layout == 2 and len(a.list()) == 48
+        assert a.layout == 3 and len(a.list()) == 48
         meta = dict(a._conn.execute("SELECT key, value FROM ctxkit_meta"))
-        assert meta == {"format": "ctxkit-archive", "schema_version": "2"}
+        assert meta == {"format": "ctxkit-archive", "schema_version": "3"}
+    assert expand("restored-2.json") == original
+
+
+def test_an_archive_of_layout_2_takes_zstd_rows_beside_its_zlib_ones(tmp_path: Path) -> None:
+    """tests/data/archive/layout2.*: the same sample compacted by ctxkit's layout 2 (zlib), and
+    a unit stored whole beside it. It is read as it is; its first write marks it layout 3 and
+    adds zstd rows, its zlib rows left as they are, every one still read."""
+    import shutil
+
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    db = tmp_path / "two.ctx.db"
+    shutil.copy(LAYOUT1 / "layout2.ctx.db", db)
+    before = db.read_bytes()
+    original = json.loads((LAYOUT1 / "layout1.in.json").read_bytes())
+
+    def expand(name: str) -> Any:
+        out = tmp_path / name
+        args = ["expand", str(LAYOUT1 / "layout2.out.json"), "--archive", str(db), "-o", str(out)]
+        r = CliRunner().invoke(cli, args, catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        return json.loads(out.read_bytes())
+
+    def tags(a: Archive) -> set[bytes]:
+        rows = a._conn.execute("SELECT record FROM units WHERE record IS NOT NULL").fetchall()
+        rows += a._conn.execute("SELECT record FROM transcripts").fetchall()
+        rows += a._conn.execute("SELECT body FROM texts").fetchall()
+        return {bytes(r[0][:1]) for r in rows}
+
+    note = "ref-428435230236621473"  # stored whole by layout 2
+    with Archive(str(db), readonly=True) as a:
+        assert a.layout == 2 and tags(a) == {b"z", b"Z"}
+        old = [(x.ref, x.unit_id, x.text(), x.tokens) for x in a.list()]
+        assert a.get(note, count=False).content == "a stored note\n" * 20
+    assert expand("restored-1.json") == original
+    assert db.read_bytes() == before  # reading changes nothing
+    with Archive(str(db)) as a:
+        a.put("t9", tool_result("n9", content="x" * 200))
+        a.put_transcript(Transcript(units=[tool_result("n8", content="y" * 300)], id="t9"))
+        assert a.layout == 3
+    with Archive(str(db), readonly=True) as a:
+        meta = dict(a._conn.execute("SELECT key, value FROM ctxkit_meta"))
+        assert meta == {"format": "ctxkit-archive", "schema_version": "3"}
+        assert {b"x", b"X"} & tags(a) and {b"z", b"Z"} <= tags(a)
+        assert [(x.ref, x.unit_id, x.text(), x.tokens) for x in a.list()][: len(old)] == old
+        assert a.get(note, count=False).content == "a stored note\n" * 20
+        assert a.original("t9") == Transcript(units=[tool_result("n8", content="y" * 300)], id="t9")
     assert expand("restored-2.json") == original
 
 
@@ -1325,10 +1374,10 @@ def test_an_archive_of_a_later_layout_is_refused(tmp_path: Path) -> None:
         a.put("t", tool_result())
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("UPDATE ctxkit_meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE ctxkit_meta SET value = '4' WHERE key = 'schema_version'")
     conn.close()
     for readonly in (True, False):
-        with pytest.raises(ArchiveError, match=r"written by a newer ctxkit \(archive layout 3"):
+        with pytest.raises(ArchiveError, match=r"written by a newer ctxkit \(archive layout 4"):
             Archive(str(db), readonly=readonly)
 
 

@@ -12,9 +12,11 @@ layout, envelope, tool schemas), which is what `ctxkit expand` restores.
 
 Records are stored packed (`archive.packing`): compact JSON, compressed, and each long text
 once, in the `texts` table, named by its digest wherever it occurs (an archived unit and the
-original it came from share it). That is layout 2 (`SCHEMA_VERSION`). An archive of layout 1
-(plain JSON text, before ctxkit 0.2) is read as it is, and upgraded in place, in one
-transaction, when it is first opened for writing; one of a later layout is refused.
+original it came from share it). That is layout 3 (`SCHEMA_VERSION`): layout 2's tables,
+Zstandard where layout 2 used zlib. A layout-2 archive is read as it is, and takes zstd rows
+beside its zlib ones from its first write (only its version changes). An archive of layout 1
+(plain JSON text, before ctxkit 0.2) is read as it is, and rewritten in place, in one
+transaction, at its first write; one of a later layout is refused.
 
 Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
     >>> from ctxkit.archive.store import Archive
@@ -48,6 +50,7 @@ import os
 import re
 import sqlite3
 import stat
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -65,7 +68,7 @@ from ctxkit.model import Transcript, Unit
 if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 FORMAT_NAME = "ctxkit-archive"
 DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
@@ -150,7 +153,7 @@ def _ref_number(scope: str, unit_id: str, content: str) -> int:
     # a compaction asks for the ref of the same unit once per step (and its summary's binary
     # search once per probe): the digest is made once
     digest = hashlib.sha256("\x1f".join((scope, unit_id, content)).encode("utf-8", "surrogatepass"))
-    return int(digest.hexdigest(), 16)
+    return int.from_bytes(digest.digest(), "big")  # the hex digits' number, read faster
 
 
 def ref_scope(t: Transcript) -> str:
@@ -478,8 +481,14 @@ _COLUMNS_2 = (
 )
 
 
+_CLOCK: list[Any] = [None, ""]  # (the second, its ISO text): a run stores many rows in one
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    second = int(time.time())
+    if second != _CLOCK[0]:
+        _CLOCK[:] = [second, datetime.fromtimestamp(second, timezone.utc).isoformat(timespec="seconds")]
+    return str(_CLOCK[1])
 
 
 class Archive:
@@ -623,27 +632,33 @@ class Archive:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"ctxkit_meta", "texts", "units", "transcripts"} <= tables:
             return False
-        return self._version() >= int(SCHEMA_VERSION)
+        return self._version() >= 2  # layouts 2 and 3 have the same tables
 
     def _writable_layout(self) -> None:
-        """Before a write: a layout-1 archive is rewritten in layout 2 (`_upgrade`), in the
-        write transaction, under the lock (another writer may have done it meanwhile)."""
+        """Before a write: a layout-1 archive is rewritten in this layout (`_upgrade`), a
+        layout-2 one marked as this layout (its zlib rows stay as they are), in the write
+        transaction, under the lock (another writer may have done it meanwhile)."""
         if self.layout == int(SCHEMA_VERSION):
             return
         if self.readonly:
             raise ArchiveError(f"archive {self.path} was opened read-only")
         self.begin()
-        if self._version() == 1:
-            try:
+        try:
+            if self._version() == 1:
                 self._upgrade()
-            except sqlite3.DatabaseError as exc:
-                raise _db_error(self.path, exc) from None
+            elif self._version() == 2:
+                self._conn.execute(
+                    "UPDATE ctxkit_meta SET value = ? WHERE key = 'schema_version'",
+                    (SCHEMA_VERSION,),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
         self.layout = self._version()
         self._refs.clear()  # rows seen in layout 1 held the content, not its key
         self._stored.clear()
 
     def _upgrade(self) -> None:
-        """Rewrite a layout-1 archive in layout 2, inside the caller's write transaction: the
+        """Rewrite a layout-1 archive in this layout, inside the caller's write transaction: the
         same refs, units, originals and access counts, each text stored once, compressed."""
         conn = self._conn
         scoped = any(r[1] == "scope" for r in conn.execute("PRAGMA table_info(units)"))
@@ -811,7 +826,7 @@ class Archive:
             # a row from before refs had a scope matches no scope: its ref is taken
             sql = f"SELECT {'scope' if scoped else 'NULL'}, unit_id, content FROM units WHERE ref = ?"
         else:
-            own = (scope, unit.id, packing.digest(unit.content))
+            own = ()  # (scope, id, content digest): made when a row holds the ref, not before
             sql = "SELECT scope, unit_id, content_digest FROM units WHERE ref = ?"
         for digits in range(REF_DIGITS, REF_DIGITS_MAX + 1, 6):
             ref = make_ref(scope, unit.id, unit.content, digits)
@@ -821,6 +836,8 @@ class Archive:
                 if row is None:
                     return ref, False
                 row = self._refs[ref] = tuple(row)
+            if not own:
+                own = (scope, unit.id, packing.digest(unit.content))
             if row == own:
                 self._stored[(scope, unit.id, unit.content)] = ref
                 return ref, True
