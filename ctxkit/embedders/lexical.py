@@ -187,13 +187,17 @@ class _Totals:
         """The sum over `key`, moved from the kept sum it differs least from (the texts that
         left taken out, those that came added), or made afresh when that is less work."""
         texts = Counter(key)
+
+        def work(diff: Counter[str]) -> int:  # terms to add: what a sum costs
+            return sum(n * sum(len(counts) for counts, _, _ in bag_of(text)) for text, n in diff.items())
+
         best: tuple[int, _Totals, Counter[str], Counter[str]] | None = None
         for t in kept:
             gone, came = t.texts - texts, texts - t.texts
-            work = sum(gone.values()) + sum(came.values())
-            if best is None or work < best[0]:
-                best = (work, t, gone, came)
-        if best is None or best[0] >= len(key):
+            cost = work(gone) + work(came)
+            if best is None or cost < best[0]:
+                best = (cost, t, gone, came)
+        if best is None or best[0] >= work(texts):
             sums: dict[str, float] = {}
             for text in key:
                 _add(sums, bag_of(text), 1.0)

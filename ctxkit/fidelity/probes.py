@@ -99,6 +99,24 @@ def context_text(t: Transcript) -> str:
     return " ".join(x for u in t.units for x in _unit_norms(u))
 
 
+_EDITS: OrderedDict[int, tuple[Unit, str, tuple[str, ...]]] = OrderedDict()
+
+
+def _edit_lines(u: Unit) -> tuple[str, ...]:
+    """The lines of a unit that say an edit (`Context.edited`), read once per unit (a summary
+    names every file it lists: each edited file asked for read all its lines again)."""
+    key = id(u)
+    hit = _EDITS.get(key)
+    if hit is not None and hit[0] is u and hit[1] is u.content:
+        return hit[2]
+    words = _DONE_EDIT_WORDS if is_request(u) else _EDIT_WORDS
+    lines = tuple(line for line in u.content.splitlines() if words.search(line))
+    _EDITS[key] = (u, u.content, lines)
+    if len(_EDITS) > NORMS_MAX:
+        _EDITS.popitem(last=False)
+    return lines
+
+
 _NORMS: OrderedDict[int, tuple[Unit, str, tuple[str, ...]]] = OrderedDict()
 NORMS_MAX = 100_000
 
@@ -575,14 +593,10 @@ class Context:
             )
         if path in self._edited_by_calls:
             return True
-        for u in self.transcript.units:
-            if path not in u.content:  # one scan of the whole text before its lines
-                continue
-            words = _DONE_EDIT_WORDS if is_request(u) else _EDIT_WORDS
-            for line in u.content.splitlines():
-                if path in line and words.search(line):
-                    return True
-        return False
+        return any(
+            path in u.content and any(path in line for line in _edit_lines(u))
+            for u in self.transcript.units
+        )
 
 
 def kept(probe: Probe, ctx: Context) -> bool:
