@@ -99,22 +99,32 @@ def context_text(t: Transcript) -> str:
     return " ".join(x for u in t.units for x in _unit_norms(u))
 
 
-_EDITS: OrderedDict[int, tuple[Unit, str, tuple[str, ...]]] = OrderedDict()
+_EDITS: OrderedDict[int, tuple[Unit, str, tuple[str, ...], str]] = OrderedDict()
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what `str.splitlines` splits on
 
 
 def _edit_lines(u: Unit) -> tuple[str, ...]:
     """The lines of a unit that say an edit (`Context.edited`), read once per unit (a summary
     names every file it lists: each edited file asked for read all its lines again)."""
+    return _edits(u)[2]
+
+
+def _edit_text(u: Unit) -> str:
+    """`_edit_lines` joined by newlines: one search finds a path in any of them."""
+    return _edits(u)[3]
+
+
+def _edits(u: Unit) -> tuple[Unit, str, tuple[str, ...], str]:
     key = id(u)
     hit = _EDITS.get(key)
     if hit is not None and hit[0] is u and hit[1] is u.content:
-        return hit[2]
+        return hit
     words = _DONE_EDIT_WORDS if is_request(u) else _EDIT_WORDS
     lines = tuple(line for line in u.content.splitlines() if words.search(line))
-    _EDITS[key] = (u, u.content, lines)
+    entry = _EDITS[key] = (u, u.content, lines, "\n".join(lines))
     if len(_EDITS) > NORMS_MAX:
         _EDITS.popitem(last=False)
-    return lines
+    return entry
 
 
 _NORMS: OrderedDict[int, tuple[Unit, str, tuple[str, ...]]] = OrderedDict()
@@ -593,10 +603,13 @@ class Context:
             )
         if path in self._edited_by_calls:
             return True
-        return any(
-            path in u.content and any(path in line for line in _edit_lines(u))
-            for u in self.transcript.units
-        )
+        if any(ch in path for ch in _LINE_BREAKS):  # no line holds it (checked line by line)
+            return any(
+                path in line for u in self.transcript.units if path in u.content
+                for line in _edit_lines(u)
+            )
+        # a line holds the path when the lines joined do: no line holds a line break
+        return any(path in u.content and path in _edit_text(u) for u in self.transcript.units)
 
 
 def kept(probe: Probe, ctx: Context) -> bool:
