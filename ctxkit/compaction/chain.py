@@ -29,8 +29,13 @@ def check_invariants(
     keep: set[str],
     archive: Archive | None,
     scope: str,
+    stored: set[str] | None = None,
 ) -> list[str]:
-    """Everything that must hold after a step; an empty list means it holds."""
+    """Everything that must hold after a step; an empty list means it holds.
+
+    `stored`: ids of original units already found in the archive by an earlier check of this
+    run (a stored unit stays stored), which are not looked up again; those found are added.
+    """
     problems = [f"{p.kind}: {p.message}" for p in structure.pairs_intact(original, state.units)]
     by_id = {u.id: u for u in state.units}
     if not state.in_recovery:
@@ -42,10 +47,16 @@ def check_invariants(
     if archive is not None:
         for u in original:
             got = by_id.get(u.id)
-            if got is not None and got.content == u.content and got.tool_calls == u.tool_calls:
+            if got is u or (
+                got is not None and got.content == u.content and got.tool_calls == u.tool_calls
+            ):
+                continue
+            if stored is not None and u.id in stored:
                 continue
             if not archive.ref_for(scope, u)[1]:
                 problems.append(f"unit {u.id} was removed or shortened but is not in the archive")
+            elif stored is not None:
+                stored.add(u.id)
     return problems
 
 
@@ -105,6 +116,7 @@ class _Run:
     goal: int
     goal_note: str = ""
     keep: set[str] = field(default_factory=set)
+    stored: set[str] = field(default_factory=set)  # original units found in the archive
     steps: list[Step] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     coherence_embedder: Any = None
@@ -272,10 +284,7 @@ def _chain(run: _Run, state: State) -> State:
             params = options.strategy_params(name)
             new = STRATEGIES[name](state, params)
             elapsed = (time.perf_counter() - t0) * 1000
-            note = _judge(
-                new, state, name, params, run.original, run.keep, run.archive, run.ctx.ref_scope,
-                run.coherence_embedder,
-            )
+            note = _judge(new, state, name, params, run)
             if note is not None:
                 run.steps.append(Step(name, iteration, tokens_before, tokens_before, elapsed, False, note))
                 if note.startswith("rejected: "):
@@ -333,7 +342,9 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
         # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
         # nearer, and may already pass the guard, if not the goal; keep it.
         state = chained
-    problems = check_invariants(run.original, state, run.keep, run.archive, run.ctx.ref_scope)
+    problems = check_invariants(
+        run.original, state, run.keep, run.archive, run.ctx.ref_scope, run.stored
+    )
     run.violations.extend(f"recovery: {p}" for p in problems)
     run.steps.append(
         Step(
@@ -412,20 +423,14 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
 
 
 def _judge(
-    new: State | None,
-    state: State,
-    name: str,
-    params: Mapping[str, Any],
-    original: Sequence[Unit],
-    keep: set[str],
-    archive: Archive | None,
-    scope: str,
-    embedder: Any,
+    new: State | None, state: State, name: str, params: Mapping[str, Any], run: _Run
 ) -> str | None:
     """Why a step's result is not taken (None: take it)."""
     if new is None:
         return "cannot help"
-    problems = check_invariants(original, new, keep, archive, scope)
+    problems = check_invariants(
+        run.original, new, run.keep, run.archive, run.ctx.ref_scope, run.stored
+    )
     if problems:
         return "rejected: " + "; ".join(problems)
     if new.tokens() >= state.tokens():
@@ -433,7 +438,7 @@ def _judge(
     floor = params.get("min_coherence")
     if floor is not None:
         # The step's own damage: the state before it against the state after it.
-        step_coherence = coherence(state.units, new.units, embedder)
+        step_coherence = coherence(state.units, new.units, run.coherence_embedder)
         if step_coherence < float(floor):
             return f"undone: coherence {step_coherence:.2f} < {float(floor):.2f}"
     return None
@@ -455,14 +460,4 @@ def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> in
 
 def _new_refs(old: State, new: State) -> list[str]:
     """Refs carried by units of `new` that `old` did not have."""
-
-    def refs_of(units: Sequence[Unit]) -> set[str]:
-        out: set[str] = set()
-        for u in units:
-            if "ref" in u.meta:
-                out.add(str(u.meta["ref"]))
-            out.update(str(r) for r in u.meta.get("refs", ()))
-        return out
-
-    old_refs = refs_of(old.units)
-    return sorted(refs_of(new.units) - old_refs)
+    return sorted(new.refs - old.refs)

@@ -127,13 +127,15 @@ class LexicalEmbedder:
 BOW_MEMO_MAX_TEXTS = 100_000
 TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last steps' results
 
-# A text's chunks as (term counts, weight / norm): its vector is weight * count / norm per term.
-_Bag = list[tuple[dict[str, int], float, float]]
+# A text's chunks as (term counts, words, L2 norm of the counts): its vector is
+# words * count / norm per term; and the number of terms a sum adds for it (its cost).
+_Bag = tuple[list[tuple[dict[str, int], float, float]], int]
 
 
 def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
-    """Each chunk of `text` as (term counts, chunk words, L2 norm of the counts)."""
-    out: _Bag = []
+    """Each chunk of `text` as (term counts, chunk words, L2 norm of the counts), and how many
+    terms they hold."""
+    chunks_out: list[tuple[dict[str, int], float, float]] = []
     words = text.split()
     chunks = [text] if len(words) <= CHUNK_WORDS else chunk_text(text)
     for chunk in chunks:
@@ -142,17 +144,18 @@ def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
             continue
         norm = math.sqrt(sum(map(mul, counts.values(), counts.values())))
         weight = len(words) if len(chunks) == 1 else len(chunk.split())
-        out.append((counts, float(weight), norm))
-    return out
+        chunks_out.append((counts, float(weight), norm))
+    return chunks_out, sum(len(c) for c, _, _ in chunks_out)
 
 
 class _Totals:
-    """One list of texts and the sum of their vectors, kept to reach the next list from."""
+    """One list of texts, the sum of their vectors, and how many terms it took (`size`): kept to
+    reach the next list from."""
 
-    __slots__ = ("_norm", "key", "sums", "texts")
+    __slots__ = ("_norm", "key", "size", "sums", "texts")
 
-    def __init__(self, key: tuple[str, ...], sums: dict[str, float], texts: Counter[str]):
-        self.key, self.sums, self.texts = key, sums, texts
+    def __init__(self, key: tuple[str, ...], sums: dict[str, float], texts: Counter[str], size: int):
+        self.key, self.sums, self.texts, self.size = key, sums, texts, size
         self._norm: float | None = None
 
     @property
@@ -170,14 +173,12 @@ class _Totals:
         ca, cb = Counter(a), Counter(b)
         common = ca & cb
         shared: dict[str, float] = {}
-        for text, n in common.items():
-            _add(shared, bag_of(text), float(n))
+        shared_size = _add_all(shared, common, bag_of, 1.0)
         out = []
         for key, counts in ((a, ca), (b, cb)):
             sums = dict(shared)
-            for text, n in (counts - common).items():
-                _add(sums, bag_of(text), float(n))
-            out.append(cls(key, sums, counts))
+            size = shared_size + _add_all(sums, counts - common, bag_of, 1.0)
+            out.append(cls(key, sums, counts, size))
         return out[0], out[1]
 
     @classmethod
@@ -188,27 +189,23 @@ class _Totals:
         left taken out, those that came added), or made afresh when that is less work."""
         texts = Counter(key)
 
-        def work(diff: Counter[str]) -> int:  # terms to add: what a sum costs
-            return sum(n * sum(len(counts) for counts, _, _ in bag_of(text)) for text, n in diff.items())
+        def size(diff: Counter[str]) -> int:  # the terms a sum of these texts adds
+            return sum(n * bag_of(text)[1] for text, n in diff.items())
 
-        best: tuple[int, _Totals, Counter[str], Counter[str]] | None = None
+        best: tuple[int, int, _Totals, Counter[str], Counter[str]] | None = None
         for t in kept:
             gone, came = t.texts - texts, texts - t.texts
-            cost = work(gone) + work(came)
-            if best is None or cost < best[0]:
-                best = (cost, t, gone, came)
-        if best is None or best[0] >= work(texts):
+            lost, new = size(gone), size(came)
+            if best is None or lost + new < best[0]:
+                best = (lost + new, t.size - lost + new, t, gone, came)
+        if best is None or best[0] >= best[1]:  # moving costs more than summing afresh
             sums: dict[str, float] = {}
-            for text in key:
-                _add(sums, bag_of(text), 1.0)
-            return cls(key, sums, texts)
-        _, base, gone, came = best
+            return cls(key, sums, texts, _add_all(sums, texts, bag_of, 1.0))
+        _, fresh, base, gone, came = best
         sums = dict(base.sums)
-        for text, n in gone.items():
-            _add(sums, bag_of(text), -float(n))
-        for text, n in came.items():
-            _add(sums, bag_of(text), float(n))
-        return cls(key, sums, texts)
+        _add_all(sums, gone, bag_of, -1.0)
+        _add_all(sums, came, bag_of, 1.0)
+        return cls(key, sums, texts, fresh)
 
 
 def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], Counter[str]]) -> _Bag:
@@ -218,9 +215,22 @@ def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], Counter[st
     return bag
 
 
+def _add_all(
+    sums: dict[str, float], texts: Counter[str], bag_of: Callable[[str], _Bag], sign: float
+) -> int:
+    """Each text's vector (`sign` times, as many times as the text is there) added to `sums`,
+    in the texts' order; the terms it took."""
+    size = 0
+    for text, n in texts.items():
+        bag = bag_of(text)
+        _add(sums, bag, sign * n)
+        size += n * bag[1]
+    return size
+
+
 def _add(sums: dict[str, float], bag: _Bag, times: float) -> None:
     get = sums.get
-    for counts, weight, norm in bag:
+    for counts, weight, norm in bag[0]:
         for term, count in counts.items():
             sums[term] = get(term, 0.0) + times * (weight * count / norm)
 

@@ -78,6 +78,19 @@ class State:
         """Total tokens: units, tool schemas and reply priming, as `tokens.count_transcript`."""
         return self._total
 
+    @cached_property
+    def refs(self) -> frozenset[str]:
+        """The refs this state's units carry (placeholders and summaries name what they hold),
+        read once per state: the chain reports each step's new ones."""
+        out: set[str] = set()
+        for u in self.units:
+            meta = u.meta
+            if meta:
+                if "ref" in meta:
+                    out.add(str(meta["ref"]))
+                out.update(str(r) for r in meta.get("refs", ()))
+        return frozenset(out)
+
     def fits(self) -> bool:
         """True when the whole transcript is at or under the target."""
         return self.tokens() <= self.target
