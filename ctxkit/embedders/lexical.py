@@ -11,7 +11,7 @@ from itertools import repeat
 from operator import mul
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.embedders.base import CHUNK_WORDS, chunk_text, normalise_rows, term_counts, terms
+from ctxkit.embedders.base import CHUNK_WORDS, normalise_rows, term_counts, terms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -137,13 +137,18 @@ def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
     terms they hold."""
     chunks_out: list[tuple[dict[str, int], float, float]] = []
     words = text.split()
-    chunks = [text] if len(words) <= CHUNK_WORDS else chunk_text(text)
-    for chunk in chunks:
+    if len(words) <= CHUNK_WORDS:  # `chunk_text`'s chunks and their words, split once
+        chunks = [(text, len(words))] if words else []
+    else:
+        chunks = [
+            (" ".join(words[i : i + CHUNK_WORDS]), len(words[i : i + CHUNK_WORDS]))
+            for i in range(0, len(words), CHUNK_WORDS)
+        ]
+    for chunk, weight in chunks:
         counts = counts_of(chunk) if len(chunks) == 1 else term_counts(chunk)
         if not counts:
             continue
         norm = math.sqrt(sum(map(mul, counts.values(), counts.values())))
-        weight = len(words) if len(chunks) == 1 else len(chunk.split())
         chunks_out.append((counts, float(weight), norm))
     return chunks_out, sum(len(c) for c, _, _ in chunks_out)
 
