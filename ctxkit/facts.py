@@ -86,8 +86,18 @@ def output_text(text: str) -> tuple[str, int | None]:
             code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
             return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
     head = text[:3000] + "\n" + text[-3000:] if len(text) > 6000 else text
-    m = _EXIT.search(head)
+    m = _EXIT.search(head) if _may_say_exit(head) else None
     return text, (int(next(g for g in m.groups() if g is not None)) if m else None)
+
+
+def _may_say_exit(text: str) -> bool:
+    """False when `_EXIT` cannot match: every one of its patterns says "exit" or "returncode",
+    which an ASCII text shows lower-cased (the pattern, tried at every position, was most of
+    the time to read an output)."""
+    if not text.isascii():
+        return True
+    lowered = text.lower()
+    return "exit" in lowered or "returncode" in lowered
 
 
 _EXIT = re.compile(
@@ -96,6 +106,7 @@ _EXIT = re.compile(
     re.IGNORECASE,
 )
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)", re.MULTILINE)
+_TRACEBACK_LINE = "Traceback (most recent call last)"  # what `_TRACEBACK` finds, looked for first
 # a tool's own status line (OpenHands' editor "ERROR:", Claude Code's <tool_use_error>) or a
 # shell's diagnostic ("bash: x: command not found", "/bin/sh: 1: cd: can't cd to ...")
 _STATUS = re.compile(
@@ -184,7 +195,8 @@ def outcome(result: Unit) -> Outcome:
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     failed = flagged or (code is not None and code != 0)
     if not failed and code is None:
-        failed = bool(_TRACEBACK.search(text)) or bool(_STATUS.match(first))
+        traceback = _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text))
+        failed = traceback or bool(_STATUS.match(first))
     return Outcome(failed, code, error_line(text) if failed else "", one_line(first))
 
 

@@ -99,6 +99,21 @@ def test_open_lines_are_the_lines_the_pattern_finds(text: str) -> None:
     assert _open_lines(text) == [ln for ln in text.splitlines() if _OPEN.search(ln)]
 
 
+@given(st.lists(st.sampled_from([
+    "exit code 2", "EXITED WITH STATUS: 1", "Process exited with code 3", "[exit code=4]",
+    "<returncode>5</returncode>", "<RETURNCODE> 6 </RETURNCODE>", "exit_code: 7", "exits", "ok",
+    "Traceback (most recent call last):", "  Traceback (most recent call last)", "é", "\n",
+]), max_size=6).map(" ".join))
+def test_quick_tests_never_hide_what_the_patterns_find(text: str) -> None:
+    """An output whose exit code or traceback the patterns find passes the quick test first."""
+    from ctxkit import facts
+
+    if facts._EXIT.search(text):
+        assert facts._may_say_exit(text)
+    if facts._TRACEBACK.search(text):
+        assert facts._TRACEBACK_LINE in text
+
+
 def test_tight_budget_keeps_the_primary_request_and_the_files() -> None:
     text = summarize_extractive(session(), 80, tok=TOK)
     assert TOK.count(text) <= 80
