@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -319,6 +320,28 @@ def test_count_transcript_with_estimates():
     t = Transcript(units=units)
     assert count_transcript(t, get_tokenizer("approx")).total == 3 + 1 + 10 + 3
     assert count_transcript(t, get_tokenizer("approx:2")).total == 3 + 2 + 20 + 3
+
+
+def test_count_transcript_reads_known_counts_and_counts_the_rest() -> None:
+    """Counts passed in (a compaction's memo) are read for the units they belong to, by
+    identity; a unit that is only equal to one is counted; the totals are the plain count's."""
+    tok = get_tokenizer("cl100k_base")
+    units = [
+        Unit("s", "system", content="You are terse."),
+        Unit("a", "user", content="count these words please"),
+        Unit("b", "assistant", content="", tool_calls=[ToolCall("c1", "Bash", '{"command": "ls"}')]),
+        Unit("r", "tool", content="a.py b.py", tool_call_id="c1", name="Bash"),
+    ]
+    t = Transcript(units=units, tools=[{"name": "Bash", "parameters": {}}])
+    plain = count_transcript(t, tok)
+    # a wrong count under a unit's id shows whether the memo is read
+    wrong = dataclasses.replace(plain.units[1], content=999)
+    known = {id(units[1]): (units[1], wrong), id(units[2]): (units[2], plain.units[2])}
+    got = count_transcript(t, tok, known=known)
+    assert got.units[1] is wrong and got.total == plain.total + 999 - plain.units[1].content
+    equal = Unit("a", "user", content="count these words please")  # equal, another object
+    known = {id(equal): (equal, wrong)}
+    assert count_transcript(t, tok, known=known) == plain
 
 
 def _realdata_files() -> list[Path]:

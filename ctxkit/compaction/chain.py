@@ -220,6 +220,8 @@ def _begin(
         summarizer=settings.summarizer,
         seed=settings.options.seed,
         originals={u.id: u for u in original},
+        # the counts just made: the first state's total reads them (`strategies.base.unit_counts`)
+        counts={id(u): (u, c) for u, c in zip(original, before.units, strict=True)},
     )
     run = _Run(
         transcript, settings, archive, observe, started, before, fixed, tools, original, ctx,
@@ -383,7 +385,7 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
     fixed, before, settings = run.fixed, run.before, run.settings
     if changed:
         result_t = run.transcript.replace(units=arrange(state.units), tools=run.tools)
-        after = count_transcript(result_t, settings.tok, settings.count_opts)
+        after = count_transcript(result_t, settings.tok, settings.count_opts, run.ctx.counts)
         # before time_ms is taken: the figure is part of the work a report's time accounts for
         final_coherence: float | None = coherence(run.original, state.units, run.coherence_embedder)
         run.notify(

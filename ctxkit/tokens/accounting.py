@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,11 +175,38 @@ def region_of(unit: Unit) -> str:
 
 
 def count_transcript(
-    t: Transcript, tok: Tokenizer | None = None, opts: CountOptions = CountOptions()
+    t: Transcript,
+    tok: Tokenizer | None = None,
+    opts: CountOptions = CountOptions(),
+    known: Mapping[int, tuple[Unit, UnitCount]] | None = None,
 ) -> TranscriptCount:
-    """Count every unit of a transcript and total the regions (reply priming is history)."""
+    """Count every unit of a transcript and total the regions (reply priming is history).
+
+    `known`: counts already made under the same tokenizer and options, by `id(unit)` with the
+    unit (a compaction's memo): the units found there are not counted again.
+    """
     tok = tok or get_tokenizer()
-    units = count_units(t.units, tok, opts)
+    if known:
+        units: list[UnitCount | None] = []
+        fresh: list[int] = []
+        for i, u in enumerate(t.units):
+            hit = known.get(id(u))
+            if hit is not None and hit[0] is u:
+                units.append(hit[1])
+            else:
+                units.append(None)
+                fresh.append(i)
+        if fresh:
+            counted = count_units([t.units[i] for i in fresh], tok, opts)
+            for i, uc in zip(fresh, counted, strict=True):
+                units[i] = uc
+        return _totalled(t, [uc for uc in units if uc is not None], tok, opts)
+    return _totalled(t, count_units(t.units, tok, opts), tok, opts)
+
+
+def _totalled(
+    t: Transcript, units: list[UnitCount], tok: Tokenizer, opts: CountOptions
+) -> TranscriptCount:
     regions = dict.fromkeys(REGIONS, 0)
     for u, uc in zip(t.units, units, strict=True):
         regions[region_of(u)] += uc.total
