@@ -30,7 +30,7 @@ class LexicalEmbedder:
         # model and cache are accepted so every factory takes the same keywords
         self.stats = {"computed": 0, "cached": 0}
         self._bags: dict[str, _Bag] = {}
-        self._term_counts: dict[str, Counter[str]] = {}
+        self._term_counts: dict[str, dict[str, int]] = {}
         self._totals: list[_Totals] = []
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -70,7 +70,7 @@ class LexicalEmbedder:
         best = max(raw)
         return [round(s / best, 6) if best > 0 else 0.0 for s in raw]
 
-    def _counts(self, text: str) -> Counter[str]:
+    def _counts(self, text: str) -> dict[str, int]:
         """`term_counts` of a text, read once: relevance and coherence both ask for them."""
         memo = self._term_counts
         counts = memo.get(text)
@@ -132,7 +132,7 @@ TOTAL_MEMO_MAX = 4  # whole transcripts' sums kept: the original, the last steps
 _Bag = tuple[list[tuple[dict[str, int], float, float]], int]
 
 
-def _bag(text: str, counts_of: Callable[[str], Counter[str]]) -> _Bag:
+def _bag(text: str, counts_of: Callable[[str], dict[str, int]]) -> _Bag:
     """Each chunk of `text` as (term counts, chunk words, L2 norm of the counts), and how many
     terms they hold."""
     chunks_out: list[tuple[dict[str, int], float, float]] = []
@@ -213,7 +213,7 @@ class _Totals:
         return cls(key, sums, texts, fresh)
 
 
-def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], Counter[str]]) -> _Bag:
+def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], dict[str, int]]) -> _Bag:
     bag = bags.get(text)
     if bag is None:
         bag = bags[text] = _bag(text, counts)
