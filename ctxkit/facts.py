@@ -90,6 +90,23 @@ def output_text(text: str) -> tuple[str, int | None]:
     return text, (int(next(g for g in m.groups() if g is not None)) if m else None)
 
 
+# What a text must hold for `outcome` to find a failure or `error_line` an exception line:
+# a word of `_EXCEPTION` or `_STATUS`, a traceback, an exit code (`_may_say_exit`).
+_FAILURE_WORDS = (
+    "rror", "RROR", "xception", "nterrupt", "FAILED", "fatal:", "panic", "ERR!", "Traceback",
+    "make", "sh:",
+)
+
+
+def may_say_failure(text: str) -> bool:
+    """False when neither `outcome` nor an exception line can find a failure in `text` (an
+    ASCII text without any of the words the patterns need): a user's message, read for an error
+    they pasted, is checked in one pass instead of the patterns' line by line."""
+    if not text.isascii():
+        return True
+    return any(w in text for w in _FAILURE_WORDS) or _may_say_exit(text)
+
+
 def _may_say_exit(text: str) -> bool:
     """False when `_EXIT` cannot match: every one of its patterns says "exit" or "returncode",
     which an ASCII text shows lower-cased (the pattern, tried at every position, was most of

@@ -114,6 +114,23 @@ def test_quick_tests_never_hide_what_the_patterns_find(text: str) -> None:
         assert facts._TRACEBACK_LINE in text
 
 
+@given(st.lists(st.sampled_from([
+    "ValueError: bad", "an Exception:", "SystemExit", "KeyboardInterrupt", "FAILED tests", "ERROR x",
+    "error[E0308]: mismatched", "fatal: not a repo", "panic: nil", "thread 'main' panicked",
+    "npm ERR! code", "<tool_use_error>", "make: *** [all] Error 2", "bash: foo: command not found",
+    "exit code 1", "Traceback (most recent call last):", "all good", "  ", "\n", "é",
+]), max_size=5).map("\n".join))
+def test_the_quick_failure_test_never_hides_a_failure(text: str) -> None:
+    """A message whose failure or exception line the patterns find passes the quick test."""
+    from ctxkit import facts
+    from ctxkit.model import Unit
+
+    probe = Unit("x", "tool", content=text, tool_call_id="x")
+    lines = text.splitlines()
+    if facts.outcome(probe).failed or any(facts._EXCEPTION.match(ln) for ln in lines):
+        assert facts.may_say_failure(text)
+
+
 def test_tight_budget_keeps_the_primary_request_and_the_files() -> None:
     text = summarize_extractive(session(), 80, tok=TOK)
     assert TOK.count(text) <= 80

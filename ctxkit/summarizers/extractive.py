@@ -134,6 +134,8 @@ def files_touched(units: Sequence[Unit]) -> list[str]:
 def error_line(text: str) -> str | None:
     """The line that says what went wrong in a failing output (see `facts.error_line`); None
     when the text holds no failure (a listing of files named error.c is none)."""
+    if not F.may_say_failure(text):
+        return None
     probe = Unit("x", "tool", content=text, tool_call_id="x")
     out = F.outcome(probe)
     if out.failed:
