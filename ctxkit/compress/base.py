@@ -18,7 +18,10 @@ class TokenCounter(Protocol):
 
 def _normalize(line: str) -> str:
     """A line with numbers and hex ids blanked, so near-repeats compare equal."""
-    return re.sub(r"0x[0-9a-fA-F]+|\d+", "#", line.strip())
+    return _NUMBERS.sub("#", line.strip())
+
+
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
 # what compressors write in place of what they cut; a result made only of these says nothing

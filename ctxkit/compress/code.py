@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import io
 import re
 import tokenize
@@ -109,9 +110,15 @@ def _looks_python(lines: Sequence[str]) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=64)  # each step of `compress_code` asks again for the same code
 def _py_comments(source: str) -> dict[int, int] | None:
-    """Line (0-based) -> column where a comment starts; None when the code does not tokenize."""
+    """Line (0-based) -> column where a comment starts; None when the code does not tokenize
+    and holds a `#` (callers then drop lines that start with one; they only read the dict)."""
     found: dict[int, int] = {}
+    if "#" not in source:
+        # a comment starts with #: code without one has none, tokenized or not (Python's
+        # tokenizer, in Python, was most of the time to shorten a source file)
+        return found
     try:
         for t in tokenize.generate_tokens(io.StringIO(source).readline):
             if t.type == tokenize.COMMENT:
@@ -137,8 +144,14 @@ def _py_strip(bodies: Sequence[str]) -> list[Line]:
 
 
 def _py_tree(bodies: Sequence[str]) -> ast.Module | None:
+    return _parsed("\n".join(bodies))
+
+
+@functools.lru_cache(maxsize=64)  # each step of `compress_code` parses the same code again
+def _parsed(source: str) -> ast.Module | None:
+    """The module `source` parses to (callers only read it), None when it does not."""
     try:
-        return ast.parse("\n".join(bodies))
+        return ast.parse(source)
     except (SyntaxError, ValueError):
         return None
 

@@ -48,24 +48,29 @@ def detect_kind(text: str) -> str:
     if _numbered(lines) is not None:
         return "code"
     n = len(lines)
-    codeish = sum(1 for ln in lines if _CODE_LINE.search(ln))
-    logish = sum(1 for ln in lines if _LOG_LINE.search(ln) or _LOCATED.search(ln))
-    prose = sum(1 for ln in lines if len(ln) > 60 and re.search(r"[.!?:]\s*$", ln) and " " in ln)
-    repeated = n - len({_normalize(ln) for ln in lines})
+    # each count is made when the rule before it did not decide (the rules in order)
+    prose = sum(1 for ln in lines if len(ln) > 60 and " " in ln and _PUNCTUATED.search(ln))
     if prose / n >= 0.5:
         return "text"
-    # an application log's lines start with a timestamp or carry a level; a JSON payload or a
-    # trailing `;` must not make it code
-    leveled = sum(1 for ln in lines if _LOG_START.search(ln) or _LEVEL.search(ln[:60]))
-    if n >= 3 and leveled / n >= 0.3 and leveled >= codeish:
-        return "log"
-    if n >= 3 and codeish / n >= 0.3:
-        return "code"
-    if n >= 3 and (logish / n >= 0.3 or repeated / n >= 0.3):
-        return "log"
-    if n >= 8 and sum(1 for ln in lines if not re.search(r"[.!?:]\s*$", ln)) / n > 0.8:
+    if n >= 3:
+        codeish = sum(1 for ln in lines if _CODE_LINE.search(ln))
+        # an application log's lines start with a timestamp or carry a level; a JSON payload
+        # or a trailing `;` must not make it code
+        leveled = sum(1 for ln in lines if _LOG_START.search(ln) or _LEVEL.search(ln[:60]))
+        if leveled / n >= 0.3 and leveled >= codeish:
+            return "log"
+        if codeish / n >= 0.3:
+            return "code"
+        if sum(1 for ln in lines if _LOG_LINE.search(ln) or _LOCATED.search(ln)) / n >= 0.3:
+            return "log"
+        if (n - len({_normalize(ln) for ln in lines})) / n >= 0.3:
+            return "log"
+    if n >= 8 and sum(1 for ln in lines if not _PUNCTUATED.search(ln)) / n > 0.8:
         return "log"  # many short unpunctuated lines: command output, listings
     return "text"
+
+
+_PUNCTUATED = re.compile(r"[.!?:]\s*$")  # a line that ends a sentence or introduces one
 
 
 def compress_json(text: str, target_tokens: int, tok: TokenCounter) -> str:

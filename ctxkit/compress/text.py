@@ -65,11 +65,11 @@ def _pieces(text: str) -> Iterator[str]:
 
 def words(text: str) -> list[str]:
     """Lower-cased content words (paths and identifiers kept whole)."""
-    return [
-        w
-        for w in (m.group(0).lower().strip("./-") for m in _WORD.finditer(text))
-        if w and w not in STOPWORDS
-    ]
+    if text.isascii():  # the pattern's letters are ASCII of either case: lower-case first
+        found = (w.strip("./-") for w in _WORD.findall(text.lower()))
+    else:  # lower-casing other letters may make ASCII ones ("İ" -> "i̇"): match first
+        found = (m.lower().strip("./-") for m in _WORD.findall(text))
+    return [w for w in found if w and w not in STOPWORDS]
 
 
 def sentence_scores(sentences: Sequence[str]) -> list[float]:
