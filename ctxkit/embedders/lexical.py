@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from itertools import repeat
 from operator import mul
@@ -194,12 +194,12 @@ class _Totals:
         left taken out, those that came added), or made afresh when that is less work."""
         texts = Counter(key)
 
-        def size(diff: Counter[str]) -> int:  # the terms a sum of these texts adds
+        def size(diff: Mapping[str, int]) -> int:  # the terms a sum of these texts adds
             return sum(n * bag_of(text)[1] for text, n in diff.items())
 
-        best: tuple[int, int, _Totals, Counter[str], Counter[str]] | None = None
+        best: tuple[int, int, _Totals, Mapping[str, int], Mapping[str, int]] | None = None
         for t in kept:
-            gone, came = t.texts - texts, texts - t.texts
+            gone, came = _diff(t.key, t.texts, key, texts)
             lost, new = size(gone), size(came)
             if best is None or lost + new < best[0]:
                 best = (lost + new, t.size - lost + new, t, gone, came)
@@ -213,6 +213,22 @@ class _Totals:
         return cls(key, sums, texts, fresh)
 
 
+def _diff(
+    a: tuple[str, ...], ca: Counter[str], b: tuple[str, ...], cb: Counter[str]
+) -> tuple[Mapping[str, int], Mapping[str, int]]:
+    """(the texts of `a` not in `b`, those of `b` not in `a`), as multisets in the order of
+    `a` and of `b` (what `ca - cb` and `cb - ca` give). Where neither list repeats a text the
+    sets of texts give them, in C: a chain's states share most of their texts."""
+    if len(ca) != len(a) or len(cb) != len(b):
+        return ca - cb, cb - ca
+    only_a = ca.keys() - cb.keys()
+    only_b = cb.keys() - ca.keys()
+    return (
+        dict.fromkeys((x for x in a if x in only_a), 1),
+        dict.fromkeys((x for x in b if x in only_b), 1),
+    )
+
+
 def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], dict[str, int]]) -> _Bag:
     bag = bags.get(text)
     if bag is None:
@@ -221,7 +237,7 @@ def _bag_of(text: str, bags: dict[str, _Bag], counts: Callable[[str], dict[str, 
 
 
 def _add_all(
-    sums: dict[str, float], texts: Counter[str], bag_of: Callable[[str], _Bag], sign: float
+    sums: dict[str, float], texts: Mapping[str, int], bag_of: Callable[[str], _Bag], sign: float
 ) -> int:
     """Each text's vector (`sign` times, as many times as the text is there) added to `sums`,
     in the texts' order; the terms it took."""
