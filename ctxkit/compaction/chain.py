@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,11 +67,32 @@ def unit_texts(units: Sequence[Unit]) -> list[str]:
     """The text of each unit that an embedder sees: content plus tool-call names and arguments."""
     out = []
     for u in units:
-        parts = [u.content, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
-        text = "\n".join(p for p in parts if p)
+        if not u.tool_calls:
+            if u.content:
+                out.append(u.content)
+            continue
+        text = _call_text(u)
         if text:
             out.append(text)
     return out
+
+
+_CALL_TEXTS: OrderedDict[int, tuple[Unit, str]] = OrderedDict()
+CALL_TEXTS_MAX = 100_000
+
+
+def _call_text(u: Unit) -> str:
+    """A calling unit's text, made once per unit (cached by identity): every coherence of a
+    run reads it, and a text made again is hashed again."""
+    hit = _CALL_TEXTS.get(id(u))
+    if hit is not None and hit[0] is u:
+        return hit[1]
+    parts = [u.content, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
+    text = "\n".join(p for p in parts if p)
+    _CALL_TEXTS[id(u)] = (u, text)
+    if len(_CALL_TEXTS) > CALL_TEXTS_MAX:
+        _CALL_TEXTS.popitem(last=False)
+    return text
 
 
 def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = None) -> float:
