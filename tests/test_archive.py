@@ -1381,6 +1381,40 @@ def test_an_archive_of_a_later_layout_is_refused(tmp_path: Path) -> None:
             Archive(str(db), readonly=readonly)
 
 
+def test_unit_rows_go_in_together_and_every_read_sees_them(tmp_path: Path) -> None:
+    """Units put are written in one statement, before anything reads the archive; an archive
+    known to hold only this object's rows asks no query to find a ref free; one another run
+    wrote to is asked."""
+    db = str(tmp_path / "a.ctx.db")
+    statements: list[str] = []
+    with Archive(db) as a:
+        a.begin()  # a new archive, under our lock: every row will be ours
+        a._db.set_trace_callback(statements.append)
+        refs = [a.put("t", tool_result(f"u{i}", content=f"output {i}")) for i in range(20)]
+        assert not [x for x in statements if x.startswith(("SELECT", "INSERT"))]
+        assert [x.unit_id for x in a.list("t")] == [f"u{i}" for i in range(20)]  # read: written
+        assert sum(x.startswith("INSERT INTO units") for x in statements) == 20  # one batch
+    statements.clear()
+    with Archive(db) as b:  # rows another run wrote: a ref is looked up
+        b.begin()
+        b._db.set_trace_callback(statements.append)
+        assert b.ref_for("t", tool_result("u3", content="output 3")) == (refs[3], True)
+        assert b.put("t", tool_result("u3", content="output 3")) == refs[3]
+        assert any(x.startswith("SELECT") for x in statements)
+    with Archive(db, readonly=True) as c:
+        assert len(c.list("t")) == 20
+
+
+def test_rows_of_a_conversation_that_fails_are_never_written(tmp_path: Path) -> None:
+    with Archive(str(tmp_path / "a.ctx.db")) as a:
+        kept = a.put("t", tool_result("k", content="kept"))
+        with pytest.raises(RuntimeError), a.savepoint():
+            a.put("t", tool_result("gone", content="gone"))
+            raise RuntimeError("the conversation failed")
+        assert [x.ref for x in a.list("t")] == [kept]
+        assert a.ref_for("t", tool_result("gone", content="gone"))[1] is False
+
+
 def test_a_unit_rolled_back_is_not_stored_any_more(archive: Archive) -> None:
     # ref_for remembers units it found stored; a conversation's savepoint undone takes them back
     unit = tool_result("kept nowhere")

@@ -484,6 +484,11 @@ _COLUMNS_2 = (
 _CLOCK: list[Any] = [None, ""]  # (the second, its ISO text): a run stores many rows in one
 
 
+_INSERT_UNIT = (
+    f"INSERT INTO units (scope, {_COLUMNS_2}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def _now() -> str:
     second = int(time.time())
     if second != _CLOCK[0]:
@@ -509,15 +514,36 @@ class Archive:
         # (scope, unit id, content) -> its ref, for units found stored: a chain checks every
         # removed unit after every step, and a stored unit stays stored
         self._stored: dict[tuple[str, str, str], str] = {}
-        self._conn = self._open(path, readonly=readonly, create=create and not readonly)
+        # unit rows not yet in the database: they go in together, in one statement, before
+        # anything reads it (`_conn`); a compaction archives hundreds of units, one at a time
+        self._pending: builtins.list[tuple[Any, ...]] = []
+        # every row of `units` is one this object wrote and remembers (`_refs`), so a ref it
+        # does not know is free without asking: a private archive, or a new one under our lock
+        self._rows_known = False
+        self._db = self._open(path, readonly=readonly, create=create and not readonly)
         try:
             self._prepare()
         except sqlite3.DatabaseError as exc:
-            self._conn.close()
+            self._db.close()
             raise _db_error(path, exc) from None
         except BaseException:
-            self._conn.close()
+            self._db.close()
             raise
+        self._rows_known = path == ":memory:"  # made here, empty, and no one else's
+
+    @property
+    def _conn(self) -> sqlite3.Connection:
+        """The database, with every unit row written so far in it."""
+        if self._pending:
+            self._flush()
+        return self._db
+
+    def _flush(self) -> None:
+        rows, self._pending = self._pending, []
+        try:
+            self._db.executemany(_INSERT_UNIT, rows)
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
 
     def _open(self, path: str, *, readonly: bool, create: bool) -> sqlite3.Connection:
         if path == ":memory:":
@@ -712,6 +738,7 @@ class Archive:
         the write lock: a failed run leaves no empty archive behind. One that another run wrote
         to meanwhile stays.
         """
+        self._pending.clear()  # never written
         try:
             if self._conn.in_transaction:
                 self._conn.rollback()
@@ -776,6 +803,8 @@ class Archive:
             return
         try:
             self._conn.execute("BEGIN IMMEDIATE")
+            # no row yet, and no one else writes until our commit: every row will be ours
+            self._rows_known = self._conn.execute("SELECT 1 FROM units LIMIT 1").fetchone() is None
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
 
@@ -789,7 +818,10 @@ class Archive:
         self._conn.execute("SAVEPOINT conversation")
         try:
             yield
+            if self._pending:
+                self._flush()  # a row that fails to go in fails the conversation
         except BaseException:
+            self._pending.clear()  # its rows, never written
             # A full disk or an I/O error makes SQLite undo the whole transaction itself: no
             # savepoint is left to roll back to, and the error goes on (it stops the run)
             if self._conn.in_transaction:
@@ -798,6 +830,7 @@ class Archive:
             # what was seen stored may be undone now: read it from the file again
             self._refs.clear()
             self._stored.clear()
+            self._rows_known = False
             raise
         self._conn.execute("RELEASE conversation")
 
@@ -809,6 +842,8 @@ class Archive:
             self._conn.commit()
         except sqlite3.DatabaseError as exc:
             raise _db_error(self.path, exc) from None
+        # others may write once the lock is gone (a file; no one else sees a private archive)
+        self._rows_known = self._rows_known and self.path == ":memory:"
 
     def ref_for(self, scope: str, unit: Unit) -> tuple[str, bool]:
         """(the ref this unit has or gets in this archive, True when it is stored already).
@@ -832,6 +867,8 @@ class Archive:
             ref = make_ref(scope, unit.id, unit.content, digits)
             row = self._refs.get(ref)  # rows are never taken back: what was seen holds
             if row is None:
+                if self._rows_known:
+                    return ref, False
                 row = self._conn.execute(sql, (ref,)).fetchone()
                 if row is None:
                     return ref, False
@@ -893,9 +930,9 @@ class Archive:
             packed = packing.pack(data, marked=bool(moved))
             self._put_texts(moved or {})
         key = packing.digest(unit.content)
-        self._write(
-            f"INSERT INTO units (scope, {_COLUMNS_2}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        if self.readonly:
+            raise ArchiveError(f"archive {self.path} was opened read-only")
+        self._pending.append(
             (
                 scope,
                 ref,
@@ -911,7 +948,7 @@ class Archive:
                 created,
                 last_accessed,
                 access_count,
-            ),
+            )
         )
         self._refs[ref] = (scope, unit.id, key)
 
