@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.memo import UnitMemo
 from ctxkit.model import Unit
 from ctxkit.structure import is_request, request_text
 
 LINE_CHARS = 200  # an error or first line is kept up to this many characters
 ARGS_CHARS = 120
-CACHE_MAX = 200_000
 
 # --- text helpers -------------------------------------------------------------------------------
 
@@ -400,20 +399,9 @@ class UnitFacts:
     open_file: str | None = None
 
 
-_CACHE: OrderedDict[int, tuple[Unit, str, UnitFacts]] = OrderedDict()
-
-
 def unit_facts(u: Unit) -> UnitFacts:
-    """The facts of one unit, read once (cached by identity and content)."""
-    key = id(u)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0] is u and hit[1] is u.content:
-        return hit[2]
-    facts = _read(u)
-    _CACHE[key] = (u, u.content, facts)
-    if len(_CACHE) > CACHE_MAX:
-        _CACHE.popitem(last=False)
-    return facts
+    """The facts of one unit, read once (cached by identity and content, `ctxkit.memo`)."""
+    return _CACHE(u)
 
 
 def _read(u: Unit) -> UnitFacts:
@@ -435,6 +423,9 @@ def _read(u: Unit) -> UnitFacts:
             paths = list(_command_paths(action))
         return UnitFacts(action=one_line(action, ARGS_CHARS), action_paths=tuple(paths))
     return UnitFacts()
+
+
+_CACHE = UnitMemo(_read)
 
 
 # --- over a span --------------------------------------------------------------------------------

@@ -93,11 +93,19 @@ def test_cache_is_used_and_bounded(monkeypatch):
     # long texts are cached by digest, not by the text itself
     assert all(not (isinstance(k, str) and len(k) > 256) for k in tok._cache)
 
+    from ctxkit import memo
+
     monkeypatch.setattr(tokens.loaders, "CACHE_MAX_ENTRIES", 5)
+    monkeypatch.setattr(memo, "_capacity", [1])  # no large transcript compacted here
     many = [f"text number {i}" for i in range(4)]
     assert tok.count_many(many) == [raw(t) for t in many]
     assert len(tok._cache) <= 5
     assert tok.count_many(texts) == [raw(t) for t in texts]
+    # a transcript of 4 units reserved: room for a few texts a unit, none cleared halfway
+    memo.reserve(4)
+    more = [f"another text {i}" for i in range(12)]
+    assert tok.count_many(more) == [raw(t) for t in more]
+    assert len(tok._cache) > 5 and len(tok._cache) <= 3 * memo.capacity()
 
 
 def test_model_names_resolve_through_tiktoken():

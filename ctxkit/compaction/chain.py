@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
 from ctxkit.counting import measure
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
+from ctxkit.memo import UnitMemo, reserve
 from ctxkit.model import Transcript, Unit
 from ctxkit.strategies import LABELS, STRATEGIES
 from ctxkit.strategies.base import Context, State, protected
@@ -77,22 +77,14 @@ def unit_texts(units: Sequence[Unit]) -> list[str]:
     return out
 
 
-_CALL_TEXTS: OrderedDict[int, tuple[Unit, str]] = OrderedDict()
-CALL_TEXTS_MAX = 100_000
-
-
-def _call_text(u: Unit) -> str:
-    """A calling unit's text, made once per unit (cached by identity): every coherence of a
-    run reads it, and a text made again is hashed again."""
-    hit = _CALL_TEXTS.get(id(u))
-    if hit is not None and hit[0] is u:
-        return hit[1]
+def _read_call_text(u: Unit) -> str:
     parts = [u.content, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
-    text = "\n".join(p for p in parts if p)
-    _CALL_TEXTS[id(u)] = (u, text)
-    if len(_CALL_TEXTS) > CALL_TEXTS_MAX:
-        _CALL_TEXTS.popitem(last=False)
-    return text
+    return "\n".join(p for p in parts if p)
+
+
+# a calling unit's text, made once per unit (`ctxkit.memo`): every coherence of a run reads it,
+# and a text made again is hashed again
+_call_text = UnitMemo(_read_call_text)
 
 
 def coherence(original: Sequence[Unit], result: Sequence[Unit], embedder: Any = None) -> float:
@@ -208,6 +200,7 @@ def _compact(
     query: str | None,
     observe: Observer | None,
 ) -> CompactResult:
+    reserve(len(transcript.units))  # room to read each unit once (`ctxkit.memo`)
     run = _begin(transcript, settings, archive, query, observe)
     state = run.state()
     if state.fits():

@@ -12,6 +12,7 @@ from operator import mul
 from typing import TYPE_CHECKING, Any
 
 from ctxkit.embedders.base import CHUNK_WORDS, normalise_rows, term_counts, terms
+from ctxkit.memo import capacity
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,7 +76,7 @@ class LexicalEmbedder:
         memo = self._term_counts
         counts = memo.get(text)
         if counts is None:
-            if len(memo) > BOW_MEMO_MAX_TEXTS:
+            if len(memo) > max(BOW_MEMO_MAX_TEXTS, capacity()):
                 memo.clear()
             counts = memo[text] = term_counts(text)
         return counts
@@ -119,7 +120,7 @@ class LexicalEmbedder:
             self._totals.append(t)
 
     def _bag_of(self) -> Callable[[str], _Bag]:
-        if len(self._bags) > BOW_MEMO_MAX_TEXTS:
+        if len(self._bags) > max(BOW_MEMO_MAX_TEXTS, capacity()):
             self._bags.clear()
         return partial(_bag_of, bags=self._bags, counts=self._counts)
 

@@ -36,11 +36,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.memo import UnitMemo
 from ctxkit.model import Transcript, Unit
 from ctxkit.structure import is_request, request_text
 
@@ -96,52 +96,37 @@ def context_text(t: Transcript) -> str:
     # the norm of texts joined by a space is the norms of those that hold anything joined by
     # one: each unit's is made once (a compaction checks its summary against the same units
     # again at every step, a bench scores many compactions of one original)
-    return " ".join(x for u in t.units for x in _unit_norms(u))
+    return " ".join(x for u in t.units for x in _NORMS(u))
 
 
-_EDITS: OrderedDict[int, tuple[Unit, str, tuple[str, ...], str]] = OrderedDict()
 _LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what `str.splitlines` splits on
 
 
 def _edit_lines(u: Unit) -> tuple[str, ...]:
     """The lines of a unit that say an edit (`Context.edited`), read once per unit (a summary
     names every file it lists: each edited file asked for read all its lines again)."""
-    return _edits(u)[2]
+    return _EDITS(u)[0]
 
 
 def _edit_text(u: Unit) -> str:
     """`_edit_lines` joined by newlines: one search finds a path in any of them."""
-    return _edits(u)[3]
+    return _EDITS(u)[1]
 
 
-def _edits(u: Unit) -> tuple[Unit, str, tuple[str, ...], str]:
-    key = id(u)
-    hit = _EDITS.get(key)
-    if hit is not None and hit[0] is u and hit[1] is u.content:
-        return hit
+def _read_edits(u: Unit) -> tuple[tuple[str, ...], str]:
     words = _DONE_EDIT_WORDS if is_request(u) else _EDIT_WORDS
     lines = tuple(line for line in u.content.splitlines() if words.search(line))
-    entry = _EDITS[key] = (u, u.content, lines, "\n".join(lines))
-    if len(_EDITS) > NORMS_MAX:
-        _EDITS.popitem(last=False)
-    return entry
+    return lines, "\n".join(lines)
 
 
-_NORMS: OrderedDict[int, tuple[Unit, str, tuple[str, ...]]] = OrderedDict()
-NORMS_MAX = 100_000
+def _read_norms(u: Unit) -> tuple[str, ...]:
+    """`norm` of each of a unit's texts that holds anything."""
+    return tuple(n for n in (norm(x) for x in unit_texts(u)) if n)
 
 
-def _unit_norms(u: Unit) -> tuple[str, ...]:
-    """`norm` of each of a unit's texts that holds anything (cached by identity and content)."""
-    key = id(u)
-    hit = _NORMS.get(key)
-    if hit is not None and hit[0] is u and hit[1] is u.content:
-        return hit[2]
-    parts = tuple(n for n in (norm(x) for x in unit_texts(u)) if n)
-    _NORMS[key] = (u, u.content, parts)
-    if len(_NORMS) > NORMS_MAX:
-        _NORMS.popitem(last=False)
-    return parts
+# each unit's, read once (`ctxkit.memo`)
+_EDITS = UnitMemo(_read_edits)
+_NORMS = UnitMemo(_read_norms)
 
 
 # --- probes -------------------------------------------------------------------------------------

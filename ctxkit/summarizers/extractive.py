@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from ctxkit import facts as F
 from ctxkit.compress import sentence_scores, split_sentences, words
 from ctxkit.compress.text import iter_sentences
+from ctxkit.memo import UnitMemo
 from ctxkit.model import Unit
 
 if TYPE_CHECKING:
@@ -312,21 +313,10 @@ class _Prose:
     narration: str = ""
 
 
-_PROSE: OrderedDict[int, tuple[Unit, str, str, _Prose]] = OrderedDict()
-
-
 def _prose(u: Unit) -> _Prose:
     """One unit's `_Prose`, read once (cached by identity and content, as `facts.unit_facts`):
     a summary of a longer span, or the next probe of `summarize_old`, costs the new units only."""
-    key = id(u)
-    hit = _PROSE.get(key)
-    if hit is not None and hit[0] is u and hit[1] is u.content and hit[2] is u.reasoning:
-        return hit[3]
-    prose = _read_prose(u)
-    _PROSE[key] = (u, u.content, u.reasoning, prose)
-    if len(_PROSE) > F.CACHE_MAX:
-        _PROSE.popitem(last=False)
-    return prose
+    return _PROSE(u)
 
 
 # What a line `_OPEN` finds must hold, lower-cased: an ASCII text without any of these has no
@@ -353,6 +343,9 @@ def _read_prose(u: Unit) -> _Prose:
         prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
         first = next((s.strip() for s in iter_sentences(prose) if len(s.strip()) >= 12), "")
     return _Prose(lines, _one_line(first, 200) if first else "")
+
+
+_PROSE = UnitMemo(_read_prose)
 
 
 def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:

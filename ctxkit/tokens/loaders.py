@@ -140,10 +140,19 @@ class _CachedCounter:
                 out[i] = n
         with self._lock:
             cache = self._cache
-            if len(cache) + len(misses) > CACHE_MAX_ENTRIES:
+            if len(cache) + len(misses) > CACHE_MAX_ENTRIES and not _room(len(cache) + len(misses)):
                 cache.clear()
             cache.update(zip(misses, counted, strict=True))
         return out
+
+
+def _room(entries: int) -> bool:
+    """Whether the count cache may hold `entries`: a few texts a unit of the largest transcript
+    compacted here (`ctxkit.memo`), so a compaction never clears it halfway and counts its
+    units again."""
+    from ctxkit.memo import capacity
+
+    return entries <= 3 * capacity()
 
 
 class TiktokenTokenizer(_CachedCounter):
