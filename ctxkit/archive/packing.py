@@ -102,6 +102,30 @@ def dumps(value: Any) -> tuple[bytes, Dumps]:
     return data, _orjson
 
 
+# what orjson would write its own way where the standard library writes str(x): left to it
+_CANONICAL = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
+def canonical(value: Any) -> bytes:
+    """One text for one value, keys sorted, to digest: orjson's compact JSON, or the standard
+    library's (sorted, `str` of what JSON has no type for) for what orjson cannot write as
+    JSON of its own (a huge integer, a lone surrogate, inf or nan, a key that is not text)."""
+    try:
+        data = orjson.dumps(value, option=_CANONICAL)
+    except TypeError:
+        data = None
+    if data is None or (b"null" in data and not _finite(value)):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str).encode(
+            "utf-8", "surrogatepass"
+        )
+    return data
+
+
 def _finite(value: Any, _float: type = float, _dict: type = dict, _list: type = list) -> bool:
     """False when `value` holds an infinite or NaN float (a walk in a third of orjson's time)."""
     kind = type(value)

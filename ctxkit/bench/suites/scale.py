@@ -289,6 +289,22 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                     note=f"1.0 is linear; {span}",
                 )
             )
+        # The same growth against one tiktoken pass over the same texts, measured beside each
+        # size: on a shared machine the pass itself grows faster than linearly with the texts
+        # (caches, memory), and what is ctxkit's own is what it adds to that.
+        relative = loglog_slope(xs, [float(r["compact_over_tiktoken_cpu"] or 0) for r in fit])
+        pass_slope = loglog_slope(xs, [float(r["tiktoken_pass_cpu_s"] or 0) for r in fit])
+        if relative is not None and axis == "messages":
+            res.figures.append(
+                Figure(
+                    f"{scenario}: growth exponent in {axis} of compaction CPU time per tiktoken pass",
+                    round(1.0 + relative, 3),
+                    "log-log slope",
+                    LINEAR_SLOPE,
+                    note=f"1.0: grows as one tiktoken pass does (that pass's own exponent "
+                    f"{pass_slope:.2f}); {span}" if pass_slope is not None else span,
+                )
+            )
     return res
 
 
