@@ -1275,6 +1275,18 @@ def test_an_archive_is_smaller_than_its_input(tmp_path: Path) -> None:
     assert db.stat().st_size < 0.8 * data.stat().st_size
 
 
+def _expanded(compacted: Path, db: Path, out: Path) -> Any:
+    """What `ctxkit expand` makes of a compacted file with its archive."""
+    from click.testing import CliRunner
+
+    from ctxkit.cli import cli
+
+    args = ["expand", str(compacted), "--archive", str(db), "-o", str(out)]
+    r = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(out.read_bytes())
+
+
 def test_an_archive_of_layout_1_is_read_as_it_is_and_upgraded_when_written(
     tmp_path: Path,
 ) -> None:
@@ -1283,21 +1295,13 @@ def test_an_archive_of_layout_1_is_read_as_it_is_and_upgraded_when_written(
     as it is (they may count accesses in it); the first write rewrites it in layout 3."""
     import shutil
 
-    from click.testing import CliRunner
-
-    from ctxkit.cli import cli
-
     db = tmp_path / "old.ctx.db"
     shutil.copy(LAYOUT1 / "layout1.ctx.db", db)
     before = db.read_bytes()
     recalled = "ref-613909785738661897"
 
     def expand(name: str) -> Any:
-        out = tmp_path / name
-        args = ["expand", str(LAYOUT1 / "layout1.out.json"), "--archive", str(db), "-o", str(out)]
-        r = CliRunner().invoke(cli, args, catch_exceptions=False)
-        assert r.exit_code == 0, r.stderr
-        return json.loads(out.read_bytes())
+        return _expanded(LAYOUT1 / "layout1.out.json", db, tmp_path / name)
 
     original = json.loads((LAYOUT1 / "layout1.in.json").read_bytes())
 
@@ -1325,21 +1329,13 @@ def test_an_archive_of_layout_2_takes_zstd_rows_beside_its_zlib_ones(tmp_path: P
     adds zstd rows, its zlib rows left as they are, every one still read."""
     import shutil
 
-    from click.testing import CliRunner
-
-    from ctxkit.cli import cli
-
     db = tmp_path / "two.ctx.db"
     shutil.copy(LAYOUT1 / "layout2.ctx.db", db)
     before = db.read_bytes()
     original = json.loads((LAYOUT1 / "layout1.in.json").read_bytes())
 
     def expand(name: str) -> Any:
-        out = tmp_path / name
-        args = ["expand", str(LAYOUT1 / "layout2.out.json"), "--archive", str(db), "-o", str(out)]
-        r = CliRunner().invoke(cli, args, catch_exceptions=False)
-        assert r.exit_code == 0, r.stderr
-        return json.loads(out.read_bytes())
+        return _expanded(LAYOUT1 / "layout2.out.json", db, tmp_path / name)
 
     def tags(a: Archive) -> set[bytes]:
         rows = a._conn.execute("SELECT record FROM units WHERE record IS NOT NULL").fetchall()
