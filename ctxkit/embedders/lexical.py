@@ -88,6 +88,11 @@ class LexicalEmbedder:
             # the first pair: the texts both sides share are summed once, for both
             self._keep(*_Totals.pair(ka, kb, self._bag_of()))
         ta, tb = self._totals_of(ka), self._totals_of(kb)
+        # a step's sum moved from the one before: their dot product came with the move
+        if tb.base is ta:
+            return _cosine(tb.dot_base, ta, tb)
+        if ta.base is tb:
+            return _cosine(ta.dot_base, ta, tb)
         return _cosine_sparse(ta.sums, tb.sums, ta.norm, tb.norm)
 
     def _mean_bow(self, texts: Sequence[str]) -> dict[str, float]:
@@ -156,20 +161,33 @@ def _bag(text: str, counts_of: Callable[[str], dict[str, int]]) -> _Bag:
 
 class _Totals:
     """One list of texts, the sum of their vectors, and how many terms it took (`size`): kept to
-    reach the next list from."""
+    reach the next list from. A sum moved from another (`base`) knows its dot product with it
+    and its own squared norm from what moved, not from every term."""
 
-    __slots__ = ("_norm", "key", "size", "sums", "texts")
+    __slots__ = ("base", "dot_base", "key", "norm2", "size", "sums", "texts")
 
-    def __init__(self, key: tuple[str, ...], sums: dict[str, float], texts: Counter[str], size: int):
+    def __init__(
+        self,
+        key: tuple[str, ...],
+        sums: dict[str, float],
+        texts: Counter[str],
+        size: int,
+        base: _Totals | None = None,
+        dot_base: float = 0.0,
+        norm2: float | None = None,
+    ):
         self.key, self.sums, self.texts, self.size = key, sums, texts, size
-        self._norm: float | None = None
+        self.base, self.dot_base, self.norm2 = base, dot_base, norm2
 
     @property
     def norm(self) -> float:
         """The sum's L2 norm, made once (every step is judged against the one before)."""
-        if self._norm is None:
-            self._norm = _norm(self.sums)
-        return self._norm
+        return math.sqrt(max(0.0, self.norm_squared()))
+
+    def norm_squared(self) -> float:
+        if self.norm2 is None:
+            self.norm2 = sum(map(mul, self.sums.values(), self.sums.values()))
+        return self.norm2
 
     @classmethod
     def pair(
@@ -208,10 +226,21 @@ class _Totals:
             sums: dict[str, float] = {}
             return cls(key, sums, texts, _add_all(sums, texts, bag_of, 1.0))
         _, fresh, base, gone, came = best
+        # what moved, as one vector: the sum is the base's plus it, and the dot products the
+        # next cosine needs come from its terms alone (|b|^2 = |a|^2 + 2 a.d + |d|^2)
+        moved: dict[str, float] = {}
+        _add_all(moved, gone, bag_of, -1.0)
+        _add_all(moved, came, bag_of, 1.0)
         sums = dict(base.sums)
-        _add_all(sums, gone, bag_of, -1.0)
-        _add_all(sums, came, bag_of, 1.0)
-        return cls(key, sums, texts, fresh)
+        get = sums.get
+        along = 0.0  # the base's sum . what moved
+        for term, value in moved.items():
+            old = get(term, 0.0)
+            along += old * value
+            sums[term] = old + value
+        before = base.norm_squared()
+        across = sum(map(mul, moved.values(), moved.values()))
+        return cls(key, sums, texts, fresh, base, before + along, before + 2.0 * along + across)
 
 
 def _diff(
@@ -277,3 +306,13 @@ def _cosine_sparse(
 
 def _norm(x: dict[str, float]) -> float:
     return math.sqrt(sum(map(mul, x.values(), x.values())))
+
+
+def _cosine(dot: float, a: _Totals, b: _Totals) -> float:
+    """`_cosine_sparse` of two sums whose dot product is known."""
+    if not a.sums and not b.sums:
+        return 1.0
+    na, nb = a.norm, b.norm
+    if not na or not nb:
+        return 0.0
+    return round(min(1.0, max(0.0, dot / (na * nb))), 6)
