@@ -240,7 +240,7 @@ def test_without_the_extra_says_which(sims: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     result = CliRunner().invoke(cli, ["count", str(sims), "--engine", "ray"])
     assert result.exit_code == 1
-    assert "--engine ray needs Ray Data: pip install 'ctxkit[ray]' (or --engine local)" in result.output
+    assert "--engine ray needs Ray: pip install 'ctxkit[ray]' (or --engine local)" in result.output
 
 
 def test_count_and_guard_never_import_ray(sims: Path) -> None:
@@ -259,6 +259,21 @@ def test_count_and_guard_never_import_ray(sims: Path) -> None:
 
 
 # --------------------------------------------------------------------------- on Ray
+
+@pytest.mark.slow
+def test_workers_import_this_ctxkit(ray_session: Any) -> None:
+    """A local Ray's workers import the ctxkit the driver runs (a checkout, not an installed
+    copy): both engines must run the same code."""
+    import ctxkit
+
+    @ray_session.remote
+    def where() -> str:
+        import ctxkit
+
+        return str(ctxkit.__file__)
+
+    assert ray_session.get(where.remote()) == ctxkit.__file__
+
 
 
 @pytest.mark.slow
