@@ -72,7 +72,7 @@ class RayOptions:
 
     @property
     def parallelism(self) -> int | None:
-        """Tasks that run at once, to cut even shards for (`plan_shards(workers=...)`): the
+        """Tasks that run at once, to size the shards for (`plan_shards(workers=...)`): the
         workers asked for, else the local Ray's CPUs; None on a cluster (its size is not known
         before the run): then shards are `shard_bytes`."""
         if self.workers:
