@@ -3,10 +3,11 @@
 The dataset is cut into shards (`ctxkit.engines.shards`: whole lines of a JSONL file, row ranges of a
 Parquet file, or a whole file of any other layout). Ray runs one task per shard (`run_shards`:
 plain Ray tasks queued in input order, their results taken back in that order); the task reads
-its shard with the readers `read_path` uses and hands each conversation to the same library call as the
-local engine (`count_row`, `compact`, `rl.score`), so both engines write the same output. A
-task writes its own output file and its own archive shard, each to a temp file renamed into
-place (the archive first), so a task that Ray retries after its worker died leaves one copy.
+its shard with the readers `read_path` uses and hands each conversation to the same library
+call as the local engine (`count_row`, `compact`, `rl.score`), so both engines write the same
+output. A task writes its own output file and its own archive shard, each to a temp file
+renamed into place (the archive first), so a task that Ray retries after its worker died
+leaves one copy.
 
 Without an address a local Ray starts with this machine's usable CPUs, its files under
 $TMPDIR, no dashboard, quiet logs, and nothing written to $HOME. Ray is the `ctxkit[ray]`
