@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +69,6 @@ def run_tree(*args: str, env: dict[str, str] | None = None) -> TreeRun:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tree: dict[int, tuple[float, float, set[str]]] = {}  # pid -> (CPU s, peak MB, names)
     err: list[bytes] = []
-    import threading
-
     # stderr read aside: a chatty command must not block on a full pipe while we poll
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""))
     reader.start()
