@@ -193,6 +193,41 @@ def test_scale_suite_small_sizes_in_subprocesses() -> None:
     assert_measured(report.to_dict())
 
 
+def test_run_tree_reads_the_command_and_its_children(tmp_path: Path) -> None:
+    """`run_tree` times the command and what it starts (here --jobs 2's forked worker), with
+    each process's peak memory under its command line."""
+    from ctxkit.bench.processes import run_tree
+
+    if not Path("/proc/self").is_dir():
+        pytest.skip("reads /proc")
+    data = tmp_path / "two.jsonl"
+    made = CliRunner().invoke(cli, ["simulate", "-s", "long_chat", "--count", "2", "--tokens", "3000",
+                                    "--format", "openai", "-o", str(data)], catch_exceptions=False)
+    assert made.exit_code == 0, made.output
+    run = run_tree("compact", str(data), "--limit", "1500", "--jobs", "2", "-o", str(tmp_path / "out.jsonl"))
+    assert run.wall_s > 0 and run.cpu_s > 0
+    names, peak = run.processes[0]
+    assert any("compact" in n for n in names) and peak > 0  # the command itself comes first
+    from ctxkit.compaction.parallel import usable_cpus
+
+    if usable_cpus() > 1:  # the forked workers, seen while they ran
+        assert len(run.processes) >= 2 and len(run.peaks_mb()) == len(run.processes) - 1
+    with pytest.raises(RuntimeError, match="failed"):
+        run_tree("compact", str(tmp_path / "missing.jsonl"), "--limit", "1500")
+
+
+@pytest.mark.slow  # starts Ray twice and compacts a 2 MB dataset four times
+def test_ray_suite_one_quick_round() -> None:
+    pytest.importorskip("ray")
+    report = bench.run(["ray"], bench.BenchOptions(quick=True, repeat=1))
+    figures = {f.name: f for f in report.suites["ray"].figures}
+    main = figures["ray throughput per core / --jobs"]
+    assert main.detail["identical"] is True  # Ray's shards, in order, are --jobs' output
+    assert len(main.detail["ray_s"]) == len(main.detail["jobs_s"]) == 1
+    assert figures["ray CPU / --jobs CPU"].value > 0
+    assert figures["ray worker peak memory"].value > 0  # the workers found by their title
+
+
 @pytest.mark.slow  # runs long: two suites and matplotlib, the slowest test of the fast run
 def test_plot_png_and_svg(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")

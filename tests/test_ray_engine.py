@@ -106,27 +106,43 @@ def test_shards_read_what_read_path_reads(tmp_path: Path, shard_bytes: int) -> N
         assert len(shards) == 32  # a line each, the two blank ones too
 
 
-def test_shards_are_cut_even_for_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With `workers`, a dataset is cut into SHARDS_PER_WORKER slices a worker of about equal
-    bytes (at most `shard_bytes` each), not into slices of `shard_bytes` and a short rest."""
+def test_shards_shrink_with_the_data_left_for_the_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With `workers`, each slice is the data left over FACTOR x workers (the first ones large,
+    the last ones small, so the last task to finish is a short one), at most `shard_bytes`;
+    without, slices of `shard_bytes`."""
     from ctxkit.engines import shards as shards_module
 
-    monkeypatch.setattr(shards_module, "MIN_SHARD_BYTES", 1)
+    monkeypatch.setattr(shards_module, "MIN_SHARD_BYTES", 2000)
     rows = [{"messages": [{"role": "user", "content": f"question {i} " * 20}]} for i in range(400)]
     path = tmp_path / "data.jsonl"
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     size = path.stat().st_size
-    old = plan_shards([str(path)], shard_bytes=int(size * 0.64))  # one big slice, one small
-    assert len(old) == 2
-    even = plan_shards([str(path)], shard_bytes=int(size * 0.64), workers=2)
-    assert len(even) == 2 * shards_module.SHARDS_PER_WORKER
-    sizes = [(s.end if s.end >= 0 else size) - s.start for s in even]
-    assert max(sizes) - min(sizes) <= 2 * max(len(orjson.dumps(r)) + 1 for r in rows)
-    got = [t for s in even for t in read_shard(s)]
-    assert [(t.id, t.units) for t in got] == [(t.id, t.units) for t in read_path(str(path))]
-    # shard_bytes stays the most a slice holds
+    line = max(len(orjson.dumps(r)) + 1 for r in rows)
+
+    def sizes(shards: list[Any]) -> list[int]:
+        return [(s.end if s.end >= 0 else size) - s.start for s in shards]
+
+    fixed = plan_shards([str(path)], shard_bytes=int(size * 0.64))  # one big slice, one small
+    assert len(fixed) == 2
+    guided = plan_shards([str(path)], shard_bytes=size, workers=2)
+    got = sizes(guided)
+    factor = shards_module.FACTOR
+    assert abs(got[0] - size / (factor * 2)) <= line  # the first: the whole over FACTOR x 2
+    rest = size
+    for n in got[:-1]:  # each: the data left then over FACTOR x 2, at least the minimum
+        assert max(2000, rest / (factor * 2)) <= n <= max(2000, rest / (factor * 2)) + line
+        rest -= n
+    assert got[-1] <= 2000 + line and len(guided) > 2 * factor
+    read = [t for s in guided for t in read_shard(s)]
+    assert [(t.id, t.units) for t in read] == [(t.id, t.units) for t in read_path(str(path))]
+    # shard_bytes stays the most a slice holds (a line more at most)
     capped = plan_shards([str(path)], shard_bytes=size // 20, workers=2)
-    assert len(capped) >= 20
+    assert max(sizes(capped)) <= size // 20 + line and len(capped) >= 20
+    # over several files, the data left counts the next files' too
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(path.read_bytes())
+    both = plan_shards([str(path), str(other)], shard_bytes=2 * size, workers=2)
+    assert abs(sizes(both)[0] - 2 * size / (factor * 2)) <= line
 
 
 def test_shards_skip_invalid_lines_as_read_path_does(tmp_path: Path) -> None:
@@ -240,7 +256,7 @@ def test_without_the_extra_says_which(sims: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
     result = CliRunner().invoke(cli, ["count", str(sims), "--engine", "ray"])
     assert result.exit_code == 1
-    assert "--engine ray needs Ray Data: pip install 'ctxkit[ray]' (or --engine local)" in result.output
+    assert "--engine ray needs Ray: pip install 'ctxkit[ray]' (or --engine local)" in result.output
 
 
 def test_count_and_guard_never_import_ray(sims: Path) -> None:
@@ -259,6 +275,21 @@ def test_count_and_guard_never_import_ray(sims: Path) -> None:
 
 
 # --------------------------------------------------------------------------- on Ray
+
+@pytest.mark.slow
+def test_workers_import_this_ctxkit(ray_session: Any) -> None:
+    """A local Ray's workers import the ctxkit the driver runs (a checkout, not an installed
+    copy): both engines must run the same code."""
+    import ctxkit
+
+    @ray_session.remote
+    def where() -> str:
+        import ctxkit
+
+        return str(ctxkit.__file__)
+
+    assert ray_session.get(where.remote()) == ctxkit.__file__
+
 
 
 @pytest.mark.slow

@@ -187,7 +187,7 @@ def engine_options(f: F) -> F:
             type=click.Choice(sorted(ENGINES)),
             default=DEFAULT_ENGINE,
             show_default=True,
-            help="local: this machine; ray: Ray Data tasks, one per shard of the dataset "
+            help="local: this machine; ray: Ray tasks, one per shard of the dataset "
             "(needs ctxkit[ray]).",
         ),
         click.option(

@@ -1,7 +1,7 @@
 """Where `count`, `compact` and `score-rl` run a dataset: the registry of engines.
 
 `local` streams the dataset on this machine (`--jobs N` processes for compact); `ray` hands its
-shards to Ray Data (`ctxkit.engines.ray`, the `ctxkit[ray]` extra), on a local Ray or a cluster. Both
+shards to Ray as tasks (`ctxkit.engines.ray`, the `ctxkit[ray]` extra), on a local Ray or a cluster. Both
 run the same library functions on each conversation, so they write the same output.
 """
 
@@ -13,7 +13,7 @@ from ctxkit.errors import UsageError, unknown_name
 
 ENGINES: dict[str, str] = {
     "local": "this machine: the dataset streamed, --jobs N processes",
-    "ray": "Ray Data: shards as tasks on a local Ray or a cluster (--ray-address); ctxkit[ray]",
+    "ray": "Ray: shards as tasks on a local Ray or a cluster (--ray-address); ctxkit[ray]",
 }
 DEFAULT_ENGINE = "local"
 SHARD_MB = 32.0  # --shard-mb: a Ray task's slice of a JSONL dataset (whole lines)

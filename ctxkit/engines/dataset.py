@@ -13,7 +13,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxkit.config.settings import SettingsSpec
@@ -77,10 +77,12 @@ def compact_shards(
             changed[shard.file_index] = changed.get(shard.file_index, 0) + touched
             yield tally
         if job.to_format is None:
-            # a file in which nothing changed is written as it was, as `compact` writes it
-            same = [s for s in shards if not changed[s.file_index] and s.kind != "parquet"]
-            for _ in map_shards(copy_shard, same, replace(job, fault=None)):
-                pass
+            # A file in which nothing changed is written as it was, as `compact` writes it. Here,
+            # not through `map_shards`: it is a copy of bytes this process has already read once
+            # (to plan the shards), and a second round of Ray tasks would start a second Ray.
+            for shard in shards:
+                if not changed[shard.file_index] and shard.kind != "parquet":
+                    copy_shard(shard, job)
         finish_directory(job.out_dir, [s.name for s in shards])
 
 

@@ -1,18 +1,19 @@
-"""The Ray Data engine: `count`, `compact` and `score-rl` over datasets larger than one machine.
+"""The Ray engine: `count`, `compact` and `score-rl` over datasets larger than one machine.
 
 The dataset is cut into shards (`ctxkit.engines.shards`: whole lines of a JSONL file, row ranges of a
-Parquet file, or a whole file of any other layout). Ray Data runs one task per shard
-(`map_batches` over a dataset of shard descriptions, in input order); the task reads its shard
-with the readers `read_path` uses and hands each conversation to the same library call as the
-local engine (`count_row`, `compact`, `rl.score`), so both engines write the same output. A
-task writes its own output file and its own archive shard, each to a temp file renamed into
-place (the archive first), so a task that Ray retries after its worker died leaves one copy.
+Parquet file, or a whole file of any other layout). Ray runs one task per shard (`run_shards`:
+plain Ray tasks queued in input order, their results taken back in that order); the task reads
+its shard with the readers `read_path` uses and hands each conversation to the same library
+call as the local engine (`count_row`, `compact`, `rl.score`), so both engines write the same
+output. A task writes its own output file and its own archive shard, each to a temp file
+renamed into place (the archive first), so a task that Ray retries after its worker died
+leaves one copy.
 
 Without an address a local Ray starts with this machine's usable CPUs, its files under
 $TMPDIR, no dashboard, quiet logs, and nothing written to $HOME. Ray is the `ctxkit[ray]`
 extra; nothing imports it before a run asks for it.
 
-People with a Ray pipeline of their own use the callable class:
+People with a Ray Data pipeline of their own use the callable class:
 
     import ray, ctxkit.engines.ray
     ds = ray.data.read_text("dataset.jsonl")            # one JSON line per row, column "text"
@@ -26,12 +27,10 @@ would give every message one struct type, filling the keys a message lacks with 
 from __future__ import annotations
 
 import os
-import pickle
 import secrets
 import shutil
 import sys
 import tempfile
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -74,7 +73,7 @@ class RayOptions:
 
     @property
     def parallelism(self) -> int | None:
-        """Tasks that run at once, to cut even shards for (`plan_shards(workers=...)`): the
+        """Tasks that run at once, to size the shards for (`plan_shards(workers=...)`): the
         workers asked for, else the local Ray's CPUs; None on a cluster (its size is not known
         before the run): then shards are `shard_bytes`."""
         if self.workers:
@@ -86,14 +85,18 @@ class RayOptions:
         return self.num_cpus or usable_cpus()
 
 
-def import_ray() -> Any:
-    """The `ray` module, or an error that says how to install it."""
+def import_ray(*, data: bool = False) -> Any:
+    """The `ray` module (with `ray.data` loaded when `data`), or an error that says how to
+    install it. The engine's own runs need no Ray Data: importing it costs the driver pyarrow
+    and pandas (half a second, ~100 MB)."""
     try:
         import ray
-        import ray.data  # noqa: F401
+
+        if data:
+            import ray.data  # noqa: F401
     except ImportError:
         raise CtxkitError(
-            "--engine ray needs Ray Data: pip install 'ctxkit[ray]' (or --engine local)"
+            "--engine ray needs Ray: pip install 'ctxkit[ray]' (or --engine local)"
         ) from None
     return ray
 
@@ -195,38 +198,14 @@ def _reachable(address: str) -> None:
         ) from None
 
 
-@contextmanager
-def _data_context(ray: Any) -> Iterator[None]:
-    """Ray Data set for a run (outputs in input order, no progress bars, no log line per run),
-    and as it was afterwards (a user's own session keeps its settings)."""
-    import logging
-
-    ctx = ray.data.DataContext.get_current()
-    logger = logging.getLogger("ray.data")
-    saved = (ctx.execution_options.preserve_order, ctx.enable_progress_bars, logger.level)
-    ctx.execution_options.preserve_order = True
-    ctx.enable_progress_bars = False
-    logger.setLevel(logging.ERROR)
+def _shard_task(fn: Callable[[Shard, Any], Any], shard: Shard, job: Any) -> Any:
+    """One Ray task: `fn(shard, job)`, or the ctxkit error it raised as a result."""
     try:
-        yield
-    finally:
-        ctx.execution_options.preserve_order, ctx.enable_progress_bars = saved[:2]
-        logger.setLevel(saved[2])
-
-
-def _run_task(batch: dict[str, Any], fn: Callable[..., Any], job: Any) -> dict[str, Any]:
-    """One Ray task: the shard in `batch` through `fn(shard, job)`; its result pickled."""
-    results = []
-    for raw in batch["shard"]:
-        shard = Shard.from_dict(orjson.loads(raw))
-        try:
-            result = fn(shard, job)
-        except CtxkitError as exc:
-            # Ray would wrap it in its own errors (a traceback, not the one line the local
-            # engine gives) and a retry would fail the same way: the driver raises it.
-            result = {_ERROR: (str(exc), exc.exit_code, isinstance(exc, UsageError))}
-        results.append(pickle.dumps(result))
-    return {"result": results}
+        return fn(shard, job)
+    except CtxkitError as exc:
+        # Ray would wrap it in its own errors (a traceback, not the one line the local
+        # engine gives) and a retry would fail the same way: the driver raises it.
+        return {_ERROR: (str(exc), exc.exit_code, isinstance(exc, UsageError))}
 
 
 _ERROR = "ctxkit_error"  # a task's result that is the ctxkit error it raised
@@ -243,30 +222,41 @@ def _task_error(message: str, exit_code: int, usage: bool) -> CtxkitError:
 def run_shards(
     fn: Callable[[Shard, Any], Any], shards: Sequence[Shard], job: Any, opts: RayOptions
 ) -> Iterator[Any]:
-    """`fn(shard, job)` for every shard as Ray Data tasks; the results in shard order."""
+    """`fn(shard, job)` for every shard as a Ray task (at most `opts.workers` at once); the
+    results in shard order.
+
+    Plain tasks, not Ray Data: a shard's result is a small tally and its output a file the task
+    writes, so Ray Data's blocks, executor and actors (a stats actor and an autoscaling
+    coordinator, each a worker process of ~200 MB, and pyarrow in every worker) would only add
+    start-up, memory and driver time. Tasks are queued in shard order, so the workers take the
+    next shard as they free up and a slow shard holds back no other."""
     if not shards:
         return
-    with ray_session(opts) as ray, _data_context(ray):
-        items = [{"shard": orjson.dumps(s.to_dict())} for s in shards]
-        ds = ray.data.from_items(items, override_num_blocks=len(items))
-        with warnings.catch_warnings():
-            # Ray 2.60 deprecates **ray_remote_args without naming a successor for retries
-            warnings.simplefilter("ignore", DeprecationWarning)
-            ds = ds.map_batches(
-                _run_task,
-                fn_kwargs={"fn": fn, "job": job},
-                batch_size=1,
-                batch_format="numpy",
-                compute=ray.data.TaskPoolStrategy(size=opts.workers) if opts.workers else None,
-                num_cpus=1,
-                max_retries=TASK_RETRIES,
-                retry_exceptions=[ShardFault],
-            )
-        for row in ds.iter_rows():
-            result = pickle.loads(row["result"])
-            if isinstance(result, dict) and _ERROR in result:
-                raise _task_error(*result[_ERROR])
-            yield result
+    with ray_session(opts) as ray:
+        task = ray.remote(_shard_task).options(
+            num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=[ShardFault], name="ctxkit-shard"
+        )
+        job_ref = ray.put(job)  # one copy in the object store, not one per task
+        window = opts.workers or len(shards)
+        running: dict[Any, int] = {}  # task ref -> shard index
+        finished: dict[int, Any] = {}  # results that came before their turn (small tallies)
+        queued = 0
+        try:
+            for turn in range(len(shards)):
+                while turn not in finished:
+                    while queued < len(shards) and len(running) < window:
+                        running[task.remote(fn, shards[queued], job_ref)] = queued
+                        queued += 1
+                    ready, _ = ray.wait(list(running), num_returns=1)
+                    for ref in ready:
+                        finished[running.pop(ref)] = ray.get(ref)
+                result = finished.pop(turn)
+                if isinstance(result, dict) and _ERROR in result:
+                    raise _task_error(*result[_ERROR])
+                yield result
+        finally:
+            for ref in running:  # a failed or abandoned run: stop what is still going
+                ray.cancel(ref, force=True)
 
 
 # ---------------------------------------------------------------- count
@@ -493,7 +483,7 @@ def read_conversations(paths: Sequence[str], opts: RayOptions = RayOptions()) ->
     from ctxkit.engines.shards import plan_shards
     from ctxkit.formats import dataset_item, expand_paths
 
-    ray = import_ray()
+    ray = import_ray(data=True)
     shards = plan_shards(
         expand_paths(list(paths)), shard_bytes=opts.shard_bytes, workers=opts.parallelism
     )

@@ -24,7 +24,7 @@ from __future__ import annotations
 import builtins
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
@@ -100,29 +100,33 @@ def _is_dataset(path: str, opts: ReadOptions) -> bool:
     return is_conversation(obj)
 
 
-def _line_slices(path: str, shard_bytes: int) -> Iterator[tuple[int, int, int]]:
-    """(start, end, first line) of consecutive slices of whole lines, each about `shard_bytes`
-    (the last one's end is -1: to the end of the file). A slice ends at the first line end past
-    the next multiple of `shard_bytes`, so the slices stay even and the last is not a stub."""
+def _line_slices(path: str, size_at: Callable[[int], int]) -> Iterator[tuple[int, int, int]]:
+    """(start, end, first line) of consecutive slices of whole lines (the last one's end is -1:
+    to the end of the file). A slice that starts at byte `start` ends at the first line end at
+    least `size_at(start)` bytes on."""
     start, first, pos, line = 0, 1, 0, 0
-    cut = shard_bytes
+    cut = size_at(0)
     with open(path, "rb") as f:
         for raw in f:
             line += 1
             pos += len(raw)
-            if pos >= cut:
+            if pos - start >= cut:
                 yield start, pos, first
                 start, first = pos, line + 1
-                cut += shard_bytes * max(1, -(-(pos - cut + 1) // shard_bytes))
+                cut = size_at(start)
     if pos > start or start == 0:
         yield start, -1, first
 
 
-# Shards a worker should get: the work per byte varies (one conversation compacts in 10 ms,
-# another in 2 s), so a worker that drew a slow shard is caught up by the others' next ones.
-SHARDS_PER_WORKER = 4
-MIN_SHARD_BYTES = 256 * 2**10  # below this a task's fixed cost (a process's setup, an archive
-# file) outweighs the balance it buys
+# With the workers known, slices shrink as the data left does (guided self-scheduling, by
+# factoring): each is the rest of the JSONL data over FACTOR x workers, so the first ones are
+# large (few tasks, few files) and the last ones small. The work per byte varies (one
+# conversation compacts in 10 ms, another in 2 s): a worker that drew a slow slice is caught
+# up by the others' next, smaller ones, and the last to finish waits on a small slice, not on
+# a quarter of its share. FACTOR 2 keeps a slow first slice from deciding the end.
+FACTOR = 2
+MIN_SHARD_BYTES = 256 * 2**10  # below this a task's fixed cost (scheduling, an output and an
+# archive file) outweighs the balance it buys
 
 
 def plan_shards(
@@ -134,9 +138,10 @@ def plan_shards(
     workers: int | None = None,
 ) -> list[Shard]:
     """The shards of these files, in input order (one pass over each JSONL file's bytes, to
-    number its lines). JSONL slices are at most `shard_bytes`; with `workers`, they are cut
-    even, SHARDS_PER_WORKER slices a worker over all the JSONL data (a 50 MB file on 2
-    workers: 8 slices of 6.25 MB, not one of 32 MB and one of 18 MB that leaves a core idle)."""
+    number its lines). JSONL slices are about `shard_bytes` (a line more at most); with
+    `workers`, each is the JSONL data left (this file's and the next files') over FACTOR x
+    workers, between MIN_SHARD_BYTES and `shard_bytes`: a 40 MB file on 2 workers is 16
+    slices, of 10 MB, 7.7 MB, 5.7 MB ... down to 256 KB."""
     opts = opts or ReadOptions()
     shards: list[Shard] = []
     plans: list[tuple[int, str, str, str]] = []  # (file index, label, path, kind)
@@ -146,10 +151,7 @@ def plan_shards(
             raise InputError(path, None, "a distributed run reads files, not stdin; save it first")
         kind = "parquet" if path.endswith(".parquet") else "jsonl" if _is_dataset(path, opts) else "file"
         plans.append((i, label, path, kind))
-    if workers:
-        total = sum(os.path.getsize(path) for _, _, path, kind in plans if kind == "jsonl")
-        even = -(-total // (SHARDS_PER_WORKER * workers))
-        shard_bytes = min(shard_bytes, max(MIN_SHARD_BYTES, even))
+    left = sum(os.path.getsize(path) for _, _, path, kind in plans if kind == "jsonl")
     for i, label, path, kind in plans:
         if kind == "parquet":
             rows = _parquet_rows(path)
@@ -159,9 +161,28 @@ def plan_shards(
         elif kind == "file":
             shards.append(Shard(path, "file", i, 0, label=label))
         else:
-            for part, (start, end, line) in enumerate(_line_slices(path, max(1, shard_bytes))):
+            size_at = _slice_sizes(left, os.path.getsize(path), shard_bytes, workers)
+            for part, (start, end, line) in enumerate(_line_slices(path, size_at)):
                 shards.append(Shard(path, "jsonl", i, part, start, end, line, label))
+            left -= os.path.getsize(path)
     return shards
+
+
+def _slice_sizes(
+    left: int, size: int, shard_bytes: int, workers: int | None
+) -> Callable[[int], int]:
+    """The size of a slice that starts at byte `start` of a file of `size` bytes, `left` bytes
+    of JSONL data from this file's start on: `shard_bytes`, or with `workers` the data left
+    over FACTOR x workers, between MIN_SHARD_BYTES and `shard_bytes`."""
+    cap = max(1, shard_bytes)
+    if not workers:
+        return lambda start: cap
+
+    def size_at(start: int) -> int:
+        rest = left - start
+        return min(cap, max(MIN_SHARD_BYTES, -(-rest // (FACTOR * workers))))
+
+    return size_at
 
 
 def _parquet_rows(path: str) -> int:
