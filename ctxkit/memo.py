@@ -8,7 +8,9 @@ keys by identity, holds the unit (so its id is not reused) and checks its conten
 The caches are bounded, oldest first out, but never below twice the units of the largest
 transcript this process compacts (`reserve`): a cache smaller than the run's units throws away,
 at every step, what the next step reads again (a 200,000-message log read its units' facts
-over and over).
+over and over). A dataset's conversations share no unit, so a run over many of them empties
+every cache after each one (`forget`): a worker's memory then follows its largest
+conversation, not the number it did (it grew 0.8 MB a conversation, to 1.8 GB).
 
     >>> from ctxkit.model import Unit
     >>> lengths = UnitMemo(lambda u: len(u.content))
@@ -19,9 +21,10 @@ over and over).
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ctxkit.model import Unit
 
@@ -41,12 +44,19 @@ def capacity() -> int:
     return _capacity[0]
 
 
+def forget() -> None:
+    """Empty every cache (a conversation of a dataset is done: no later one shares its units)."""
+    for memo in list(_MEMOS):
+        memo.clear()
+
+
 class UnitMemo(Generic[T]):
     """`read(unit)`, read once per unit (by identity and content), the oldest forgotten first."""
 
     def __init__(self, read: Callable[[Unit], T]) -> None:
         self._read = read
         self._memo: OrderedDict[int, tuple[Unit, str, T]] = OrderedDict()
+        _MEMOS.add(self)
 
     def __call__(self, unit: Unit) -> T:
         hit = self._memo.get(id(unit))
@@ -64,3 +74,6 @@ class UnitMemo(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._memo)
+
+
+_MEMOS: weakref.WeakSet[UnitMemo[Any]] = weakref.WeakSet()  # every cache, for `forget`

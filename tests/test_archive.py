@@ -1421,3 +1421,29 @@ def test_a_unit_rolled_back_is_not_stored_any_more(archive: Archive) -> None:
     assert archive.ref_for("t0", unit) == (ref, False)
     with pytest.raises(ArchiveError, match="unknown ref"):
         archive.get(ref)
+
+
+def test_rows_taken_from_another_archive_are_the_rows_it_would_store(tmp_path: Path) -> None:
+    """A worker's scratch archive hands a conversation over packed (`rows_of`, `take`): the
+    parent's archive then holds what compacting into it would have stored; a ref it already
+    holds makes `take` store nothing and say so."""
+    from ctxkit.compaction import compact
+    from ctxkit.simulate import generate
+
+    t = generate("long_chat", seed=5, tokens=6000)
+    with Archive(":memory:") as scratch:
+        compact(t, limit=3000, archive=scratch)
+        rows = scratch.rows_of(t.id)
+    direct, taken = str(tmp_path / "direct.db"), str(tmp_path / "taken.db")
+    with Archive(direct) as a:
+        compact(t, limit=3000, archive=a)
+    with Archive(taken) as b:
+        assert b.take(t, t.id, rows)
+        assert not b.take(t, t.id, rows)  # its refs are held now
+
+    def held(path: str) -> list[tuple[object, ...]]:
+        with Archive(path, readonly=True) as a:
+            units = sorted((x.ref, x.unit_id, x.tokens, x.text()) for x in a.list())
+            return [*units, a.original(t.id)]
+
+    assert held(taken) == held(direct) and len(held(taken)) > 1

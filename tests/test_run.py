@@ -108,3 +108,25 @@ def run_units(t: Transcript) -> list[Unit]:
     sink = ListSink()
     run([t], SETTINGS, sink=sink)
     return sink.transcripts[0].units
+
+
+def _archived(path: str) -> list[tuple[object, ...]]:
+    with Archive(path, readonly=True) as a:
+        rows = [(x.ref, x.transcript_id, x.unit_id, x.tokens, x.text()) for x in a.list()]
+        return sorted(rows, key=str) + [(tid, a.original(tid)) for tid in a.transcript_ids()]
+
+
+def test_workers_hand_over_the_rows_a_serial_run_stores(tmp_path: Path) -> None:
+    """`--jobs 2`: each worker's conversation goes into the archive as the worker packed it;
+    the rows, originals and outputs are a serial run's, and a second run into the same archive
+    (its refs stored already) stores nothing twice and changes nothing."""
+    items = [generate("long_chat", seed=n, tokens=5000).replace(id=f"chat-{n}") for n in range(4)]
+    outs = {}
+    for jobs in (1, 2):
+        sink = ListSink()
+        path = str(tmp_path / f"a{jobs}.db")
+        summary = run(items, SETTINGS, sink=sink, archive=ArchiveTarget(path), jobs=jobs)
+        outs[jobs] = ([t.to_dict() for t in sink.transcripts], summary.to_dict(), _archived(path))
+    assert outs[1] == outs[2]
+    again = run(items, SETTINGS, sink=ListSink(), archive=ArchiveTarget(str(tmp_path / "a2.db")), jobs=2)
+    assert again.to_dict() == outs[2][1] and _archived(str(tmp_path / "a2.db")) == outs[2][2]

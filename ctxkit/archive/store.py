@@ -187,6 +187,31 @@ def default_archive_path(output_path: str | None) -> str:
 
 
 @dataclass(frozen=True)
+class Rows:
+    """One transcript's rows in an archive, packed (`Archive.rows_of`): its original's (record,
+    units, last request, created), its archived units' rows and the texts they name."""
+
+    transcript: tuple[Any, ...]
+    units: builtins.list[tuple[Any, ...]]
+    texts: builtins.list[tuple[bytes, bytes]]
+
+    def archived(self, original: Transcript) -> builtins.list[tuple[str, Unit, str, int | None]]:
+        """(ref, unit, summary, tokens) of each archived unit: the original's own where the
+        row names its position, else its record unpacked."""
+        texts = dict(self.texts)
+        out = []
+        for _scope, ref, _uid, _kind, _tool, summary, _digest, position, record, tokens, *_ in self.units:
+            if position is not None:
+                unit = original.units[position]
+            else:
+                unit = _unit_from_record(
+                    packing.unpack(record, lambda key: packing.unpack_text(texts[key]))
+                )
+            out.append((ref, unit, summary, tokens))
+        return out
+
+
+@dataclass(frozen=True)
 class Location:
     """Where inside a unit a ref points: a line range or the Nth search match."""
 
@@ -485,6 +510,12 @@ _COLUMNS_2 = (
 _CLOCK: list[Any] = [None, ""]  # (the second, its ISO text): a run stores many rows in one
 
 
+_INSERT_TRANSCRIPT = (
+    "INSERT INTO transcripts (transcript_id, record, units, last_request, created) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
+    "record = excluded.record, units = excluded.units, "
+    "last_request = excluded.last_request, created = excluded.created"
+)
 _INSERT_UNIT = (
     f"INSERT INTO units (scope, {_COLUMNS_2}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
@@ -923,8 +954,14 @@ class Archive:
         original = self._originals.get(transcript_id, {}).get(unit.id)
         position: int | None = None
         packed: bytes | None = None
-        # the original's unit itself (units are never changed in place), or one equal to it
-        if original is not None and tokens == unit.tokens and _same_record(original[1], unit):
+        # the original's unit itself (units are never changed in place), or one equal to it,
+        # its cached count too (read back from the position, the unit is the original's); the
+        # count given is the row's own
+        if (
+            original is not None
+            and unit.tokens == original[1].tokens
+            and _same_record(original[1], unit)
+        ):
             position = original[0]  # the original's unit: named, not stored again
         else:
             data, moved = packing.unit_json(packing.stored(_unit_record(unit)))
@@ -1005,18 +1042,72 @@ class Archive:
             self._unlink(key)
         self._insert_transcript(t, key, len(t.units), last_request_digest(t.units), _now())
 
+    def rows_of(self, transcript_id: str) -> Rows:
+        """A transcript's rows as this archive holds them, packed: what `take` stores in another
+        archive without unpacking or packing anything (a `--jobs` worker's scratch archive
+        hands its conversation to the one the parent writes)."""
+        conn = self._conn
+        head = conn.execute(
+            "SELECT record, units, last_request, created FROM transcripts WHERE transcript_id = ?",
+            (transcript_id,),
+        ).fetchone()
+        if head is None:
+            raise ArchiveError(f"{self.path}: no transcript {transcript_id!r}")
+        units = conn.execute(
+            "SELECT scope, ref, unit_id, type, tool_name, summary, content_digest, position, "
+            "record, tokens, created, last_accessed, access_count FROM units "
+            "WHERE transcript_id = ? ORDER BY rowid",
+            (transcript_id,),
+        ).fetchall()
+        texts = conn.execute("SELECT digest, body FROM texts").fetchall()
+        return Rows(tuple(head), [tuple(r) for r in units], [tuple(r) for r in texts])
+
+    def take(self, t: Transcript, key: str, rows: Rows) -> bool:
+        """Store `t` under `key` with its archived units, as `rows` (another archive's
+        `rows_of` it) hold them, packed; False, storing nothing, when a ref of theirs is already
+        in this archive (held by this unit or another: the caller stores them the careful way)."""
+        self._writable_layout()
+        for _scope, ref, *_ in rows.units:
+            if self._refs.get(ref) is not None:
+                return False
+            if not self._rows_known:
+                sql = "SELECT 1 FROM units WHERE ref = ?"
+                if self._conn.execute(sql, (ref,)).fetchone() is not None:
+                    return False
+        if self._conn.execute(
+            "SELECT 1 FROM units WHERE transcript_id = ? AND record IS NULL LIMIT 1", (key,)
+        ).fetchone():
+            self._unlink(key)
+        self._put_packed_texts(rows.texts)
+        record, units, last_request, created = rows.transcript
+        self._write(_INSERT_TRANSCRIPT, (key, record, units, last_request, created))
+        self._decoded.pop(key, None)
+        self._originals[key] = {u.id: (i, u) for i, u in enumerate(t.units)}
+        for scope, ref, unit_id, kind, tool, summary, digest, position, record, tokens, *rest in rows.units:
+            self._pending.append(
+                (scope, ref, key, unit_id, kind, tool, summary, digest, position, record, tokens, *rest)
+            )
+            self._refs[ref] = (scope, unit_id, digest)
+        return True
+
+    def _put_packed_texts(self, rows: Sequence[tuple[bytes, bytes]]) -> None:
+        """Texts as another archive stored them (digest, packed body), each once."""
+        new = [(k, body) for k, body in rows if k not in self._stored_texts]
+        if not new:
+            return
+        try:
+            absent = [(k, body) for k, body in new if not self._has_text(k)]
+            self._conn.executemany("INSERT INTO texts (digest, body) VALUES (?, ?)", absent)
+        except sqlite3.DatabaseError as exc:
+            raise _db_error(self.path, exc) from None
+        self._stored_texts.update(k for k, _ in new)
+
     def _insert_transcript(
         self, t: Transcript, key: str, units: int, last_request: str, created: str
     ) -> None:
         packed, moved = pack_transcript(t)
         self._put_texts(moved)
-        self._write(
-            "INSERT INTO transcripts (transcript_id, record, units, last_request, created) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (transcript_id) DO UPDATE SET "
-            "record = excluded.record, units = excluded.units, "
-            "last_request = excluded.last_request, created = excluded.created",
-            (key, packed, units, last_request, created),
-        )
+        self._write(_INSERT_TRANSCRIPT, (key, packed, units, last_request, created))
         self._decoded.pop(key, None)
         self._originals[key] = {u.id: (i, u) for i, u in enumerate(t.units)}
 

@@ -2,36 +2,43 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
-from ctxkit.archive.store import Archive, ref_scope
+from ctxkit.archive.store import Archive, Rows, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Failure, Observer
 from ctxkit.errors import ArchiveError, CtxkitError
+from ctxkit.memo import forget
 from ctxkit.model import Transcript
 
-_WORK: dict[str, CompactSettings] = {}  # what forked workers inherit: the run's settings
+_WORK: dict[str, Any] = {}  # what forked workers inherit: the run's settings and how it counts
 
 
-def _work_one(t: Transcript) -> tuple[str, Any, list[Event], list[Any], Transcript | None]:
+def _work_one(t: Transcript) -> tuple[str, Any, list[Event], Rows | None]:
     """Compact one transcript in a worker, into a private in-memory archive whose rows go back to
-    the parent (one process writes the SQLite file)."""
+    the parent packed, as they will be stored (one process writes the SQLite file, and packs
+    nothing again)."""
     events: list[Event] = []
     scratch = Archive(":memory:")
+    settings = _WORK["settings"]
     try:
-        result = compact(t, _WORK["settings"], archive=scratch, observe=events.append)
+        result = compact(t, settings, archive=scratch, observe=events.append)
+        _as_written(result, _WORK.get("as_written"), settings)  # here, beside its counts
     except CtxkitError as exc:
-        return ("error", Failure.of(t.id, exc), events, [], None)
-    rows = scratch.list(t.id) if result.changed else []
-    original = scratch.original(t.id) if result.changed else None
+        return ("error", Failure.of(t.id, exc), events, None)
+    finally:
+        forget()  # no later conversation shares its units: the worker's memory stays flat
+    rows = scratch.rows_of(scratch.key_for(t)) if result.changed else None
     scratch.close()
-    return ("ok", result, events, rows, original)
+    # the parent has the original: it need not come back
+    return ("ok", dataclasses.replace(result, original=None), events, rows)
 
 
 def usable_cpus() -> int:
@@ -80,6 +87,7 @@ def compact_many(
     archive: Archive | None = None,
     observe: Observer | None = None,
     keep_going: bool = False,
+    as_written: Callable[[Transcript], Transcript] | None = None,
 ) -> Iterator[CompactResult | Failure]:
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
@@ -88,7 +96,9 @@ def compact_many(
     transcripts or usable CPUs, and never more than two transcripts per worker in flight, so
     memory follows the largest conversation, not the dataset (`transcripts` may be lazy).
     A transcript that cannot be compacted raises its error; with `keep_going` it is a `Failure`
-    in the results instead, and none of its archive rows stay.
+    in the results instead, and none of its archive rows stay. With `as_written` (how the output
+    file reads a transcript back), each result's "after" is counted on that (`count_written`),
+    where it was compacted: a worker's counts are warm for it, the parent's are not.
     """
     import sys
 
@@ -98,17 +108,22 @@ def compact_many(
     # while torch is not loaded (the CLI's embedder is lazy, so its parent has not loaded it).
     if workers <= 1 or "torch" in sys.modules:
         for t in chain(head, items):
-            yield _compact_one(t, settings, archive, observe, keep_going)
+            result = _compact_one(t, settings, archive, observe, keep_going)
+            _as_written(result, as_written, settings)
+            forget()  # no later conversation shares its units: memory stays flat
+            yield result
         return
     import multiprocessing
 
     _WORK.clear()
     _WORK["settings"] = settings
+    if as_written is not None:
+        _WORK["as_written"] = as_written
     try:
         with multiprocessing.get_context("fork").Pool(
             workers, initializer=_quiet_worker, initargs=(os.getpid(),)
         ) as pool:
-            for status, payload, events, rows, original in _ordered(
+            for t, (status, payload, events, rows) in _ordered(
                 pool, chain(head, items), window=2 * workers
             ):
                 for event in events:
@@ -119,21 +134,55 @@ def compact_many(
                         raise payload.error()
                     yield payload
                     continue
-                if archive is not None and original is not None:
-                    key = archive.key_for(original)  # refs do not depend on it, rows do
-                    scope = ref_scope(original)
-                    units = [(row, row.unit()) for row in rows]
-                    if any(archive.ref_for(scope, u)[0] != row.ref for row, u in units):
-                        # A ref clashes with a unit this archive already holds: redo this one
-                        # here, where the ref can grow.
-                        yield _compact_one(original, settings, archive, observe, keep_going)
-                        continue
-                    archive.put_transcript(original, key=key)
-                    for row, u in units:
-                        archive.put(key, u, summary=row.summary, tokens=row.tokens, scope=scope)
+                payload = dataclasses.replace(payload, original=t)
+                if archive is not None and rows is not None:
+                    key = archive.key_for(t)  # refs do not depend on it, rows do
+                    if not archive.take(t, key, rows):
+                        # a ref this archive holds already: store the units one by one, or
+                        # redo this one here when a ref clashes, where it can grow
+                        scope = ref_scope(t)
+                        units = rows.archived(t)
+                        if any(archive.ref_for(scope, u)[0] != ref for ref, u, _, _ in units):
+                            redone = _compact_one(t, settings, archive, observe, keep_going)
+                            _as_written(redone, as_written, settings)
+                            yield redone
+                            continue
+                        archive.put_transcript(t, key=key)
+                        for _ref, u, summary, tokens in units:
+                            archive.put(key, u, summary=summary, tokens=tokens, scope=scope)
                 yield payload
     finally:
         _WORK.clear()
+
+
+def _as_written(
+    r: CompactResult | Failure,
+    as_written: Callable[[Transcript], Transcript] | None,
+    settings: CompactSettings,
+) -> None:
+    if as_written is not None and isinstance(r, CompactResult) and r.changed:
+        count_written(r, as_written(r.transcript), settings)
+
+
+def count_written(r: CompactResult, written: Transcript, settings: CompactSettings) -> None:
+    """Make `r`'s "after" the count of `written` (its transcript as the output file reads
+    back) plus the unlogged region its original's recorded usage measured: the figure `count`
+    gives of that file. A summary the format joins to the request after it stays the summary
+    region here (up to its own count), though the file holds it in a history message."""
+    from ctxkit.tokens import count_transcript
+
+    counted = count_transcript(written, settings.tok, settings.count_opts)
+    regions = dict(counted.regions)
+    joined = min(r.regions_after.get("summary", 0), regions.get("history", 0))
+    if joined > regions.get("summary", 0):
+        regions["history"] -= joined - regions.get("summary", 0)
+        regions["summary"] = joined
+    fixed = r.regions_after.get("unlogged", 0)
+    if fixed:
+        regions["unlogged"] = fixed
+    r.tokens_after = counted.total + fixed
+    r.regions_after = regions
+    r.fits = r.tokens_after <= r.target
 
 
 def _compact_one(
@@ -158,13 +207,16 @@ def _compact_one(
         return Failure.of(t.id, exc)
 
 
-def _ordered(pool: Any, items: Iterator[Transcript], *, window: int) -> Iterator[Any]:
-    """`pool.imap(_work_one, items)` with at most `window` transcripts in flight: imap would
-    read the whole input ahead of a slow transcript and hold every result that overtook it."""
-    pending: deque[Any] = deque()
+def _ordered(pool: Any, items: Iterator[Transcript], *, window: int) -> Iterator[tuple[Transcript, Any]]:
+    """(transcript, `_work_one(transcript)`) in input order, at most `window` transcripts in
+    flight: `pool.imap` would read the whole input ahead of a slow transcript and hold every
+    result that overtook it."""
+    pending: deque[tuple[Transcript, Any]] = deque()
     for t in items:
-        pending.append(pool.apply_async(_work_one, (t,)))
+        pending.append((t, pool.apply_async(_work_one, (t,))))
         if len(pending) >= window:
-            yield pending.popleft().get()
+            first, result = pending.popleft()
+            yield first, result.get()
     while pending:
-        yield pending.popleft().get()
+        first, result = pending.popleft()
+        yield first, result.get()

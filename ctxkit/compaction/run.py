@@ -186,9 +186,10 @@ def run(
         store.begin()  # the write lock, held to the commit: keys and refs chosen once
         with sink if sink is not None else nullcontext(ListSink()) as out:
             results = compact_many(
-                source, settings, jobs=jobs, archive=store, observe=observe, keep_going=keep_going
+                source, settings, jobs=jobs, archive=store, observe=observe, keep_going=keep_going,
+                as_written=as_written,
             )
-            out.write(_written(results, summary, store, on_result, settings, as_written))
+            out.write(_written(results, summary, store, on_result, settings))
             if not summary.changed and not summary.failures:
                 out.keep_input()
             if before_commit is not None:
@@ -212,37 +213,13 @@ def _written(
     archive: Archive,
     on_result: OnResult | None,
     settings: CompactSettings,
-    as_written: AsWritten | None,
 ) -> Iterator[Transcript]:
     for item in results:
-        if as_written is not None and isinstance(item, CompactResult) and item.changed:
-            count_written(item, as_written(item.transcript), settings)
         summary.add(item)
         if on_result is not None:
             on_result(item, archive)
         if isinstance(item, CompactResult):
             yield item.transcript
-
-
-def count_written(r: CompactResult, written: Transcript, settings: CompactSettings) -> None:
-    """Make `r`'s "after" the count of `written` (its transcript as the output file reads
-    back) plus the unlogged region its original's recorded usage measured: the figure `count`
-    gives of that file. A summary the format joins to the request after it stays the summary
-    region here (up to its own count), though the file holds it in a history message."""
-    from ctxkit.tokens import count_transcript
-
-    counted = count_transcript(written, settings.tok, settings.count_opts)
-    regions = dict(counted.regions)
-    joined = min(r.regions_after.get("summary", 0), regions.get("history", 0))
-    if joined > regions.get("summary", 0):
-        regions["history"] -= joined - regions.get("summary", 0)
-        regions["summary"] = joined
-    fixed = r.regions_after.get("unlogged", 0)
-    if fixed:
-        regions["unlogged"] = fixed
-    r.tokens_after = counted.total + fixed
-    r.regions_after = regions
-    r.fits = r.tokens_after <= r.target
 
 
 def compact_one(
