@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -395,9 +397,9 @@ def test_estimate_calls_restarts_at_a_compaction_summary():
 
 
 @pytest.mark.slow  # builds tiktoken's o200k twice
-def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) -> None:
-    """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; quicktok's counts
-    equal tiktoken's ids on real-looking texts for both bundled encodings."""
+def test_o200k_is_bundled_offline_and_the_fast_counter_counts_tiktokens_ids(tmp_path) -> None:
+    """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; the fast counter's
+    counts equal tiktoken's ids on real-looking texts for both bundled encodings."""
     proc = _run_offline(
         """
         from ctxkit.tokens import get_tokenizer
@@ -410,10 +412,10 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "o200k_base QuicktokTokenizer 2",
-        "o200k_base QuicktokTokenizer 2",
-        "o200k_base QuicktokTokenizer 2",
-        "cl100k_base QuicktokTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "cl100k_base FastTokenizer 2",
         "[24912, 2375]",  # tiktoken's published ids for "hello world" in o200k_base
     ]
     samples = [
@@ -430,11 +432,20 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
         assert tok.count_many(samples * 20) == [len(enc.encode_ordinary(s)) for s in samples * 20]
 
 
+# the fast counters installed here (toktok-rs on Python 3.11+, quicktok-v1 in the dev extra)
+COUNTERS = [c for c in tokens.loaders.FAST_COUNTERS if importlib.util.find_spec(c) is not None]
+
+
+@pytest.mark.parametrize("counter", COUNTERS)
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name: str):
-    """quicktok's Unicode tables predate CJK Extension H and other new letters (hypothesis found
-    '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted by tiktoken."""
-    tok = get_tokenizer(name)
+def test_characters_newer_than_the_fast_counter_are_counted_as_tiktoken_counts_them(
+    name: str, counter: str
+):
+    """toktok's and quicktok's Unicode tables predate CJK Extension H and other new letters
+    (hypothesis found '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted
+    by tiktoken."""
+    tok = _fresh(name, counter)
+    assert tok.counter is not None  # loaded: every text goes to the fast counter, none to the Python BPE
     enc = tok.encoding
     texts = [
         "\U000323b0:A",
@@ -450,9 +461,41 @@ def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name
     want = [len(enc.encode_ordinary(t)) for t in texts]
     assert tok.count_many(texts) == want
     assert [tok.count(t) for t in texts] == want
+    assert tok.count_many(texts[:-1]) == want[:-1]  # the cached counts
 
 
-@pytest.mark.parametrize("counter", ["quicktok", "bpe"])
+@pytest.mark.parametrize("counter", COUNTERS)
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=20))
+def test_each_fast_counter_counts_any_text_as_tiktoken(counter: str, texts: list[str]):
+    tok = _fast(counter)
+    tok.clear_cache()
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+
+
+@functools.cache
+def _fast(counter: str) -> tokens.loaders.FastTokenizer:
+    tok = _fresh("cl100k_base", counter)
+    assert tok.counter is not None  # loaded, so the Python BPE never counts
+    return tok
+
+
+def test_the_counter_is_chosen_by_the_environment(monkeypatch):
+    loaders = tokens.loaders
+    monkeypatch.setenv(loaders.COUNTER_ENV, "tiktoken")
+    assert loaders.fast_counter_name("cl100k_base") is None
+    monkeypatch.setenv(loaders.COUNTER_ENV, "nosuch")
+    with pytest.raises(TokenizerError, match="CTXKIT_COUNTER='nosuch' is no counter; known: toktok, quicktok, tiktoken"):
+        loaders.fast_counter_name("cl100k_base")
+    for counter in COUNTERS:
+        monkeypatch.setenv(loaders.COUNTER_ENV, counter)
+        assert loaders.fast_counter_name("o200k_base") == counter
+        assert loaders.fast_counter_name("p50k_base") is None  # not one the counters ship
+    monkeypatch.delenv(loaders.COUNTER_ENV)
+    assert loaders.fast_counter_name("cl100k_base") == COUNTERS[0]
+
+
+@pytest.mark.parametrize("counter", ["toktok", "quicktok", "bpe"])
 def test_the_gap_test_finds_exactly_the_listed_characters(counter: str):
     """The fast gap test (UTF-8 lead bytes first) agrees with the exact character class on every
     code point, inside a text and alone."""
@@ -492,6 +535,12 @@ def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
         counted = tok.count_many(texts)
         wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
         assert wrong == [], name
+        for counter in COUNTERS:  # each fast counter installed, its gaps to tiktoken included
+            fast = _fresh(name, counter)
+            assert fast.counter is not None
+            counted = fast.count_many(texts)
+            wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
+            assert wrong == [], (name, counter)
         # and the Python BPE that counts a process's first texts, on every text
         small = tokens.loaders._bpe_counter(name)  # its table written here if no test wrote it yet
         assert small is not None
@@ -502,16 +551,16 @@ def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
         assert wrong == [], name
 
 
-def _fresh(name: str) -> tokens.loaders.QuicktokTokenizer:
+def _fresh(name: str, counter: str | None = None) -> tokens.loaders.FastTokenizer:
     """A tokenizer as `get_tokenizer` makes it, but not shared with other tests."""
     loaders = tokens.loaders
-    return loaders.QuicktokTokenizer(
-        name, lambda: loaders._quicktok(name), lambda: loaders._tiktoken_encoding(name)
-    )
+    counter = counter or loaders.fast_counter_name(name)
+    assert counter is not None
+    return loaders.FastTokenizer(name, counter, lambda: loaders._tiktoken_encoding(name))
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_a_process_counts_its_first_texts_without_loading_quicktok(name: str):
+def test_a_process_counts_its_first_texts_without_loading_the_fast_counter(name: str):
     tok = _fresh(name)
     enc = tok.encoding
     texts = [*TEXTS, "Ünïcødé 🙂 漢字 and a gap: \U000323b0", "\u0558 newer to regex than to tiktoken"]
@@ -519,10 +568,10 @@ def test_a_process_counts_its_first_texts_without_loading_quicktok(name: str):
     assert tok.count_many(texts[:-2]) == want
     assert tok._counter is None  # counted by tokens.bpe, from the table it wrote
     assert bpe_module.table_path(name).is_file()
-    # a text holding a character the split pattern reads unlike tiktoken goes to quicktok
+    # a text holding a character the split pattern reads unlike tiktoken goes to the fast counter
     assert tok.count_many(texts[-2:]) == [len(enc.encode_ordinary(t)) for t in texts[-2:]]
     assert tok._counter is not None
-    # past SMALL_WORK_CHARS, quicktok counts
+    # past SMALL_WORK_CHARS, the fast counter counts
     other = _fresh(name)
     big = [f"{i} lorem ipsum dolor " * 1000 for i in range(tokens.loaders.SMALL_WORK_CHARS // 20_000 + 1)]
     assert other.count_many(big) == [len(enc.encode_ordinary(t)) for t in big]
@@ -537,7 +586,7 @@ def test_rank_table_holds_every_token_and_nothing_else(tmp_path: Path):
     assert table.pattern == enc._pat_str
     assert all(table.rank(token) == rank for token, rank in enc._mergeable_ranks.items())
     assert table.rank(b"no such token \x00\xff") is None
-    # a damaged table is not used: quicktok counts everything
+    # a damaged table is not used: the fast counter counts everything
     path.write_bytes(path.read_bytes()[:5000])
     with pytest.raises(ValueError):
         bpe_module.RankTable(path)
@@ -558,7 +607,7 @@ def test_the_python_bpe_counts_any_text_as_tiktoken(text: str):
 
 def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
     """`ctxkit count` of a two-message file counts with the rank table (written by the first
-    run): neither quicktok nor tiktoken nor numpy is imported."""
+    run): no fast counter, nor tiktoken, nor numpy is imported."""
     src = tmp_path / "chat.json"
     src.write_text('[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]')
     code = f"""
@@ -569,7 +618,7 @@ def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
             main()
         except SystemExit:
             pass
-        print(sorted(m for m in ("quicktok", "tiktoken", "numpy") if m in sys.modules))
+        print(sorted(m for m in ("toktok", "quicktok", "tiktoken", "numpy") if m in sys.modules))
         """
     env = {**os.environ, "CTXKIT_CACHE_DIR": str(tmp_path / "cache")}
     runs = [
