@@ -225,7 +225,7 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
 
     In a compacted transcript the records that carry usage were mostly written before the
     compaction, for a context that no longer exists: only the calls that saw no unit compaction
-    changed or made (`archive.first_compacted`) still describe this context."""
+    changed or made (`archive.refs.first_compacted`) still describe this context."""
     usage = t.metadata.get("provider_usage") or {}
     calls = usage.get("calls") if isinstance(usage, dict) else None
     # a call made after the transcript's last unit (a prefix of a log, as `replay` feeds it)
@@ -238,7 +238,7 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
     ]
     if not out:
         return out
-    from ctxkit.archive.store import first_compacted
+    from ctxkit.archive.refs import first_compacted
 
     first = first_compacted(t.units)
     if first is None:
@@ -528,7 +528,7 @@ def usage_original(
     `compact` writes beside its output (`<file>.ctx.db`). A file compacted again from a
     compacted input finds the first original through the input's own archive, beside the
     input's path that the archive records."""
-    from ctxkit.archive.store import default_archive_path, first_compacted
+    from ctxkit.archive.refs import default_archive_path, first_compacted
 
     if _depth > _MAX_ARCHIVE_DEPTH or first_compacted(t.units) is None:
         return None, ""
@@ -650,7 +650,7 @@ def measure(
     recorded = recorded_usage(t, tok, opts, archive=archive) if usage else None
     note = ""
     if usage and recorded is None and _logged_calls(t):
-        from ctxkit.archive.store import default_archive_path
+        from ctxkit.archive.refs import default_archive_path
 
         where = archive if isinstance(archive, str) else default_archive_path(t.path or "-")
         note = (
