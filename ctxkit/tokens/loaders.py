@@ -259,16 +259,28 @@ class _Gaps:
     bytes of the gap characters (a memchr each: four bytes for toktok's and quicktok's gaps,
     which most non-ASCII text, punctuation, CJK and Latin letters, never holds), then for their
     first two bytes (one regex pass), and only a text with such bytes is searched with the exact
-    character class (26 ranges checked per character, 30x slower)."""
+    character class (26 ranges checked per character, 30x slower). The regexes are built for the
+    first text that gets that far (15 ms: a count of an ASCII file never needs them)."""
 
     def __init__(self, ranges: Sequence[tuple[int, int]]):
-        self._exact = re.compile(
-            "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
-        )
+        self._ranges = ranges
+        # a UTF-8 lead byte grows with the code point: those of a range lie between its ends'
+        # (a byte between them that leads no character costs a memchr, nothing else)
+        leads: set[int] = set()
+        for a, b in ranges:
+            leads.update(range(chr(a).encode("utf-8")[0], chr(b).encode("utf-8")[0] + 1))
+        self._leads = tuple(bytes([lead]) for lead in sorted(leads))
+
+    @functools.cached_property
+    def _exact(self) -> re.Pattern[str]:
+        return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in self._ranges) + "]")
+
+    @functools.cached_property
+    def _prefilter(self) -> re.Pattern[bytes]:
         # the first two bytes of each gap character: the whole character below U+0800, its
         # block of 64 (or 4,096 above U+FFFF) otherwise
         heads: dict[int, set[int]] = {}
-        for a, b in ranges:
+        for a, b in self._ranges:
             for cp in range(a, b + 1):
                 data = chr(cp).encode("utf-8")
                 heads.setdefault(data[0], set()).add(data[1])
@@ -276,8 +288,7 @@ class _Gaps:
             re.escape(bytes([lead])) + b"[" + b"".join(re.escape(bytes([x])) for x in sorted(xs)) + b"]"
             for lead, xs in sorted(heads.items())
         ]
-        self._prefilter = re.compile(b"|".join(alternatives))
-        self._leads = tuple(bytes([lead]) for lead in sorted(heads))
+        return re.compile(b"|".join(alternatives))
 
     def held_by(self, text: str) -> bool:
         """True when `text` holds a gap character."""
