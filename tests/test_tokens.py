@@ -605,9 +605,44 @@ def test_the_python_bpe_counts_any_text_as_tiktoken(text: str):
         assert small.count(text) == raw(text)
 
 
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_the_ascii_split_is_tiktokens_split_on_every_short_ascii_text(name: str):
+    """`re` with the pattern narrowed to ASCII splits as the `regex` module does with tiktoken's
+    pattern: every ASCII text of one or two characters, and each character between others."""
+    import itertools
+    import re
+
+    import regex
+
+    pattern = tokens.loaders._encoding_kwargs(name)["pat_str"]
+    narrowed = bpe_module.ascii_pattern(pattern)
+    assert narrowed is not None and "\\p{" not in narrowed
+    ascii_split, split = re.compile(narrowed).findall, regex.compile(pattern).findall
+    chars = [chr(i) for i in range(128)]
+    texts = [*chars, *("".join(p) for p in itertools.product(chars, repeat=2))]
+    texts += [f"a{c}b A{c}\n{c}1 {c}'s{c}" for c in chars]
+    assert [t for t in texts if ascii_split(t) != split(t)] == []
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_the_python_bpe_counts_any_ascii_text_as_tiktoken(text: str):
+    small = bpe_module.load_counter("cl100k_base") or tokens.loaders._bpe_counter("cl100k_base")
+    assert small._ascii_split is not None  # re has possessive quantifiers since Python 3.11
+    assert small.count(text) == raw(text)
+
+
+def test_ascii_pattern_refuses_what_it_does_not_know():
+    assert bpe_module.ascii_pattern(r"\p{Greek}+|\s") is None
+    assert bpe_module.ascii_pattern(r"\w+") is None
+    assert bpe_module.ascii_pattern(r"[\p{Lo}]") is None  # no ASCII member left
+    assert bpe_module.ascii_pattern(r"\s+$|[^\s\p{N}]") == "[\\t\\n\\x0b\\x0c\\r ]+\\Z|[^\\t\\n\\x0b\\x0c\\r 0-9]"
+
+
 def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
     """`ctxkit count` of a two-message file counts with the rank table (written by the first
-    run): no fast counter, nor tiktoken, nor numpy is imported."""
+    run): no fast counter, nor tiktoken, nor numpy is imported, nor `regex` (ASCII text is split
+    by `re`) nor SQLite (no archive is opened)."""
     src = tmp_path / "chat.json"
     src.write_text('[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]')
     code = f"""
@@ -618,7 +653,7 @@ def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
             main()
         except SystemExit:
             pass
-        print(sorted(m for m in ("toktok", "quicktok", "tiktoken", "numpy") if m in sys.modules))
+        print(sorted(m for m in ("toktok", "quicktok", "tiktoken", "numpy", "regex", "sqlite3") if m in sys.modules))
         """
     env = {**os.environ, "CTXKIT_CACHE_DIR": str(tmp_path / "cache")}
     runs = [
