@@ -22,7 +22,6 @@ import os
 import re
 import struct
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -90,6 +89,8 @@ class RankTable:
 def write_table(path: Path, ranks: dict[bytes, int], pattern: str) -> None:
     """Write `ranks` (token bytes -> rank 0..n-1, every rank once) and the split pattern to
     `path`, atomically."""
+    import tempfile
+
     n = len(ranks)
     by_rank: list[bytes] = [b""] * n
     for token, r in ranks.items():
