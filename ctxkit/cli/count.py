@@ -300,12 +300,11 @@ def _count_rows(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
     prompt file priced) and baseline entry; its breakdown too, when asked for."""
-    from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
-
     if baseline:
         from ctxkit.gates.baseline import entry_of
     if priced or by == "section":  # the prompt-cache layout: a priced or sectioned count only
         from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
+        from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
 
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []
