@@ -362,7 +362,8 @@ def test_realdata_counts_equal_tiktoken(path):
 
 
 def test_estimate_calls_restarts_at_a_compaction_summary():
-    from ctxkit.counting import Calibration, estimate_calls
+    from ctxkit.calibration import Calibration
+    from ctxkit.counting import estimate_calls
 
     units = [
         Unit(id="s", role="system", content="Be brief."),
