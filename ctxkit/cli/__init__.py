@@ -27,7 +27,9 @@ def _defer_interrupts() -> tuple[list[int], object] | None:
 
 _START_UP = _defer_interrupts()
 
-import importlib  # noqa: E402 - after the handler, on purpose
+import atexit  # noqa: E402 - after the handler, on purpose
+import gc  # noqa: E402
+import importlib  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
@@ -221,6 +223,11 @@ def _guard_standard_streams() -> None:
 
 def main() -> None:
     """Console entry point."""
+    # The interpreter's last garbage collection, at exit, walks every object the command's
+    # imports made: 7% of a count of a small file (21M of 317M instructions). Frozen objects are
+    # skipped. What that collection would finalize matters to nobody then: outputs are closed
+    # and renamed before the command returns, and Python flushes stdout and stderr itself.
+    atexit.register(gc.freeze)
     try:
         _guard_standard_streams()
         cli(prog_name="ctxkit")
