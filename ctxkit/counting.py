@@ -256,21 +256,21 @@ def estimate_calls(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOpti
     calls = provider_calls(t)
     if not calls:
         return []
-    parts = _count_parts(t.units, tok, opts)
+    totals = _count_parts(t.units, tok, opts)[1]
     prefix = [0]  # prefix[i] = tokens of units[:i]
     system_prefix = [0]  # the same, for system units only
     last_summary: list[int] = []  # last_summary[i] = index of the latest summary unit <= i, or -1
     latest = -1
-    for i, (u, uc) in enumerate(zip(t.units, parts, strict=True)):
-        prefix.append(prefix[-1] + uc.total)
-        system_prefix.append(system_prefix[-1] + (uc.total if u.role == "system" else 0))
+    for i, (u, total) in enumerate(zip(t.units, totals, strict=True)):
+        prefix.append(prefix[-1] + total)
+        system_prefix.append(system_prefix[-1] + (total if u.role == "system" else 0))
         if u.type == "summary":
             latest = i
         last_summary.append(latest)
     fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
     out = []
     for c in calls:
-        after = min(max(int(c.get("after_unit", len(parts) - 1)), -1), len(parts) - 1)
+        after = min(max(int(c.get("after_unit", len(totals) - 1)), -1), len(totals) - 1)
         start = last_summary[after] if after >= 0 else -1
         if start > 0:
             seen = system_prefix[start] + prefix[after + 1] - prefix[start]

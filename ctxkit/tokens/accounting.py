@@ -106,7 +106,10 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
     return texts, slots
 
 
-def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> list[UnitCount]:
+def _count_parts(
+    units: Sequence[Unit], tok: Tokenizer, opts: CountOptions
+) -> tuple[list[UnitCount], list[int]]:
+    """Each unit's counts by part, and its total."""
     # Five texts per unit (content, reasoning, role, speaker name, answered call id; "" when
     # absent) and two per tool call, counted in one batch and read back in the same order. The
     # loops run once per message of every count (a million-token log has ten thousand): each
@@ -130,7 +133,9 @@ def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> l
     per_name = opts.tokens_per_name
     image_tokens = opts.image_tokens
     result: list[UnitCount] = []
+    totals: list[int] = []
     keep = result.append
+    total_of = totals.append
     at = 0
     for u, has_name in zip(units, named, strict=True):
         content, reasoning, role, name_tokens, call_id = counts[at : at + 5]
@@ -141,8 +146,10 @@ def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> l
                 calls += counts[at] + counts[at + 1]
                 at += 2
         overhead = per_message + role + name_tokens + call_id + (per_name if has_name else 0)
-        keep(UnitCount(content, calls, reasoning, overhead, u.images * image_tokens))
-    return result
+        images = u.images * image_tokens
+        keep(UnitCount(content, calls, reasoning, overhead, images))
+        total_of(content + calls + reasoning + overhead + images)
+    return result, totals
 
 
 def count_units(
@@ -156,8 +163,7 @@ def _count_and_total(
     units: Sequence[Unit], tok: Tokenizer, opts: CountOptions
 ) -> tuple[list[UnitCount], list[int]]:
     """`count_units`, with each unit's total as a list."""
-    result = _count_parts(units, tok, opts)
-    totals = [uc.content + uc.tool_calls + uc.reasoning + uc.overhead + uc.images for uc in result]
+    result, totals = _count_parts(units, tok, opts)
     for u, total in zip(units, totals, strict=True):
         u.tokens = total
     return result, totals
