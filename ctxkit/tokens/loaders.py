@@ -256,53 +256,48 @@ def _without_surrogates(text: str) -> str:
 class _Gaps:
     """The characters a fast counter counts unlike tiktoken, found fast: an ASCII text holds
     none (a flag Python keeps); any other is encoded to UTF-8 once and searched for the lead
-    bytes of the gap characters (a memchr each: four bytes for toktok's and quicktok's gaps,
-    which most non-ASCII text, punctuation, CJK and Latin letters, never holds), then for their
-    first two bytes (one regex pass), and only a text with such bytes is searched with the exact
-    character class (26 ranges checked per character, 30x slower). The regexes are built for the
-    first text that gets that far (15 ms: a count of an ASCII file never needs them)."""
+    bytes of the gap characters, a memchr each (four for toktok's and quicktok's gaps, which
+    most non-ASCII text, punctuation, CJK and Latin letters, never holds); a text holding one
+    is searched for that lead followed by a gap's second byte (one regex pass: emoji share the
+    lead byte of CJK Extension H, not its second bytes); only a text holding such a pair is
+    searched with the exact character class (26 ranges checked per character, 30x slower).
+    The regexes are built for the first text that needs them."""
 
     def __init__(self, ranges: Sequence[tuple[int, int]]):
         self._ranges = ranges
-        # a UTF-8 lead byte grows with the code point: those of a range lie between its ends'
-        # (a byte between them that leads no character costs a memchr, nothing else)
-        leads: set[int] = set()
+        seconds: dict[bytes, set[int]] = {}
         for a, b in ranges:
-            leads.update(range(chr(a).encode("utf-8")[0], chr(b).encode("utf-8")[0] + 1))
-        self._leads = tuple(bytes([lead]) for lead in sorted(leads))
+            cp = a
+            while cp <= b:
+                data = chr(cp).encode("utf-8")
+                seconds.setdefault(data[:1], set()).add(data[1])
+                # the code points that share these two bytes: the whole character below
+                # U+0800, a block of 64 below U+10000, of 4,096 above
+                block = 1 if cp < 0x800 else 64 if cp < 0x10000 else 4096
+                cp = (cp // block + 1) * block
+        self._seconds = {lead: bytes(sorted(xs)) for lead, xs in sorted(seconds.items())}
+        self._pairs: dict[bytes, Callable[[bytes], Any]] = {}  # lead -> search for its pairs
 
     @functools.cached_property
     def _exact(self) -> re.Pattern[str]:
         return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in self._ranges) + "]")
 
-    @functools.cached_property
-    def _prefilter(self) -> re.Pattern[bytes]:
-        # the first two bytes of each gap character: the whole character below U+0800, its
-        # block of 64 (or 4,096 above U+FFFF) otherwise
-        heads: dict[int, set[int]] = {}
-        for a, b in self._ranges:
-            for cp in range(a, b + 1):
-                data = chr(cp).encode("utf-8")
-                heads.setdefault(data[0], set()).add(data[1])
-        alternatives = [
-            re.escape(bytes([lead])) + b"[" + b"".join(re.escape(bytes([x])) for x in sorted(xs)) + b"]"
-            for lead, xs in sorted(heads.items())
-        ]
-        return re.compile(b"|".join(alternatives))
+    def _pair_search(self, lead: bytes) -> Callable[[bytes], Any]:
+        search = self._pairs.get(lead)
+        if search is None:
+            second = b"".join(re.escape(bytes([x])) for x in self._seconds[lead])
+            search = self._pairs[lead] = re.compile(re.escape(lead) + b"[" + second + b"]").search
+        return search
 
     def held_by(self, text: str) -> bool:
         """True when `text` holds a gap character."""
         if text.isascii():
             return False
         data = text.encode("utf-8", "surrogatepass")
-        for lead in self._leads:
-            if lead in data:
-                break
-        else:
-            return False
-        if self._prefilter.search(data) is None:
-            return False
-        return self._exact.search(text) is not None
+        for lead in self._seconds:
+            if lead in data and self._pair_search(lead)(data) is not None:
+                return self._exact.search(text) is not None
+        return False
 
 
 @functools.cache
