@@ -1,16 +1,19 @@
-"""Breakdowns of a count (by role, type, turn, message, tool) and calibration against provider-recorded usage."""
+"""Breakdowns of a count (by role, type, turn, message, tool), the calls a log records with their
+provider's count, and the one measure of a transcript that `count`, `guard` and `compact` share.
+
+Calibration against the recorded calls is `ctxkit.calibration`, their cost `ctxkit.costs`:
+modules of their own, so that a plain count does not build their records at start-up."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.errors import CtxkitError, TokenizerError
+from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
-from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
+from ctxkit.tokens.loaders import Tokenizer
 
 BREAKDOWNS = ("role", "type", "turn", "message", "tool")
 
@@ -216,16 +219,13 @@ class Breakdown:
         return rows
 
 
-CALIBRATION_TOKENIZERS = (DEFAULT_TOKENIZER, "o200k_base", "approx", f"max:{DEFAULT_TOKENIZER}")
-
-
 def provider_calls(t: Transcript) -> list[dict[str, Any]]:
     """The provider usage calls a reader found in the transcript (may be empty), up to its last
     unit.
 
     In a compacted transcript the records that carry usage were mostly written before the
     compaction, for a context that no longer exists: only the calls that saw no unit compaction
-    changed or made (`archive.first_compacted`) still describe this context."""
+    changed or made (`archive.refs.first_compacted`) still describe this context."""
     usage = t.metadata.get("provider_usage") or {}
     calls = usage.get("calls") if isinstance(usage, dict) else None
     # a call made after the transcript's last unit (a prefix of a log, as `replay` feeds it)
@@ -238,7 +238,7 @@ def provider_calls(t: Transcript) -> list[dict[str, Any]]:
     ]
     if not out:
         return out
-    from ctxkit.archive.store import first_compacted
+    from ctxkit.archive.refs import first_compacted
 
     first = first_compacted(t.units)
     if first is None:
@@ -256,21 +256,21 @@ def estimate_calls(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOpti
     calls = provider_calls(t)
     if not calls:
         return []
-    parts = _count_parts(t.units, tok, opts)
+    totals = _count_parts(t.units, tok, opts)[1]
     prefix = [0]  # prefix[i] = tokens of units[:i]
     system_prefix = [0]  # the same, for system units only
     last_summary: list[int] = []  # last_summary[i] = index of the latest summary unit <= i, or -1
     latest = -1
-    for i, (u, uc) in enumerate(zip(t.units, parts, strict=True)):
-        prefix.append(prefix[-1] + uc.total)
-        system_prefix.append(system_prefix[-1] + (uc.total if u.role == "system" else 0))
+    for i, (u, total) in enumerate(zip(t.units, totals, strict=True)):
+        prefix.append(prefix[-1] + total)
+        system_prefix.append(system_prefix[-1] + (total if u.role == "system" else 0))
         if u.type == "summary":
             latest = i
         last_summary.append(latest)
     fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
     out = []
     for c in calls:
-        after = min(max(int(c.get("after_unit", len(parts) - 1)), -1), len(parts) - 1)
+        after = min(max(int(c.get("after_unit", len(totals) - 1)), -1), len(totals) - 1)
         start = last_summary[after] if after >= 0 else -1
         if start > 0:
             seen = system_prefix[start] + prefix[after + 1] - prefix[start]
@@ -278,168 +278,6 @@ def estimate_calls(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOpti
             seen = prefix[after + 1]
         out.append(seen + fixed)
     return out
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    if not n:
-        return 0.0
-    mid = n // 2
-    return float(ordered[mid]) if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
-
-
-@dataclass
-class Calibration:
-    """Provider-reported input tokens per call beside each tokenizer's estimate.
-
-    `calls` rows carry `provider` and, per tokenizer, `est:<name>` and `err_pct:<name>`;
-    `summary` has one row per tokenizer: mean absolute error (tokens and percent), mean signed
-    error in percent, and the same after removing each transcript's median offset (the
-    provider's count includes a system prompt and tool schemas the log never shows).
-    """
-
-    tokenizers: list[str]
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    unavailable: dict[str, str] = field(default_factory=dict)
-    _errors: dict[str, list[tuple[int, float, int]]] = field(default_factory=dict)
-    _labels: list[str] = field(default_factory=list)
-
-    def add(
-        self,
-        t: Transcript,
-        toks: dict[str, Tokenizer],
-        label: str,
-        opts: CountOptions = CountOptions(),
-    ) -> int:
-        """Add one transcript's calls (returns how many); no usage means nothing is added."""
-        calls = provider_calls(t)
-        if not calls:
-            return 0
-        estimates = {name: estimate_calls(t, tok, opts) for name, tok in toks.items()}
-        source = str((t.metadata.get("provider_usage") or {}).get("source", ""))
-        tindex = len(self._labels)
-        self._labels.append(label)
-        for k, c in enumerate(calls):
-            provider = int(c["input_tokens"])
-            row: dict[str, Any] = {
-                "transcript": label,
-                "call": k + 1,
-                "after_unit": c.get("after_unit"),
-                "source": source,
-                "provider": provider,
-            }
-            for name in self.tokenizers:
-                if name not in estimates:
-                    continue
-                est = estimates[name][k]
-                row[f"est:{name}"] = est
-                row[f"err_pct:{name}"] = _pct(est - provider, provider)
-                self._errors.setdefault(name, []).append((tindex, float(est - provider), provider))
-            self.calls.append(row)
-        return len(calls)
-
-    def _offsets(self, name: str) -> dict[int, float]:
-        """Per transcript, the median of (estimate - provider) for one tokenizer."""
-        errs = self._errors.get(name, [])
-        return {
-            tindex: _median([e[1] for e in errs if e[0] == tindex])
-            for tindex in {e[0] for e in errs}
-        }
-
-    def call_rows(self) -> list[dict[str, Any]]:
-        """The calls, each with `adj_err_pct:<name>`: the error once its session's offset is removed."""
-        rows = [dict(r) for r in self.calls]
-        for name in self.tokenizers:
-            errs = self._errors.get(name)
-            if not errs:
-                continue
-            offsets = self._offsets(name)
-            for row, (tindex, err, provider) in zip(rows, errs, strict=True):
-                row[f"adj_err_pct:{name}"] = _pct(err - offsets[tindex], provider)
-        return rows
-
-    def sessions(self) -> list[dict[str, Any]]:
-        """One row per transcript: calls, and per tokenizer its offset and adjusted |error| %."""
-        rows: list[dict[str, Any]] = []
-        for tindex, label in enumerate(self._labels):
-            row: dict[str, Any] = {"transcript": label}
-            for name in self.tokenizers:
-                errs = [e for e in self._errors.get(name, []) if e[0] == tindex]
-                if not errs:
-                    continue
-                row["calls"] = len(errs)
-                offset = _median([e[1] for e in errs])
-                row[f"offset:{name}"] = round(-offset)
-                row[f"adj_abs_err_pct:{name}"] = round(
-                    sum(abs(_pct(err - offset, prov)) for _, err, prov in errs) / len(errs), 1
-                )
-            rows.append(row)
-        return rows
-
-    def summary(self) -> list[dict[str, Any]]:
-        """One row per tokenizer: raw error, the median offset, and error after removing it."""
-        rows: list[dict[str, Any]] = []
-        for name in self.tokenizers:
-            if name in self.unavailable:
-                rows.append({"tokenizer": name, "calls": 0, "note": self.unavailable[name]})
-                continue
-            errs = self._errors.get(name, [])
-            if not errs:
-                continue
-            offsets = self._offsets(name)
-            adjusted = [(err - offsets[ti], prov) for ti, err, prov in errs]
-            n = len(errs)
-            rows.append(
-                {
-                    "tokenizer": name,
-                    "calls": n,
-                    "mean_abs_err": round(sum(abs(e[1]) for e in errs) / n),
-                    "mean_abs_err_pct": round(sum(abs(_pct(e[1], e[2])) for e in errs) / n, 1),
-                    "mean_err_pct": round(sum(_pct(e[1], e[2]) for e in errs) / n, 1),
-                    "median_offset": round(_median([-o for o in offsets.values()])),
-                    "mean_abs_err_adj": round(sum(abs(a) for a, _ in adjusted) / n),
-                    "mean_abs_err_pct_adj": round(sum(abs(_pct(a, p)) for a, p in adjusted) / n, 1),
-                    "mean_err_pct_adj": round(sum(_pct(a, p) for a, p in adjusted) / n, 1),
-                }
-            )
-        return rows
-
-
-def _pct(diff: float, base: int) -> float:
-    return round(100.0 * diff / base, 1) if base else float("nan")
-
-
-def calibrate_usage(
-    transcripts: Iterable[Transcript],
-    tokenizer: str | None = None,
-    opts: CountOptions = CountOptions(),
-    *,
-    label: Callable[[Transcript], str] = lambda t: t.id,
-) -> Calibration:
-    """Every calibration tokenizer's estimate (and `tokenizer`'s, when given) against the usage
-    the transcripts record; a tokenizer that cannot load offline is listed as unavailable."""
-    names = list(CALIBRATION_TOKENIZERS)
-    if tokenizer and tokenizer not in names:
-        names.insert(0, tokenizer)
-    cal = Calibration(tokenizers=names)
-    toks: dict[str, Tokenizer] = {}
-    for name in names:
-        try:
-            toks[name] = get_tokenizer(name)
-        except TokenizerError as exc:
-            head, sep, _ = str(exc).partition(". ")
-            cal.unavailable[name] = f"unavailable offline: {head}{'.' if sep else ''}"
-    n_calls = 0
-    for t in transcripts:
-        n_calls += cal.add(t, toks, label(t), opts)
-    if not n_calls:
-        raise CtxkitError(
-            "no provider usage found in the input: --calibrate needs transcripts that record "
-            "the provider's token counts (Claude Code `usage`, Codex `token_count`, "
-            "mini-swe-agent model stats)"
-        )
-    return cal
 
 
 # --- provider-recorded usage: truth over estimates -----------------------------------------------
@@ -528,7 +366,7 @@ def usage_original(
     `compact` writes beside its output (`<file>.ctx.db`). A file compacted again from a
     compacted input finds the first original through the input's own archive, beside the
     input's path that the archive records."""
-    from ctxkit.archive.store import default_archive_path, first_compacted
+    from ctxkit.archive.refs import default_archive_path, first_compacted
 
     if _depth > _MAX_ARCHIVE_DEPTH or first_compacted(t.units) is None:
         return None, ""
@@ -650,7 +488,7 @@ def measure(
     recorded = recorded_usage(t, tok, opts, archive=archive) if usage else None
     note = ""
     if usage and recorded is None and _logged_calls(t):
-        from ctxkit.archive.store import default_archive_path
+        from ctxkit.archive.refs import default_archive_path
 
         where = archive if isinstance(archive, str) else default_archive_path(t.path or "-")
         note = (
@@ -682,95 +520,21 @@ def next_call_errors(
     return out
 
 
-# --- cost, with prompt caching -----------------------------------------------------------------
+# Names that moved to their own modules (see the module doc), importable from here as before.
+_MOVED = {
+    "CALIBRATION_TOKENIZERS": "ctxkit.calibration",
+    "Calibration": "ctxkit.calibration",
+    "calibrate_usage": "ctxkit.calibration",
+    "Cost": "ctxkit.costs",
+    "call_cost": "ctxkit.costs",
+    "transcript_cost": "ctxkit.costs",
+}
 
 
-@dataclass(frozen=True)
-class Cost:
-    """What a transcript's model calls cost on one model's price list (USD).
+def __getattr__(name: str) -> Any:
+    import importlib
 
-    With recorded calls the log's own cache reads and writes are priced where it records them
-    (Claude Code, Codex); where it does not, each call is taken to read the previous call's
-    input from the cache and write the rest, as prefix caching does. `usd_no_cache` prices every
-    input token as uncached input. `next_call_*` is one more call with the context as it stands:
-    cold (nothing cached) and warm (the last recorded input read from the cache).
-    """
-
-    model: str
-    calls: int
-    input_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    usd: float
-    usd_no_cache: float
-    next_call_cold_usd: float
-    next_call_warm_usd: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "output_tokens": self.output_tokens,
-            "usd": round(self.usd, 6),
-            "usd_no_cache": round(self.usd_no_cache, 6),
-            "next_call_cold_usd": round(self.next_call_cold_usd, 6),
-            "next_call_warm_usd": round(self.next_call_warm_usd, 6),
-        }
-
-
-def call_cost(model: Any, uncached: int, cache_read: int, cache_write: int, output: int) -> float:
-    """USD for one call's tokens on `model`'s prices (per million tokens; a price the model does
-    not list is billed as plain input)."""
-    inp = model.input_per_mtok
-    if inp is None or model.output_per_mtok is None:
-        raise ValueError(f"{model.name} has no prices in models.toml")
-    cached = model.cached_input_per_mtok if model.cached_input_per_mtok is not None else inp
-    write = model.cache_write_per_mtok if model.cache_write_per_mtok is not None else inp
-    usd = uncached * inp + cache_read * cached + cache_write * write
-    return (usd + output * model.output_per_mtok) / 1_000_000
-
-
-def transcript_cost(t: Transcript, model: Any, context_tokens: int) -> Cost:
-    """The cost of `t`'s recorded calls on `model` (see `Cost`); `context_tokens` is the context
-    as it stands now (the guard's `used`), for the next call."""
-    calls = provider_calls(t)
-    writes_billed = model.cache_write_per_mtok is not None  # Anthropic bills writes; others don't
-    totals = {"input": 0, "read": 0, "write": 0, "output": 0}
-    usd = usd_no_cache = 0.0
-    previous = 0
-    for c in calls:
-        inp, out = int(c["input_tokens"]), int(c.get("output_tokens") or 0)
-        if "cache_read_tokens" in c:
-            read = int(c["cache_read_tokens"])
-            write = int(c.get("cache_write_tokens") or 0)
-        else:
-            read = min(previous, inp) if model.cached_input_per_mtok is not None else 0
-            write = inp - read if writes_billed else 0
-        uncached = max(0, inp - read - write)
-        usd += call_cost(model, uncached, read, write, out)
-        usd_no_cache += call_cost(model, inp, 0, 0, out)
-        totals["input"] += inp
-        totals["read"] += read
-        totals["write"] += write
-        totals["output"] += out
-        previous = inp
-    cold = call_cost(model, context_tokens, 0, 0, 0)
-    prefix = min(previous, context_tokens)
-    rest = context_tokens - prefix
-    warm = call_cost(model, 0 if writes_billed else rest, prefix, rest if writes_billed else 0, 0)
-    return Cost(
-        model=model.name,
-        calls=len(calls),
-        input_tokens=totals["input"],
-        cache_read_tokens=totals["read"],
-        cache_write_tokens=totals["write"],
-        output_tokens=totals["output"],
-        usd=usd,
-        usd_no_cache=usd_no_cache,
-        next_call_cold_usd=cold,
-        next_call_warm_usd=warm,
-    )
+    module = _MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxkit.counting' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

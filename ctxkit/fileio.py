@@ -8,15 +8,16 @@ import errno
 import io
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import IO, Any, BinaryIO
 
 from ctxkit.errors import CtxkitError, InputError, UsageError
+
+# tempfile and shutil (with the compression modules shutil loads) are imported where a file is
+# written: `count` and `guard` of a file write none, and start faster without them.
 
 # Errors of the disk, not of the caller's code: inside an atomic write they become one line.
 _WRITE_ERRNOS = frozenset(
@@ -373,6 +374,8 @@ class _Temp:
     """A temp file in the directory of `target`, renamed over it by `place()`."""
 
     def __init__(self, target: str) -> None:
+        import tempfile
+
         self.target = target
         self.directory = os.path.dirname(os.path.abspath(target))
         self.name: str | None = None
@@ -402,6 +405,9 @@ class _Temp:
 
     def _named(self) -> str:
         """Give the anonymous file a (hidden) name beside the target, for the rename."""
+        import shutil
+        import tempfile
+
         assert self.handle is not None
         source = f"/proc/self/fd/{self.handle}"
         base = os.path.basename(self.target)
@@ -453,6 +459,8 @@ def create_whole(path: str, data: bytes, mode: int = 0o600) -> bool:
     anything: False when `path` exists (made by someone else meanwhile). The file is written
     with no name (`O_TMPFILE`) and linked into place, so a process killed at any moment leaves
     nothing behind; without that, a hidden temp file beside it is linked, then unlinked."""
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
     if _ANONYMOUS:
         try:
@@ -590,6 +598,8 @@ class AtomicSet:
     @contextmanager
     def open(self, path: PathLike, mode: str = "w") -> Iterator[IO[Any]]:
         """A file of the set; written in full now, renamed into place with the others."""
+        import tempfile
+
         target = os.fspath(path)
         check_writable(target)
         place, stream = ("-", True) if target == "-" else _target(target)
@@ -622,6 +632,8 @@ class AtomicSet:
 
     def write_streams(self) -> None:
         """Write what is staged for stdout, devices and FIFOs now (the renames wait)."""
+        import shutil
+
         for spool, target, place in self._streams:
             spool.seek(0)
             try:
@@ -686,6 +698,8 @@ def write_output(path: str, data: bytes) -> None:
 
 def copy_output(source: str, path: str) -> None:
     """The bytes of `source`, unchanged, to `path` (or stdout), in chunks (a dataset may be big)."""
+    import shutil
+
     with open(source, "rb") as f:
         if path == "-":
             sys.stdout.flush()
@@ -704,6 +718,9 @@ def rewindable_output(path: str, *, discard: bool = False) -> Iterator[IO[str]]:
     A file is its atomic temp; stdout, a pipe or a device get a temp file copied out at the end
     (memory stays flat whatever the size). With `discard`, nothing reaches the target (a dry run).
     """
+    import shutil
+    import tempfile
+
     if path != "-" and not discard and not _is_stream(path):
         with atomic_writer(path) as out:
             yield out
@@ -727,6 +744,8 @@ def rewindable_output(path: str, *, discard: bool = False) -> Iterator[IO[str]]:
 
 def rewrite_with(out: IO[str], source: str) -> None:
     """Replace what was written to a `rewindable_output` stream by the bytes of `source`."""
+    import shutil
+
     out.flush()
     out.seek(0)
     out.truncate()
@@ -740,6 +759,8 @@ def output_directory(path: str) -> Iterator[str]:
     """`path` as a directory of outputs, made if missing; when it was made here and the block
     fails (or is left early), it is removed again with what was written in it, so a failed run
     (an unreachable cluster, a killed task) leaves no directory behind."""
+    import shutil
+
     made = not os.path.isdir(path)
     os.makedirs(path, exist_ok=True)
     try:
@@ -773,6 +794,8 @@ def spooled_input(source: str, max_input_mb: float | None = None) -> Iterator[st
     temp file has no name where the system allows it (the path is /proc/self/fd/N), so even a
     killed run leaves nothing in $TMPDIR.
     """
+    import tempfile
+
     if not needs_spooling(source):
         yield source
         return

@@ -536,7 +536,7 @@ def replay_cost(r: ReplayResult, model: Any) -> dict[str, Any]:
     (billed as a cache write where the provider bills one, else as input); output is left out
     (the same with or without compaction).
     """
-    from ctxkit.counting import call_cost
+    from ctxkit.costs import call_cost
 
     writes = model.cache_write_per_mtok is not None
 

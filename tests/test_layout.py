@@ -67,7 +67,7 @@ def test_no_click_choice_copies_a_list() -> None:
 
 
 def test_the_default_tokenizer_is_named_once() -> None:
-    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name, quicktok's
+    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name, the fast counters'
     assert _places("cl100k_base") == ["tokens/loaders.py"] * 4
 
 

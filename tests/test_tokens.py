@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -391,7 +393,8 @@ def test_realdata_counts_equal_tiktoken(path):
 
 
 def test_estimate_calls_restarts_at_a_compaction_summary():
-    from ctxkit.counting import Calibration, estimate_calls
+    from ctxkit.calibration import Calibration
+    from ctxkit.counting import estimate_calls
 
     units = [
         Unit(id="s", role="system", content="Be brief."),
@@ -426,9 +429,9 @@ def test_estimate_calls_restarts_at_a_compaction_summary():
 
 
 @pytest.mark.slow  # builds tiktoken's o200k twice
-def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) -> None:
-    """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; quicktok's counts
-    equal tiktoken's ids on real-looking texts for both bundled encodings."""
+def test_o200k_is_bundled_offline_and_the_fast_counter_counts_tiktokens_ids(tmp_path) -> None:
+    """o200k_base (gpt-4o, 4.1, 5, o-series) loads with the network blocked; the fast counter's
+    counts equal tiktoken's ids on real-looking texts for both bundled encodings."""
     proc = _run_offline(
         """
         from ctxkit.tokens import get_tokenizer
@@ -441,10 +444,10 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "o200k_base QuicktokTokenizer 2",
-        "o200k_base QuicktokTokenizer 2",
-        "o200k_base QuicktokTokenizer 2",
-        "cl100k_base QuicktokTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "o200k_base FastTokenizer 2",
+        "cl100k_base FastTokenizer 2",
         "[24912, 2375]",  # tiktoken's published ids for "hello world" in o200k_base
     ]
     samples = [
@@ -461,11 +464,20 @@ def test_o200k_is_bundled_offline_and_quicktok_counts_tiktokens_ids(tmp_path) ->
         assert tok.count_many(samples * 20) == [len(enc.encode_ordinary(s)) for s in samples * 20]
 
 
+# the fast counters installed here (toktok-rs on Python 3.11+, quicktok-v1 in the dev extra)
+COUNTERS = [c for c in tokens.loaders.FAST_COUNTERS if importlib.util.find_spec(c) is not None]
+
+
+@pytest.mark.parametrize("counter", COUNTERS)
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name: str):
-    """quicktok's Unicode tables predate CJK Extension H and other new letters (hypothesis found
-    '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted by tiktoken."""
-    tok = get_tokenizer(name)
+def test_characters_newer_than_the_fast_counter_are_counted_as_tiktoken_counts_them(
+    name: str, counter: str
+):
+    """toktok's and quicktok's Unicode tables predate CJK Extension H and other new letters
+    (hypothesis found '\\U000323b0:A': 5 tokens against tiktoken's 6): such a text is counted
+    by tiktoken."""
+    tok = _fresh(name, counter)
+    assert tok.counter is not None  # loaded: every text goes to the fast counter, none to the Python BPE
     enc = tok.encoding
     texts = [
         "\U000323b0:A",
@@ -481,9 +493,41 @@ def test_characters_newer_than_quicktok_are_counted_as_tiktoken_counts_them(name
     want = [len(enc.encode_ordinary(t)) for t in texts]
     assert tok.count_many(texts) == want
     assert [tok.count(t) for t in texts] == want
+    assert tok.count_many(texts[:-1]) == want[:-1]  # the cached counts
 
 
-@pytest.mark.parametrize("counter", ["quicktok", "bpe"])
+@pytest.mark.parametrize("counter", COUNTERS)
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=20))
+def test_each_fast_counter_counts_any_text_as_tiktoken(counter: str, texts: list[str]):
+    tok = _fast(counter)
+    tok.clear_cache()
+    assert tok.count_many(texts) == [raw(t) for t in texts]
+
+
+@functools.cache
+def _fast(counter: str) -> tokens.loaders.FastTokenizer:
+    tok = _fresh("cl100k_base", counter)
+    assert tok.counter is not None  # loaded, so the Python BPE never counts
+    return tok
+
+
+def test_the_counter_is_chosen_by_the_environment(monkeypatch):
+    loaders = tokens.loaders
+    monkeypatch.setenv(loaders.COUNTER_ENV, "tiktoken")
+    assert loaders.fast_counter_name("cl100k_base") is None
+    monkeypatch.setenv(loaders.COUNTER_ENV, "nosuch")
+    with pytest.raises(TokenizerError, match="CTXKIT_COUNTER='nosuch' is no counter; known: toktok, quicktok, tiktoken"):
+        loaders.fast_counter_name("cl100k_base")
+    for counter in COUNTERS:
+        monkeypatch.setenv(loaders.COUNTER_ENV, counter)
+        assert loaders.fast_counter_name("o200k_base") == counter
+        assert loaders.fast_counter_name("p50k_base") is None  # not one the counters ship
+    monkeypatch.delenv(loaders.COUNTER_ENV)
+    assert loaders.fast_counter_name("cl100k_base") == COUNTERS[0]
+
+
+@pytest.mark.parametrize("counter", ["toktok", "quicktok", "bpe"])
 def test_the_gap_test_finds_exactly_the_listed_characters(counter: str):
     """The fast gap test (UTF-8 lead bytes first) agrees with the exact character class on every
     code point, inside a text and alone."""
@@ -523,6 +567,12 @@ def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
         counted = tok.count_many(texts)
         wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
         assert wrong == [], name
+        for counter in COUNTERS:  # each fast counter installed, its gaps to tiktoken included
+            fast = _fresh(name, counter)
+            assert fast.counter is not None
+            counted = fast.count_many(texts)
+            wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
+            assert wrong == [], (name, counter)
         # and the Python BPE that counts a process's first texts, on every text
         small = tokens.loaders._bpe_counter(name)  # its table written here if no test wrote it yet
         assert small is not None
@@ -533,16 +583,16 @@ def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
         assert wrong == [], name
 
 
-def _fresh(name: str) -> tokens.loaders.QuicktokTokenizer:
+def _fresh(name: str, counter: str | None = None) -> tokens.loaders.FastTokenizer:
     """A tokenizer as `get_tokenizer` makes it, but not shared with other tests."""
     loaders = tokens.loaders
-    return loaders.QuicktokTokenizer(
-        name, lambda: loaders._quicktok(name), lambda: loaders._tiktoken_encoding(name)
-    )
+    counter = counter or loaders.fast_counter_name(name)
+    assert counter is not None
+    return loaders.FastTokenizer(name, counter, lambda: loaders._tiktoken_encoding(name))
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
-def test_a_process_counts_its_first_texts_without_loading_quicktok(name: str):
+def test_a_process_counts_its_first_texts_without_loading_the_fast_counter(name: str):
     tok = _fresh(name)
     enc = tok.encoding
     texts = [*TEXTS, "Ünïcødé 🙂 漢字 and a gap: \U000323b0", "\u0558 newer to regex than to tiktoken"]
@@ -550,10 +600,10 @@ def test_a_process_counts_its_first_texts_without_loading_quicktok(name: str):
     assert tok.count_many(texts[:-2]) == want
     assert tok._counter is None  # counted by tokens.bpe, from the table it wrote
     assert bpe_module.table_path(name).is_file()
-    # a text holding a character the split pattern reads unlike tiktoken goes to quicktok
+    # a text holding a character the split pattern reads unlike tiktoken goes to the fast counter
     assert tok.count_many(texts[-2:]) == [len(enc.encode_ordinary(t)) for t in texts[-2:]]
     assert tok._counter is not None
-    # past SMALL_WORK_CHARS, quicktok counts
+    # past SMALL_WORK_CHARS, the fast counter counts
     other = _fresh(name)
     big = [f"{i} lorem ipsum dolor " * 1000 for i in range(tokens.loaders.SMALL_WORK_CHARS // 20_000 + 1)]
     assert other.count_many(big) == [len(enc.encode_ordinary(t)) for t in big]
@@ -568,7 +618,7 @@ def test_rank_table_holds_every_token_and_nothing_else(tmp_path: Path):
     assert table.pattern == enc._pat_str
     assert all(table.rank(token) == rank for token, rank in enc._mergeable_ranks.items())
     assert table.rank(b"no such token \x00\xff") is None
-    # a damaged table is not used: quicktok counts everything
+    # a damaged table is not used: the fast counter counts everything
     path.write_bytes(path.read_bytes()[:5000])
     with pytest.raises(ValueError):
         bpe_module.RankTable(path)
@@ -587,9 +637,50 @@ def test_the_python_bpe_counts_any_text_as_tiktoken(text: str):
         assert small.count(text) == raw(text)
 
 
+# Python 3.10's re has no possessive quantifiers: there the Python BPE splits all text by regex
+NEEDS_POSSESSIVE = pytest.mark.skipif(sys.version_info < (3, 11), reason="re has no ++ before 3.11")
+
+
+@NEEDS_POSSESSIVE
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_the_ascii_split_is_tiktokens_split_on_every_short_ascii_text(name: str):
+    """`re` with the pattern narrowed to ASCII splits as the `regex` module does with tiktoken's
+    pattern: every ASCII text of one or two characters, and each character between others."""
+    import itertools
+    import re
+
+    import regex
+
+    pattern = tokens.loaders._encoding_kwargs(name)["pat_str"]
+    narrowed = bpe_module.ascii_pattern(pattern)
+    assert narrowed is not None and "\\p{" not in narrowed
+    ascii_split, split = re.compile(narrowed).findall, regex.compile(pattern).findall
+    chars = [chr(i) for i in range(128)]
+    texts = [*chars, *("".join(p) for p in itertools.product(chars, repeat=2))]
+    texts += [f"a{c}b A{c}\n{c}1 {c}'s{c}" for c in chars]
+    assert [t for t in texts if ascii_split(t) != split(t)] == []
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_the_python_bpe_counts_any_ascii_text_as_tiktoken(text: str):
+    small = bpe_module.load_counter("cl100k_base") or tokens.loaders._bpe_counter("cl100k_base")
+    # ASCII text is split by re where it has possessive quantifiers (3.11 on), else by regex
+    assert (small._ascii_split is not None) is (sys.version_info >= (3, 11))
+    assert small.count(text) == raw(text)
+
+
+def test_ascii_pattern_refuses_what_it_does_not_know():
+    assert bpe_module.ascii_pattern(r"\p{Greek}+|\s") is None
+    assert bpe_module.ascii_pattern(r"\w+") is None
+    assert bpe_module.ascii_pattern(r"[\p{Lo}]") is None  # no ASCII member left
+    assert bpe_module.ascii_pattern(r"\s+$|[^\s\p{N}]") == "[\\t\\n\\x0b\\x0c\\r ]+\\Z|[^\\t\\n\\x0b\\x0c\\r 0-9]"
+
+
 def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
     """`ctxkit count` of a two-message file counts with the rank table (written by the first
-    run): neither quicktok nor tiktoken nor numpy is imported."""
+    run): no fast counter, nor tiktoken, nor numpy is imported, nor `regex` (ASCII text is split
+    by `re`) nor SQLite (no archive is opened)."""
     src = tmp_path / "chat.json"
     src.write_text('[{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hi!"}]')
     code = f"""
@@ -600,7 +691,7 @@ def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
             main()
         except SystemExit:
             pass
-        print(sorted(m for m in ("quicktok", "tiktoken", "numpy") if m in sys.modules))
+        print(sorted(m for m in ("toktok", "quicktok", "tiktoken", "numpy", "regex", "sqlite3") if m in sys.modules))
         """
     env = {**os.environ, "CTXKIT_CACHE_DIR": str(tmp_path / "cache")}
     runs = [
@@ -611,5 +702,6 @@ def test_counting_a_small_file_loads_no_tokenizer_library(tmp_path: Path):
     first, second = (r.stdout.splitlines() for r in runs)
     assert first[0] == second[0]  # the same row both times
     assert json.loads(first[0])["total"] == 3 + 1 + 1 + 3 + 1 + 2 + 3  # tiktoken's counts
-    assert second[-1] == "[]"
+    # (before Python 3.11 `re` cannot run tiktoken's pattern, so the Python BPE splits with regex)
+    assert second[-1] == ("[]" if sys.version_info >= (3, 11) else "['regex']")
     assert (tmp_path / "cache" / "bpe" / "cl100k_base.ranks").is_file()

@@ -62,6 +62,12 @@ from urllib.parse import quote, unquote
 
 from ctxkit.archive import packing
 from ctxkit.archive.patterns import SEARCH_TIMEOUT_S, Pattern
+from ctxkit.archive.refs import (  # noqa: F401 - re-exported: their home before refs.py
+    DEFAULT_STDOUT_ARCHIVE,
+    REFS_IN_TEXT,
+    default_archive_path,
+    first_compacted,
+)
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
 
@@ -70,7 +76,6 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "3"
 FORMAT_NAME = "ctxkit-archive"
-DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
 SEARCH_CONTEXT_LINES = 2
 SNIPPET_CHARS = 160  # a search hit's line, around the match
 # Decimal digits, not hex: tokenizers split digit runs into fixed groups of three, so every ref
@@ -123,19 +128,7 @@ CREATE INDEX IF NOT EXISTS transcripts_by_last_request ON transcripts (last_requ
 SHORT_REF = re.compile(r"ref-[0-9a-f]{8,80}")
 _LOCATION = re.compile(r":(?:L(?P<a>\d+)(?:-(?P<b>\d+))?|match-(?P<m>\d+))$")
 _LONG_PREFIX = "ctx://"
-# refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
-_REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8,80}(?![0-9a-f])|ctx://[^\s\]\)>\"']+")
-REFS_IN_TEXT = _REFS_IN_TEXT  # public: datasets number refs for training text
-
-
-def first_compacted(units: Sequence[Unit]) -> int | None:
-    """The index of the first unit that compaction changed or made (it carries a ref into an
-    archive, in its metadata or its text), or None: read back from a compacted file, the units
-    before it are the ones every recorded provider call up to there really saw."""
-    for i, u in enumerate(units):
-        if "ref" in u.meta or u.meta.get("refs") or _REFS_IN_TEXT.search(u.content):
-            return i
-    return None
+_REFS_IN_TEXT = REFS_IN_TEXT  # public: datasets number refs for training text
 
 
 def make_ref(scope: str, unit_id: str, content: str, digits: int = REF_DIGITS) -> str:
@@ -177,13 +170,6 @@ def ref_scope(t: Transcript) -> str:
 def long_ref(transcript_id: str, unit_id: str) -> str:
     """The long ref `ctx://<transcript>/<unit>` (each part percent-encoded when it holds / or :)."""
     return f"{_LONG_PREFIX}{quote(transcript_id, safe='')}/{quote(unit_id, safe='')}"
-
-
-def default_archive_path(output_path: str | None) -> str:
-    """`<out>.ctx.db` beside the output file, or `./ctxkit.ctx.db` when writing to stdout."""
-    if output_path is None or output_path in ("", "-"):
-        return os.path.join(".", DEFAULT_STDOUT_ARCHIVE)
-    return f"{output_path}.ctx.db"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Lazy loading keeps `ctxkit count` and `ctxkit guard` from paying for modules the
 from __future__ import annotations
 
 # The C module, not `signal`: importing that one builds its enums, long enough for a Ctrl-C to
-# land in it (seen), and this runs before anything can catch one.
+# land in it (seen), and this runs before anything can catch one (and at every start-up).
 import _signal
 import sys
 
@@ -27,10 +27,11 @@ def _defer_interrupts() -> tuple[list[int], object] | None:
 
 _START_UP = _defer_interrupts()
 
-import importlib  # noqa: E402 - after the handler, on purpose
+import atexit  # noqa: E402 - after the handler, on purpose
+import gc  # noqa: E402
+import importlib  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
-import signal  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
 from typing import Any  # noqa: E402
@@ -119,19 +120,19 @@ def _interrupt_after_import() -> Iterator[None]:
     KeyboardInterrupt raised inside a C extension's initialisation (orjson's, seen in a fresh
     clone) crashes the interpreter instead of unwinding. Only where Python's own handler is in
     place (the main thread, SIGINT not ignored)."""
-    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    if _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
         yield
         return
     caught: list[int] = []
     try:
-        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+        _signal.signal(_signal.SIGINT, lambda signum, frame: caught.append(signum))
     except ValueError:  # not the main thread
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _signal.signal(_signal.SIGINT, _signal.default_int_handler)
     if caught:
         raise KeyboardInterrupt
 
@@ -222,6 +223,11 @@ def _guard_standard_streams() -> None:
 
 def main() -> None:
     """Console entry point."""
+    # The interpreter's last garbage collection, at exit, walks every object the command's
+    # imports made: 7% of a count of a small file (21M of 317M instructions). Frozen objects are
+    # skipped. What that collection would finalize matters to nobody then: outputs are closed
+    # and renamed before the command returns, and Python flushes stdout and stderr itself.
+    atexit.register(gc.freeze)
     try:
         _guard_standard_streams()
         cli(prog_name="ctxkit")

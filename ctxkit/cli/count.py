@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,16 +22,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
-from ctxkit.counting import (
-    BREAKDOWNS,
-    Breakdown,
-    Calibration,
-    calibrate_usage,
-    measure,
-    region_row,
-    transcript_cost,
-    transcript_label,
-)
+from ctxkit.counting import BREAKDOWNS, Breakdown, measure, region_row, transcript_label
 from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
@@ -43,6 +34,9 @@ from ctxkit.tokens import (
     Tokenizer,
     get_tokenizer,
 )
+
+if TYPE_CHECKING:
+    from ctxkit.calibration import Calibration
 
 CALIBRATION_NOTE = (
     "note: provider counts include the system prompt and tool schemas, which Claude Code and "
@@ -258,6 +252,8 @@ def count(
 
     items = _with_progress(transcripts(), len(files), want_progress(progress))
     if calibrate:
+        from ctxkit.calibration import calibrate_usage
+
         cal = calibrate_usage(items, tokenizer, opts, label=_label)
         _report_reading(None, stats, debug)
         loaded = [n for n in cal.tokenizers if n not in cal.unavailable]
@@ -300,12 +296,12 @@ def _count_rows(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
     prompt file priced) and baseline entry; its breakdown too, when asked for."""
-    from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
-
     if baseline:
         from ctxkit.gates.baseline import entry_of
     if priced or by == "section":  # the prompt-cache layout: a priced or sectioned count only
         from ctxkit.budget.cache import cache_layout, layout_cost, layout_row, min_cacheable_for
+        from ctxkit.costs import transcript_cost
+        from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
 
     region_rows: list[dict[str, Any]] = []
     cost_rows: list[dict[str, Any]] = []

@@ -54,7 +54,9 @@ def agents(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-@dataclass(frozen=True)
+# eq=False: a format is one object of the registry, the same by identity; comparing 24 fields (and
+# compiling the method that does, 1 ms of every start-up) buys nothing.
+@dataclass(frozen=True, eq=False)
 class Format:
     """One transcript format, as the registry sees it (see the module doc for the shapes)."""
 

@@ -42,8 +42,6 @@ Example:
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
@@ -399,6 +397,8 @@ def read_parquet_stream(
 ) -> Iterator[Transcript]:
     """Transcripts of a Parquet dataset read from a stream (stdin): Parquet keeps its index at
     the end, so the stream is copied to a temp file ($TMPDIR) first, then read as a file."""
+    import tempfile
+
     with tempfile.NamedTemporaryFile(prefix="ctxkit-stdin-", suffix=SUFFIX) as tmp:
         mb = opts.max_input_mb if isinstance(opts, ReadOptions) else None
         copy_limited(stream, tmp, max_input_bytes(mb), label)  # type: ignore[arg-type]
@@ -483,6 +483,8 @@ class ParquetWriter:
         self._verbatim: str | None = None
 
     def __enter__(self) -> ParquetWriter:
+        import tempfile
+
         check_writable(self.path, "dataset")
         try:
             self._spool = self._stack.enter_context(
@@ -556,6 +558,8 @@ class ParquetWriter:
             self._stack.close()
 
     def _finish(self) -> None:
+        import shutil
+
         if self._verbatim is not None:
             with atomic_writer(self.path, "wb") as out, open(self._verbatim, "rb") as src:
                 shutil.copyfileobj(src, out)

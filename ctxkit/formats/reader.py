@@ -8,7 +8,6 @@ is in its `Format` record (its shape, its key, whether a forced --from must see 
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 import re
@@ -66,6 +65,8 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
         if p == "-":
             out.append(p)
         elif any(ch in p for ch in "*?["):
+            import glob  # here: a plain path never needs it
+
             hits = sorted(h for h in glob.glob(p, recursive=True) if os.path.isfile(h))
             if not hits:
                 raise InputError(p, None, "no file matches this pattern")

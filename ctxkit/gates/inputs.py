@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ctxkit.formats import ReadOptions, ReadStats, expand_paths, read_path
-from ctxkit.gates.prompts import is_prompt_file, read_prompt
+from ctxkit.gates import PROMPT_SUFFIXES
 from ctxkit.model import Transcript
 
 
@@ -17,9 +17,12 @@ def read_inputs(
     `--from` forces a format."""
     stats = stats if stats is not None else ReadStats()
     for path in expand_paths(list(paths)):
-        if path != "-" and read_opts.format is None and is_prompt_file(path):
-            stats.files += 1
-            stats.records += 1
-            yield read_prompt(path)
-        else:
-            yield from read_path(path, read_opts, stats=stats)
+        if path != "-" and read_opts.format is None and path.lower().endswith(PROMPT_SUFFIXES):
+            from ctxkit.gates.prompts import is_prompt_file, read_prompt
+
+            if is_prompt_file(path):
+                stats.files += 1
+                stats.records += 1
+                yield read_prompt(path)
+                continue
+        yield from read_path(path, read_opts, stats=stats)

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.errors import InputError
+from ctxkit.gates import PROMPT_SUFFIXES
 from ctxkit.model import Transcript, Unit
 
 # Files read as prompts when no transcript format recognises them (a `.md` file that is an aider
 # chat history stays a transcript). YAML and JSON prompts are section lists.
-PROMPT_SUFFIXES = (".txt", ".md", ".markdown", ".prompt", ".yaml", ".yml")
 SECTION_SUFFIXES = (".yaml", ".yml", ".json")
 SECTION_JOIN = "\n\n"  # how the sections of a YAML/JSON prompt are put together
 PROMPT_FORMAT = "prompt"  # `Transcript.source_format` of a prompt file

@@ -15,7 +15,7 @@ reading the old prefix from the cache and writing only what is new. `points_econ
 same of every recorded call: had the agent compacted there, to the size its compactions leave,
 what would it have saved by the next compaction or the end of the session?
 
-Prices are `models.toml`'s (`counting.call_cost`); output tokens are the same either way and are
+Prices are `models.toml`'s (`costs.call_cost`); output tokens are the same either way and are
 priced only for the summary.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.counting import call_cost
+from ctxkit.costs import call_cost
 
 
 @dataclass

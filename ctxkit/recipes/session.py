@@ -353,7 +353,7 @@ def calls_cost(run: AgentRun, model: Any) -> dict[str, Any]:
     """What a run's calls cost on `model` with prompt caching (each call reads the prefix it
     shares with the call before and writes the rest), plus the summarizing calls its LLM
     compactions make (their input read from the cache, the summary as output)."""
-    from ctxkit.counting import call_cost
+    from ctxkit.costs import call_cost
 
     writes = model.cache_write_per_mtok is not None
 

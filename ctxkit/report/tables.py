@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import csv
 import math
 import sys
 from collections.abc import Sequence
@@ -115,6 +114,8 @@ def write_rows(
         for row in rows:
             out.write(orjson.dumps(row).decode() + "\n")
     else:
+        import csv  # here: the other formats start without it
+
         names = list(columns) if columns is not None else columns_of(rows)
         writer = csv.DictWriter(out, fieldnames=names, extrasaction="ignore", lineterminator="\n")
         writer.writeheader()

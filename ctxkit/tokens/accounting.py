@@ -28,7 +28,7 @@ class CountOptions:
     reply_priming: int = 3
 
 
-@dataclass
+@dataclass(slots=True)
 class UnitCount:
     """Tokens of one unit, by part.
 
@@ -106,16 +106,24 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
     return texts, slots
 
 
-def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> list[UnitCount]:
+def _count_parts(
+    units: Sequence[Unit], tok: Tokenizer, opts: CountOptions
+) -> tuple[list[UnitCount], list[int]]:
+    """Each unit's counts by part, and its total."""
     # Five texts per unit (content, reasoning, role, speaker name, answered call id; "" when
-    # absent) and two per tool call, counted in one batch and read back in the same order.
+    # absent) and two per tool call, counted in one batch and read back in the same order. The
+    # loops run once per message of every count (a million-token log has ten thousand): each
+    # unit's speaker name is looked up once, and its total is summed here, not by the property.
     texts: list[str] = []
     add = texts.append
+    named: list[bool] = []
     for u in units:
+        name = speaker_name(u)
+        named.append(name is not None)
         add(u.content)
         add(u.reasoning)
         add(u.role)
-        add(speaker_name(u) or "")
+        add(name or "")
         add(u.tool_call_id or "")
         for call in u.tool_calls:
             add(call.name)
@@ -125,27 +133,40 @@ def _count_parts(units: Sequence[Unit], tok: Tokenizer, opts: CountOptions) -> l
     per_name = opts.tokens_per_name
     image_tokens = opts.image_tokens
     result: list[UnitCount] = []
+    totals: list[int] = []
+    keep = result.append
+    total_of = totals.append
     at = 0
-    for u in units:
-        content, reasoning, role, name, call_id = counts[at : at + 5]
+    for u, has_name in zip(units, named, strict=True):
+        content, reasoning, role, name_tokens, call_id = counts[at : at + 5]
         at += 5
         calls = 0
-        for _ in u.tool_calls:
-            calls += counts[at] + counts[at + 1]
-            at += 2
-        overhead = per_message + role + name + call_id + (per_name if speaker_name(u) else 0)
-        result.append(UnitCount(content, calls, reasoning, overhead, u.images * image_tokens))
-    return result
+        if u.tool_calls:
+            for _ in u.tool_calls:
+                calls += counts[at] + counts[at + 1]
+                at += 2
+        overhead = per_message + role + name_tokens + call_id + (per_name if has_name else 0)
+        images = u.images * image_tokens
+        keep(UnitCount(content, calls, reasoning, overhead, images))
+        total_of(content + calls + reasoning + overhead + images)
+    return result, totals
 
 
 def count_units(
     units: Sequence[Unit], tok: Tokenizer, opts: CountOptions = CountOptions()
 ) -> list[UnitCount]:
     """Count each unit in one batch through `tok`; also sets `unit.tokens` to the total."""
-    result = _count_parts(units, tok, opts)
-    for u, uc in zip(units, result, strict=True):
-        u.tokens = uc.total
-    return result
+    return _count_and_total(units, tok, opts)[0]
+
+
+def _count_and_total(
+    units: Sequence[Unit], tok: Tokenizer, opts: CountOptions
+) -> tuple[list[UnitCount], list[int]]:
+    """`count_units`, with each unit's total as a list."""
+    result, totals = _count_parts(units, tok, opts)
+    for u, total in zip(units, totals, strict=True):
+        u.tokens = total
+    return result, totals
 
 
 def schema_text(schema: dict[str, Any]) -> str:
@@ -188,28 +209,32 @@ def count_transcript(
     tok = tok or get_tokenizer()
     if known:
         units: list[UnitCount | None] = []
+        totals: list[int] = []
         fresh: list[int] = []
         for i, u in enumerate(t.units):
             hit = known.get(id(u))
             if hit is not None and hit[0] is u:
                 units.append(hit[1])
+                totals.append(hit[1].total)
             else:
                 units.append(None)
+                totals.append(0)
                 fresh.append(i)
         if fresh:
-            counted = count_units([t.units[i] for i in fresh], tok, opts)
-            for i, uc in zip(fresh, counted, strict=True):
+            counted, fresh_totals = _count_and_total([t.units[i] for i in fresh], tok, opts)
+            for i, uc, total in zip(fresh, counted, fresh_totals, strict=True):
                 units[i] = uc
-        return _totalled(t, [uc for uc in units if uc is not None], tok, opts)
-    return _totalled(t, count_units(t.units, tok, opts), tok, opts)
+                totals[i] = total
+        return _totalled(t, [uc for uc in units if uc is not None], totals, tok, opts)
+    return _totalled(t, *_count_and_total(t.units, tok, opts), tok, opts)
 
 
 def _totalled(
-    t: Transcript, units: list[UnitCount], tok: Tokenizer, opts: CountOptions
+    t: Transcript, units: list[UnitCount], totals: list[int], tok: Tokenizer, opts: CountOptions
 ) -> TranscriptCount:
     regions = dict.fromkeys(REGIONS, 0)
-    for u, uc in zip(t.units, units, strict=True):
-        regions[region_of(u)] += uc.total
+    for u, total in zip(t.units, totals, strict=True):
+        regions[region_of(u)] += total
     regions["tools"] = count_tool_schemas(t.tools, tok, opts)
     if t.units:
         regions["history"] += opts.reply_priming

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,8 @@ class RankTable:
 def write_table(path: Path, ranks: dict[bytes, int], pattern: str) -> None:
     """Write `ranks` (token bytes -> rank 0..n-1, every rank once) and the split pattern to
     `path`, atomically."""
+    import tempfile
+
     n = len(ranks)
     by_rank: list[bytes] = [b""] * n
     for token, r in ranks.items():
@@ -120,14 +122,26 @@ def write_table(path: Path, ranks: dict[bytes, int], pattern: str) -> None:
 
 
 class BPECounter:
-    """Counts tokens as tiktoken's `encode_ordinary` would, from a `RankTable`."""
+    """Counts tokens as tiktoken's `encode_ordinary` would, from a `RankTable`.
+
+    ASCII text is split by the stdlib's `re` with the pattern narrowed to ASCII
+    (`ascii_pattern`), any other by the `regex` module with tiktoken's own pattern: a count of
+    ASCII texts never imports `regex` (7 ms of a start-up that counts a small file)."""
 
     def __init__(self, table: RankTable):
-        import regex
-
         self.table = table
-        self._split = regex.compile(table.pattern).findall
+        self._ascii_split = _compiled_ascii(table.pattern)
+        self._unicode_split: Any = None
         self._pieces: dict[str, int] = {}  # tokens per split piece: words recur
+
+    def _split(self, text: str) -> list[str]:
+        if self._ascii_split is not None and text.isascii():
+            return self._ascii_split(text)  # type: ignore[no-any-return]
+        if self._unicode_split is None:
+            import regex
+
+            self._unicode_split = regex.compile(self.table.pattern).findall
+        return self._unicode_split(text)  # type: ignore[no-any-return]
 
     def count(self, text: str) -> int:
         """Tokens in `text`."""
@@ -160,6 +174,80 @@ class BPECounter:
             if i > 0:
                 ranks[i - 1] = _pair_rank(rank, piece, starts, i - 1, big)
         return len(starts) - 1
+
+
+# What tiktoken's classes hold of ASCII: Unicode's White_Space (not \x1c-\x1f, which Python's
+# `re` counts as space), letters by case, digits; titlecase, modifier and other letters and marks
+# have no ASCII member.
+_ASCII_SPACE = "\\t\\n\\x0b\\x0c\\r "
+_ASCII_PROPERTIES = {
+    "L": "A-Za-z",
+    "Lu": "A-Z",
+    "Ll": "a-z",
+    "Lt": "",
+    "Lm": "",
+    "Lo": "",
+    "M": "",
+    "N": "0-9",
+}
+_PROPERTY = re.compile(r"\\p\{(\w+)\}")
+
+
+def ascii_pattern(pattern: str) -> str | None:
+    """tiktoken's split `pattern` as the stdlib's `re` reads it on ASCII text (the same pieces
+    there): `\\p{..}` and `\\s` as their ASCII members, `$` as the end of the text only (Rust's
+    `$`; Python's also matches before a final newline). None for a construct it does not know."""
+    out: list[str] = []
+    in_class = False
+    at = members_at = 0
+    while at < len(pattern):
+        c = pattern[at]
+        if c == "\\":
+            nxt = pattern[at + 1 : at + 2]
+            if nxt == "p":
+                found = _PROPERTY.match(pattern, at)
+                members = _ASCII_PROPERTIES.get(found.group(1)) if found else None
+                if found is None or members is None or not (in_class or members):
+                    return None
+                out.append(members if in_class else f"[{members}]")
+                at = found.end()
+                continue
+            if nxt == "s":
+                out.append(_ASCII_SPACE if in_class else f"[{_ASCII_SPACE}]")
+            elif nxt == "S" and not in_class:
+                out.append(f"[^{_ASCII_SPACE}]")
+            elif nxt in ("r", "n", "t"):
+                out.append(c + nxt)
+            else:
+                return None
+            at += 2
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+            opening = "[^" if pattern.startswith("[^", at) else "["
+            out.append(opening)
+            members_at = len(out)
+            at += len(opening)
+            continue
+        if c == "]" and in_class:
+            if not "".join(out[members_at:]):  # no member has an ASCII character
+                return None
+            in_class = False
+        out.append("\\Z" if c == "$" and not in_class else c)
+        at += 1
+    return None if in_class else "".join(out)
+
+
+def _compiled_ascii(pattern: str) -> Any:
+    """`findall` of `ascii_pattern(pattern)` by `re`, or None (not narrowed, or a Python before
+    3.11, whose `re` has no possessive quantifiers)."""
+    narrowed = ascii_pattern(pattern)
+    if narrowed is None:
+        return None
+    try:
+        return re.compile(narrowed).findall
+    except re.error:
+        return None
 
 
 def _or(value: int | None, default: int) -> int:

@@ -116,8 +116,12 @@ class _CachedCounter:
         get = self._cache.get
         limit = _KEY_BY_TEXT_MAX_CHARS
         out: list[int] = [0] * len(texts)
-        misses: dict[_Key, list[int]] = {}  # key -> positions in texts, first seen first
+        # A miss is a position and the index of its text in miss_texts (a text repeated in the
+        # batch, a role say, is counted once): flat lists, no list per miss, since a cold count
+        # of a large log misses on most of its texts.
+        slot: dict[_Key, int] = {}  # key -> index in miss_texts
         miss_texts: list[str] = []
+        pending: list[int] = []  # position, index in miss_texts, position, index...
         for i, text in enumerate(texts):
             if not text:
                 continue
@@ -125,24 +129,21 @@ class _CachedCounter:
             hit = get(key)
             if hit is not None:
                 out[i] = hit
-            else:
-                at = misses.get(key)
-                if at is None:
-                    misses[key] = [i]
-                    miss_texts.append(text)
-                else:
-                    at.append(i)
-        if not misses:
+                continue
+            j = slot.setdefault(key, len(miss_texts))
+            if j == len(miss_texts):
+                miss_texts.append(text)
+            pending += (i, j)
+        if not miss_texts:
             return out
         counted = self._count_batch(miss_texts)
-        for positions, n in zip(misses.values(), counted, strict=True):
-            for i in positions:
-                out[i] = n
+        for n in range(0, len(pending), 2):
+            out[pending[n]] = counted[pending[n + 1]]
         with self._lock:
             cache = self._cache
-            if len(cache) + len(misses) > CACHE_MAX_ENTRIES and not _room(len(cache) + len(misses)):
+            if len(cache) + len(slot) > CACHE_MAX_ENTRIES and not _room(len(cache) + len(slot)):
                 cache.clear()
-            cache.update(zip(misses, counted, strict=True))
+            cache.update(zip(slot, counted, strict=True))
         return out
 
 
@@ -177,37 +178,37 @@ class TiktokenTokenizer(_CachedCounter):
 
 
 # Characters of text a tokenizer counts with the Python BPE (`tokens.bpe`, ready in
-# milliseconds) before it loads quicktok: about 25 ms of Python counting, against 170 ms
-# (cl100k_base) to 480 ms (o200k_base) for quicktok's load.
+# milliseconds) before it loads its fast counter: about 25 ms of Python counting, against 170 ms
+# (cl100k_base) to 500 ms (o200k_base) of CPU for toktok's or quicktok's load.
 SMALL_WORK_CHARS = 100_000
 
 
-class QuicktokTokenizer(_CachedCounter):
-    """cl100k_base or o200k_base counted by quicktok-v1: the same ids as tiktoken on every real
-    text measured (scripts/eval_tokenizers.py: 44,064 texts, 0 mismatches), 4-5x faster; its
-    ranks ship in the package, offline. The first SMALL_WORK_CHARS characters of a process are
-    counted by `tokens.bpe` instead, which needs no load (a count of a small file never waits
-    for quicktok). `encoding` is tiktoken's, for code that needs ids."""
+class FastTokenizer(_CachedCounter):
+    """cl100k_base or o200k_base counted by a fast exact counter (`FAST_COUNTERS`): toktok-rs,
+    else quicktok-v1. Both give tiktoken's counts on every real text measured
+    (scripts/eval_tokenizers.py), toktok at 12-16x tiktoken's speed, quicktok at 4-7x, offline.
+    A text holding a character newer than the counter's Unicode tables (`_Gaps`) is counted by
+    tiktoken. The first SMALL_WORK_CHARS characters of a process are counted by `tokens.bpe`
+    instead, which needs no load (a count of a small file never waits for the counter).
+    `encoding` is tiktoken's, for code that needs ids."""
 
     exact = True
 
-    def __init__(
-        self, name: str, load_counter: Callable[[], Any], load_encoding: Callable[[], Any]
-    ):
+    def __init__(self, name: str, counter: str, load_encoding: Callable[[], Any]):
         super().__init__()
         self.name = name
-        self._load_counter = load_counter
-        self._counter: Any = None
+        self.counter_name = counter
+        self._counter: Callable[[list[str]], list[int]] | None = None
         self._load_encoding = load_encoding
         self._encoding: Any = None
         self._small: Any = None  # tokens.bpe.BPECounter, or False when there is none
         self._small_chars = 0
 
     @property
-    def counter(self) -> Any:
-        """quicktok's tokenizer, loaded on first use."""
+    def counter(self) -> Callable[[list[str]], list[int]]:
+        """The fast counter (texts -> counts), loaded on first use."""
         if self._counter is None:
-            self._counter = self._load_counter()
+            self._counter = FAST_COUNTERS[self.counter_name](self.name)
         return self._counter
 
     @property
@@ -222,25 +223,20 @@ class QuicktokTokenizer(_CachedCounter):
             small = self._count_small(texts)
             if small is not None:
                 return small
-        # One text at a time in this thread: quicktok's count holds the GIL, so threads only
-        # add waiting, and its batch call returns numpy arrays (a 55 ms import) for no gain.
-        count = self.counter.count
-        gaps = _gaps("quicktok", self.name)
         try:
-            if gaps is None:
-                return [count(t) for t in texts]
-            held = gaps.held_by
-            # a character newer than quicktok's Unicode tables: tiktoken counts that text
-            return [len(self.encoding.encode_ordinary(t)) if held(t) else count(t) for t in texts]
-        except TypeError:
+            counts = self.counter(texts)
+        except (UnicodeEncodeError, TypeError):
             # a lone surrogate (JSON may escape one) is no UTF-8: tiktoken replaces it by U+FFFD
-            return [self._count_one(_without_surrogates(t)) for t in texts]
-
-    def _count_one(self, text: str) -> int:
-        gaps = _gaps("quicktok", self.name)
-        if gaps is not None and gaps.held_by(text):
-            return len(self.encoding.encode_ordinary(text))
-        return int(self.counter.count(text))
+            texts = [t if t.isascii() else _without_surrogates(t) for t in texts]
+            counts = self.counter(texts)
+        gaps = _gaps(self.counter_name, self.name)
+        if gaps is not None:
+            held = gaps.held_by
+            for i, text in enumerate(texts):
+                if not text.isascii() and held(text):
+                    # a character newer than the counter's Unicode tables: tiktoken counts it
+                    counts[i] = len(self.encoding.encode_ordinary(text))
+        return counts
 
     def _count_small(self, texts: list[str]) -> list[int] | None:
         """Counts by the Python BPE while the process has counted little; None past that, or
@@ -267,42 +263,58 @@ def _without_surrogates(text: str) -> str:
 
 
 class _Gaps:
-    """The characters quicktok counts unlike tiktoken, found fast: an ASCII text holds none
-    (a flag Python keeps), any other is encoded to UTF-8 once and searched for the leading
-    bytes of a gap character (one byte-level pass), and only a text with such bytes is
-    searched with the exact character class (26 ranges checked per character, 30x slower)."""
+    """The characters a fast counter counts unlike tiktoken, found fast: an ASCII text holds
+    none (a flag Python keeps); any other is encoded to UTF-8 once and searched for the lead
+    bytes of the gap characters, a memchr each (four for toktok's and quicktok's gaps, which
+    most non-ASCII text, punctuation, CJK and Latin letters, never holds); a text holding one
+    is searched for that lead followed by a gap's second byte (one regex pass: emoji share the
+    lead byte of CJK Extension H, not its second bytes); only a text holding such a pair is
+    searched with the exact character class (26 ranges checked per character, 30x slower).
+    The regexes are built for the first text that needs them."""
 
     def __init__(self, ranges: Sequence[tuple[int, int]]):
-        self._exact = re.compile(
-            "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
-        )
-        # the first two bytes of each gap character: the whole character below U+0800, its
-        # block of 64 (or 4,096 above U+FFFF) otherwise
-        heads: dict[int, set[int]] = {}
+        self._ranges = ranges
+        seconds: dict[bytes, set[int]] = {}
         for a, b in ranges:
-            for cp in range(a, b + 1):
+            cp = a
+            while cp <= b:
                 data = chr(cp).encode("utf-8")
-                heads.setdefault(data[0], set()).add(data[1])
-        alternatives = [
-            re.escape(bytes([lead])) + b"[" + b"".join(re.escape(bytes([x])) for x in sorted(xs)) + b"]"
-            for lead, xs in sorted(heads.items())
-        ]
-        self._prefilter = re.compile(b"|".join(alternatives))
+                seconds.setdefault(data[:1], set()).add(data[1])
+                # the code points that share these two bytes: the whole character below
+                # U+0800, a block of 64 below U+10000, of 4,096 above
+                block = 1 if cp < 0x800 else 64 if cp < 0x10000 else 4096
+                cp = (cp // block + 1) * block
+        self._seconds = {lead: bytes(sorted(xs)) for lead, xs in sorted(seconds.items())}
+        self._pairs: dict[bytes, Callable[[bytes], Any]] = {}  # lead -> search for its pairs
+
+    @functools.cached_property
+    def _exact(self) -> re.Pattern[str]:
+        return re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in self._ranges) + "]")
+
+    def _pair_search(self, lead: bytes) -> Callable[[bytes], Any]:
+        search = self._pairs.get(lead)
+        if search is None:
+            second = b"".join(re.escape(bytes([x])) for x in self._seconds[lead])
+            search = self._pairs[lead] = re.compile(re.escape(lead) + b"[" + second + b"]").search
+        return search
 
     def held_by(self, text: str) -> bool:
         """True when `text` holds a gap character."""
         if text.isascii():
             return False
-        if self._prefilter.search(text.encode("utf-8", "surrogatepass")) is None:
-            return False
-        return self._exact.search(text) is not None
+        data = text.encode("utf-8", "surrogatepass")
+        for lead in self._seconds:
+            if lead in data and self._pair_search(lead)(data) is not None:
+                return self._exact.search(text) is not None
+        return False
 
 
 @functools.cache
 def _gaps(counter: str, name: str) -> _Gaps | None:
-    """The characters `counter` ("quicktok", or "bpe" for `tokens.bpe`) counts unlike tiktoken
-    in encoding `name`: quicktok's Unicode tables are older than tiktoken's, the `regex`
-    module's newer (measured by scripts/quicktok_gaps.py); None when not measured."""
+    """The characters `counter` (a name of FAST_COUNTERS, or "bpe" for `tokens.bpe`) counts
+    unlike tiktoken in encoding `name`: toktok's and quicktok's Unicode tables are older than
+    tiktoken's, the `regex` module's newer (measured by scripts/counter_gaps.py); None when not
+    measured."""
     path = Path(__file__).resolve().parent.parent / "data" / f"{counter}_gaps_{name}.txt"
     try:
         lines = path.read_text().split()
@@ -322,7 +334,7 @@ def _bpe_counter(name: str) -> Any:
             kwargs = _encoding_kwargs(name)
             bpe.write_table(bpe.table_path(name), kwargs["mergeable_ranks"], kwargs["pat_str"])
         except (OSError, TokenizerError):
-            return None  # no writable cache: quicktok counts everything
+            return None  # no writable cache: the fast counter counts everything
         counter = bpe.load_counter(name)
     return counter
 
@@ -515,7 +527,7 @@ def _load(spec: str) -> Tokenizer:
 
 
 def _resolve_tiktoken_name(spec: str) -> str | None:
-    if spec in QUICKTOK_ENCODINGS:
+    if spec in FAST_ENCODINGS:
         return spec  # the common case, without importing tiktoken
     import tiktoken
     import tiktoken.model
@@ -538,8 +550,9 @@ def _load_tiktoken(spec: str) -> Tokenizer:
     if spec != name:
         # Model names share the tokenizer of their encoding (and its cache).
         return get_tokenizer(name)
-    if _has_quicktok(name):
-        return QuicktokTokenizer(name, lambda: _quicktok(name), lambda: _tiktoken_encoding(name))
+    counter = fast_counter_name(name)
+    if counter is not None:
+        return FastTokenizer(name, counter, lambda: _tiktoken_encoding(name))
     return TiktokenTokenizer(name, _tiktoken_encoding(name))
 
 
@@ -575,26 +588,62 @@ def _encoding_kwargs(name: str) -> dict[str, Any]:
     raise TokenizerError(f"{name} is not bundled")
 
 
-# Encodings quicktok-v1 counts (when installed); ids checked equal to tiktoken's.
-QUICKTOK_ENCODINGS = ("cl100k_base", "o200k_base")
+def _toktok(name: str) -> Callable[[list[str]], list[int]]:
+    """toktok-rs's count of many texts in `name` (its vocabulary is compiled into the module),
+    one text at a time: its batch call costs 28 us a call even on one thread, more than the
+    texts of a small transcript take to count. `_encoding` is the tokenizer behind toktok's
+    `batch_count`, which its README points to for the full API."""
+    import toktok
+
+    count = toktok._encoding(name).count
+    return lambda texts: [count(t) for t in texts]
 
 
-def _has_quicktok(name: str) -> bool:
-    """True when quicktok counts `name` here (one it ships, installed, not turned off)."""
-    import importlib.util
-
-    if name not in QUICKTOK_ENCODINGS or os.environ.get("CTXKIT_NO_QUICKTOK"):
-        return False
-    return importlib.util.find_spec("quicktok") is not None
-
-
-def _quicktok(name: str) -> Any:
-    """quicktok's tokenizer for `name`, or None (not one it ships, or not installed)."""
-    if not _has_quicktok(name):
-        return None
+def _quicktok_counter(name: str) -> Callable[[list[str]], list[int]]:
+    """quicktok-v1's count of many texts in `name`, one at a time: its count holds the GIL, so
+    threads only add waiting, and its batch call returns numpy arrays (a 55 ms import)."""
     import quicktok
 
-    return quicktok.get_encoding(name)
+    count = quicktok.get_encoding(name).count
+    return lambda texts: [count(t) for t in texts]
+
+
+# Fast exact counters by name, the first installed is used: a loader gives a function from texts
+# to their counts. toktok-rs is a Rust port of quicktok (same Unicode tables, so the same gaps),
+# 2x its speed on the real transcripts; quicktok-v1 serves Python 3.10, where toktok has no wheel.
+FAST_COUNTERS: dict[str, Callable[[str], Callable[[list[str]], list[int]]]] = {
+    "toktok": _toktok,
+    "quicktok": _quicktok_counter,
+}
+
+
+# Encodings the fast counters count, ids checked equal to tiktoken's.
+FAST_ENCODINGS = ("cl100k_base", "o200k_base")
+
+
+# Which counter counts: a name of FAST_COUNTERS, or "tiktoken" (none of them); unset, the first
+# installed. Benchmarks and tests compare the counters with it.
+COUNTER_ENV = "CTXKIT_COUNTER"
+
+
+def fast_counter_name(name: str) -> str | None:
+    """The fast counter that counts encoding `name` here, or None (tiktoken counts it)."""
+    import importlib.util
+
+    if name not in FAST_ENCODINGS:
+        return None
+    chosen = os.environ.get(COUNTER_ENV, "").strip()
+    if chosen == "tiktoken":
+        return None
+    if chosen and chosen not in FAST_COUNTERS:
+        known = ", ".join([*FAST_COUNTERS, "tiktoken"])
+        raise TokenizerError(f"{COUNTER_ENV}={chosen!r} is no counter; known: {known}")
+    for counter in [chosen] if chosen else FAST_COUNTERS:
+        if importlib.util.find_spec(counter) is not None:
+            return counter
+    if chosen:
+        raise TokenizerError(f"{COUNTER_ENV}={chosen}: the {chosen} package is not installed")
+    return None
 
 
 _BUNDLE_LOCK = threading.Lock()

@@ -1,0 +1,34 @@
+"""How a compacted transcript points into its archive, without opening one: the refs in its
+text and where `compact` puts the archive. `count` and `guard` ask this of every input, so it
+imports neither SQLite nor hashlib (`archive.store` does, and re-exports these names)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+
+from ctxkit.model import Unit
+
+# The archive `compact` writes when its output goes to stdout.
+DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
+
+# refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
+REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8,80}(?![0-9a-f])|ctx://[^\s\]\)>\"']+")
+
+
+def first_compacted(units: Sequence[Unit]) -> int | None:
+    """The index of the first unit that compaction changed or made (it carries a ref into an
+    archive, in its metadata or its text), or None: read back from a compacted file, the units
+    before it are the ones every recorded provider call up to there really saw."""
+    for i, u in enumerate(units):
+        if "ref" in u.meta or u.meta.get("refs") or REFS_IN_TEXT.search(u.content):
+            return i
+    return None
+
+
+def default_archive_path(output_path: str | None) -> str:
+    """`<out>.ctx.db` beside the output file, or `./ctxkit.ctx.db` when writing to stdout."""
+    if output_path is None or output_path in ("", "-"):
+        return os.path.join(".", DEFAULT_STDOUT_ARCHIVE)
+    return f"{output_path}.ctx.db"
