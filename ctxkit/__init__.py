@@ -25,13 +25,21 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
-    import importlib
+def lazy_names(module: str, names: dict[str, str]):
+    """A module `__getattr__` that imports each of `names` from its module when first asked for."""
 
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxkit' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    def __getattr__(name: str) -> object:
+        import importlib
+
+        home = names.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
+
+
+__getattr__ = lazy_names("ctxkit", _EXPORTS)
 
 
 __all__ = sorted(_EXPORTS)

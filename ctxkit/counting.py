@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit import lazy_names
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
@@ -531,10 +532,4 @@ _MOVED = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    import importlib
-
-    module = _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxkit.counting' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names("ctxkit.counting", _MOVED)
