@@ -338,11 +338,12 @@ def check(t: Transcript | Sequence[Unit]) -> list[Problem]:
 
     seen_units: set[str] = set()
     for u in units:
-        if u.id in seen_units:
+        stated = u.meta.get("stated_id", u.id) if u.meta else u.id  # as the file gave it
+        if stated in seen_units:
             problems.append(
-                Problem("duplicate_id", u.id, f"unit id {u.id!r} appears more than once")
+                Problem("duplicate_id", stated, f"unit id {stated!r} appears more than once")
             )
-        seen_units.add(u.id)
+        seen_units.add(stated)
 
     scan = _scan(units)
     for i, cid, first in scan.clashes:

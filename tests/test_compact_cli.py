@@ -523,3 +523,50 @@ def test_an_app_log_with_its_own_compaction_that_fits_expands_as_it_is(tmp_path:
     from ctxkit.strategies.summarize_old import preamble
 
     assert preamble(2, 10, ["ref-1"]).startswith(_PREAMBLE)  # how a summary of ours is told apart
+
+
+def _repeated_id_chat(path: Path) -> Path:
+    """A chat log whose messages carry ids that repeat (the chat APIs allow it)."""
+    lines = []
+    for i in range(40):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"step {i}: edit src/mod{i}.py and rerun the tests " * 25
+        lines.append(orjson.dumps({"id": f"m{i % 2}", "role": role, "content": text}))
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_repeated_chat_ids_compact_like_any_other(tmp_path: Path) -> None:
+    """Repeated message ids must not make every strategy fail its checks (they name units by
+    id) and fall back to a fresh start; the file's own ids come back on expand."""
+    src = _repeated_id_chat(tmp_path / "chat.jsonl")
+    out = tmp_path / "out.jsonl"
+    result = _run(["compact", str(src), "-o", str(out), "--limit", "2000"])
+    assert result.exit_code == 0, result.stderr
+    assert "invariant" not in result.stderr
+    assert "fresh_start" not in result.stderr
+    assert "summarize_old" in result.stderr
+    r = _run(["expand", str(out), "-o", str(tmp_path / "back.jsonl")])
+    assert r.exit_code == 0, r.stderr
+    assert _records(tmp_path / "back.jsonl") == _records(src)
+
+
+def test_repeated_unit_ids_are_refused_with_their_lines(tmp_path: Path) -> None:
+    src = tmp_path / "units.jsonl"
+    rows = [
+        {"id": "a", "type": "message", "role": "user", "content": "fix the bug"},
+        {"id": "b", "type": "message", "role": "assistant", "content": "looking"},
+        {"id": "a", "type": "message", "role": "user", "content": "and the docs"},
+    ]
+    src.write_bytes(b"\n".join(orjson.dumps(r) for r in rows) + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(cli, ["compact", str(src), "-o", str(out), "--limit", "10"])
+    assert result.exit_code in (1, 2)
+    assert result.stderr.count("\n") == 1
+    assert f"{src}:3:" in result.stderr
+    assert "unit id 'a' is already used by line 1" in result.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["units.jsonl"]
+    skipped = CliRunner().invoke(cli, ["count", str(src), "--skip-invalid"])
+    assert skipped.exit_code == 0, skipped.stderr
+    assert orjson.loads(skipped.stdout.splitlines()[0])["units"] == 2
+    assert "skipped 1 invalid" in skipped.stderr

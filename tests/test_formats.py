@@ -1317,3 +1317,27 @@ def _assert_rebuilt_equal(t: Transcript) -> None:
         text = written(rebuilt, fmt)
         (back,) = read_text(text, fmt)
         assert carried(back, fmt, same=True) == carried(t, fmt), fmt
+
+
+def test_a_log_that_repeats_a_unit_id_is_reported() -> None:
+    """An app log whose records repeat an id reads on, with a warning naming the id: the
+    compaction checks name units by id, so steps that touch it will be refused."""
+    session = {
+        "sessionId": "s1",
+        "projectHash": "p",
+        "startTime": "2026-01-01T00:00:00Z",
+        "lastUpdated": "2026-01-01T00:00:02Z",
+        "messages": [
+            {"id": "m1", "timestamp": "2026-01-01T00:00:00Z", "type": "user", "content": "fix the bug"},
+            {"id": "m2", "timestamp": "2026-01-01T00:00:01Z", "type": "gemini", "content": "done"},
+            {"id": "m1", "timestamp": "2026-01-01T00:00:02Z", "type": "user", "content": "thanks"},
+        ],
+    }
+    stats = ReadStats()
+    (t,) = read_text(json.dumps(session), ReadOptions(format="gemini-cli"), stats=stats)
+    assert [u.id for u in t.units] == ["m1", "m2", "m1"]
+    assert any("unit id 'm1' repeats in transcript s1" in w for w in stats.warnings)
+    stats = ReadStats()
+    session["messages"][2]["id"] = "m3"
+    read_text(json.dumps(session), ReadOptions(format="gemini-cli"), stats=stats)
+    assert not any("repeats" in w for w in stats.warnings)

@@ -49,9 +49,23 @@ def detect(obj: Any) -> bool:
     return seen > 0
 
 
+def _fresh_id(stated: Any, index: int, taken: set[str]) -> str:
+    """A message's own id, or `u<index>` when it has none; made unique (`<id>~2`...) when the
+    file repeats it: the chat APIs do not require unique ids, but ctxkit names units by them
+    (the file's id stays in `meta["stated_id"]`, which `structure.check` reports)."""
+    base = stated if isinstance(stated, str) else f"u{index}"
+    uid, k = base, 1
+    while uid in taken:
+        k += 1
+        uid = f"{base}~{k}"
+    taken.add(uid)
+    return uid
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """Units from chat messages: one unit per message, tool results paired by tool_call_id."""
     units: list[Unit] = []
+    taken: set[str] = set()  # unit ids given so far
     names: dict[str, str] = {}
     legacy_calls: list[str] = []  # synthesized ids of legacy `function_call`s awaiting a result
     open_calls: list[str] = []  # calls of the last assistant message not answered yet
@@ -110,7 +124,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                 usage["after_unit"] = len(units) - 1
                 usage_calls.append(usage)
         unit = Unit(
-            id=str(rec["id"]) if isinstance(rec.get("id"), str) else f"u{len(units)}",
+            id=_fresh_id(rec.get("id"), len(units), taken),
             role=role,
             content=content,
             timestamp=timestamp_of(rec.get("timestamp")),
@@ -123,6 +137,8 @@ def read(records: list[Any], src: Source) -> Transcript:
             group=i,
             meta=meta,
         )
+        if unit.id != rec.get("id") and isinstance(rec.get("id"), str):
+            unit.meta["stated_id"] = rec["id"]  # a repeated id, kept for `guard --check`
         units.append(finish(unit))
     link_group_sizes(units)
     metadata: dict[str, Any] = {}

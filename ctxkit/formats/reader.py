@@ -12,6 +12,7 @@ import io
 import os
 import re
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -523,6 +524,14 @@ class _Reader:
             t.metadata["key_order"] = keys
         if t.id == "t0" or not t.id:
             t.id = tid
+        if len({u.id for u in t.units}) != len(t.units):
+            # The units and chat readers never repeat an id; an app log that does would have its
+            # compaction steps refused by the checks, which name units by id: say so up front.
+            twice = next(uid for uid, n in Counter(u.id for u in t.units).items() if n > 1)
+            self.stats.warnings.append(
+                f"{self.path}:{t.line or '-'}: unit id {twice!r} repeats in transcript {t.id}; "
+                "compaction steps that touch it will be refused"
+            )
         return t
 
 

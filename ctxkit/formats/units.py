@@ -67,16 +67,35 @@ def _unit(rec: Any, index: int, src: Source) -> Unit | None:
     return unit
 
 
+def _units(records: list[Any], src: Source) -> list[Unit]:
+    """The records' units. An id is a unit's name for recall, expand and every check, so a
+    repeated id is refused (or the repeat skipped with --skip-invalid), not read ambiguously."""
+    units: list[Unit] = []
+    first: dict[str, int] = {}
+    for i, rec in enumerate(records):
+        unit = _unit(rec, i, src)
+        if unit is None:
+            continue
+        at = first.setdefault(unit.id, i)
+        if at != i:
+            where = src.line_of(at) if src.lines is not None else None
+            earlier = f"line {where}" if where else f"record {at + 1}"
+            src.bad(i, f"unit id {unit.id!r} is already used by {earlier}; "
+                    "ids must be unique within a transcript", rec)
+            continue
+        units.append(unit)
+    return units
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """Units as written by ctxkit; the stated `type` is kept (no classification)."""
-    units = [u for i, rec in enumerate(records) if (u := _unit(rec, i, src)) is not None]
+    units = _units(records, src)
     return Transcript(units=units, id=src.tid, source_format=NAME, layout="lines", line=src.line)
 
 
 def read_transcript(obj: dict[str, Any], src: Source) -> Transcript:
     """One dataset line written by `transcript_record` (several transcripts in units format)."""
-    records = obj.get("units") or []
-    units = [u for i, rec in enumerate(records) if (u := _unit(rec, i, src)) is not None]
+    units = _units(obj.get("units") or [], src)
     return Transcript(
         units=units,
         id=str(obj.get("id") or src.tid),
