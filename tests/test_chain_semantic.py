@@ -176,7 +176,7 @@ def test_cli_events_file_and_verbose(tmp_path: Path) -> None:
     rows = [orjson.loads(line) for line in events.read_bytes().splitlines()]
     assert set(rows[0]) == {"phase", "progress", "message", "tokens", "limit", "priority"}
     assert rows[0]["phase"] == "detection" and rows[-1]["phase"] == "success"
-    assert "Masking old observations…" in r.stderr
+    assert "Summarizing old context…" in r.stderr
     assert "Context reduced to" in r.stderr
 
 
@@ -314,3 +314,51 @@ def test_fitting_transcript_does_not_load_the_model(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _steps(t: Transcript, limit: int, **summarize: object) -> list[tuple[str, bool, str]]:
+    params = {"summarize_old": summarize} if summarize else {}
+    settings = CompactSettings(limit=limit, tokenizer=TOK, options=ChainOptions(params=params))
+    result = compact(t, settings, archive=Archive(":memory:"))
+    assert result.invariants["ok"]
+    return [(s.strategy, s.applied, s.note) for s in result.steps]
+
+
+def test_a_summary_undone_for_coherence_is_tried_again_shorter() -> None:
+    """long_chat at 2,000 tokens: the summary of all the goal needs drops coherence below 0.7
+    and is undone; summarize_old runs again at once on at most 60% of the history (then the
+    later strategies and a second pass reach the goal without a fresh start). With the retry
+    share no shorter than the first, nothing is tried again."""
+    from ctxkit.simulate import generate
+
+    t = generate("long_chat", seed=0, tokens=2000)
+    limit = int(t.metadata["ground_truth"]["limit"])
+    steps = _steps(t, limit)
+    assert steps[1][0] == "summarize_old" and steps[1][2].startswith("undone: coherence")
+    assert steps[2][:2] == ("summarize_old", True)
+    assert not any(name.startswith("recovery") for name, _, _ in steps)
+    without = _steps(t, limit, retry_threshold=1.0)
+    assert without[1][2].startswith("undone: coherence") and without[2][0] != "summarize_old"
+
+
+def test_a_summary_of_a_chat_keeps_its_last_reply() -> None:
+    """A chat has no actions: its last reply is where the work stands, and a summary that may
+    take the whole history (here a goal of one token) leaves it verbatim after the summary, as
+    it leaves the last action of an agent session."""
+    from ctxkit.strategies import get_strategy
+    from ctxkit.strategies.base import Context, State
+    from ctxkit.tokens import CountOptions
+
+    words = "the parser change touches the tokenizer the grammar and the error messages of the cli"
+    units = [Unit("s", "system", content="You are a helpful assistant.")]
+    for i in range(3):
+        units.append(Unit(f"u{i}", "user", content=f"Question {i}: how does step {i} go? {words}"))
+        units.append(Unit(f"a{i}", "assistant", content=f"Answer {i}: {words}"))
+    # one long last turn, as an aider history has: replies one after another
+    units.append(Unit("u3", "user", content=f"Now rewrite all of it. {words}"))
+    units += [Unit(f"r{k}", "assistant", content=f"Part {k}: " + " ".join([words] * 12)) for k in range(8)]
+    ctx = Context(TOK, CountOptions(), None, "t1", "parser")
+    after = get_strategy("summarize_old")(State(tuple(units), 1, ctx), {"old_threshold": 1.0})
+    assert after is not None and any(u.type == "summary" for u in after.units)
+    assert after.units[-1] is units[-1]
+    assert "r6" not in {u.id for u in after.units}

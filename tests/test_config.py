@@ -33,10 +33,11 @@ def test_spec_defaults() -> None:
     assert bs.chain_order == DEFAULT_CHAIN
     assert sorted(bs.chain_order) == sorted(tuple(STRATEGIES))
     assert bs.params("summarize_old") == {
-        "old_threshold": 0.6,
+        "old_threshold": 1.0,
         "summary_length": 300,
         "min_coherence": 0.7,
         "summary_share": 0.1,
+        "retry_threshold": 0.6,
     }
     assert bs.params("prioritize_recent") == {
         "recent_bias": 0.2,
@@ -83,7 +84,7 @@ def test_partial_sections_merge_over_defaults() -> None:
             }
         }
     )
-    assert c.breaking_strategy.summarize_old.old_threshold == 0.6
+    assert c.breaking_strategy.summarize_old.old_threshold == 1.0
     assert c.breaking_strategy.summarize_old.summary_length == 200
     ratios = c.breaking_strategy.content_type_chunking.compress_ratios
     assert (ratios.log, ratios.code) == (0.2, 0.7)

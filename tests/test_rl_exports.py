@@ -243,7 +243,7 @@ def test_unknown_dpo_shape_lists_the_known() -> None:
 
 
 def test_cli_openai_and_trl_shapes() -> None:
-    r = run("-s", "long_chat", "-s", "log_heavy", *SMALL, *ACTIONS, "--export", "dpo")
+    r = run("-s", "long_chat", "-s", "log_heavy", *SMALL, *ACTIONS, "--action", "discard_low_rel", "--export", "dpo")
     assert r.exit_code == 0, r.stderr
     pairs = lines(r.stdout)
     assert len(pairs) == 2

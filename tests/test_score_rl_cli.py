@@ -12,7 +12,8 @@ from ctxkit.cli import cli
 from ctxkit.simulate import generate, save
 
 SMALL = ["--tokens", "2000"]
-ACTIONS = ["--action", "default", "--action", "summarize_old", "--action", "offload"]
+# three actions that give three different outputs (the default chain is often summarize_old alone)
+ACTIONS = ["--action", "default", "--action", "summarize_old:recent", "--action", "offload"]
 
 
 def run(*args: str) -> Result:
@@ -28,7 +29,7 @@ def test_scenarios_to_stdout_with_summary_on_stderr() -> None:
     assert r.exit_code == 0, r.stderr
     rows = lines(r.stdout)
     assert len(rows) == 2 * 3
-    assert [row["action"]["name"] for row in rows[:3]] == ["default", "summarize_old", "offload"]
+    assert [row["action"]["name"] for row in rows[:3]] == ["default", "summarize_old:recent", "offload"]
     for row in rows:
         assert set(row) >= {"state_before", "action", "reward", "state_after"}
         assert -2.0 <= row["reward"] <= 2.0

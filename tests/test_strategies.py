@@ -194,10 +194,11 @@ def test_registry_names_and_defaults() -> None:
         "summarize_old",
     ]
     assert DEFAULT_PARAMS["summarize_old"] == {
-        "old_threshold": 0.6,
+        "old_threshold": 1.0,
         "summary_length": 300,
         "summary_share": 0.1,
         "min_coherence": 0.7,
+        "retry_threshold": 0.6,
     }
     assert DEFAULT_PARAMS["prioritize_recent"] == {"recent_bias": 0.2, "rel_threshold": 0.5, "priority_boost": 1.5}
     assert DEFAULT_PARAMS["content_type_chunking"]["compress_ratios"] == {

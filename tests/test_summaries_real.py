@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxkit.archive.store import Archive
-from ctxkit.compaction import CompactSettings, compact
+from ctxkit.compaction import ChainOptions, CompactSettings, compact
 from ctxkit.facts import calls, outcome
 from ctxkit.formats import ReadOptions, read_path
 from ctxkit.model import Transcript, Unit
@@ -32,6 +32,11 @@ def _compact(t: Transcript, share: int, tmp_path: Path) -> tuple[Transcript, Arc
     result = compact(t, CompactSettings(limit=limit, tokenizer=TOK, use_usage=False), archive=archive)
     assert result.fits and result.invariants["ok"]
     return result.transcript, archive
+
+
+# summarize_old's cap before it became the whole history: one pass leaves 40% of it verbatim
+# for the later strategies, and the next pass summarizes what they shortened
+SIXTY_PERCENT = ChainOptions(params={"summarize_old": {"old_threshold": 0.6}})
 
 
 def _made_up(t: Transcript) -> list[Unit]:
@@ -109,14 +114,16 @@ def test_repeated_compaction_merges_its_summaries_with_true_counts(realdata: Pat
 
 
 def test_a_summary_of_a_summary_names_each_file_once(tmp_path: Path) -> None:
-    """django-11039 at 4,000 tokens is summarized twice: the second pass listed
+    """django-11039 at 4,000 tokens, at most 60% of the history summarized per pass, is
+    summarized twice: the second pass listed
     'test_sqlmigrate_issue.py (written, ran)' from the first and 'test_sqlmigrate_issue.py
     (edited)' from its own span, and the read-only files on three lines."""
     from ctxkit.summarizers.extractive import _merged_file_items, parse_sections
 
     sample = Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"
     (t,) = list(read_path(str(sample)))
-    result = compact(t, CompactSettings(limit=4000, tokenizer=TOK), archive=Archive(str(tmp_path / "a.db")))
+    settings = CompactSettings(limit=4000, tokenizer=TOK, options=SIXTY_PERCENT)
+    result = compact(t, settings, archive=Archive(str(tmp_path / "a.db")))
     (summary,) = _made_up(result.transcript)
     assert sum(s.strategy == "summarize_old" and s.saved > 0 for s in result.steps) >= 2
     files = parse_sections(summary.content)["Files and code"]
@@ -220,8 +227,9 @@ def test_a_shortened_output_keeps_the_line_a_later_edit_changed(realdata: Path) 
 
 
 def test_a_summary_of_outputs_an_earlier_step_shortened_keeps_their_error_lines(tmp_path: Path) -> None:
-    """mini-swe-agent django-11039 at 4,000 tokens: content_type_chunking shortens the late test
-    outputs, then summarize_old's second pass summarizes them. The summary is made from the
+    """mini-swe-agent django-11039 at 4,000 tokens, at most 60% of the history summarized per
+    pass: content_type_chunking shortens the late test outputs, then summarize_old's second pass
+    summarizes them. The summary is made from the
     outputs as the log has them, so the error line chunking cut ('ModuleNotFoundError: No module
     named 'django.db.connections'') is in it, not '[... 1 lines omitted]'."""
     from ctxkit.fidelity import probes as P
@@ -229,7 +237,7 @@ def test_a_summary_of_outputs_an_earlier_step_shortened_keeps_their_error_lines(
     sample = Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"
     (t,) = list(read_path(str(sample)))
     archive = Archive(str(tmp_path / "a.db"))
-    result = compact(t, CompactSettings(limit=4000, tokenizer=TOK), archive=archive)
+    result = compact(t, CompactSettings(limit=4000, tokenizer=TOK, options=SIXTY_PERCENT), archive=archive)
     assert result.fits and "summarize_old" in result.strategies_applied
     errors = [p for p in P.extract(t) if p.category == "error"]
     assert any("django.db.connections" in p.key for p in errors)

@@ -318,6 +318,7 @@ def _chain(run: _Run, state: State) -> State:
     for iteration in range(1, max(1, options.max_iterations) + 1):
         progressed = False
         queue = list(chain)
+        retry: dict[str, dict[str, Any]] = {}  # a strategy run again at once, gentler
         while queue:
             name = queue.pop(0)
             done += 1
@@ -327,7 +328,7 @@ def _chain(run: _Run, state: State) -> State:
             progress = min(99, 100 * done // total_steps)
             run.notify(name, _phase_message(name, tokens_before, run.goal), tokens_before, progress)
             t0 = time.perf_counter()
-            params = options.strategy_params(name)
+            params = retry.pop(name, None) or options.strategy_params(name)
             new = STRATEGIES[name](state, params)
             elapsed = (time.perf_counter() - t0) * 1000
             note = _judge(new, state, name, params, run)
@@ -340,6 +341,12 @@ def _chain(run: _Run, state: State) -> State:
                     # The spec: a discard that hurts coherence too much gives way to a summary.
                     if name == "discard_low_rel" and "summarize_old" not in queue:
                         queue.insert(0, "summarize_old")
+                    # A summary of all the goal needed that hurts it too much gives way to a
+                    # shorter one, the newest part left to the strategies after it.
+                    gentler = _shorter_summary(name, params)
+                    if gentler is not None:
+                        retry[name] = gentler
+                        queue.insert(0, name)
                 continue
             assert new is not None
             run.steps.append(
@@ -488,6 +495,17 @@ def _judge(
         if step_coherence < float(floor):
             return f"undone: coherence {step_coherence:.2f} < {float(floor):.2f}"
     return None
+
+
+def _shorter_summary(name: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
+    """summarize_old's parameters for its second try when its summary was undone: at most
+    `retry_threshold` of the history; None when that is no shorter than the first try."""
+    if name != "summarize_old":
+        return None
+    share, again = params.get("old_threshold"), params.get("retry_threshold")
+    if share is None or again is None or float(again) >= float(share):
+        return None
+    return {**params, "old_threshold": float(again)}
 
 
 def _phase_message(name: str, tokens: int, goal: int) -> str:

@@ -19,7 +19,8 @@ Layout (YAML keys = attribute names; every default is the spec's):
                                               mask_observations, content_type_chunking,
                                               prioritize_recent, discard_low_rel
                                               ("hybrid" stands for this default chain)
-        summarize_old:                        old_threshold 0.6, summary_length 300, min_coherence 0.7
+        summarize_old:                        old_threshold 1.0, summary_length 300, min_coherence 0.7,
+                                              retry_threshold 0.6
         prioritize_recent:                    recent_bias 0.2, rel_threshold 0.5, priority_boost 1.5
         content_type_chunking:
           compress_ratios:                    code 0.7, text 0.5, log 0.4, plan_ref 1.0, other 0.6

@@ -127,6 +127,13 @@ def builtin_actions() -> list[Action]:
             ("summarize_old",),
             {"summarize_old": {"old_threshold": 0.8, "summary_length": 150}},
         ),
+        # the summary capped at 60% of the history (the default takes what the goal needs):
+        # the newest 40% stays verbatim
+        Action(
+            "summarize_old:recent",
+            ("summarize_old",),
+            {"summarize_old": {"old_threshold": 0.6}},
+        ),
         Action(
             "mask_observations:keep1",
             ("mask_observations",),

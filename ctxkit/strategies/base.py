@@ -192,6 +192,22 @@ def last_action(state: State) -> set[int]:
     return set()
 
 
+def last_reply(state: State) -> set[int]:
+    """In a session without actions (a chat, an aider history of whole-file replies): the
+    newest assistant message after the last request, where the work stands; empty when there
+    is none."""
+    from ctxkit.structure import own_request_indices
+
+    units = state.units
+    asked = own_request_indices(units)
+    after = asked[-1] + 1 if asked else 0
+    for i in range(len(units) - 1, after - 1, -1):
+        u = units[i]
+        if u.role == "assistant" and u.content and not u.tool_calls:
+            return {i}
+    return set()
+
+
 def make_ref(scope: str, unit: Unit) -> str:
     """The short ref the archive gives this unit (computed without storing, for dry runs)."""
     from ctxkit.archive import store as archive_module

@@ -28,6 +28,7 @@ from ctxkit.strategies.base import (
     archive_unit,
     fmt_int,
     last_action,
+    last_reply,
     make_ref,
     merged,
     protected,
@@ -41,12 +42,15 @@ LABEL = "Summarizing old context"  # what a progress event says while it runs
 class Params:
     """Summarize the oldest history, at most `old_threshold` of it, in `summary_length` tokens."""
 
-    old_threshold: float = setting(0.6, number(0.0, 1.0), "largest share of history summarized")
+    old_threshold: float = setting(1.0, number(0.0, 1.0), "largest share of history summarized")
     summary_length: int = setting(300, integer(1), "tokens, at least")
     summary_share: float = setting(
         0.1, number(0.0, 0.5), "of the goal the summary may take when that is more"
     )
     min_coherence: float = setting(0.7, number(0.0, 1.0), "undo the step below this coherence")
+    retry_threshold: float = setting(
+        0.6, number(0.0, 1.0), "largest share summarized again when a longer summary was undone"
+    )
 
 
 DEFAULTS: dict[str, Any] = plain(Params())
@@ -167,8 +171,9 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     longest = _longest_cut(state, first, int(history * threshold), tokens)
     if longest <= first:
         return None
-    # the last action stays after the summary, as protected units from the span do
-    keep = protected(state) | last_action(state)
+    # the last action (in a chat, the last reply) stays after the summary, as protected units
+    # from the span do
+    keep = protected(state) | (last_action(state) or last_reply(state))
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
