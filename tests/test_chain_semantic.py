@@ -180,6 +180,22 @@ def test_cli_events_file_and_verbose(tmp_path: Path) -> None:
     assert "Context reduced to" in r.stderr
 
 
+def test_the_success_event_gives_the_figure_count_gives_of_the_output(tmp_path: Path) -> None:
+    """The chat format joins the summary to the first request: the file holds one message less
+    than the chain's transcript, 4 tokens less. The success event, the last line and `count`
+    of the output give the one figure (the event used to give the chain's own, 3,784)."""
+    events, out = tmp_path / "events.jsonl", tmp_path / "o.json"
+    r = _run(["compact", str(SAMPLE), "--limit", "4000", "--events", str(events), "-o", str(out),
+              "--archive", str(tmp_path / "a.db")])
+    assert r.exit_code == 0, r.stderr
+    success = orjson.loads(events.read_bytes().splitlines()[-1])
+    assert success["phase"] == "success"
+    counted = _run(["count", str(out), "--format", "jsonl"])
+    total = orjson.loads(counted.stdout.splitlines()[-1])["total"]
+    assert success["tokens"] == total
+    assert f"-> {total:,} / 4,000 tokens" in r.stderr and f"to {total:,} / 4,000" in success["message"]
+
+
 def test_jobs_give_the_same_output_as_one_process(tmp_path: Path) -> None:
     messages = orjson.loads(SAMPLE.read_bytes())
     dataset = tmp_path / "ds.jsonl"

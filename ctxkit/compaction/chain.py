@@ -437,27 +437,26 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
     if changed:
         result_t = run.transcript.replace(units=arrange(state.units), tools=run.tools)
         after = count_transcript(result_t, settings.tok, settings.count_opts, run.ctx.counts)
+        total, regions = after.total + fixed, _with_unlogged(after.regions, fixed)
+        if settings.as_written is not None:
+            total, regions = as_written_figures(settings.as_written(result_t), regions, settings)
         # before time_ms is taken: the figure is part of the work a report's time accounts for
         final_coherence: float | None = coherence(run.original, state.units, run.coherence_embedder)
-        run.notify(
-            "success",
-            f"Context reduced to {after.total + fixed:,} / {run.limit:,} tokens",
-            after.total + fixed,
-            100,
-        )
+        run.notify("success", f"Context reduced to {total:,} / {run.limit:,} tokens", total, 100)
     else:
         result_t, after, final_coherence = run.transcript, before, None
+        total, regions = before.total + fixed, _with_unlogged(before.regions, fixed)
     p1_total, p1_kept = _p1_kept(run.original, state.units)
     return CompactResult(
         transcript=result_t,
         changed=changed,
-        fits=after.total + fixed <= run.goal if changed else True,
+        fits=total <= run.goal if changed else True,
         limit=run.limit,
         target=run.goal,
         tokens_before=before.total + fixed,
-        tokens_after=after.total + fixed,
+        tokens_after=total,
         regions_before=_with_unlogged(before.regions, fixed),
-        regions_after=_with_unlogged(after.regions, fixed),
+        regions_after=regions,
         units_before=len(run.original),
         units_after=len(result_t.units),  # neighbouring run placeholders merged
         steps=run.steps,
@@ -473,6 +472,26 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
         unit_tokens_after=[c.total for c in after.units],
         budget=settings.budget.to_dict() if settings.budget is not None else None,
     )
+
+
+def as_written_figures(
+    written: Transcript, regions: Mapping[str, int], settings: CompactSettings
+) -> tuple[int, dict[str, int]]:
+    """(tokens, regions) of a compacted transcript as its output file reads back (`written`),
+    plus the unlogged region its original's recorded usage measured (in `regions`, the
+    compacted transcript's own): the figure `count` gives of that file. A summary the format
+    joins to the request after it stays the summary region here (up to its own count), though
+    the file holds it in a history message."""
+    counted = count_transcript(written, settings.tok, settings.count_opts)
+    out = dict(counted.regions)
+    joined = min(regions.get("summary", 0), out.get("history", 0))
+    if joined > out.get("summary", 0):
+        out["history"] -= joined - out.get("summary", 0)
+        out["summary"] = joined
+    fixed = regions.get("unlogged", 0)
+    if fixed:
+        out["unlogged"] = fixed
+    return counted.total + fixed, out
 
 
 def _judge(

@@ -10,6 +10,7 @@ from typing import Any
 from ctxkit.budget import Target, Thresholds, compaction_ceiling, compaction_goal
 from ctxkit.compaction.recovery import DEFAULT_RECOVERY
 from ctxkit.errors import unknown_name
+from ctxkit.model import Transcript
 from ctxkit.strategies import DEFAULT_CHAIN, DEFAULT_PARAMS, STRATEGIES
 from ctxkit.tokens import DEFAULT_TOKENIZER, CountOptions, Tokenizer, get_tokenizer
 
@@ -73,6 +74,10 @@ class CompactSettings:
     # False: fit the transcript's own count alone, as `--no-usage` does; True: the unlogged
     # region of the provider's recorded usage is a fixed region the units are fitted around
     use_usage: bool = True
+    # how the output file reads a compacted transcript back (`counting.as_written` in its
+    # format): the figures after are counted on that, what `count` gives of the file (a format
+    # may join a summary to the request before it); None: on the transcript as compacted
+    as_written: Callable[[Transcript], Transcript] | None = None
 
     @property
     def goal(self) -> int:
@@ -108,6 +113,15 @@ class CompactSettings:
         from ctxkit.archive.recall_tool import add_tools
 
         return self.replace(added_tools=tuple(add_tools(list(self.added_tools), list(tools))))
+
+    def with_output_format(self, fmt: str | None) -> CompactSettings:
+        """A copy whose figures after are counted on the output as a file in `fmt` reads back
+        (None: the transcript's own format), as `count` of that file gives them."""
+        import functools
+
+        from ctxkit.counting import as_written
+
+        return self.replace(as_written=functools.partial(as_written, fmt=fmt))
 
     def replace(self, **changes: Any) -> CompactSettings:
         """A copy with some fields changed (a replay at another limit, an action's chain)."""

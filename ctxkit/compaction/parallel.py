@@ -6,7 +6,7 @@ import dataclasses
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
@@ -30,7 +30,6 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], Rows | None]:
     settings = _WORK["settings"]
     try:
         result = compact(t, settings, archive=scratch, observe=events.append)
-        _as_written(result, _WORK.get("as_written"), settings)  # here, beside its counts
     except CtxkitError as exc:
         return ("error", Failure.of(t.id, exc), events, None)
     finally:
@@ -87,7 +86,6 @@ def compact_many(
     archive: Archive | None = None,
     observe: Observer | None = None,
     keep_going: bool = False,
-    as_written: Callable[[Transcript], Transcript] | None = None,
 ) -> Iterator[CompactResult | Failure]:
     """`compact` over many transcripts, results in input order; `jobs` > 1 forks worker processes.
 
@@ -96,9 +94,9 @@ def compact_many(
     transcripts or usable CPUs, and never more than two transcripts per worker in flight, so
     memory follows the largest conversation, not the dataset (`transcripts` may be lazy).
     A transcript that cannot be compacted raises its error; with `keep_going` it is a `Failure`
-    in the results instead, and none of its archive rows stay. With `as_written` (how the output
-    file reads a transcript back), each result's "after" is counted on that (`count_written`),
-    where it was compacted: a worker's counts are warm for it, the parent's are not.
+    in the results instead, and none of its archive rows stay. A result's "after" is counted
+    where it was compacted (`CompactSettings.as_written`): a worker's counts are warm for it,
+    the parent's are not.
     """
     import sys
 
@@ -109,7 +107,6 @@ def compact_many(
     if workers <= 1 or "torch" in sys.modules:
         for t in chain(head, items):
             result = _compact_one(t, settings, archive, observe, keep_going)
-            _as_written(result, as_written, settings)
             forget()  # no later conversation shares its units: memory stays flat
             yield result
         return
@@ -117,8 +114,6 @@ def compact_many(
 
     _WORK.clear()
     _WORK["settings"] = settings
-    if as_written is not None:
-        _WORK["as_written"] = as_written
     try:
         with multiprocessing.get_context("fork").Pool(
             workers, initializer=_quiet_worker, initargs=(os.getpid(),)
@@ -143,9 +138,7 @@ def compact_many(
                         scope = ref_scope(t)
                         units = rows.archived(t)
                         if any(archive.ref_for(scope, u)[0] != ref for ref, u, _, _ in units):
-                            redone = _compact_one(t, settings, archive, observe, keep_going)
-                            _as_written(redone, as_written, settings)
-                            yield redone
+                            yield _compact_one(t, settings, archive, observe, keep_going)
                             continue
                         archive.put_transcript(t, key=key)
                         for _ref, u, summary, tokens in units:
@@ -153,36 +146,6 @@ def compact_many(
                 yield payload
     finally:
         _WORK.clear()
-
-
-def _as_written(
-    r: CompactResult | Failure,
-    as_written: Callable[[Transcript], Transcript] | None,
-    settings: CompactSettings,
-) -> None:
-    if as_written is not None and isinstance(r, CompactResult) and r.changed:
-        count_written(r, as_written(r.transcript), settings)
-
-
-def count_written(r: CompactResult, written: Transcript, settings: CompactSettings) -> None:
-    """Make `r`'s "after" the count of `written` (its transcript as the output file reads
-    back) plus the unlogged region its original's recorded usage measured: the figure `count`
-    gives of that file. A summary the format joins to the request after it stays the summary
-    region here (up to its own count), though the file holds it in a history message."""
-    from ctxkit.tokens import count_transcript
-
-    counted = count_transcript(written, settings.tok, settings.count_opts)
-    regions = dict(counted.regions)
-    joined = min(r.regions_after.get("summary", 0), regions.get("history", 0))
-    if joined > regions.get("summary", 0):
-        regions["history"] -= joined - regions.get("summary", 0)
-        regions["summary"] = joined
-    fixed = r.regions_after.get("unlogged", 0)
-    if fixed:
-        regions["unlogged"] = fixed
-    r.tokens_after = counted.total + fixed
-    r.regions_after = regions
-    r.fits = r.tokens_after <= r.target
 
 
 def _compact_one(

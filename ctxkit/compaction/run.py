@@ -149,8 +149,6 @@ class RunSummary:
 
 
 OnResult = Callable[[CompactResult | Failure, Archive], None]
-# how a transcript reads back from the sink's file (`counting.as_written` in its format)
-AsWritten = Callable[[Transcript], Transcript]
 
 
 def run(
@@ -163,7 +161,6 @@ def run(
     observe: Observer | None = None,
     on_result: OnResult | None = None,
     keep_going: bool = False,
-    as_written: AsWritten | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Compact every transcript of `source` (read lazily) into `sink`, archiving what is
@@ -175,10 +172,9 @@ def run(
     left out of the output, its archive rows undone, and listed in the summary's failures.
     `before_commit` runs once every transcript is written, before the archive commits (what
     must be whole for the run to count: a report staged beside the output); if it raises,
-    nothing is written.
-    With `as_written` (how the sink's file reads back), a compacted transcript's "after" is
-    counted on what the file holds, so it is what `count` says of the output (a format may join
-    a summary to the request before it); without, it is the chain's own figure.
+    nothing is written. A compacted transcript's "after" is counted on what the sink's file
+    holds when `settings.as_written` says how it reads back (`with_output_format`), so it is
+    what `count` says of the output (a format may join a summary to the request before it).
     """
     summary = RunSummary()
     store, scratch = archive.open()
@@ -186,8 +182,7 @@ def run(
         store.begin()  # the write lock, held to the commit: keys and refs chosen once
         with sink if sink is not None else nullcontext(ListSink()) as out:
             results = compact_many(
-                source, settings, jobs=jobs, archive=store, observe=observe, keep_going=keep_going,
-                as_written=as_written,
+                source, settings, jobs=jobs, archive=store, observe=observe, keep_going=keep_going
             )
             out.write(_written(results, summary, store, on_result, settings))
             if not summary.changed and not summary.failures:

@@ -9,7 +9,6 @@ its own output and archive shard: here, one after the other, or as Ray tasks wit
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import sys
@@ -22,7 +21,6 @@ import orjson
 
 from ctxkit.compaction.result import CompactResult, Event, Failure
 from ctxkit.compaction.run import ArchiveTarget, RunSummary, run
-from ctxkit.counting import as_written
 from ctxkit.engines.request import CompactRequest
 from ctxkit.errors import UsageError
 from ctxkit.fileio import (
@@ -136,7 +134,7 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
 
             outcome.summary = run(
                 results,
-                settings,
+                settings.with_output_format(request.to_format),
                 sink=transcript_output(output, path, request.to_format, discard=dry),
                 archive=ArchiveTarget(":memory:" if dry else archive_file),
                 jobs=request.jobs,
@@ -144,7 +142,6 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
                 on_result=seen.add,
                 keep_going=len(head) > 1,
                 before_commit=before_commit,
-                as_written=functools.partial(as_written, fmt=request.to_format),
             )
     except _NothingWritten:
         outcome.summary = seen.summary

@@ -9,7 +9,6 @@ Nothing here imports Ray.
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -102,7 +101,6 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
     `compaction.run`: both written whole (the archive first), a conversation that cannot be
     compacted left out and listed. The tally: `RunSummary.to_dict()`, shard, stats, worker."""
     from ctxkit.compaction.run import ArchiveTarget, run
-    from ctxkit.counting import as_written
     from ctxkit.formats import check_depth
 
     output = os.path.join(job.out_dir, shard.name)
@@ -120,13 +118,12 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
 
     summary = run(
         source(),
-        shard_settings(job.settings),
+        shard_settings(job.settings).with_output_format(job.to_format),
         sink=_shard_sink(output, job.to_format),
         archive=ArchiveTarget(archive_shard_path(output), staged=True),
         jobs=job.jobs,
         on_result=after_each if job.fault is not None else None,
         keep_going=True,
-        as_written=functools.partial(as_written, fmt=job.to_format),
     )
     return {
         "shard": shard.name,

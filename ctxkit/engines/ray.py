@@ -436,7 +436,6 @@ class Compactor:
         import hashlib
 
         from ctxkit.compaction.run import ArchiveTarget, run
-        from ctxkit.counting import as_written
         from ctxkit.formats import check_depth, dataset_item, read_conversation
 
         is_frame = hasattr(batch, "to_dict") and hasattr(batch, "columns")
@@ -466,8 +465,8 @@ class Compactor:
             out["tokens_after"].append(r.tokens_after)
             out["fits"].append(r.fits)
 
-        written = partial(as_written, fmt=self.to_format)
-        run(transcripts, self.settings, archive=archive, on_result=row, as_written=written)
+        settings = self.settings.with_output_format(self.to_format)
+        run(transcripts, settings, archive=archive, on_result=row)
         if is_frame:
             import pandas as pd
 

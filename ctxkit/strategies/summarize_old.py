@@ -239,8 +239,13 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         after = [units[i] for i in span if i in keep and i > gone[0] and i != opening]
         return state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
 
+    dry: dict[int, str] = {}  # each unit's ref, made once for every build of the search
+
     def dry_ref(unit: Unit) -> str:
-        return make_ref(scope, unit)
+        ref = dry.get(id(unit))
+        if ref is None:
+            ref = dry[id(unit)] = make_ref(scope, unit)
+        return ref
 
     # The smallest span that reaches the goal: estimate from the tokens removed, then build.
     cuts = [c for c in sorted(set(safe_cut_points(units))) if first < c <= longest]
