@@ -233,14 +233,16 @@ def _todo_items(units: Sequence[Unit]) -> list[str]:
     return [f"[{status}] {text}" for status, text in F.todos(units)]
 
 
-def open_items(units: Sequence[Unit]) -> list[str]:
+def open_items(units: Sequence[Unit], requests: Sequence[Unit] | None = None) -> list[str]:
     """Unfinished todos, TODO/FIXME lines and unchecked checkboxes in messages, and the last
-    request if nothing answered it."""
+    request if nothing answered it (`requests`: the units' `user_requests`, when the caller
+    has them)."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
     for u in units:
         for line in _prose(u).open_lines:
             items.setdefault(line, None)
-    requests = user_requests(units)
+    if requests is None:
+        requests = user_requests(units)
     if requests:
         last = requests[-1]
         at = next(i for i, u in enumerate(units) if u is last)
@@ -277,10 +279,12 @@ def central_sentences(units: Sequence[Unit]) -> list[str]:
     return out
 
 
-def primary_request(units: Sequence[Unit]) -> Unit | None:
+def primary_request(units: Sequence[Unit], requests: Sequence[Unit] | None = None) -> Unit | None:
     """The request that states the task: the first user request of four words or more (a bare
-    "yes" or "continue" answers something; it is not the goal), else the longest."""
-    requests = user_requests(units)
+    "yes" or "continue" answers something; it is not the goal), else the longest
+    (`requests`: the units' `user_requests`, when the caller has them)."""
+    if requests is None:
+        requests = user_requests(units)
     for u in requests:
         if len(u.content.split()) >= 4:
             return u
@@ -579,9 +583,12 @@ def _fit(
         for k, s in enumerate(sections):
             if not s.keep_all and depth < starts[k]:
                 take(k, orders[k][depth])
+    # no item costs less than this: once less is left, nothing more is taken (a long span's
+    # sections hold thousands of items, and the round robin went through them all)
+    cheapest = min((c for section_counts in counts for c in section_counts), default=0)
     depth = 0
     progress = True
-    while progress:
+    while progress and budget - used >= cheapest:
         progress = False
         for k in range(len(sections)):
             at = starts[k] + depth
@@ -591,6 +598,8 @@ def _fit(
         depth += 1
     extra: list[str] = []
     for sentence in filler:
+        if used >= budget:  # a sentence costs a token at least
+            break
         if " ".join(sentence.lower().split()) in seen:
             continue
         n = tok.count(sentence + " ")
@@ -627,7 +636,7 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
     errors = list(dict.fromkeys(errors))
     done = _action_lines(actions)
     notes = narration(units)
-    items = open_items(units)
+    items = open_items(units, requests)
     todos = [t for t in items if not t.startswith("unanswered: ")]
     return [
         Section("Files and code", file_items, first=12, preference=file_pref),
@@ -650,7 +659,7 @@ def summarize_extractive(
     in the sections of Claude Code's compaction prompt; `previous_summary` is merged in."""
     tok = _tok(tok)
     requests = user_requests(units)
-    primary = primary_request(units)
+    primary = primary_request(units, requests)
     intent = [f'"{_quote(primary.content)}"'] if primary is not None else []
     intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
     used = tools_used(units)
@@ -689,7 +698,7 @@ def handover(
     named = [p1_line(u) for u in p1]
     if named and sum(tok.count_many([f"- {n}\n" for n in named])) > room // 2:
         named = [u.id for u in p1]
-    primary = primary_request(units)
+    primary = primary_request(units, requests)
     sections = [
         Section("Task", [f'"{_quote(primary.content)}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
