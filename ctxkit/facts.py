@@ -459,22 +459,21 @@ def calls(units: Sequence[Unit]) -> list[Call]:
 
     SWE-agent's `edit N:M` is credited to the file the previous output said was open.
     """
+    read = [unit_facts(u) for u in units]  # each unit's facts looked up once
     results: dict[str, Outcome] = {}
-    for u in units:
-        if u.tool_call_id is not None:
-            f = unit_facts(u)
-            if f.outcome is not None:
-                results.setdefault(u.tool_call_id, f.outcome)
+    for u, f in zip(units, read, strict=True):
+        if u.tool_call_id is not None and f.outcome is not None:
+            results.setdefault(u.tool_call_id, f.outcome)
     out: list[Call] = []
     open_file: str | None = None
     for i, u in enumerate(units):
-        f = unit_facts(u)
+        f = read[i]
         if f.open_file:
             open_file = f.open_file
         for cid, name, args, paths in f.calls:
             out.append(Call(i, name, args, paths, results.get(cid)))
         if f.action is not None and acted(units, i):
-            result = unit_facts(units[i + 1]).outcome or outcome(units[i + 1])
+            result = read[i + 1].outcome or outcome(units[i + 1])
             paths = f.action_paths
             if not paths and open_file and _SWE_EDIT.search(u.content):
                 paths = ((open_file, "edited"),)

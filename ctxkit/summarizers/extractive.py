@@ -233,13 +233,17 @@ def _todo_items(units: Sequence[Unit]) -> list[str]:
     return [f"[{status}] {text}" for status, text in F.todos(units)]
 
 
-def open_items(units: Sequence[Unit], requests: Sequence[Unit] | None = None) -> list[str]:
+def open_items(
+    units: Sequence[Unit],
+    requests: Sequence[Unit] | None = None,
+    prose: Sequence[_Prose] | None = None,
+) -> list[str]:
     """Unfinished todos, TODO/FIXME lines and unchecked checkboxes in messages, and the last
-    request if nothing answered it (`requests`: the units' `user_requests`, when the caller
-    has them)."""
+    request if nothing answered it (`requests`: the units' `user_requests`, and `prose` each
+    unit's `_prose`, when the caller has them)."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
-    for u in units:
-        for line in _prose(u).open_lines:
+    for p in prose if prose is not None else map(_prose, units):
+        for line in p.open_lines:
             items.setdefault(line, None)
     if requests is None:
         requests = user_requests(units)
@@ -297,14 +301,14 @@ def tools_used(units: Sequence[Unit]) -> list[str]:
     return [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common()]
 
 
-def narration(units: Sequence[Unit]) -> list[str]:
+def narration(units: Sequence[Unit], prose: Sequence[_Prose] | None = None) -> list[str]:
     """What the assistant said it was doing, in order: the first sentence of each of its
-    messages that has prose (the text beside its tool calls, its explanations)."""
+    messages that has prose (the text beside its tool calls, its explanations); `prose`: each
+    unit's `_prose`, when the caller has them."""
     out: dict[str, None] = {}
-    for u in units:
-        first = _prose(u).narration
-        if first:
-            out.setdefault(first, None)
+    for p in prose if prose is not None else map(_prose, units):
+        if p.narration:
+            out.setdefault(p.narration, None)
     return list(out)
 
 
@@ -635,8 +639,9 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
             errors.append(f"reported by the user: {line}")
     errors = list(dict.fromkeys(errors))
     done = _action_lines(actions)
-    notes = narration(units)
-    items = open_items(units, requests)
+    prose = [_prose(u) for u in units]  # read once for both
+    notes = narration(units, prose)
+    items = open_items(units, requests, prose)
     todos = [t for t in items if not t.startswith("unanswered: ")]
     return [
         Section("Files and code", file_items, first=12, preference=file_pref),
