@@ -177,8 +177,9 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
+    sizes: dict[int, int] = {}  # cut -> the tokens of the state the search built there
 
-    def build(cut: int, refs_of: Any, check: bool = False) -> State | None:
+    def build(cut: int, refs_of: Any, check: bool = False, spare: int = 0) -> State | None:
         span = range(first, cut)
         gone = [i for i in span if i not in keep]
         if len(gone) < 2:
@@ -214,7 +215,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             # what neither the summary nor the messages that stay carry is added
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
             span_units = [state.ctx.original(units[i]) for i in gone]
-            text = with_missing_facts(text, quotes, span_units, rest, length, state)
+            text = with_missing_facts(text, quotes, span_units, rest, length, state, spare)
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
@@ -237,7 +238,10 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         opening = next((i for i in span if is_user_request(units[i])), None)
         before = [units[i] for i in span if i in keep and (i < gone[0] or i == opening)]
         after = [units[i] for i in span if i in keep and i > gone[0] and i != opening]
-        return state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
+        built = state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
+        if not check:
+            sizes[cut] = built.tokens()
+        return built
 
     dry: dict[int, str] = {}  # each unit's ref, made once for every build of the search
 
@@ -263,7 +267,12 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS, floors)
     if chosen is None:
         chosen = longest
-    new = build(chosen, lambda u: archive_unit(state, u), check=True)
+    # what the cut leaves of the goal (cuts fall between blocks) may go to the facts the
+    # summary lost; should the check's lines then overrun the goal, they take their own share
+    spare = max(0, state.target - sizes[chosen]) if chosen in sizes else 0
+    new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare)
+    if spare and new is not None and not new.fits():
+        new = build(chosen, lambda u: archive_unit(state, u), check=True)
     return new if new is not None and new.tokens() < state.tokens() else None
 
 
@@ -271,12 +280,19 @@ CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's 
 
 
 def with_missing_facts(
-    text: str, quotes: str, span: Sequence[Unit], rest: Sequence[Unit], length: int, state: State
+    text: str,
+    quotes: str,
+    span: Sequence[Unit],
+    rest: Sequence[Unit],
+    length: int,
+    state: State,
+    spare: int = 0,
 ) -> str:
     """The summary with the span's facts it lost (files acted on, error lines, open todos) that
     no message staying in the context carries either, added in a section of their own within
-    a third of the summary's length (Gemini CLI has the model verify its snapshot; here the
-    probes of the span do)."""
+    a third of the summary's length, or within `spare` (what the goal leaves beside the
+    summary) when that is more (Gemini CLI has the model verify its snapshot; here the probes
+    of the span do)."""
     from ctxkit.fidelity import probes as P
     from ctxkit.model import Transcript
     from ctxkit.summarizers.extractive import CHECK_TITLE
@@ -299,7 +315,7 @@ def with_missing_facts(
     rank = {"error": 0, "todo": 1}
     missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 2))
     tok = state.ctx.tokenizer
-    room = max(40, length // CHECK_SHARE)
+    room = max(40, length // CHECK_SHARE, spare)
     lines: list[str] = []
     used = tok.count(f"## {CHECK_TITLE}\n")
     for p in missing:
