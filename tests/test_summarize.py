@@ -373,3 +373,43 @@ def test_search_finds_the_first_fitting_cut_in_few_builds(
 def test_bisect_floor_is_the_first_floor_within_the_limit(floors: list[int], limit: int) -> None:
     expected = next((k for k, f in enumerate(floors) if f <= limit), len(floors))
     assert bisect_floor(floors, limit) == expected
+
+
+@given(
+    steps=st.lists(st.integers(0, 400), min_size=1, max_size=300),
+    summary=st.integers(0, 500),
+    guess=st.integers(0, 1_000),
+    total=st.integers(0, 50_000),
+    target=st.integers(0, 50_000),
+)
+def test_a_guessed_summary_size_changes_the_builds_not_the_answer(
+    steps: list[int], summary: int, guess: int, total: int, target: int
+) -> None:
+    """The search may start where a summary of a guessed size would fit (summarize_old guesses
+    from the quotes and the preamble): too big a guess lands past the answer and the summary
+    it built leads back; whatever the guess, the answer is the first fitting cut, and a right
+    guess finds it in two builds (the cut, then the one before it)."""
+    removed = [sum(steps[: k + 1]) for k in range(len(steps))]
+    floors = [total - r for r in removed]
+
+    class Built:
+        def __init__(self, k: int) -> None:
+            self.k = k
+
+        def tokens(self) -> int:
+            return floors[self.k] + summary
+
+    def search(size: int) -> tuple[int | None, int]:
+        built: list[int] = []
+
+        def build(cut: int) -> Built:
+            built.append(cut)
+            return Built(cut)
+
+        return _smallest_fitting(cuts, build, target, 64, floors, size), len(built)
+
+    cuts = list(range(len(steps)))
+    expected = next((c for c in cuts if floors[c] + summary <= target), None)
+    found, builds = search(guess)
+    assert found == expected and builds <= 4
+    assert search(summary)[1] <= 2

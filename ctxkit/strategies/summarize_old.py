@@ -179,14 +179,24 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
     sizes: dict[int, int] = {}  # cut -> the tokens of the state the search built there
 
+    def frame(cut: int) -> tuple[list[int], list[Unit], list[tuple[str, str]], int, int, str]:
+        """What a summary of the span up to `cut` holds beside the summarizer's text: the units
+        it takes, the earlier summaries among them, the user's messages it quotes, the messages
+        and tokens it stands for, and the quotes' section."""
+        gone = [i for i in range(first, cut) if i not in keep]
+        previous = [units[i] for i in gone if units[i].type == "summary"]
+        quoted = _quoted(units, first, gone, cut, previous, state) if len(gone) >= 2 else []
+        # an earlier summary counts for the messages it stood for: the counts stay true
+        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
+        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
+        return gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted])
+
     def build(cut: int, refs_of: Any, check: bool = False, spare: int = 0) -> State | None:
         span = range(first, cut)
-        gone = [i for i in span if i not in keep]
+        gone, previous, quoted, n_gone, gone_tokens, quotes = frame(cut)
         if len(gone) < 2:
             return None
-        previous = [units[i] for i in gone if units[i].type == "summary"]
         previous_text = "\n\n".join(u.content for u in previous) or None
-        quoted = _quoted(units, first, gone, cut, previous, state)
         quoted_ids = {uid for uid, _ in quoted}
         # a unit an earlier step shortened or masked is summarized as it was read: its facts
         # (the error line, the file it showed) were cut from the shortened text, not from the log
@@ -205,10 +215,6 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         refs = [refs_of(units[i]) for i in gone]
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
-        # an earlier summary counts for the messages it stood for: the counts stay true
-        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
-        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
-        quotes = verbatim_section([t for _, t in quoted])
         head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
         if check:
             # checked against the span's own facts (probes, not the summarizer's extraction):
@@ -264,7 +270,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         at = c
         removed.append(running)
     floors = [total - r for r in removed]
-    chosen = _smallest_fitting(cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS, floors)
+    # the summary's size, guessed before any is built from what it holds beside the
+    # summarizer's text at the first cut that can fit, and `length` for that text: the search
+    # starts where that size fits, and needs two builds when the guess is right
+    gone, _, _, n_gone, gone_tokens, quotes = frame(cuts[min(len(cuts) - 1, bisect_floor(floors, state.target))])
+    tok = state.ctx.tokenizer
+    guess = tok.count(preamble(n_gone, gone_tokens, [dry_ref(units[i]) for i in gone])) + length
+    guess += tok.count(quotes) + state.ctx.count_opts.tokens_per_message
+    chosen = _smallest_fitting(
+        cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS, floors, guess
+    )
     if chosen is None:
         chosen = longest
     # what the cut leaves of the goal (cuts fall between blocks) may go to the facts the
@@ -332,22 +347,28 @@ def with_missing_facts(
 
 
 def _smallest_fitting(
-    cuts: list[int], build: Any, target: int, budget: int, floors: Sequence[int] | None = None
+    cuts: list[int],
+    build: Any,
+    target: int,
+    budget: int,
+    floors: Sequence[int] | None = None,
+    guess: int = 0,
 ) -> int | None:
     """The first cut whose built state fits `target`, or None when the longest does not fit
     either (a longer span never makes the result larger, give or take the summary's size).
 
     `floors[i]` is a lower bound of the tokens left at `cuts[i]` (what the span leaves out),
-    never rising. Cuts whose floor exceeds the goal are skipped unbuilt; each build then guesses
-    the next from the summary it made (the summary's size changes little with the span) and
-    checks the cut before it, and halving takes over when a guess misses: the answer is the
-    binary search's, in a few builds instead of one per halving of every cut.
+    never rising. Cuts whose floor exceeds the goal are skipped unbuilt; the first build is
+    where a summary of `guess` tokens would fit, and each build then guesses the next from the
+    summary it made (the summary's size changes little with the span), back or on, and checks
+    the cut before a fit; halving takes over when guesses miss: the answer is the binary
+    search's, in a few builds instead of one per halving of every cut.
     """
     floors = list(floors) if floors is not None else [0] * len(cuts)
     lo, hi = bisect_floor(floors, target), len(cuts) - 1
     found: int | None = None
     builds = 0
-    probe: int | None = lo  # the first cut that can fit: it does when its summary is small
+    probe: int | None = bisect_floor(floors, target - guess)  # where a summary that size fits
     guesses = 2  # misses guessed again from the summary's size before halving takes over
     stepped_back = False
     while lo <= hi and builds < budget:
@@ -356,6 +377,12 @@ def _smallest_fitting(
         builds += 1
         if built is not None and built.tokens() <= target:
             found, hi = cuts[mid], mid - 1
+            again = bisect_floor(floors, target - (built.tokens() - floors[mid]))
+            if again < mid and guesses > 0:
+                # the summary is smaller than the guess took it for: an earlier cut may fit
+                guesses -= 1
+                probe, stepped_back = again, False
+                continue
             # the cut just before: when it does not fit, this one is the answer
             probe = None if stepped_back else hi
             stepped_back = True
