@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 import functools
-import gc
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,15 +34,12 @@ def main() -> None:
     ap.add_argument("--realdata", default=str(REALDATA))
     args = ap.parse_args()
 
-    from ctxkit import memo, strategies
-    from ctxkit.archive import store
+    from ctxkit import strategies
     from ctxkit.archive.store import Archive
-    from ctxkit.bench.harness import _settings, raw_encoding
+    from ctxkit.bench.harness import _settings, cold_copy, raw_encoding
     from ctxkit.bench.suites.scale import _scale_input, _tiktoken_pass
     from ctxkit.compaction import chain, compact
-    from ctxkit.fidelity import probes
-    from ctxkit.summarizers import extractive
-    from ctxkit.tokens import clear_caches, unit_texts
+    from ctxkit.tokens import unit_texts
 
     spent: collections.Counter[str] = collections.Counter()
 
@@ -76,13 +71,7 @@ def main() -> None:
 
     runs: list[tuple[float, dict[str, float], Any]] = []
     for _ in range(args.runs):
-        t = copy.deepcopy(original)
-        clear_caches()
-        memo.forget()
-        extractive.error_line.cache_clear()
-        store._ref_number.cache_clear()
-        probes._call_paths.cache_clear()
-        gc.collect()
+        t = cold_copy(original)
         spent.clear()
         t0 = time.process_time()
         with Archive(":memory:") as archive:

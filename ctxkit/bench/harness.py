@@ -281,6 +281,28 @@ def _clear() -> None:
     clear_caches()
 
 
+def cold_copy(t: Transcript) -> Transcript:
+    """A copy of `t` that nothing has read yet: new unit objects (the per-unit caches of
+    `ctxkit.memo` key by identity), and every cache keyed by content emptied (token counts,
+    error lines, refs, call paths), for a compaction timed cold again in the same process."""
+    import copy
+    import gc
+
+    from ctxkit import memo
+    from ctxkit.archive import store
+    from ctxkit.fidelity import probes
+    from ctxkit.summarizers import extractive
+
+    fresh = copy.deepcopy(t)
+    _clear()
+    memo.forget()
+    extractive.error_line.cache_clear()
+    store._ref_number.cache_clear()
+    probes._call_paths.cache_clear()
+    gc.collect()
+    return fresh
+
+
 def standard_transcript() -> Transcript:
     """The spec's 50-unit, ~10k-token transcript (simulated agent session with ground truth)."""
     from ctxkit.simulate import generate

@@ -32,6 +32,7 @@ from ctxkit.bench.harness import (
     _settings,
     _timed,
     _tok,
+    cold_copy,
     loglog_slope,
     python_subprocess,
     raw_encoding,
@@ -43,6 +44,8 @@ from ctxkit.model import Transcript
 from ctxkit.tokens import unit_texts
 
 NAME = "scale"
+REPEAT_UNDER_S = 0.5  # compactions shorter than this (CPU) are timed REPEATS times, cold
+REPEATS = 3
 
 
 def _vm_kib(field_name: str) -> int | None:
@@ -103,6 +106,9 @@ def scale_worker(
     compact. `scenario` is a simulated scenario, `real_chain` or `tiny_messages` (then `tokens`
     is a number of messages).
 
+    A compaction under REPEAT_UNDER_S of CPU is timed REPEATS times, each cold, and the best
+    time kept (the tiktoken pass is the best of its runs too).
+
     Peak memory of the compaction is the process's peak RSS over the compaction minus the RSS
     before it (the kernel's high-water mark, reset first), plus (unless `light`) the Python heap
     peak that tracemalloc sees in a second, traced run and the time with an archive file.
@@ -132,12 +138,12 @@ def scale_worker(
     count_s = _timed(lambda: count_transcript(t, tok))[0]
     s = _settings(limit)
 
-    def run(on_disk: bool = False) -> Any:
+    def run(on_disk: bool = False, source: Transcript = t) -> Any:
         with (
             tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as tmp,
             Archive(os.path.join(tmp, "a.ctx.db") if on_disk else ":memory:") as archive,
         ):
-            return compact(t, s, archive=archive)
+            return compact(source, s, archive=archive)
 
     _clear()
     gc.collect()
@@ -145,6 +151,14 @@ def scale_worker(
     reset = _reset_peak_rss()
     wall, cpu, result = _timed(run)
     peak = _vm_kib("VmHWM") if reset else None
+    if cpu < REPEAT_UNDER_S:
+        # A short compaction is timed twice more, cold each time (`cold_copy`), and the best
+        # kept, as the tiktoken pass it is held against is the best of its runs: one reading
+        # of a 10-15 ms compaction moved by a tenth from run to run.
+        for _ in range(REPEATS - 1):
+            fresh = cold_copy(t)
+            again = _timed(lambda: run(source=fresh))  # noqa: B023 (called at once)
+            wall, cpu = min(wall, again[0]), min(cpu, again[1])
     heap_peak = disk_wall = None
     if not light:
         _clear()
