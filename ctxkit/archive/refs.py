@@ -22,7 +22,12 @@ def first_compacted(units: Sequence[Unit]) -> int | None:
     archive, in its metadata or its text), or None: read back from a compacted file, the units
     before it are the ones every recorded provider call up to there really saw."""
     for i, u in enumerate(units):
-        if "ref" in u.meta or u.meta.get("refs") or REFS_IN_TEXT.search(u.content):
+        if "ref" in u.meta or u.meta.get("refs"):
+            return i
+        text = u.content
+        # the pattern only where its text can be: a substring test reads a message at memchr's
+        # speed, the pattern is tried at every position
+        if ("ref-" in text or "ctx://" in text) and REFS_IN_TEXT.search(text):
             return i
     return None
 
