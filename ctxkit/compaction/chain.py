@@ -439,7 +439,7 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
         after = count_transcript(result_t, settings.tok, settings.count_opts, run.ctx.counts)
         total, regions = after.total + fixed, _with_unlogged(after.regions, fixed)
         if settings.as_written is not None:
-            total, regions = as_written_figures(settings.as_written(result_t), regions, settings)
+            total, regions = _written_figures(settings.as_written(result_t), regions, settings)
         # before time_ms is taken: the figure is part of the work a report's time accounts for
         final_coherence: float | None = coherence(run.original, state.units, run.coherence_embedder)
         run.notify("success", f"Context reduced to {total:,} / {run.limit:,} tokens", total, 100)
@@ -474,7 +474,7 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
     )
 
 
-def as_written_figures(
+def _written_figures(
     written: Transcript, regions: Mapping[str, int], settings: CompactSettings
 ) -> tuple[int, dict[str, int]]:
     """(tokens, regions) of a compacted transcript as its output file reads back (`written`),

@@ -18,7 +18,7 @@ from ctxkit.errors import ArchiveError, CtxkitError
 from ctxkit.memo import forget
 from ctxkit.model import Transcript
 
-_WORK: dict[str, Any] = {}  # what forked workers inherit: the run's settings and how it counts
+_WORK: dict[str, Any] = {}  # what forked workers inherit: the run's settings (how it counts among them)
 
 
 def _work_one(t: Transcript) -> tuple[str, Any, list[Event], Rows | None]:
