@@ -193,9 +193,9 @@ def test_scale_suite_small_sizes_in_subprocesses() -> None:
     assert_measured(report.to_dict())
 
 
-def test_run_tree_reads_the_command_and_its_children(tmp_path: Path) -> None:
-    """`run_tree` times the command and what it starts (here --jobs 2's forked worker), with
-    each process's peak memory under its command line."""
+def test_run_tree_reads_the_command(tmp_path: Path) -> None:
+    """`run_tree` times a ctxkit command (here with --jobs 2) and lists it first, with its peak
+    memory under its command line; a failed command raises."""
     from ctxkit.bench.processes import run_tree
 
     if not Path("/proc/self").is_dir():
@@ -208,12 +208,44 @@ def test_run_tree_reads_the_command_and_its_children(tmp_path: Path) -> None:
     assert run.wall_s > 0 and run.cpu_s > 0
     names, peak = run.processes[0]
     assert any("compact" in n for n in names) and peak > 0  # the command itself comes first
-    from ctxkit.compaction.parallel import usable_cpus
-
-    if usable_cpus() > 1:  # the forked workers, seen while they ran
-        assert len(run.processes) >= 2 and len(run.peaks_mb()) == len(run.processes) - 1
-    with pytest.raises(RuntimeError, match="failed"):
+    with pytest.raises(RuntimeError, match="ctxkit compact .*missing.jsonl.* failed"):
         run_tree("compact", str(tmp_path / "missing.jsonl"), "--limit", "1500")
+
+
+def test_run_command_tree_lists_the_children(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The processes a command starts, and theirs, are listed after it with their peaks. The
+    grandchild here waits until run_command_tree has read /proc three times with it alive (a
+    process is listed once its parent is known, and /proc may list it before its parent), so
+    nothing depends on timing."""
+    from ctxkit.bench import processes
+
+    if not Path("/proc/self").is_dir():
+        pytest.skip("reads /proc")
+    seen = tmp_path / "seen"
+    # at most a minute, so a run_command_tree that never lists it fails rather than hangs
+    wait = (f"import os, time\nend = time.time() + 60\n"
+            f"while not os.path.exists({str(seen)!r}) and time.time() < end: time.sleep(0.01)\n")
+    child = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {wait!r}, 'grandchild'], check=True)\n"
+    parent = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {child!r}, 'child'], check=True)\n"
+    read = processes._processes
+    readings = []
+
+    def reading_thrice(tick: int) -> list[tuple[int, int, float, float, str]]:
+        now = read(tick)
+        readings.append(any(name.endswith("grandchild") for *_, name in now))
+        if sum(readings) >= 3:
+            seen.touch()
+        return now
+
+    monkeypatch.setattr(processes, "_processes", reading_thrice)
+    run = processes.run_command_tree([sys.executable, "-c", parent, "parent"], name="parent")
+    assert seen.exists()
+    tags = [{n.rsplit(" ", 1)[-1] for n in names} for names, _ in run.processes]
+    # in order: the command, then as found; a process read before its exec shows its parent's line
+    assert len(tags) == 3 and all(tag in got for tag, got in zip(["parent", "child", "grandchild"], tags, strict=True))
+    assert len(run.peaks_mb()) == 2 and all(mb > 0 for mb in run.peaks_mb(root=True))
+    with pytest.raises(RuntimeError, match="^parent failed: .*ZeroDivisionError"):
+        processes.run_command_tree([sys.executable, "-c", "1/0"], name="parent")
 
 
 @pytest.mark.slow  # starts Ray twice and compacts a 2 MB dataset four times

@@ -56,15 +56,23 @@ POLL_S = 0.05  # /proc is read this often: a process's CPU of its last 50 ms is 
 
 
 def run_tree(*args: str, env: dict[str, str] | None = None) -> TreeRun:
-    """Run `python -m ctxkit ARGS`, reading /proc while it runs: the CPU (user and system) and
-    peak RSS of every process it starts and of theirs. Ray's daemons and workers are not
-    always reaped by the command (a killed raylet's workers go to init), so getrusage's
-    RUSAGE_CHILDREN would miss them. Without /proc (not Linux): `run_ctxkit`'s figures."""
+    """Run `python -m ctxkit ARGS` with `run_command_tree`."""
     cmd = [sys.executable, "-m", "ctxkit", *args]
+    return run_command_tree(cmd, env, name=f"ctxkit {' '.join(args)}")
+
+
+def run_command_tree(cmd: list[str], env: dict[str, str] | None = None, *, name: str = "") -> TreeRun:
+    """Run `cmd`, reading /proc while it runs: the CPU (user and system) and peak RSS of every
+    process it starts and of theirs. Ray's daemons and workers are not always reaped by the
+    command (a killed raylet's workers go to init), so getrusage's RUSAGE_CHILDREN would miss
+    them; /proc misses what a process spent after it was last read. The CPU is the larger of
+    the two. A process that lived less than one reading apart may not be listed. Without /proc
+    (not Linux): `run_timed`'s figures. A failed command raises, named `name`."""
     if not os.path.isdir("/proc/self"):
         wall, cpu = run_timed(cmd, env)
         return TreeRun(wall, cpu)
     tick = os.sysconf("SC_CLK_TCK")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     tree: dict[int, tuple[float, float, set[str]]] = {}  # pid -> (CPU s, peak MB, names)
@@ -73,20 +81,22 @@ def run_tree(*args: str, env: dict[str, str] | None = None) -> TreeRun:
     reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""))
     reader.start()
     while proc.poll() is None:
-        for pid, ppid, cpu, mb, name in _processes(tick):
+        for pid, ppid, cpu, mb, line in _processes(tick):
             if pid == proc.pid or ppid in tree or pid in tree:
                 was = tree.get(pid, (0.0, 0.0, set()))
-                tree[pid] = (max(was[0], cpu), max(was[1], mb), was[2] | {name})
+                tree[pid] = (max(was[0], cpu), max(was[1], mb), was[2] | {line})
         time.sleep(POLL_S)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     reader.join()
     if proc.returncode != 0:
         tail = b"".join(err).decode("utf-8", "replace").strip().splitlines()[-3:]
-        raise RuntimeError(f"ctxkit {' '.join(args)} failed: {' / '.join(tail)}")
+        raise RuntimeError(f"{name or ' '.join(cmd)} failed: {' / '.join(tail)}")
+    waited = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     order = sorted(tree, key=lambda pid: pid != proc.pid)  # the command first
     return TreeRun(
         wall,
-        sum(tree[pid][0] for pid in tree),
+        max(waited, sum(tree[pid][0] for pid in tree)),
         [(frozenset(tree[pid][2]), tree[pid][1]) for pid in order],
     )
 
