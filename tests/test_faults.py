@@ -703,7 +703,8 @@ def test_one_transcript_forks_no_worker(monkeypatch: pytest.MonkeyPatch) -> None
 def test_workers_of_a_killed_parent_die_quietly(work: Path) -> None:
     """SIGKILL the parent of `--jobs 2`: its workers must not print BrokenPipeError tracebacks."""
     line = orjson.dumps({"messages": orjson.loads(SAMPLE.read_bytes())}) + b"\n"
-    (work / "ds.jsonl").write_bytes(line * 200)
+    # ten times what the two workers get through in the second before the kill, on a fast machine
+    (work / "ds.jsonl").write_bytes(line * 2000)
     proc = subprocess.Popen(
         [sys.executable, "-m", "ctxkit", "compact", "ds.jsonl", "--jobs", "2", "--limit", "3000",
          "--embedder", "lexical", "-o", "out.jsonl", "--no-progress"],
