@@ -196,6 +196,30 @@ def test_the_success_event_gives_the_figure_count_gives_of_the_output(tmp_path: 
     assert f"-> {total:,} / 4,000 tokens" in r.stderr and f"to {total:,} / 4,000" in success["message"]
 
 
+def test_give_back_is_a_step_explain_and_the_report_show(tmp_path: Path) -> None:
+    """Masking goes past the goal at 6,000 (4,635 tokens); what the goal has room for comes
+    back, newest first. That is a step of its own (tokens saved negative), not a strategy
+    applied, and `--explain` says it: the passes' last figure used to stop at 4,635 while the
+    result said 5,699, with nothing in between."""
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(SAMPLE))
+    r = compact(t, CompactSettings(limit=6000, options=ChainOptions(chain=("mask_observations",))))
+    last = r.steps[-1]
+    assert (last.strategy, last.applied) == ("give_back", True)
+    assert last.tokens_before == r.steps[-2].tokens_after < last.tokens_after
+    assert last.tokens_after - r.tokens_after in range(0, 10)  # then arranged, as written
+    assert "give_back" not in r.strategies_applied and last.note.endswith("restored whole, newest first")
+    assert r.report()["steps"][-1]["tokens_saved"] == -(last.tokens_after - last.tokens_before)
+    ran = _run(["compact", str(SAMPLE), "--limit", "6000", "--chain", "mask_observations",
+                "--explain", "-o", str(tmp_path / "o.json")])
+    assert ran.exit_code == 0, ran.stderr
+    back = f"then give_back: {last.tokens_after - last.tokens_before:,} tokens back "
+    assert back + f"({last.tokens_before:,} -> {last.tokens_after:,}), {last.note}" in ran.stderr
+    # the default chain reaches the goal without going past it here: no such step
+    assert all(s.strategy != "give_back" for s in compact(t, CompactSettings(limit=6000)).steps)
+
+
 def test_jobs_give_the_same_output_as_one_process(tmp_path: Path) -> None:
     messages = orjson.loads(SAMPLE.read_bytes())
     dataset = tmp_path / "ds.jsonl"

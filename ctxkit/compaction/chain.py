@@ -212,7 +212,7 @@ def _compact(
     recovery: str | None = None
     if state.fits():
         # The chain's steps are coarse: give back what the goal did not need, newest first.
-        state = give_back(state, run.original)
+        state = _give_back(run, state)
     if not state.fits():
         recovery = run.settings.options.recovery_mode
         state = _recover(run, state, recovery)
@@ -411,7 +411,7 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
         )
     )
     if state.fits():
-        state = give_back(state, run.original)
+        state = _give_back(run, state)
     if state.tokens() + fixed > ceiling:
         kept = "the system prompt and the last request"
         raise BreakerFailed(
@@ -428,6 +428,34 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
             f"guard passes at the limit {limit:,}"
         )
     return state
+
+
+def _give_back(run: _Run, state: State) -> State:
+    """`give_back`, a step of its own when it puts anything back (its `saved` is negative):
+    `--explain`, the report and its page say where the tokens after the passes went."""
+    t0 = time.perf_counter()
+    given = give_back(state, run.original)
+    if given is not state:
+        originals = run.ctx.originals
+
+        def whole(s: State) -> int:  # the units as they were read
+            return sum(1 for u in s.units if originals.get(u.id) is u)
+
+        run.steps.append(
+            Step(
+                GIVE_BACK,
+                0,
+                state.tokens() + run.fixed,
+                given.tokens() + run.fixed,
+                (time.perf_counter() - t0) * 1000,
+                True,
+                note=f"{whole(given) - whole(state):,} messages restored whole, newest first",
+            )
+        )
+    return given
+
+
+GIVE_BACK = "give_back"
 
 
 def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> CompactResult:

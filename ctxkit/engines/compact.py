@@ -258,6 +258,10 @@ class _Seen:
 def explain_steps(result: CompactResult) -> Iterator[str]:
     """`--explain`: a line per step of the chain."""
     for s in result.steps:
+        if s.applied and s.saved < 0:  # give_back: what the passes took beyond the goal
+            back = f"{-s.saved:,} tokens back ({s.tokens_before:,} -> {s.tokens_after:,})"
+            yield f"  then {s.strategy}: {back}, {s.note}, {s.time_ms:.1f} ms"
+            continue
         if s.applied:
             what = f"saved {s.saved:,} tokens ({s.tokens_before:,} -> {s.tokens_after:,})"
         else:

@@ -265,12 +265,14 @@ def _steps(steps: Sequence[Mapping[str, Any]], final: Any = None) -> Iterator[st
         )
     last = steps[-1].get("tokens_after")
     if isinstance(final, int) and isinstance(last, int) and final != last:
-        # After the passes, what the target had room for comes back (newest first), and the
-        # messages are arranged: the table ends at the transcript's own `after` figure.
+        # After the passes (give_back among them, when it put anything back) the messages are
+        # arranged and counted as the output file reads back: the table ends at the
+        # transcript's own `after` figure.
+        what, note = "as written", "neighbouring placeholders merged, counted as the output file reads back"
         yield (
-            f'<tr class="idle"><td></td><td>give back</td><td class="num">{_int(last)}</td>'
+            f'<tr class="idle"><td></td><td>{what}</td><td class="num">{_int(last)}</td>'
             f'<td class="num">{_int(final)}</td><td class="num">{_int(last - final)}</td><td></td><td></td>'
-            "<td>restored within the target, newest first</td></tr>"
+            f"<td>{note}</td></tr>"
         )
     yield "</tbody></table>"
 
