@@ -8,6 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proptest import examples
 
 from ctxkit.cli import cli
 from ctxkit.fidelity import compare
@@ -198,3 +201,16 @@ def test_markup_and_harness_headers_are_not_what_an_output_says() -> None:
     assert "error" not in got  # it failed, but no line says how
     assert got["continuation"] == ["git status --short", "M src/parser.py"]
     assert P.error_line("Traceback (most recent call last):\n  File \"x.py\"\nKeyError: 'id'") == "KeyError: 'id'"
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.text(alphabet="ab-_ .é1\n", min_size=1, max_size=4),
+    st.text(alphabet="ab-_ .é1Ω\n", max_size=30),
+)
+def test_whole_word_in_finds_what_the_pattern_found(token: str, text: str) -> None:
+    """The name check of identifier probes, by `str.find`, answers as the pattern it replaced."""
+    import re
+
+    pattern = re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", text) is not None
+    assert P._whole_word_in(token, text) == pattern

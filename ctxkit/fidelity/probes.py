@@ -430,9 +430,26 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
                 token = m.group(0)
                 if token.lower() in _BORING or token in out or len(token) < 3:
                     continue
-                if token in before and re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", before):
+                if _whole_word_in(token, before):
                     out[token] = Probe("identifier", token, u.id, i)
     return list(out.values())[:MAX_IDENTIFIERS]
+
+
+def _whole_word_in(token: str, text: str) -> bool:
+    """`token` is in `text` with no word character or hyphen either side (what the pattern
+    `(?<![\\w-])token(?![\\w-])` finds: a word character is `str.isalnum` or `_`), found by
+    `str.find`: a pattern made per token, then run, cost a long log a scan of its whole text
+    for every name."""
+    end = len(text)
+    at = text.find(token)
+    while at >= 0:
+        after = at + len(token)
+        left = text[at - 1] if at else " "
+        right = text[after] if after < end else " "
+        if not (left.isalnum() or left in "_-") and not (right.isalnum() or right in "_-"):
+            return True
+        at = text.find(token, at + 1)
+    return False
 
 
 # --- continuation and todos ---------------------------------------------------------------------
