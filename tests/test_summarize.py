@@ -413,3 +413,56 @@ def test_a_guessed_summary_size_changes_the_builds_not_the_answer(
     found, builds = search(guess)
     assert found == expected and builds <= 4
     assert search(summary)[1] <= 2
+
+
+def _names_session() -> list[Unit]:
+    """A session whose last request is followed by an edit naming what an earlier read showed
+    (RETRY_BACKOFF_MS, HttpSession), a long diff and the last action."""
+
+    def call(i: int, name: str, **args: str) -> Unit:
+        return Unit(f"a{i}", "assistant", tool_calls=[ToolCall(f"c{i}", name, json.dumps(args))])
+
+    def result(i: int, text: str) -> Unit:
+        return Unit(f"r{i}", "tool", content=text, tool_call_id=f"c{i}")
+
+    code = ("def fetch_remote_config(url):\n    session = HttpSession(timeout=5)\n"
+            "    time.sleep(RETRY_BACKOFF_MS / 1000)\n" + "# a line of the module\n" * 150)
+    units = [Unit("s", "system", content="You are a coding agent."),
+             Unit("q", "user", content="The retry logic of the config loader is broken; please fix it."),
+             call(0, "Read", file_path="src/net_client.py"), result(0, code)]
+    for k in range(1, 8):
+        units += [call(k, "Bash", command=f"grep -rn loader tests/part{k}"),
+                  result(k, f"tests/part{k}/test_x.py: ok line\n" * 80)]
+    return [*units, Unit("q2", "user", content="Good. Now make it wait between tries."),
+            call(19, "Edit", file_path="src/net_client.py", old_string="        return session.get(url)",
+                 new_string="        time.sleep(RETRY_BACKOFF_MS / 1000)\n        session = HttpSession(timeout=5)"),
+            result(19, "The file src/net_client.py has been updated."),
+            call(20, "Bash", command="git diff"),
+            result(20, "\n".join(f"+ line {k}: cfg_{k} = load_part({k})" for k in range(150))),
+            call(21, "Bash", command="pytest -q"), result(21, "3 passed")]
+
+
+def test_a_summary_names_what_the_current_work_used() -> None:
+    """The names of the current work (ids and names of the last request and the last assistant
+    messages that the conversation used before) that the summary and the messages that stay no
+    longer say are listed in the summary's check section, on one line; in a fresh start's
+    handover too. A name a message that stays still says is not repeated."""
+    from ctxkit.compaction import ChainOptions, CompactSettings, compact
+    from ctxkit.model import Transcript
+    from ctxkit.strategies.summarize_old import NAMES
+
+    t = Transcript(id="t", units=_names_session())
+    anyway = {"summarize_old": {"min_coherence": 0.0}}  # a summary; at 0.7 the synthetic
+    # outputs' coherence undoes it and the fresh start's handover does the job
+    for opts, recovery in ((ChainOptions(chain=("summarize_old",), params=anyway), None),
+                           (ChainOptions(chain=("summarize_old",)), "fresh_start")):
+        r = compact(t, CompactSettings(limit=1500, options=opts))
+        assert r.recovery == recovery
+        text = "\n".join(u.content for u in r.transcript.units)
+        assert "a19" not in [u.id for u in r.transcript.units]  # the edit is summarized
+        line = next(x for x in text.splitlines() if x.startswith(NAMES))
+        assert "RETRY_BACKOFF_MS" in line and "HttpSession" in line
+        assert text.count("RETRY_BACKOFF_MS") == 1
+    kept = compact(t, CompactSettings(limit=6000))  # the edit stays verbatim: no names line
+    assert "a19" in [u.id for u in kept.transcript.units]
+    assert NAMES not in "\n".join(u.content for u in kept.transcript.units)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from ctxkit import structure
+from ctxkit.fidelity import probes as P
 from ctxkit.model import Unit
 from ctxkit.strategies.base import (
     State,
@@ -217,13 +218,14 @@ def _with_handover(
     # sections share the rest (the room is the goal less the system prompt and the tail)
     sizes = [tok.count(u.content) + 3 for u in quoted]
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
+    names = P.identifiers(original)  # the names of the current work, as summarize_old checks
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
         quotes = verbatim_section(quoted)
         # checked against the dropped messages' own facts, as summarize_old checks its summary
-        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state)
+        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state, names=names)
         text = "\n".join(p for p in (head, text, quotes) if p)
         summary = Unit(
             id="ctxkit-handover",

@@ -45,6 +45,8 @@ class Context:
     # state before, so each unit is counted once per run, not once per state (see `unit_counts`)
     counts: dict[int, Any] = field(default_factory=dict, compare=False, repr=False)
     originals: Mapping[str, Unit] = field(default_factory=dict)  # the units as read, by id
+    # what a strategy reads of the whole transcript as read, once per run (`current_names`)
+    once: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def original(self, unit: Unit) -> Unit:
         """`unit` as it was read: a unit an earlier step shortened or masked (same id) is its

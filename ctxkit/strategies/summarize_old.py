@@ -18,7 +18,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxkit.config.fields import integer, number, plain, setting
 from ctxkit.model import Unit
@@ -33,6 +33,9 @@ from ctxkit.strategies.base import (
     merged,
     protected,
 )
+
+if TYPE_CHECKING:
+    from ctxkit.fidelity.probes import Probe
 
 NAME = "summarize_old"
 LABEL = "Summarizing old context"  # what a progress event says while it runs
@@ -221,7 +224,9 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             # what neither the summary nor the messages that stay carry is added
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
             span_units = [state.ctx.original(units[i]) for i in gone]
-            text = with_missing_facts(text, quotes, span_units, rest, length, state, spare)
+            text = with_missing_facts(
+                text, quotes, span_units, rest, length, state, spare, current_names(state)
+            )
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
         summary = Unit(
@@ -292,6 +297,22 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
 
 
 CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
+NAMES = "- names in the current work: "  # the check's one line of names (`current_names`)
+
+
+def current_names(state: State) -> list[Probe]:
+    """The names of the current work: ids, names and numbers of the last request and the last
+    assistant messages that the conversation used before them (the identifier probes of the
+    transcript as it was read, not of the step's state: an earlier step may have cut those
+    messages), read once per run."""
+    from ctxkit.fidelity import probes as P
+
+    ctx = state.ctx
+    names = ctx.once.get("names")
+    if names is None:
+        read = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
+        names = ctx.once["names"] = P.identifiers(read)
+    return list(names)
 
 
 def with_missing_facts(
@@ -302,17 +323,20 @@ def with_missing_facts(
     length: int,
     state: State,
     spare: int = 0,
+    names: Sequence[Probe] = (),
 ) -> str:
-    """The summary with the span's facts it lost (files acted on, error lines, open todos) that
-    no message staying in the context carries either, added in a section of their own within
-    a third of the summary's length, or within `spare` (what the goal leaves beside the
-    summary) when that is more (Gemini CLI has the model verify its snapshot; here the probes
-    of the span do)."""
+    """The summary with the span's facts it lost (files acted on, error lines, open todos), and
+    the `names` of the current work, that no message staying in the context carries either,
+    added in a section of their own within a third of the summary's length, or within `spare`
+    (what the goal leaves beside the summary) when that is more (Gemini CLI has the model
+    verify its snapshot; here the probes of the span do). The names share one line."""
     from ctxkit.fidelity import probes as P
     from ctxkit.model import Transcript
     from ctxkit.summarizers.extractive import CHECK_TITLE
 
-    facts = P.span_facts(span)
+    # a name is looked for wherever its message went (this span, an earlier summary, an
+    # earlier step's cut): what the context no longer says is listed
+    facts = [*P.span_facts(span), *names]
     if not facts:
         return text
     # what the summary itself holds needs no look at the rest (the rest is most of a long
@@ -326,14 +350,28 @@ def with_missing_facts(
     missing = [p for p in unsure if not P.kept(p, context)]
     if not missing:
         return text
-    # what the next step most needs first: failures and changed files, then todos, then reads
-    rank = {"error": 0, "todo": 1}
-    missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 2))
+    # what the next step most needs first: failures and changed files, then todos, then the
+    # names of the current work (one line), then reads
+    rank = {"error": 0, "todo": 1, "identifier": 2}
+    missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 3))
     tok = state.ctx.tokenizer
     room = max(40, length // CHECK_SHARE, spare)
     lines: list[str] = []
     used = tok.count(f"## {CHECK_TITLE}\n")
+    named: list[str] = []  # the names line, as far as it has gone
     for p in missing:
+        if p.category == "identifier":
+            line = NAMES + ", ".join([*named, p.key])
+            n = tok.count(line + "\n") - (tok.count(NAMES + ", ".join(named) + "\n") if named else 0)
+            if used + n > room:
+                break
+            if named:
+                lines[-1] = line
+            else:
+                lines.append(line)
+            named.append(p.key)
+            used += n
+            continue
         what = {"artifact": f"{p.key} ({p.detail})", "error": f"error: {p.key}", "todo": f"todo: {p.key}"}
         line = f"- {what.get(p.category, p.key)}"
         n = tok.count(line + "\n")
