@@ -12,7 +12,7 @@ from types import FrameType
 
 import click
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from proptest import examples, sweep
 
@@ -440,6 +440,8 @@ def test_json_stays_json_whatever_the_kind_asked(value: object, kind: str, ratio
 
 @settings(max_examples=examples(100), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from(["", "   ", "....", "x = 1", "    return y", "ERROR boom", "ok"]), min_size=2, max_size=60), st.sampled_from(["code", "log", "text"]), st.floats(0.01, 0.5))
+# blank lines collapse to "[x8]    ", whose x8 once passed for the log's first line with words
+@example(["", "", *["   "] * 6, "x = 1", "x = 1", "....", *["   "] * 3, *["x = 1"] * 4, "ERROR boom"], "log", 0.5)
 def test_compressors_never_leave_only_markers(lines: list[str], kind: str, ratio: float) -> None:
     text = "\n".join(lines)
     out = compress(text, kind, ratio, TOK)

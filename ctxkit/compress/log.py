@@ -102,7 +102,8 @@ def compress_log(text: str, target_tokens: int, tok: TokenCounter) -> str:
     used = 0
     # the first line with words always stays: it says what the output is (a command's banner,
     # a test run's header), so the reader never gets only omission markers
-    first = next((i for i, e in enumerate(entries) if _HAS_WORD.search(e)), None)
+    # (the line's own words: a run of blank lines reads "[x8] ", and x8 is no word of the log)
+    first = next((i for i, (s, _) in enumerate(runs) if _HAS_WORD.search(lines[s])), None)
     if first is not None:
         keep.add(first)
         used += counts[first]
