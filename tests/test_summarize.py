@@ -466,3 +466,20 @@ def test_a_summary_names_what_the_current_work_used() -> None:
     kept = compact(t, CompactSettings(limit=6000))  # the edit stays verbatim: no names line
     assert "a19" in [u.id for u in kept.transcript.units]
     assert NAMES not in "\n".join(u.content for u in kept.transcript.units)
+
+
+def test_current_work_gives_the_last_result_not_only_ok() -> None:
+    """The last action's line carries the first line of what came back (the commit's id); the
+    earlier ones, and a failed one, keep their outcome label."""
+    from ctxkit.summarizers.extractive import current_work
+
+    def pair(i: int, command: str, output: str) -> list[Unit]:
+        return [Unit(f"a{i}", "assistant", tool_calls=[ToolCall(f"c{i}", "Bash", json.dumps({"command": command}))]),
+                Unit(f"r{i}", "tool", content=output, tool_call_id=f"c{i}")]
+
+    units = [*pair(1, "ls", "a.py\nb.py"), *pair(2, "git commit -am fix", "[main 4f86393] fix: retry\n 1 file changed")]
+    lines = current_work(units)
+    assert lines[-2] == "then: Bash(ls) -> ok"
+    assert lines[-1] == "then: Bash(git commit -am fix) -> ok: [main 4f86393] fix: retry"
+    failed = current_work([*units, *pair(3, "pytest", "FAILED test_a.py::t - AssertionError\nexit code 1")])
+    assert failed[-1].startswith("then: Bash(pytest) -> ") and "ok" not in failed[-1]

@@ -363,9 +363,18 @@ def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None)
     last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
     if last is not None:
         items.append(_quote(_BASH_BLOCK.sub("", last.content).strip() or last.content, 300))
-    lines = _action_lines(actions if actions is not None else F.calls(units))
+    done = [c for c in (actions if actions is not None else F.calls(units)) if "todo" not in c.name.lower()]
+    # the last action on a line of its own, with its own result, not only that it worked: the
+    # id a commit printed, the path a write reports
+    lines = _action_lines(done[:-1]) + _action_lines(done[-1:])
+    came = done[-1].outcome if done else None
+    if came is not None and not came.failed and came.first_line:
+        lines[-1] += f": {_one_line(came.first_line, LAST_RESULT_CHARS)}"
     items.extend(f"then: {c}" for c in lines[-3:])
     return items
+
+
+LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
 
 
 def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list[str]:
