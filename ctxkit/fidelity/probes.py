@@ -421,18 +421,24 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
     if not recent:
         return []
     earliest = min(recent)
-    before = norm("\n".join(x for u in units[:earliest] for x in unit_texts(u)))
+    # not normalised: a name holds no white space, so the words either side of it are the same
+    before = "\n".join(x for u in units[:earliest] for x in unit_texts(u))
     out: dict[str, Probe] = {}
+    absent: set[str] = set()  # each name is looked for once, in the whole earlier text
     for i in sorted(set(recent)):
         u = units[i]
         for text in (u.content, *(s for c in u.tool_calls for s in _decoded(c.arguments))):
             for m in _IDENT.finditer(text):
                 token = m.group(0)
-                if token.lower() in _BORING or token in out or len(token) < 3:
+                if token in out or token in absent or len(token) < 3 or token.lower() in _BORING:
                     continue
-                if _whole_word_in(token, before):
-                    out[token] = Probe("identifier", token, u.id, i)
-    return list(out.values())[:MAX_IDENTIFIERS]
+                if not _whole_word_in(token, before):
+                    absent.add(token)
+                    continue
+                out[token] = Probe("identifier", token, u.id, i)
+                if len(out) == MAX_IDENTIFIERS:
+                    return list(out.values())
+    return list(out.values())
 
 
 def _whole_word_in(token: str, text: str) -> bool:
