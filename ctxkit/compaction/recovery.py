@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from ctxkit import structure
-from ctxkit.fidelity import probes as P
 from ctxkit.model import Unit
 from ctxkit.strategies.base import (
     State,
@@ -15,7 +14,12 @@ from ctxkit.strategies.base import (
     refs_hint,
     user_messages_kept,
 )
-from ctxkit.strategies.summarize_old import preamble, verbatim_section, with_missing_facts
+from ctxkit.strategies.summarize_old import (
+    current_names,
+    preamble,
+    verbatim_section,
+    with_missing_facts,
+)
 
 
 class ChainOptions(Protocol):
@@ -218,7 +222,7 @@ def _with_handover(
     # sections share the rest (the room is the goal less the system prompt and the tail)
     sizes = [tok.count(u.content) + 3 for u in quoted]
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
-    names = P.identifiers(original)  # the names of the current work, as summarize_old checks
+    names = current_names(state, [*system, *tail])  # as summarize_old checks its summary
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False

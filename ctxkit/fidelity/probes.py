@@ -409,15 +409,22 @@ _BORING = frozenset(
 )
 
 
-def identifiers(units: Sequence[Unit]) -> list[Probe]:
-    """Ids, names and numbers in the last request and the last three assistant messages that
-    also appear earlier in the transcript (the names of the current work)."""
+def current_work(units: Sequence[Unit]) -> list[int]:
+    """The positions whose names `identifiers` reads: the last request and the last three
+    assistant messages, in order."""
     recent: list[int] = []
     last_request = next((i for i in range(len(units) - 1, -1, -1) if is_request(units[i])), None)
     if last_request is not None:
         recent.append(last_request)
     assistant = [i for i, u in enumerate(units) if u.role == "assistant" and (u.content or u.tool_calls)]
     recent.extend(assistant[-RECENT_ASSISTANT:])
+    return sorted(set(recent))
+
+
+def identifiers(units: Sequence[Unit]) -> list[Probe]:
+    """Ids, names and numbers in the last request and the last three assistant messages that
+    also appear earlier in the transcript (the names of the current work)."""
+    recent = current_work(units)
     if not recent:
         return []
     earliest = min(recent)
@@ -425,7 +432,7 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
     before = "\n".join(x for u in units[:earliest] for x in unit_texts(u))
     out: dict[str, Probe] = {}
     absent: set[str] = set()  # each name is looked for once, in the whole earlier text
-    for i in sorted(set(recent)):
+    for i in recent:
         u = units[i]
         for text in (u.content, *(s for c in u.tool_calls for s in _decoded(c.arguments))):
             for m in _IDENT.finditer(text):

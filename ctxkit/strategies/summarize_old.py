@@ -225,7 +225,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
             span_units = [state.ctx.original(units[i]) for i in gone]
             text = with_missing_facts(
-                text, quotes, span_units, rest, length, state, spare, current_names(state)
+                text, quotes, span_units, rest, length, state, spare, current_names(state, rest)
             )
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
@@ -300,17 +300,24 @@ CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's 
 NAMES = "- names in the current work: "  # the check's one line of names (`current_names`)
 
 
-def current_names(state: State) -> list[Probe]:
+def current_names(state: State, rest: Sequence[Unit]) -> list[Probe]:
     """The names of the current work: ids, names and numbers of the last request and the last
     assistant messages that the conversation used before them (the identifier probes of the
     transcript as it was read, not of the step's state: an earlier step may have cut those
-    messages), read once per run."""
+    messages), read once per run; none when those messages all stay in `rest` as they were
+    read (their names are there)."""
     from ctxkit.fidelity import probes as P
 
     ctx = state.ctx
+    read = ctx.once.get("read")
+    if read is None:
+        read = ctx.once["read"] = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
+        ctx.once["recent"] = [read[i] for i in P.current_work(read)]
+    staying = {id(u) for u in rest}
+    if all(id(u) in staying for u in ctx.once["recent"]):
+        return []
     names = ctx.once.get("names")
     if names is None:
-        read = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
         names = ctx.once["names"] = P.identifiers(read)
     return list(names)
 
