@@ -409,7 +409,7 @@ _BORING = frozenset(
 )
 
 
-def current_work(units: Sequence[Unit]) -> list[int]:
+def recent_positions(units: Sequence[Unit]) -> list[int]:
     """The positions whose names `identifiers` reads: the last request and the last three
     assistant messages, in order."""
     recent: list[int] = []
@@ -424,7 +424,7 @@ def current_work(units: Sequence[Unit]) -> list[int]:
 def identifiers(units: Sequence[Unit]) -> list[Probe]:
     """Ids, names and numbers in the last request and the last three assistant messages that
     also appear earlier in the transcript (the names of the current work)."""
-    recent = current_work(units)
+    recent = recent_positions(units)
     if not recent:
         return []
     earliest = min(recent)

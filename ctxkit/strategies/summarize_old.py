@@ -312,7 +312,7 @@ def current_names(state: State, rest: Sequence[Unit]) -> list[Probe]:
     read = ctx.once.get("read")
     if read is None:
         read = ctx.once["read"] = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
-        ctx.once["recent"] = [read[i] for i in P.current_work(read)]
+        ctx.once["recent"] = [read[i] for i in P.recent_positions(read)]
     staying = {id(u) for u in rest}
     if all(id(u) in staying for u in ctx.once["recent"]):
         return []
