@@ -184,12 +184,12 @@ def error_line(text: str) -> str:
 @dataclass(frozen=True)
 class Outcome:
     """What a tool output says: failed or not (by the log's own signals), its exit code, the
-    error line of a failure, its first line."""
+    error line of a failure, the line that says what came back (`news_line`)."""
 
     failed: bool
     exit_code: int | None
     error: str
-    first_line: str
+    news: str
 
     @property
     def label(self) -> str:
@@ -213,7 +213,54 @@ def outcome(result: Unit) -> Outcome:
     if not failed and code is None:
         traceback = _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text))
         failed = traceback or bool(_STATUS.match(first))
-    return Outcome(failed, code, error_line(text) if failed else "", one_line(first))
+    return Outcome(failed, code, error_line(text) if failed else "", news_line(text))
+
+
+# A harness's own line around a tool's output (Codex's `Chunk ID:`, `Wall time:` and `Process
+# exited with code 0`, its shell's `Exit code: 0`, mini-swe-agent's `<returncode>0</returncode>`,
+# Gemini CLI's `Command:` ... `Output:`), a banner (`=== Run 1 ===`) or git's line-ending
+# warning: the line after it says what came back.
+_PASSED_OVER = re.compile(
+    r"(?:exit code:?\s*-?\d+|process exited with code -?\d+|wall time:.*|chunk id:\s*\S+|"
+    r"total output lines:\s*\d+|output:|</?returncode>(?:-?\d+</returncode>)?|</?output>|"
+    r"process group pgid:?.*|original token count:.*|command:.*|directory:.*|"
+    r"={2,} .* ={2,}|-{2,} .* -{2,}|warning: in the working copy of .*)",
+    re.IGNORECASE,
+)
+# A first line that is the start of what was shown, not news of what happened: a file's
+# numbered lines, a viewer's header, JSON's opening, a rule, a truncation notice.
+_NOT_NEWS = re.compile(
+    r"\s*\d+\s*(?:→|\t)|here's the result of running `cat -n`|<path>|\[file: |"
+    r"[\[\]{}()\"'`]+,?$|[=\-#*_~]{3,}$|important: the file content has been truncated",
+    re.IGNORECASE,
+)
+NEWS_LINES = 8  # the non-empty lines `news_line` looks at
+
+
+def news_line(text: str) -> str:
+    """The first line of a tool's output that says what came back, past the harness's own
+    lines (`_PASSED_OVER`); "" when that line is the start of a listing or a document, not
+    news (`_NOT_NEWS`). A line ending in a colon takes the one after it (`Success. Updated the
+    following files:` / `M src/a.py`), unless that one is a heading."""
+    lines = (ln.strip() for ln in text.splitlines())
+    looked = 0
+    for line in lines:
+        if not line:
+            continue
+        looked += 1
+        if looked > NEWS_LINES:
+            return ""
+        if _PASSED_OVER.fullmatch(line):
+            continue
+        line = line.removeprefix("Output: ").strip()
+        if not line or _NOT_NEWS.match(line):
+            return ""
+        if line.endswith(":"):
+            after = next((x for x in lines if x), "")
+            if after and not after.startswith("#") and not _NOT_NEWS.match(after):
+                line = f"{line} {after}"
+        return one_line(line)
+    return ""
 
 
 # --- files a call acted on ----------------------------------------------------------------------

@@ -483,3 +483,42 @@ def test_current_work_gives_the_last_result_not_only_ok() -> None:
     assert lines[-1] == "then: Bash(git commit -am fix) -> ok: [main 4f86393] fix: retry"
     failed = current_work([*units, *pair(3, "pytest", "FAILED test_a.py::t - AssertionError\nexit code 1")])
     assert failed[-1].startswith("then: Bash(pytest) -> ") and "ok" not in failed[-1]
+
+
+@pytest.mark.parametrize(("output", "news"), [
+    ("[main 4f86393] fix: retry\n 1 file changed", "[main 4f86393] fix: retry"),
+    ("Chunk ID: 68d813\nWall time: 0.5 seconds\nProcess exited with code 0\nOutput:\nsrc/a.ts | 3 +++",
+     "src/a.ts | 3 +++"),  # Codex's exec_command
+    ("<returncode>0</returncode>\n<output>\n3 passed in 0.12s\n</output>", "3 passed in 0.12s"),
+    ("Command: make\nDirectory: (root)\nOutput: built dist/app.js\nError: (none)\nExit Code: 0",
+     "built dist/app.js"),  # Gemini CLI's run_shell_command
+    ("warning: in the working copy of 'a.json', CRLF will be replaced by LF\nM a.json", "M a.json"),
+    ("Success. Updated the following files:\nM src/a.py", "Success. Updated the following files: M src/a.py"),
+    ("     1→import os\n     2→import sys", ""),  # a file read: its first line is no news
+    ("{\n  \"a\": 1\n}", ""),
+    ("Exit code: 0\n\n", ""),
+])
+def test_the_news_of_a_result_is_past_the_harness_lines(output: str, news: str) -> None:
+    """What a summary quotes of the last action's result: the first line past the harness's own
+    (exit code, chunk id, wall time, `Output:`), nothing when that line starts a listing."""
+    from ctxkit.facts import news_line
+
+    assert news_line(output) == news
+
+
+def test_current_work_keeps_the_last_action_before_older_ones() -> None:
+    """A short budget keeps the assistant's last words and the last action (with its result),
+    not the oldest `then:` line, which would read as the last action."""
+    def pair(i: int, command: str, output: str) -> list[Unit]:
+        return [Unit(f"a{i}", "assistant", tool_calls=[ToolCall(f"c{i}", "Bash", json.dumps({"command": command}))]),
+                Unit(f"r{i}", "tool", content=output, tool_call_id=f"c{i}")]
+
+    units = [Unit("q", "user", content="Fix the stash mess and show me the diff."),
+             *pair(1, "git stash pop", "error: Your local changes would be overwritten by merge\nexit code 1"),
+             *pair(2, "git checkout . && git stash pop", "On branch main"),
+             Unit("m", "assistant", content="The stash is applied again; here is the diff of the two files."),
+             *pair(3, "git diff --stat", " src/a.py | 4 ++--\n 1 file changed")]
+    text = summarize_extractive(units, 120, tok=TOK)
+    work = text.split("## Current work\n", 1)[1].split("\n## ", 1)[0]
+    assert "git diff --stat) -> ok: src/a.py | 4 ++--" in work
+    assert "then: Bash(git stash pop) -> exit 1" not in work

@@ -368,13 +368,22 @@ def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None)
     # id a commit printed, the path a write reports
     lines = _action_lines(done[:-1]) + _action_lines(done[-1:])
     came = done[-1].outcome if done else None
-    if came is not None and not came.failed and came.first_line:
-        lines[-1] += f": {_one_line(came.first_line, LAST_RESULT_CHARS)}"
+    if came is not None and not came.failed and came.news:
+        lines[-1] += f": {_one_line(came.news, LAST_RESULT_CHARS)}"
     items.extend(f"then: {c}" for c in lines[-3:])
     return items
 
 
 LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
+
+
+def _current_work_section(items: list[str]) -> Section:
+    """Current work, kept in this order when the budget is short: the assistant's last words,
+    the last action (with its result), then the actions before it, newest first (taken in
+    order, the oldest `then:` line stayed and read as the last action)."""
+    then = [j for j, it in enumerate(items) if it.startswith("then: ")]
+    prose = [j for j in range(len(items)) if j not in then]
+    return Section("Current work", items, first=2, preference=[*prose, *reversed(then)])
 
 
 def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list[str]:
@@ -658,7 +667,7 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
         Section("Problem solving", notes, preference=_newest_first(len(notes))),
         Section("Commands run", done, first=2, preference=_newest_first(len(done))),
         Section("Pending tasks", todos, first=6),
-        Section("Current work", current_work(units, actions), first=2),
+        _current_work_section(current_work(units, actions)),
         Section("Next step", next_step(units, items), first=1),
     ]
 
