@@ -522,3 +522,11 @@ def test_current_work_keeps_the_last_action_before_older_ones() -> None:
     work = text.split("## Current work\n", 1)[1].split("\n## ", 1)[0]
     assert "git diff --stat) -> ok: src/a.py | 4 ++--" in work
     assert "then: Bash(git stash pop) -> exit 1" not in work
+
+
+def test_names_worth_a_place_on_the_line() -> None:
+    from ctxkit.strategies.summarize_old import worth_naming
+
+    keys = ["deberta-v3-base-prompt-injection-v2", "prompt-injection-v2", "162", "#4595", "80000", "HAT078"]
+    assert [k for k in keys if worth_naming(k, keys)] == [
+        "deberta-v3-base-prompt-injection-v2", "162", "#4595", "80000", "HAT078"]

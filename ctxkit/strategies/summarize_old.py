@@ -322,6 +322,14 @@ def current_names(state: State, rest: Sequence[Unit]) -> list[Probe]:
     return list(names)
 
 
+def worth_naming(key: str, keys: Sequence[str]) -> bool:
+    """Whether a name of the current work earns its place on the names line: not when it is
+    part of a longer name there (`prompt-injection-v2` of `deberta-v3-base-prompt-injection-v2`:
+    the longer one says it). Bare numbers stay: the 800 and 450 of a chart being resized are
+    its current work, though a colour's 162 is not, and nothing here tells them apart."""
+    return not any(key != other and key in other for other in keys)
+
+
 def with_missing_facts(
     text: str,
     quotes: str,
@@ -366,8 +374,11 @@ def with_missing_facts(
     lines: list[str] = []
     used = tok.count(f"## {CHECK_TITLE}\n")
     named: list[str] = []  # the names line, as far as it has gone
+    keys = [p.key for p in missing if p.category == "identifier"]
     for p in missing:
         if p.category == "identifier":
+            if not worth_naming(p.key, keys):
+                continue
             line = NAMES + ", ".join([*named, p.key])
             n = tok.count(line + "\n") - (tok.count(NAMES + ", ".join(named) + "\n") if named else 0)
             if used + n > room:
