@@ -128,7 +128,8 @@ _TRACEBACK_LINE = "Traceback (most recent call last)"  # what `_TRACEBACK` finds
 _STATUS = re.compile(
     r"^\s*(?:ERROR:|Error:|error:|<tool_use_error>|fatal:|make(?:\[\d+\])?: \*\*\* |npm ERR!|"
     r"(?:/bin/)?(?:ba|z)?sh:(?: line)? \d*:? ?.*(?:command not found|No such file or directory|"
-    r"Permission denied|can't cd|syntax error))"
+    r"Permission denied|can't cd|syntax error)|"
+    r"Your proposed edit has introduced new syntax error)"  # SWE-agent's edit, refused
 )
 _EXCEPTION = re.compile(
     r"^\s*(?:E\s+)?(?:[\w.]*\w(?:Error|Exception|Exit|Interrupt)\b|(?:Error|Exception)(?::|$)|FAILED\b|ERROR\b|"

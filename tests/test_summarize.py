@@ -530,3 +530,21 @@ def test_names_worth_a_place_on_the_line() -> None:
     keys = ["deberta-v3-base-prompt-injection-v2", "prompt-injection-v2", "162", "#4595", "80000", "HAT078"]
     assert [k for k in keys if worth_naming(k, keys)] == [
         "deberta-v3-base-prompt-injection-v2", "162", "#4595", "80000", "HAT078"]
+
+
+def test_narration_skips_apologies_and_items_lose_their_list_marks() -> None:
+    """'I apologize for the confusion.' says nothing of the work: the message's next sentence is
+    its narration. An open item written as a markdown list item is not rendered '- - ...'; a
+    refused SWE-agent edit is a failure, not 'ok'."""
+    from ctxkit import facts as F
+    from ctxkit.summarizers.extractive import narration, open_items
+
+    said = [Unit("a1", "assistant", content="I apologize for the confusion. The tooltip reads the percent, not aider_total."),
+            Unit("a2", "assistant", content="You're right, I apologize for the oversight. Switching the chart to bars now.")]
+    assert narration(said) == ["The tooltip reads the percent, not aider_total.", "Switching the chart to bars now."]
+    todo = [Unit("a3", "assistant", content="Plan:\n- TODO: add the retry test\n* [ ] wire the CLI flag")]
+    assert all(not x.startswith(("-", "*")) for x in open_items(todo, []))
+    refused = Unit("r", "tool", tool_call_id="c", content=(
+        "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit commmand.\n"
+        "ERRORS:\n- E999 IndentationError: unexpected indent"))
+    assert F.outcome(refused).failed

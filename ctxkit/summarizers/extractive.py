@@ -345,15 +345,30 @@ def _open_lines(text: str) -> list[str]:
 def _read_prose(u: Unit) -> _Prose:
     lines: tuple[str, ...] = ()
     if u.role in ("user", "assistant") and not F.is_output(u):
-        lines = tuple(_one_line(line) for line in _open_lines(u.content))
+        # a markdown list's own marker is not part of the item (the summary writes its own)
+        lines = tuple(_one_line(_LIST_MARK.sub("", line)) for line in _open_lines(u.content))
     first = ""
     if u.role == "assistant" and (u.content.strip() or u.reasoning.strip()):
         prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
-        first = next((s.strip() for s in iter_sentences(prose) if len(s.strip()) >= 12), "")
+        first = next(
+            (s.strip() for s in iter_sentences(prose) if len(s.strip()) >= 12 and not _FILLER.match(s.strip())),
+            "",
+        )
     return _Prose(lines, _one_line(first, 200) if first else "")
 
 
+# A sentence that says nothing of the work ("I apologize for the confusion.", "You're right, I
+# apologize for the oversight.", "I understand the issue.", "I can help you with that."): the
+# message's next one is read.
+_FILLER = re.compile(
+    r"(?:(?:I apologi[sz]e|I'm sorry|Sorry|I understand|I see|Understood|Thanks|Thank you|"
+    r"I can help|I(?:'d| would) be (?:happy|glad) to help)\b"
+    r"[^.!?:,]{0,40}[.!?]|(?:You're|You are) (?:absolutely )?right\b[^.!?:]{0,50}[.!?]|[A-Z][a-z]+!)$"
+)
+
+
 _PROSE = UnitMemo(_read_prose)
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]\s+)+")
 
 
 def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:
@@ -622,8 +637,8 @@ def _fit(
     for sentence in filler:
         if used >= budget:  # a sentence costs a token at least
             break
-        if " ".join(sentence.lower().split()) in seen:
-            continue
+        if " ".join(sentence.lower().split()) in seen or sentence.lstrip().startswith("#"):
+            continue  # said already, or a markdown heading with nothing under it here
         n = tok.count(sentence + " ")
         if used + n > budget:
             continue
