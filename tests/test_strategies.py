@@ -642,7 +642,8 @@ def test_discard_low_rel_names_every_ref(tmp_path: Path) -> None:
     assert after is not None
     holder = next(u for u in after.units if u.type == "placeholder")
     refs = holder.meta["refs"]
-    assert len(refs) == 12 and holder.content.endswith(f"archived as {' '.join(refs)}]")
+    assert len(refs) == 11 and holder.content.endswith(f"archived as {' '.join(refs)}]")
+    assert "a11" in [u.id for u in after.units]  # the last reply, where the work stands, stays
 
 
 def test_runs_smaller_than_their_placeholder_stay(tmp_path: Path) -> None:
@@ -763,3 +764,19 @@ def test_compressed_json_outputs_stay_json(folder: str, realdata: Path) -> None:
             json.loads(out)
             noted = with_note(out, "[x output compressed; full text archived as ref-000]")
             assert noted is None or json.loads(noted)
+
+
+def test_the_last_reply_of_a_chat_stays_though_a_request_follows_it() -> None:
+    """An aider history ends on `/ex` after the answer to the last real request: that answer is
+    where the work stands, and neither discard_low_rel nor prioritize_recent takes it (discard
+    used to replace it by a placeholder at a sixth of the session)."""
+    units = [Unit("sys", "system", content="You are a helpful assistant."), Unit("req0", "user", content="Start.")]
+    for i in range(6):
+        units.append(Unit(f"u{i}", "user", content=f"change {i} of the chart"))
+        units.append(Unit(f"a{i}", "assistant", content=f"Step {i}: " + "lorem ipsum dolor sit amet " * 12))
+    units.append(Unit("ex", "user", content="/ex"))
+    state = make_state(units, None, query="chart")
+    for name, params in (("discard_low_rel", {"discard_percent": 1.0}), ("prioritize_recent", {"recent_bias": 0.0, "rel_threshold": 1.0})):
+        after = get_strategy(name)(state, params)
+        assert after is not None, name
+        assert "a5" in [u.id for u in after.units], name

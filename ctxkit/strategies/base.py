@@ -196,18 +196,20 @@ def last_action(state: State) -> set[int]:
 
 def last_reply(state: State) -> set[int]:
     """In a session without actions (a chat, an aider history of whole-file replies): the
-    newest assistant message after the last request, where the work stands; empty when there
-    is none."""
-    from ctxkit.structure import own_request_indices
-
+    newest assistant message, where the work stands, though a request came after it (aider's
+    `/exit`, a question not answered yet); empty when there is none."""
     units = state.units
-    asked = own_request_indices(units)
-    after = asked[-1] + 1 if asked else 0
-    for i in range(len(units) - 1, after - 1, -1):
+    for i in range(len(units) - 1, -1, -1):
         u = units[i]
         if u.role == "assistant" and u.content and not u.tool_calls:
             return {i}
     return set()
+
+
+def where_work_stands(state: State) -> set[int]:
+    """What no strategy that removes units may take: the last action and what came back
+    (`last_action`), or in a session without actions the last reply (`last_reply`)."""
+    return last_action(state) or last_reply(state)
 
 
 def make_ref(scope: str, unit: Unit) -> str:

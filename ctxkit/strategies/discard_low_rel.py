@@ -18,7 +18,7 @@ from typing import Any
 from ctxkit.config.fields import choice, number, plain, setting
 from ctxkit.errors import ConfigError
 from ctxkit.strategies._runs import linked_text, removable_blocks, remove_runs, run_text
-from ctxkit.strategies.base import State, last_action, merged, untouchable
+from ctxkit.strategies.base import State, merged, untouchable, where_work_stands
 from ctxkit.strategies.prioritize_recent import block_scores
 
 NAME = "discard_low_rel"
@@ -51,7 +51,7 @@ def discard_low_rel(state: State, params: Mapping[str, Any]) -> State | None:
     # a block smaller than its placeholder would cost more than it saves
     candidates = [
         (s, e)
-        for s, e in removable_blocks(state, untouchable(state) | last_action(state))
+        for s, e in removable_blocks(state, untouchable(state) | where_work_stands(state))
         if sum(tokens[s:e]) >= MIN_BLOCK_TOKENS
     ]
     count = math.ceil(float(p["discard_percent"]) * len(candidates))

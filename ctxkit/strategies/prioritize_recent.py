@@ -16,7 +16,7 @@ from typing import Any
 from ctxkit.config.fields import number, plain, setting
 from ctxkit.strategies._common import block_text
 from ctxkit.strategies._runs import removable_blocks, remove_runs, run_text
-from ctxkit.strategies.base import State, last_action, merged, untouchable
+from ctxkit.strategies.base import State, merged, untouchable, where_work_stands
 
 NAME = "prioritize_recent"
 LABEL = "Prioritizing recent and relevant units"  # what a progress event says while it runs
@@ -65,7 +65,7 @@ def prioritize_recent(state: State, params: Mapping[str, Any]) -> State | None:
         recent_from = start
     candidates = [
         (s, e)
-        for s, e in removable_blocks(state, untouchable(state) | last_action(state))
+        for s, e in removable_blocks(state, untouchable(state) | where_work_stands(state))
         if s < recent_from
     ]
     if not candidates:

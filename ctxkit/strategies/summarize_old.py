@@ -27,11 +27,10 @@ from ctxkit.strategies.base import (
     State,
     archive_unit,
     fmt_int,
-    last_action,
-    last_reply,
     make_ref,
     merged,
     protected,
+    where_work_stands,
 )
 
 if TYPE_CHECKING:
@@ -176,7 +175,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         return None
     # the last action (in a chat, the last reply) stays after the summary, as protected units
     # from the span do
-    keep = protected(state) | (last_action(state) or last_reply(state))
+    keep = protected(state) | where_work_stands(state)
     scope = state.ctx.ref_scope or state.ctx.transcript_id
 
     texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
