@@ -219,13 +219,14 @@ def outcome(result: Unit) -> Outcome:
 
 # A harness's own line around a tool's output (Codex's `Chunk ID:`, `Wall time:` and `Process
 # exited with code 0`, its shell's `Exit code: 0`, mini-swe-agent's `<returncode>0</returncode>`,
-# Gemini CLI's `Command:` ... `Output:`), a banner (`=== Run 1 ===`) or git's line-ending
-# warning: the line after it says what came back.
+# Gemini CLI's `Command:` ... `Output:`), a banner (`=== Run 1 ===`), git's line-ending warning
+# or pip's warning to root and its notices: the line after it says what came back.
 _PASSED_OVER = re.compile(
     r"(?:exit code:?\s*-?\d+|process exited with code -?\d+|wall time:.*|chunk id:\s*\S+|"
     r"total output lines:\s*\d+|output:|</?returncode>(?:-?\d+</returncode>)?|</?output>|"
     r"process group pgid:?.*|original token count:.*|command:.*|directory:.*|"
-    r"={2,} .* ={2,}|-{2,} .* -{2,}|warning: in the working copy of .*)",
+    r"={2,} .* ={2,}|-{2,} .* -{2,}|warning: in the working copy of .*|"
+    r"warning: running pip as the 'root' user.*|\[notice\] .*)",
     re.IGNORECASE,
 )
 # A first line that is the start of what was shown, not news of what happened: a file's

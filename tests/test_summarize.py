@@ -493,6 +493,9 @@ def test_current_work_gives_the_last_result_not_only_ok() -> None:
     ("Command: make\nDirectory: (root)\nOutput: built dist/app.js\nError: (none)\nExit Code: 0",
      "built dist/app.js"),  # Gemini CLI's run_shell_command
     ("warning: in the working copy of 'a.json', CRLF will be replaced by LF\nM a.json", "M a.json"),
+    ("WARNING: Running pip as the 'root' user can result in broken permissions.\n"
+     "[notice] A new release of pip is available: 24.0 -> 25.1\nSuccessfully installed pytz-2024.1",
+     "Successfully installed pytz-2024.1"),
     ("Success. Updated the following files:\nM src/a.py", "Success. Updated the following files: M src/a.py"),
     ("     1→import os\n     2→import sys", ""),  # a file read: its first line is no news
     ("{\n  \"a\": 1\n}", ""),
