@@ -151,6 +151,19 @@ def test_langchain_trim_keeps_pairs_and_budget() -> None:
     assert raw == count_transcript(t, tok).total
 
 
+def test_ctxkit_among_peers_is_held_to_what_the_log_holds() -> None:
+    """The sample Claude Code log records 15,507 tokens of usage it never shows. Peers see only
+    what the log holds; ctxkit among them does too (it used to count that unlogged region
+    against the same limit, and refused a log every peer fitted)."""
+    from ctxkit.bench.harness import limit_for
+    from ctxkit.bench.peers import CTXKIT, run_peer
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(Path(__file__).parents[1] / "sample_transcripts" / "claude-code-session.jsonl"))
+    row = run_peer(CTXKIT, t, limit_for(t), [])
+    assert row.get("error") is None and row["fits"] and row["tokens_after"] <= row["goal"]
+
+
 def test_quality_suite_on_one_scenario() -> None:
     opts = bench.BenchOptions(quick=True, realdata=NO_REALDATA, scenarios=("agent_session",))
     report = bench.run(["quality"], opts)

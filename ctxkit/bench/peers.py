@@ -73,7 +73,9 @@ def run_peer(
         start = time.perf_counter()
         try:
             if peer == CTXKIT:
-                result = compact(t, s.replace(target=goal), archive=archive).transcript
+                # the budget is on what the log holds, as every peer sees it (the fidelity
+                # suite's rule): recorded usage beyond it (the unlogged region) is left out
+                result = compact(t, s.replace(target=goal, use_usage=False), archive=archive).transcript
             else:
                 result = get_recipe(peer).run(t, goal, Fit(tok))
         except CtxkitError as exc:
