@@ -651,7 +651,8 @@ def _target_result(
         for rule in rules
     ]
     if do_replay:
-        fixed = regions["tools"] + (opts.reply_priming if t.units else 0)
+        # the same fixed part as the verdict's: the unlogged region (system prompt and tool
+        # schemas the log never shows) was there from the first call, so every check holds it
         result.replay = threshold_history(
             t.units,
             [u.total for u in tc.units],

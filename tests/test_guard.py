@@ -200,6 +200,26 @@ def test_replay_through_evaluate_ends_at_the_total() -> None:
     assert rp.first["overflow"] is None
 
 
+def test_replay_holds_the_unlogged_region_the_verdict_counts() -> None:
+    """A Claude Code log records usage beyond what it shows (the system prompt and schemas,
+    15,827 tokens): every replayed check holds it, as the verdict does, so the last check is
+    the verdict's figure (the replay used to leave it out: "warn at 1,232 tokens" beside a
+    verdict of 17,523 used)."""
+    from pathlib import Path
+
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(Path(__file__).parents[1] / "sample_transcripts" / "claude-code-session.jsonl"))
+    v = evaluate(t, [window(17000)], GuardSettings(replay=True))
+    r = v.results[0]
+    rp = r.replay
+    assert rp is not None and r.regions.get("unlogged", 0) > 15000
+    assert rp.first["warn"] is not None and rp.first["warn"]["message"] == 1
+    assert rp.first["overflow"] is not None and rp.first["overflow"]["tokens"] <= r.used
+    lone = evaluate(t, [window(17000)], GuardSettings(replay=True, use_usage=False)).results[0]
+    assert lone.replay is not None and lone.replay.first["warn"] is None
+
+
 def test_check_reports_problems_and_exit_6() -> None:
     t = session()
     t.units.append(
