@@ -257,6 +257,9 @@ def news_line(text: str) -> str:
         line = line.removeprefix("Output: ").strip()
         if not line or _NOT_NEWS.match(line):
             return ""
+        # Claude Code's edit confirmation goes on to the listing it shows: the confirmation is
+        # the news ("The file a.py has been updated.")
+        line = line.split(" Here's the result of running `cat -n`", 1)[0].strip()
         if line.endswith(":"):
             after = next((x for x in lines if x), "")
             if after and not after.startswith("#") and not _NOT_NEWS.match(after):

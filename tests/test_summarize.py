@@ -499,6 +499,8 @@ def test_current_work_gives_the_last_result_not_only_ok() -> None:
     ("Success. Updated the following files:\nM src/a.py", "Success. Updated the following files: M src/a.py"),
     ("     1→import os\n     2→import sys", ""),  # a file read: its first line is no news
     ("{\n  \"a\": 1\n}", ""),
+    ("The file /r/a.go has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n"
+     "     1→package a", "The file /r/a.go has been updated."),
     ("Exit code: 0\n\n", ""),
 ])
 def test_the_news_of_a_result_is_past_the_harness_lines(output: str, news: str) -> None:
