@@ -138,7 +138,7 @@ _EXCEPTION = re.compile(
 _CODE_LISTING = re.compile(
     r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b"
 )
-_ERROR_WORD = re.compile(r"\b(?:error|failed|failure|exception|fatal|panic)\b", re.IGNORECASE)
+_ERROR_WORD = re.compile(r"\b(?:error|failed|failure|exception|fatal|panic|conflict)\b", re.IGNORECASE)
 
 
 def _raw_exit_code(raw: Any, depth: int = 0) -> int | None:

@@ -553,3 +553,11 @@ def test_narration_skips_apologies_and_items_lose_their_list_marks() -> None:
         "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit commmand.\n"
         "ERRORS:\n- E999 IndentationError: unexpected indent"))
     assert F.outcome(refused).failed
+
+
+def test_a_merge_conflict_is_the_error_line_of_a_failed_run() -> None:
+    """A failed script's progress lines say nothing of what went wrong; git's CONFLICT does."""
+    from ctxkit.facts import error_line
+
+    out = "Exit code 1\ngroup ok: 1 commits\ngroup ok: 1 commits\nCONFLICT at c5e51bab (refactor: one data file)\n    src/a.go"
+    assert error_line(out) == "CONFLICT at c5e51bab (refactor: one data file)"
