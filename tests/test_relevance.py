@@ -529,6 +529,30 @@ def _fill_cache(path: str, worker: int) -> None:
     cache.close()
 
 
+def test_cache_opens_while_another_connection_writes(tmp_path: Path) -> None:
+    # SQLite refuses the switch to WAL at once, busy timeout or not, while another connection of
+    # a new file holds a write lock: what three --jobs workers opening a fresh cache together met
+    import sqlite3
+    import threading
+
+    path = tmp_path / "emb.sqlite"
+    writer = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE other (a)")
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO other VALUES (1)")
+    release = threading.Timer(0.3, writer.execute, args=("COMMIT",))
+    release.start()
+    try:
+        cache = EmbeddingCache(path)
+    finally:
+        release.join()
+        writer.close()
+    assert cache.conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    cache.put_many("m", [("k", np.ones(4, dtype=np.float32))])
+    assert list(cache.get_many("m", ["k"])) == ["k"]
+    cache.close()
+
+
 def test_cache_is_shared_by_parallel_processes(tmp_path: pytest.TempPathFactory) -> None:
     import multiprocessing
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,6 +22,29 @@ def cache_dir() -> Path:
     return Path(base).expanduser() / "ctxkit"
 
 
+_BUSY_S = 30.0
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Switch `conn`'s file to WAL, waiting out the other openers of a new file.
+
+    SQLite answers "database is locked" at once, without its busy handler, when another connection
+    holds a write lock while this one asks for the switch (the busy handler could deadlock there):
+    several --jobs workers opening a fresh cache together hit it. So wait here, up to the same
+    timeout."""
+    deadline = time.monotonic() + _BUSY_S
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
 class EmbeddingCache:
     """Vectors by (model id, sha256 of text) in SQLite, stored as float32 bytes."""
 
@@ -28,8 +52,8 @@ class EmbeddingCache:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         # several --jobs processes may share the file: WAL and a generous busy timeout
-        self.conn = sqlite3.connect(str(path), timeout=30.0)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn = sqlite3.connect(str(path), timeout=_BUSY_S)
+        _use_wal(self.conn)
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS embeddings ("
             " model TEXT NOT NULL, text_sha256 TEXT NOT NULL, dim INTEGER NOT NULL,"
