@@ -192,10 +192,10 @@ def test_quality_suite_on_one_scenario() -> None:
 
 @pytest.mark.slow  # fresh processes per size: the bench's own machinery, run in make test
 def test_scale_suite_small_sizes_in_subprocesses() -> None:
-    opts = bench.BenchOptions(sizes=(1_000, 4_000), scale_scenarios=("long_chat",))
+    opts = bench.BenchOptions(sizes=(1_000, 10_000), scale_scenarios=("long_chat",))
     report = bench.run(["scale"], opts)
     suite = report.suites["scale"]
-    assert [r["tokens_asked"] for r in suite.rows] == [1_000, 4_000]
+    assert [r["tokens_asked"] for r in suite.rows] == [1_000, 10_000]
     for r in suite.rows:
         assert r["compact_s"] > 0 and r["tiktoken_pass_s"] > 0
         assert r["compact_heap_peak_mb"] > 0
@@ -203,7 +203,38 @@ def test_scale_suite_small_sizes_in_subprocesses() -> None:
     assert suite.rows[1]["units"] > suite.rows[0]["units"]
     measures = {x["measure"] for x in suite.summary}
     assert "compaction time" in measures
+    # from 10k tokens on, the input as a file: `ctxkit compact` and a tiktoken pass, processes
+    assert "process_over_tiktoken_cpu" not in suite.rows[0]
+    at_10k = suite.rows[1]
+    assert at_10k["file_bytes"] > 10_000 * 3
+    assert at_10k["process_over_tiktoken_cpu"] == round(
+        at_10k["process_compact_cpu_s"] / at_10k["process_tiktoken_cpu_s"], 2
+    )
+    names = [f.name for f in suite.figures]
+    assert (
+        "long_chat: `ctxkit compact` of the file at 10,000 tokens / one tiktoken pass over the "
+        "same file, whole processes (CPU)"
+    ) in names
+    assert "processes x (CPU)" in bench.render_table(report)
     assert_measured(report.to_dict())
+
+
+def test_process_pair_compacts_and_encodes_the_file(tmp_path: Path) -> None:
+    """Each timed compaction is a real `ctxkit compact` that writes its output and archive; a
+    compaction that fails raises with its error."""
+    from ctxkit.bench.suites.scale import REPEATS, _process_pair
+
+    data = tmp_path / "chat.jsonl"
+    made = CliRunner().invoke(cli, ["simulate", "-s", "long_chat", "--tokens", "3000", "-o", str(data)])
+    assert made.exit_code == 0, made.output
+    got = _process_pair(str(data), 1_500, str(tmp_path))
+    assert got["file_bytes"] == data.stat().st_size
+    assert got["process_compact_cpu_s"] > 0 and got["process_tiktoken_cpu_s"] > 0
+    for i in range(REPEATS + 1):
+        out = tmp_path / f"out-{i}.jsonl"
+        assert out.read_bytes() and (tmp_path / f"out-{i}.jsonl.ctx.db").is_file()
+    with pytest.raises(RuntimeError, match="failed"):
+        _process_pair(str(tmp_path / "missing.jsonl"), 1_500, str(tmp_path))
 
 
 def test_run_tree_reads_the_command(tmp_path: Path) -> None:

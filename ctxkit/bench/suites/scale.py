@@ -8,6 +8,7 @@ import gc
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -104,11 +105,17 @@ def _tiktoken_pass(enc: Any, texts: list[str]) -> tuple[float, float]:
 
 
 def scale_worker(
-    scenario: str, tokens: int, seed: int = 0, light: bool = False, realdata: str | None = None
+    scenario: str,
+    tokens: int,
+    seed: int = 0,
+    light: bool = False,
+    realdata: str | None = None,
+    write_to: str | None = None,
 ) -> dict[str, Any]:
     """Measure one size in this (fresh) process: make the input, count, one tiktoken pass,
     compact. `scenario` is a simulated scenario, `real_chain` or `tiny_messages` (then `tokens`
-    is a number of messages).
+    is a number of messages). With `write_to`, the input is written there too (ctxkit's JSONL),
+    for `_process_pair` to compact and encode as files.
 
     A compaction under REPEAT_UNDER_S of CPU (REPEAT_UNDER_S_TOKENS on a token axis) is timed
     REPEATS times, each cold, and the best time kept (the tiktoken pass is the best of its runs
@@ -136,6 +143,10 @@ def scale_worker(
     compact(warm, _settings(warm_limit))
     getattr(tok, "counter", None)
     g_wall, _c, (t, limit) = _timed(lambda: _scale_input(scenario, tokens, seed, realdata))
+    if write_to:
+        from ctxkit.formats import write_path
+
+        write_path([t], write_to)
     texts = [x for x in unit_texts(t.units)[0] if x]
     chars = sum(len(x) for x in texts)
     one, one_cpu = _tiktoken_pass(enc, texts)
@@ -210,14 +221,18 @@ SCALE_TIMEOUT_S = 1800  # one size in its process; past this the size is reporte
 
 
 def _scale_subprocess(
-    scenario: str, tokens: int, light: bool = False, realdata: Path | None = None
+    scenario: str,
+    tokens: int,
+    light: bool = False,
+    realdata: Path | None = None,
+    write_to: str | None = None,
 ) -> dict[str, Any]:
     where = str(realdata) if realdata else None
     code = (
         "import json, sys\n"
         "from ctxkit.bench.suites.scale import scale_worker\n"
         f"print(json.dumps(scale_worker({scenario!r}, {int(tokens)}, light={light!r}, "
-        f"realdata={where!r})))\n"
+        f"realdata={where!r}, write_to={write_to!r})))\n"
     )
     try:
         out = python_subprocess(code, timeout_s=SCALE_TIMEOUT_S)
@@ -229,6 +244,48 @@ def _scale_subprocess(
         tail = (out.stderr.strip().splitlines() or ["failed"])[-1]
         raise CtxkitError(f"scale worker {scenario} {tokens}: {tail}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+# One tiktoken pass over a file, the whole process: tiktoken imported, its encoding loaded (the
+# offline copy ctxkit's default tokenizer counts with), the file read and encoded as one text.
+# The file's JSON (keys, quotes, escapes) is encoded too: more tokens than its messages hold,
+# and still the faster pass, for one call reads it all (parsing the JSON and encoding each text
+# took 1.3 to 4x as long at 1M tokens).
+FILE_PASS = (
+    "import sys, tiktoken\n"
+    "enc = tiktoken.get_encoding(sys.argv[2])\n"
+    "with open(sys.argv[1], encoding='utf-8') as f:\n"
+    "    enc.encode_ordinary(f.read())\n"
+)
+
+
+def _process_pair(path: str, limit: int, work: str) -> dict[str, Any]:
+    """`ctxkit compact FILE --limit L -o OUT` and one tiktoken pass over FILE (`FILE_PASS`),
+    each a fresh process: CPU and wall seconds, best of REPEATS interleaved runs after one of
+    each to warm the page cache. Each compaction writes a new output and archive in `work`."""
+    from ctxkit.bench.processes import run_timed
+    from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, OFFLINE_ENCODINGS
+
+    env = {**os.environ, "CTXKIT_CACHE_DIR": os.path.join(work, "cache")}
+    encoding = OFFLINE_ENCODINGS.get(DEFAULT_TOKENIZER, DEFAULT_TOKENIZER)
+    tiktoken_cmd = [sys.executable, "-c", FILE_PASS, path, encoding]
+    runs: dict[str, list[tuple[float, float]]] = {"compact": [], "tiktoken": []}
+    for i in range(REPEATS + 1):
+        out = os.path.join(work, f"out-{i}.jsonl")
+        compact_cmd = [sys.executable, "-m", "ctxkit", "compact", path, "--limit", str(limit), "-o", out]
+        c, t = run_timed(compact_cmd, env), run_timed(tiktoken_cmd, env)
+        if i:  # the first of each warmed the page cache
+            runs["compact"].append(c)
+            runs["tiktoken"].append(t)
+    best = {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in runs.items()}
+    return {
+        "process_compact_s": round(best["compact"][0], 4),
+        "process_compact_cpu_s": round(best["compact"][1], 4),
+        "process_tiktoken_s": round(best["tiktoken"][0], 4),
+        "process_tiktoken_cpu_s": round(best["tiktoken"][1], 4),
+        "process_over_tiktoken_cpu": round(best["compact"][1] / best["tiktoken"][1], 2),
+        "file_bytes": os.path.getsize(path),
+    }
 
 
 def _axes(opts: BenchOptions) -> list[tuple[str, tuple[int, ...], bool]]:
@@ -254,10 +311,18 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         rows = []
         for size in sizes:
             say(f"scale: {scenario} {size:,} {axis}")
-            try:
-                rows.append(_scale_subprocess(scenario, size, light, opts.realdata))
-            except CtxkitError as exc:
-                res.skipped.append(str(exc))
+            # from 10k tokens on, the same input as a file, for the whole processes
+            files = axis == "tokens" and size >= 10_000
+            with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as work:
+                path = os.path.join(work, "input.jsonl") if files else None
+                try:
+                    row = _scale_subprocess(scenario, size, light, opts.realdata, path)
+                    if path is not None:
+                        say(f"scale: {scenario} {size:,} {axis}, whole processes")
+                        row.update(_process_pair(path, row["limit"], work))
+                    rows.append(row)
+                except (CtxkitError, RuntimeError) as exc:
+                    res.skipped.append(str(exc))
         res.rows.extend(rows)
         # Fixed costs dominate the smallest size; the slope is taken from 10k up when it can be.
         key_x = "units" if axis == "messages" else "tokens"
@@ -295,6 +360,20 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                     f"+{r['compact_peak_rss_delta_mb']} MB",
                 )
             )
+            if r.get("process_over_tiktoken_cpu") is not None:
+                res.figures.append(
+                    Figure(
+                        f"{scenario}: `ctxkit compact` of the file at {at} / one tiktoken pass "
+                        "over the same file, whole processes (CPU)",
+                        r["process_over_tiktoken_cpu"],
+                        "x",
+                        PASS_TARGET,
+                        note=f"{r['process_compact_cpu_s']:.3g} s CPU against "
+                        f"{r['process_tiktoken_cpu_s']:.3g} s for {r['file_bytes']:,} bytes "
+                        f"(best of {REPEATS}); wall {r['process_compact_s']:.3g} s against "
+                        f"{r['process_tiktoken_s']:.3g} s",
+                    )
+                )
         slope = next(
             (
                 x["slope"]
@@ -341,14 +420,15 @@ def tables(s: SuiteResult) -> list[Table]:
         return []
     head = (
         "scenario", "tokens", "units", "tiktoken pass CPU s", "count s", "compact s",
-        "compact CPU s", "x pass (CPU)", "peak RSS +MB", "heap MB", "strategies",
+        "compact CPU s", "x pass (CPU)", "processes x (CPU)", "peak RSS +MB", "heap MB",
+        "strategies",
     )
     keys = (
         "scenario", "tokens", "units", "tiktoken_pass_cpu_s", "count_s", "compact_s",
-        "compact_cpu_s", "compact_over_tiktoken_cpu", "compact_peak_rss_delta_mb",
-        "compact_heap_peak_mb", "strategies",
+        "compact_cpu_s", "compact_over_tiktoken_cpu", "process_over_tiktoken_cpu",
+        "compact_peak_rss_delta_mb", "compact_heap_peak_mb", "strategies",
     )
-    out: list[Table] = [(None, head, [tuple(r[k] for k in keys) for r in s.rows])]
+    out: list[Table] = [(None, head, [tuple(r.get(k) for k in keys) for r in s.rows])]
     if s.summary:
         slopes: list[Sequence[Any]] = [
             (x["scenario"], x["measure"], x["slope"], x["span"]) for x in s.summary
