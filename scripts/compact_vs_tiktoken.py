@@ -8,6 +8,13 @@ compacted to 1/share of its own tokens with default settings and an in-memory ar
 3). The ratio of the two is printed per transcript, then the median. `--checkout DIR` runs the
 code of another work tree of ctxkit (`git worktree add /tmp/old <commit>`) instead of this one:
 two runs, one per tree, compare code before and after a change on the same transcripts.
+
+`--processes` times whole processes instead, as issue 23 measured (and `ctxkit bench --suite
+scale` from 10k tokens): `ctxkit compact FILE --limit L -o OUT` against one tiktoken pass over
+the same file (`bench.suites.scale._process_pair`), per real log of one transcript; L is the
+log's unlogged region (what its recorded usage says it never shows) plus 1/share of what it holds.
+A log's file holds more than its messages (ids, timestamps, usage, tool results twice in some
+formats), all of which the tiktoken pass encodes: the ratio is per file as users hand it over.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ def main() -> None:
     ap.add_argument("files", nargs="*")
     ap.add_argument("--share", type=int, default=3, help="budget: 1/share of each transcript")
     ap.add_argument("--checkout", help="run the ctxkit of this work tree instead")
+    ap.add_argument("--processes", action="store_true", help="whole processes over the files")
     args = ap.parse_args()
     if args.checkout:
         # the editable install's finder would import this tree's package: leave it out
@@ -53,6 +61,9 @@ def main() -> None:
     files = args.files or sorted(
         f for f in glob.glob(str(REALDATA / "*" / "*")) if not f.endswith(("README.md", "SOURCES.json"))
     )
+    if args.processes:
+        processes(files, args.share)
+        return
     ratios: list[float] = []
     for path in files:
         try:
@@ -89,6 +100,48 @@ def main() -> None:
             print(f"{Path(path).name[:50]:50} {n:>8} {ratio:6.1f}")
     if ratios:
         print(f"median ratio {statistics.median(ratios):.1f} over {len(ratios)} transcripts")
+
+
+def processes(files: list[str], share: int) -> None:
+    """`--processes`: per log of one transcript and at least 3,000 tokens, the whole-process
+    ratio, then the median."""
+    import tempfile
+
+    from ctxkit.bench.suites.scale import _process_pair
+    from ctxkit.counting import measure
+    from ctxkit.errors import CtxkitError
+    from ctxkit.formats import read_path
+    from ctxkit.tokens import get_tokenizer
+
+    ratios: list[float] = []
+    for path in files:
+        try:
+            found = list(read_path(path))
+        except CtxkitError:
+            continue
+        if len(found) != 1:
+            continue
+        m = measure(found[0], get_tokenizer())
+        held = m.total - m.unlogged
+        if held < 3000:
+            continue
+        limit = m.unlogged + held // share
+        with tempfile.TemporaryDirectory(prefix="ctxkit-vs-tiktoken-") as work:
+            try:
+                got = _process_pair(path, limit, work)
+            except RuntimeError as exc:
+                print(f"skip {Path(path).name[:50]}: {str(exc).splitlines()[0][-100:]}", file=sys.stderr)
+                continue
+        ratio = got["process_over_tiktoken_cpu"]
+        ratios.append(ratio)
+        print(
+            f"{Path(path).parent.name[:14]:14} {Path(path).name[:40]:40} {held:>8} tokens "
+            f"{got['file_bytes']:>10,} bytes  {got['process_compact_cpu_s']:.3f} s / "
+            f"{got['process_tiktoken_cpu_s']:.3f} s = {ratio:.2f}x",
+            flush=True,
+        )
+    if ratios:
+        print(f"median {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x over {len(ratios)} logs")
 
 
 if __name__ == "__main__":
