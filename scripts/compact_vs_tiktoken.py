@@ -25,7 +25,9 @@ import glob
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
 
@@ -46,7 +48,6 @@ def main() -> None:
     from ctxkit.bench.harness import raw_encoding
     from ctxkit.compaction import CompactSettings, compact
     from ctxkit.errors import CtxkitError
-    from ctxkit.formats import read_path
     from ctxkit.tokens import clear_caches, count_transcript, get_tokenizer
 
     def settings(limit: int) -> CompactSettings:
@@ -65,13 +66,7 @@ def main() -> None:
         processes(files, args.share)
         return
     ratios: list[float] = []
-    for path in files:
-        try:
-            found = list(read_path(path))
-        except CtxkitError:
-            continue
-        if len(found) > 3:
-            continue
+    for path, found in readable(files, at_most=3):
         for t in found:
             n = count_transcript(t, get_tokenizer()).total
             if n < 3000:
@@ -102,6 +97,20 @@ def main() -> None:
         print(f"median ratio {statistics.median(ratios):.1f} over {len(ratios)} transcripts")
 
 
+def readable(files: list[str], at_most: int) -> Iterator[tuple[str, list[Any]]]:
+    """(path, its transcripts) of each file ctxkit reads that holds 1 to `at_most` of them."""
+    from ctxkit.errors import CtxkitError
+    from ctxkit.formats import read_path
+
+    for path in files:
+        try:
+            found = list(read_path(path))
+        except CtxkitError:
+            continue
+        if 1 <= len(found) <= at_most:
+            yield path, found
+
+
 def processes(files: list[str], share: int) -> None:
     """`--processes`: per log of one transcript and at least 3,000 tokens, the whole-process
     ratio, then the median."""
@@ -109,18 +118,10 @@ def processes(files: list[str], share: int) -> None:
 
     from ctxkit.bench.suites.scale import _process_pair
     from ctxkit.counting import measure
-    from ctxkit.errors import CtxkitError
-    from ctxkit.formats import read_path
     from ctxkit.tokens import get_tokenizer
 
     ratios: list[float] = []
-    for path in files:
-        try:
-            found = list(read_path(path))
-        except CtxkitError:
-            continue
-        if len(found) != 1:
-            continue
+    for path, found in readable(files, at_most=1):
         m = measure(found[0], get_tokenizer())
         held = m.total - m.unlogged
         if held < 3000:
