@@ -317,12 +317,16 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 path = os.path.join(work, "input.jsonl") if files else None
                 try:
                     row = _scale_subprocess(scenario, size, light, opts.realdata, path)
-                    if path is not None:
-                        say(f"scale: {scenario} {size:,} {axis}, whole processes")
-                        row.update(_process_pair(path, row["limit"], work))
-                    rows.append(row)
-                except (CtxkitError, RuntimeError) as exc:
+                except CtxkitError as exc:
                     res.skipped.append(str(exc))
+                    continue
+                rows.append(row)
+                if path is not None:
+                    say(f"scale: {scenario} {size:,} {axis}, whole processes")
+                    try:
+                        row.update(_process_pair(path, row["limit"], work))
+                    except RuntimeError as exc:  # the in-process figures stand without it
+                        res.skipped.append(f"scale: {scenario} {size:,} as a file: {exc}")
         res.rows.extend(rows)
         # Fixed costs dominate the smallest size; the slope is taken from 10k up when it can be.
         key_x = "units" if axis == "messages" else "tokens"
