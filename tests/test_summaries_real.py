@@ -259,3 +259,35 @@ def test_a_fresh_start_keeps_the_last_reply_cut_rather_than_none_of_it(realdata:
     assert kept.content.startswith(last.content[:40])
     ref = kept.meta["ref"]
     assert ref in kept.content and archive.get(ref).content == last.content
+
+
+def test_the_minimal_fresh_start_names_the_current_work(realdata: Path, tmp_path: Path) -> None:
+    """A Claude Code session whose last answer lists what was built (TodoList, useTodos,
+    filteredTodos...) at a sixth of its tokens: the fresh start falls to its minimal form (the
+    last request and a handover), whose handover had no check section, so 19 of the 22 names of
+    the current work were nowhere in the context. It now adds the names line the fuller
+    handover and summarize_old add."""
+    from ctxkit.strategies.summarize_old import NAMES
+
+    t = _read(realdata, "claude-code/d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2"
+                        "__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl")
+    out, _ = _compact(t, 6, tmp_path)
+    handover = next(u for u in out.units if u.id == "ctxkit-handover")
+    line = next(x for x in handover.content.splitlines() if x.startswith(NAMES))
+    for name in ("TodoList", "useTodos", "useReducer", "filteredTodos", "toggleTodo"):
+        assert name in line
+    assert out.units[-1].content == "Thanks! Please update CLAUDE.md for current changes"
+
+
+def test_the_minimal_fresh_start_leaves_its_check_out_rather_than_not_fit(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """A tau-bench chat at a sixth of its tokens leaves about 200 tokens beside its system
+    prompt: a names line (a check section takes at least 40 tokens) kept even the smallest
+    handover from fitting, and the run fell to a bare truncation that lost the user's first
+    request. The minimal form then leaves the names out."""
+    t = _read(realdata, "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json")
+    out, _ = _compact(t, 6, tmp_path)
+    first = next(u for u in t.units if u.role == "user")
+    assert [u.content for u in out.units if u.id == first.id] == [first.content]
+    assert any(u.id == "ctxkit-handover" for u in out.units)

@@ -434,7 +434,6 @@ def _minimal(
     last action (`action`, kept whole) after the request when it came after it, else before."""
     from ctxkit.summarizers.extractive import handover
 
-    tok = state.ctx.tokenizer
     skip = {last_i, first_i if lead else None}
     kept_ids = {u.id for u in action}
     body = [
@@ -446,41 +445,56 @@ def _minimal(
         return State(units=tuple(kept), target=state.target, ctx=state.ctx, in_recovery=True)
     refs = [archive_unit(state, u) for u in body]
     p1 = [u for u in body if u.is_p1]
-    # The handover gets what the system prompt and the last request leave, up to its own size;
-    # the summarizer's length is approximate, so shrink it until the whole fits.
-    size = max(16, min(options.handover_tokens, room))
-    candidate = state
-    head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
-    for _ in range(6):
-        # the real last request follows the handover: the handover must not quote another
-        body_text = handover(
-            body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
-        ).strip()
-        if not body_text:
-            head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
-        text = f"{head}\n{body_text}" if body_text else head
-        summary = Unit(
-            id="ctxkit-handover",
-            role="user",
-            type="summary",
-            content=text,
-            meta={"refs": refs, "strategy": "fresh_start"},
-        )
-        if request is not None and last_i == first_i:
-            units = [*system, request, summary]  # the only request: the task, then the handover
-        else:
-            units = [*system, *lead, summary, *([request] if request is not None else [])]
-        if action:
-            position = {u.id: k for k, u in enumerate(original)}
-            after = last_i is None or position.get(action[0].id, 0) > last_i
-            at = len(units) if after or request is None else len(units) - 1
-            units[at:at] = list(action)
-        candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
-        over = candidate.tokens() - state.target
-        if over <= 0 or size <= 16:
-            break
-        size = max(16, size - over - 8)
-    return candidate
+    tok = state.ctx.tokenizer
+    # The names of the current work that neither the handover nor what stays beside it says
+    # are added on a line of their own, as the fuller handover and summarize_old add theirs;
+    # left out when even the smallest handover with them does not fit. Not the handed-over
+    # facts: the handover's own sections hold its files and failures first, and a check's
+    # share of this small room would shrink them to re-add a few.
+    rest = [*system, *lead, *([request] if request is not None else []), *action]
+    names = current_names(state, rest)
+
+    def shrunk(checked: bool) -> State:
+        # The handover gets what the system prompt and the last request leave, up to its own
+        # size; the summarizer's length is approximate, so shrink it until the whole fits.
+        size = max(16, min(options.handover_tokens, room))
+        candidate = state
+        head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
+        for _ in range(6):
+            # the real last request follows the handover: the handover must not quote another
+            body_text = handover(
+                body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+            ).strip()
+            if body_text and checked:
+                body_text = with_missing_facts(body_text, "", (), rest, size, state, names=names)
+            if not body_text:
+                head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
+            text = f"{head}\n{body_text}" if body_text else head
+            summary = Unit(
+                id="ctxkit-handover",
+                role="user",
+                type="summary",
+                content=text,
+                meta={"refs": refs, "strategy": "fresh_start"},
+            )
+            if request is not None and last_i == first_i:
+                units = [*system, request, summary]  # the only request: the task, then the handover
+            else:
+                units = [*system, *lead, summary, *([request] if request is not None else [])]
+            if action:
+                position = {u.id: k for k, u in enumerate(original)}
+                after = last_i is None or position.get(action[0].id, 0) > last_i
+                at = len(units) if after or request is None else len(units) - 1
+                units[at:at] = list(action)
+            candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+            over = candidate.tokens() - state.target
+            if over <= 0 or size <= 16:
+                break
+            size = max(16, size - over - 8)
+        return candidate
+
+    candidate = shrunk(checked=bool(names))
+    return candidate if candidate.fits() or not names else shrunk(checked=False)
 
 
 def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:

@@ -296,6 +296,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
 
 
 CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
+CHECK_MIN_TOKENS = 40  # and at least this much, whatever the length
 NAMES = "- names in the current work: "  # the check's one line of names (`current_names`)
 
 
@@ -369,7 +370,7 @@ def with_missing_facts(
     rank = {"error": 0, "todo": 1, "identifier": 2}
     missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 3))
     tok = state.ctx.tokenizer
-    room = max(40, length // CHECK_SHARE, spare)
+    room = max(CHECK_MIN_TOKENS, length // CHECK_SHARE, spare)
     lines: list[str] = []
     used = tok.count(f"## {CHECK_TITLE}\n")
     named: list[str] = []  # the names line, as far as it has gone
