@@ -231,13 +231,7 @@ def _with_handover(
         # checked against the dropped messages' own facts, as summarize_old checks its summary
         text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state, names=names)
         text = "\n".join(p for p in (head, text, quotes) if p)
-        summary = Unit(
-            id="ctxkit-handover",
-            role="user",
-            type="summary",
-            content=text,
-            meta={"refs": refs, "strategy": "fresh_start"},
-        )
+        summary = _handover_unit(text, refs)
         candidate = State(
             units=(*system, summary, *tail), target=state.target, ctx=state.ctx, in_recovery=True
         )
@@ -249,6 +243,17 @@ def _with_handover(
             continue
         size -= over + 8
     return None
+
+
+def _handover_unit(text: str, refs: list[str]) -> Unit:
+    """The fresh start's handover: one summary unit carrying the refs of what it stands for."""
+    return Unit(
+        id="ctxkit-handover",
+        role="user",
+        type="summary",
+        content=text,
+        meta={"refs": refs, "strategy": "fresh_start"},
+    )
 
 
 def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit]) -> list[Unit]:
@@ -470,13 +475,7 @@ def _minimal(
             if not body_text:
                 head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
             text = f"{head}\n{body_text}" if body_text else head
-            summary = Unit(
-                id="ctxkit-handover",
-                role="user",
-                type="summary",
-                content=text,
-                meta={"refs": refs, "strategy": "fresh_start"},
-            )
+            summary = _handover_unit(text, refs)
             if request is not None and last_i == first_i:
                 units = [*system, request, summary]  # the only request: the task, then the handover
             else:
