@@ -291,3 +291,25 @@ def test_the_minimal_fresh_start_leaves_its_check_out_rather_than_not_fit(
     first = next(u for u in t.units if u.role == "user")
     assert [u.content for u in out.units if u.id == first.id] == [first.content]
     assert any(u.id == "ctxkit-handover" for u in out.units)
+
+
+def test_a_message_sent_again_is_quoted_once(realdata: Path, tmp_path: Path) -> None:
+    """An aider user re-sends the same request after each `/clear` and types `/undo` five
+    times: the summary's verbatim section quoted each copy, and at a tenth of the chat's tokens
+    the copies crowded out 8 of its 22 messages. A message sent again is quoted once, where it
+    was last sent, with how often; all but one of them are then in the context."""
+    from ctxkit.strategies.summarize_old import verbatim_section
+
+    assert verbatim_section(["/undo", "fix it", "/undo"]).splitlines()[1:] == [
+        "- fix it",
+        "- /undo (2 times)",
+    ]
+    from ctxkit.fidelity import probes as P
+
+    t = _read(realdata, "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md")
+    out, _ = _compact(t, 10, tmp_path)
+    summary = next(u for u in out.units if u.type == "summary").content
+    quoted = summary[summary.index("## All user messages"):].splitlines()[1:]
+    assert len(quoted) == len(set(quoted)) and "- /undo (3 times)" in quoted
+    lost = [p for p in P.score(P.extract(t), out).lost if p.category == "intent"]
+    assert len(lost) <= 1  # 8 of 22 before; the one left is an older `/add` of two files

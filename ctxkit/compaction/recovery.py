@@ -208,7 +208,7 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarizers.extractive import handover, newest_within
+    from ctxkit.summarizers.extractive import distinct_sizes, handover, newest_within
 
     tok = state.ctx.tokenizer
     refs = [archive_unit(state, u) for u in dropped]
@@ -220,7 +220,7 @@ def _with_handover(
     quoted = _quoted(state, original, dropped)
     # the user's own words are quoted newest first within half the room; the handover's
     # sections share the rest (the room is the goal less the system prompt and the tail)
-    sizes = [tok.count(u.content) + 3 for u in quoted]
+    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
     names = current_names(state, [*system, *tail])  # as summarize_old checks its summary
     while size >= 16:

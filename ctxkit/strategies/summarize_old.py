@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -124,7 +125,15 @@ def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     if not requests:
         return ""
     texts = [r if isinstance(r, str) else r.content for r in requests]
-    body = "\n".join(f"- {text}" for text in texts)
+    # a message sent again is quoted once, where it was last sent, with how often it was sent
+    # (an aider user's `/undo` five times, a request repeated after each `/clear`)
+    times = Counter(text.strip() for text in texts)
+    lines: list[str] = []
+    for text in reversed(texts):
+        n = times.pop(text.strip(), 0)
+        if n:
+            lines.append(f"- {text.rstrip()} ({n} times)" if n > 1 else f"- {text}")
+    body = "\n".join(reversed(lines))
     return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first)\n{body}"
 
 
@@ -135,7 +144,7 @@ def _quoted(
     those an earlier summary in the span quoted, as far as the user-message budget holds them
     counting newest first over every user message of the conversation (`newest_within`)."""
     from ctxkit.structure import own_request_indices
-    from ctxkit.summarizers.extractive import newest_within, user_message_budget
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within, user_message_budget
 
     def requests(indices: Sequence[int]) -> list[tuple[str, str]]:
         return [(units[i].id, units[i].content) for i in indices]
@@ -150,7 +159,9 @@ def _quoted(
     later = requests([i for i in asked[at:] if i not in gone_set])
     sequence = [*earlier, *carried, *span, *later]
     tok = state.ctx.tokenizer
-    chosen = set(newest_within([tok.count(text) for _, text in sequence], user_message_budget(state.target)))
+    texts = [text for _, text in sequence]
+    sizes = distinct_sizes(texts, [tok.count(text) for text in texts])
+    chosen = set(newest_within(sizes, user_message_budget(state.target)))
     lo = len(earlier)
     return [sequence[k] for k in range(lo, lo + len(carried) + len(span)) if k in chosen]
 

@@ -70,6 +70,23 @@ def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
     return out[::-1]
 
 
+def distinct_sizes(texts: Sequence[str], sizes: Sequence[int]) -> list[int]:
+    """`sizes` with 0 for a text sent again later: a quote of the user's messages gives a
+    message once, where it was last sent (`verbatim_section`), so only that one takes room.
+
+    >>> distinct_sizes(["/undo", "fix it", "/undo"], [2, 3, 2])
+    [0, 3, 2]
+    """
+    seen: set[str] = set()
+    out = list(sizes)
+    for k in range(len(texts) - 1, -1, -1):
+        key = texts[k].strip()
+        if key in seen:
+            out[k] = 0
+        seen.add(key)
+    return out
+
+
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
 GROUP_ARGS_CHARS = 48
