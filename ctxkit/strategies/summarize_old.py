@@ -385,21 +385,23 @@ def with_missing_facts(
     lines: list[str] = []
     used = tok.count(f"## {CHECK_TITLE}\n")
     named: list[str] = []  # the names line, as far as it has gone
+    named_cost = 0  # its tokens so far
     keys = [p.key for p in missing if p.category == "identifier"]
     for p in missing:
         if p.category == "identifier":
             if not worth_naming(p.key, keys):
                 continue
             line = NAMES + ", ".join([*named, p.key])
-            n = tok.count(line + "\n") - (tok.count(NAMES + ", ".join(named) + "\n") if named else 0)
-            if used + n > room:
+            cost = tok.count(line + "\n")
+            if used + cost - named_cost > room:
                 break
             if named:
                 lines[-1] = line
             else:
                 lines.append(line)
             named.append(p.key)
-            used += n
+            used += cost - named_cost
+            named_cost = cost
             continue
         what = {"artifact": f"{p.key} ({p.detail})", "error": f"error: {p.key}", "todo": f"todo: {p.key}"}
         line = f"- {what.get(p.category, p.key)}"
