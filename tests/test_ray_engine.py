@@ -293,6 +293,24 @@ def test_workers_import_this_ctxkit(ray_session: Any) -> None:
 
 
 @pytest.mark.slow
+def test_a_local_ray_starts_without_idle_daemons(ray_session: Any) -> None:
+    """The local Ray of a run has no autoscaler monitor and no log monitor (each ~0.5 s of CPU
+    at start-up; the monitor held every shutdown for a second), and ray.init's Node is itself
+    again afterwards."""
+    from ray._private import node, worker
+
+    from ctxkit.engines.ray import _without_idle_daemons
+
+    started = set(worker._global_node.all_processes)
+    assert {"raylet", "gcs_server"} <= started
+    assert not started & {"monitor", "log_monitor"}
+    init = node.Node.__init__
+    with _without_idle_daemons():
+        assert node.Node.__init__ is not init
+    assert node.Node.__init__ is init
+
+
+@pytest.mark.slow
 def test_count_on_ray_is_count(ray_session: Any, mixed: Path) -> None:
     local = run("count", str(mixed), "--format", "jsonl")
     distributed = run("count", str(mixed), "--format", "jsonl", "--engine", "ray", "--shard-mb", SHARD_MB)

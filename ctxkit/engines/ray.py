@@ -10,8 +10,9 @@ renamed into place (the archive first), so a task that Ray retries after its wor
 leaves one copy.
 
 Without an address a local Ray starts with this machine's usable CPUs, its files under
-$TMPDIR, no dashboard, quiet logs, and nothing written to $HOME. Ray is the `ctxkit[ray]`
-extra; nothing imports it before a run asks for it.
+$TMPDIR, no dashboard, no autoscaler or log monitor (`_without_idle_daemons`), quiet logs, and
+nothing written to $HOME. Ray is the `ctxkit[ray]` extra; nothing imports it before a run asks
+for it.
 
 People with a Ray Data pipeline of their own use the callable class:
 
@@ -163,19 +164,58 @@ def ray_session(opts: RayOptions = RayOptions()) -> Iterator[Any]:
     temp = opts.temp_dir or tempfile.mkdtemp(prefix="ctxray-")
     _local_env(temp)
     try:
-        ray.init(
-            num_cpus=opts.num_cpus or usable_cpus(),
-            include_dashboard=False,
-            _temp_dir=temp,
-            object_store_memory=opts.object_store_mb * 2**20 if opts.object_store_mb else None,
-            **quiet,
-        )
+        with _without_idle_daemons():
+            ray.init(
+                num_cpus=opts.num_cpus or usable_cpus(),
+                include_dashboard=False,
+                _temp_dir=temp,
+                object_store_memory=opts.object_store_mb * 2**20 if opts.object_store_mb else None,
+                **quiet,
+            )
         yield ray
     finally:
         if ray.is_initialized():
             ray.shutdown()
         if opts.temp_dir is None:
             shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextmanager
+def _without_idle_daemons() -> Iterator[None]:
+    """While `ray.init` starts a local Ray: its head without the autoscaler monitor and the log
+    monitor, as `ray start --head --no-monitor --include-log-monitor=False` starts one (ray.init
+    has no such options). A local Ray that lives for one run has no nodes to add or remove, and
+    its workers' logs are not sent to the driver (`log_to_driver=False`): neither daemon has
+    work. Each is a Python process that takes ~0.4-0.6 s of CPU to start, beside the run on
+    the same cores, and the monitor holds every shutdown for the full second Ray gives it to
+    exit (on SIGTERM it reports its end to the GCS, which is already gone). A Ray whose
+    RayParams lacks either field starts as ray.init starts it."""
+    import inspect
+
+    try:
+        from ray._private.node import Node
+        from ray._private.parameter import RayParams
+
+        fields = inspect.signature(RayParams.__init__).parameters
+        start = Node.__init__
+    except (ImportError, AttributeError, TypeError, ValueError):
+        yield
+        return
+    if "no_monitor" not in fields or "include_log_monitor" not in fields:
+        yield
+        return
+
+    def lean(node: Any, ray_params: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("head", args[0] if args else False):
+            ray_params.no_monitor = True
+            ray_params.include_log_monitor = False
+        start(node, ray_params, *args, **kwargs)
+
+    Node.__init__ = lean  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Node.__init__ = start  # type: ignore[method-assign]
 
 
 CONNECT_SECONDS = 10.0  # a cluster's head that does not answer in this long is not there
