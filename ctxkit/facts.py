@@ -509,13 +509,24 @@ class Call:
 def calls(units: Sequence[Unit]) -> list[Call]:
     """Every action in `units`, in order, with the outcome of its result when it is there.
 
-    SWE-agent's `edit N:M` is credited to the file the previous output said was open.
+    SWE-agent's `edit N:M` is credited to the file the previous output said was open. A result
+    goes to the latest call of its id before it, as `structure` pairs them: ids are not always
+    unique (tau-bench's gpt-4o logs use a call's id again turns later), and the first result of
+    an id would give a later call an earlier call's outcome.
     """
     read = [unit_facts(u) for u in units]  # each unit's facts looked up once
-    results: dict[str, Outcome] = {}
-    for u, f in zip(units, read, strict=True):
-        if u.tool_call_id is not None and f.outcome is not None:
-            results.setdefault(u.tool_call_id, f.outcome)
+    results: dict[tuple[int, str], Outcome] = {}  # (call's unit, id) -> its result's outcome
+    early: dict[str, Outcome] = {}  # a result before any call of its id (out of order)
+    latest: dict[str, int] = {}  # id -> the unit of its latest call so far
+    for i, (u, f) in enumerate(zip(units, read, strict=True)):
+        cid = u.tool_call_id
+        if cid is not None and f.outcome is not None:
+            if cid in latest:
+                results.setdefault((latest[cid], cid), f.outcome)  # a second result: the first stays
+            else:
+                early.setdefault(cid, f.outcome)
+        for call in f.calls:
+            latest[call[0]] = i
     out: list[Call] = []
     open_file: str | None = None
     for i, u in enumerate(units):
@@ -523,7 +534,7 @@ def calls(units: Sequence[Unit]) -> list[Call]:
         if f.open_file:
             open_file = f.open_file
         for cid, name, args, paths in f.calls:
-            out.append(Call(i, name, args, paths, results.get(cid)))
+            out.append(Call(i, name, args, paths, results.get((i, cid)) or early.get(cid)))
         if f.action is not None and acted(units, i):
             result = read[i + 1].outcome or outcome(units[i + 1])
             paths = f.action_paths

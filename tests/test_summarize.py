@@ -192,6 +192,34 @@ def test_handover_names_p1_and_ends_with_the_last_request() -> None:
     assert "u1 (message): The CSV export" in named and "p1 (message)" not in named
 
 
+def test_a_reused_call_id_gets_its_own_result() -> None:
+    """tau-bench's gpt-4o logs use a call id again turns later: each call's outcome is the result
+    after it, not the first result of that id (the summary's last action said the first
+    search's flights for the last search, which found none)."""
+    from ctxkit import facts as F
+
+    def call(uid: str, where: str) -> Unit:
+        args = json.dumps({"origin": where})
+        return Unit(uid, "assistant", tool_calls=[ToolCall("call_1", "search_flights", args)])
+
+    units = [
+        Unit("u0", "user", content="Find me flights."),
+        call("a1", "MSP"),
+        Unit("r1", "tool", tool_call_id="call_1", content="HAT141 MSP to EWR, 14:00"),
+        call("a2", "ORD"),
+        Unit("r2", "tool", tool_call_id="call_1", content="no flights on that day"),
+    ]
+    found = F.calls(units)
+    assert [(c.args, c.outcome.news if c.outcome else None) for c in found] == [
+        ("origin=MSP", "HAT141 MSP to EWR, 14:00"),
+        ("origin=ORD", "no flights on that day"),
+    ]
+    assert "search_flights(origin=ORD) -> ok: no flights on that day" in summarize_extractive(units, 300, tok=TOK)
+    # a result before any call of its id (out of order) still goes to that call
+    early = [units[0], units[2], units[1]]
+    assert F.calls(early)[0].outcome is not None
+
+
 # ------------------------------------------------------------------------------------------
 # measured on real transcripts against "first N sentences"
 
