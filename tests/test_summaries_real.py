@@ -313,3 +313,39 @@ def test_a_message_sent_again_is_quoted_once(realdata: Path, tmp_path: Path) -> 
     assert len(quoted) == len(set(quoted)) and "- /undo (3 times)" in quoted
     lost = [p for p in P.score(P.extract(t), out).lost if p.category == "intent"]
     assert len(lost) <= 1  # 8 of 22 before; the one left is an older `/add` of two files
+
+
+def test_a_tiny_room_goes_to_the_work_not_to_the_opening_line(realdata: Path, tmp_path: Path) -> None:
+    """A tau-bench chat at a sixth of its tokens leaves about 100 tokens for the handover. Its
+    opening line (three refs, 65 tokens) took two thirds of them, and the rest held one stray
+    decision: none of the four reservations the last turns worked through was named. In a room
+    the usual line would take a third of, the line is the short one (one ref, the counts a later
+    compaction reads back), and the room goes to the work."""
+    from ctxkit.strategies.summarize_old import covered, preamble
+
+    t = _read(realdata, "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json")
+    out, archive = _compact(t, 6, tmp_path)
+    handover = next(u for u in out.units if u.id == "ctxkit-handover")
+    assert handover.content.startswith("[Compacted: 59 earlier messages (7,588 tokens)")
+    assert TOK.count(handover.content.splitlines()[0]) < 40
+    context = "\n".join(u.content for u in out.units)
+    for reservation in ("NM1VX1", "KC18K6", "H8Q05L", "WUNA5K"):
+        assert reservation in context
+    short = preamble(59, 7588, ["ref-1", "ref-2"], short=True)
+    assert covered(Unit("s", "assistant", type="summary", content=short), 30) == (59, 7588)
+    assert "ref-1 and 1 more" in short
+
+
+def test_a_small_handover_names_the_file_fixed_before_the_scratch_script(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """A SWE-agent run at a sixth of its tokens: the handover's files section had room for one
+    line, and took reproduce.py (created, edited, deleted, ran), a scratch script gone by the
+    end, over src/marshmallow/fields.py (edited), the fix itself. Files still there come first.
+    With nothing recent after it, the handover also says the last action and what came back."""
+    t = _read(realdata, "swe-agent/princeton-nlp__SWE-agent__replay__marshmallow-code__marshmallow-1867__"
+                        "default__t-0.20___marshmallow-code__marshmallow-1867.traj")
+    out, _ = _compact(t, 6, tmp_path)
+    handover = next(u for u in out.units if u.id == "ctxkit-handover").content
+    assert "/src/marshmallow/fields.py (edited)" in _section(handover, "Files and code")
+    assert "then: $ rm reproduce.py -> ok" in _section(handover, "Current work")

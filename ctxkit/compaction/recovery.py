@@ -464,16 +464,22 @@ def _minimal(
         # size; the summarizer's length is approximate, so shrink it until the whole fits.
         size = max(16, min(options.handover_tokens, room))
         candidate = state
-        head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs)
+        body_tokens = sum(state.with_units(body).units_tokens())
+        head = preamble(len(body), body_tokens, refs)
+        # in a room that the usual opening line would take a third of, the short one
+        short = 3 * tok.count(head) > room
+        if short:
+            head = preamble(len(body), body_tokens, refs, short=True)
         for _ in range(6):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
-                body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+                body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False,
+                current_first=not action,
             ).strip()
             if body_text and checked:
                 body_text = with_missing_facts(body_text, "", (), rest, size, state, names=names)
             if not body_text:
-                head = preamble(len(body), sum(state.with_units(body).units_tokens()), refs, summarized=False)
+                head = preamble(len(body), body_tokens, refs, summarized=False, short=short)
             text = f"{head}\n{body_text}" if body_text else head
             summary = _handover_unit(text, refs)
             if request is not None and last_i == first_i:

@@ -88,11 +88,17 @@ def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int
     return by_block if block_covered > turn_covered else by_turn
 
 
-def preamble(n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bool = True) -> str:
+def preamble(
+    n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bool = True, short: bool = False
+) -> str:
     """The line that opens a summary: what this is, for a model reading the context cold
-    (`summarized` False: nothing follows it, the messages are only archived)."""
+    (`summarized` False: nothing follows it, the messages are only archived). `short`: the same
+    in half the tokens, one ref named (the rest in the unit's meta), for a room where every
+    token the line takes is one the summary loses."""
     what = "message" if n_units == 1 else "messages"
     how = "are summarized below and archived" if summarized else "are archived"
+    if short:
+        return f"[Compacted: {n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as {fmt_refs(list(refs), limit=1)}.]"
     return (
         f"[This session continues from earlier work that was compacted to fit the context: "
         f"{n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as "

@@ -409,13 +409,16 @@ def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None)
 LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
 
 
-def _current_work_section(items: list[str]) -> Section:
+def _current_work_section(items: list[str], action_first: bool = False) -> Section:
     """Current work, kept in this order when the budget is short: the assistant's last words,
     the last action (with its result), then the actions before it, newest first (taken in
-    order, the oldest `then:` line stayed and read as the last action)."""
+    order, the oldest `then:` line stayed and read as the last action). `action_first`: the
+    last action before the words."""
     then = [j for j, it in enumerate(items) if it.startswith("then: ")]
     prose = [j for j in range(len(items)) if j not in then]
-    return Section("Current work", items, first=2, preference=[*prose, *reversed(then)])
+    newest = list(reversed(then))
+    order = [*newest[:1], *prose, *newest[1:]] if action_first else [*prose, *newest]
+    return Section("Current work", items, first=2, preference=order)
 
 
 def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list[str]:
@@ -467,7 +470,9 @@ class Section:
 
 def _file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     """Changed files one per line with what was done (`path (created, ran)`), then the files only
-    read or used, several to a line; preference: changed first, newest last."""
+    read or used, several to a line; preference: changed first (those still there before those
+    deleted: a scratch script made, run and removed says less of the work than the file it
+    fixed), newest last."""
     changed = [p for p, a in actions.items() if a[0] not in ("read", "used", "ran")]
     ran = [p for p, a in actions.items() if a[0] == "ran"]
     seen = [p for p, a in actions.items() if a[0] in ("read", "used")]
@@ -475,7 +480,9 @@ def _file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     items += [f"{p} ({', '.join(actions[p])})" for p in ran]
     for k in range(0, len(seen), READ_PER_LINE):
         items.append("read: " + ", ".join(seen[k : k + READ_PER_LINE]))
-    return items, list(range(len(items)))
+    gone = [k for k, p in enumerate(changed) if "deleted" in actions[p]]
+    kept = [k for k in range(len(items)) if k not in gone]
+    return items, [*kept[: len(changed) - len(gone)], *gone, *kept[len(changed) - len(gone) :]]
 
 
 _FILE_ITEM = re.compile(r"^(?P<path>\S.*?) \((?P<actions>[a-z]+(?:, [a-z]+)*)\)$")
@@ -589,10 +596,12 @@ def _fit(
     tok: Tokenizer,
     fixed_tail: str = "",
     filler: Iterable[str] = (),
+    leading: Sequence[str] = (),
 ) -> str:
     """Take every item of the keep-all sections, then each section's first picks, then items
     round-robin across sections in preference order until the budget is spent, then filler
-    sentences; render each section's chosen items in their own order."""
+    sentences; render each section's chosen items in their own order. The sections titled in
+    `leading` take their first pick before the others take any (in that order)."""
     budget = target_tokens - (tok.count(fixed_tail) if fixed_tail else 0)
     used = 0
     chosen: list[set[int]] = [set() for _ in sections]
@@ -633,9 +642,14 @@ def _fit(
             starts[k] = min(s.first, len(orders[k]))
     # the first picks go one per section at a time: a tight budget holds the newest failure and
     # the next step beside the first files, not twelve files and nothing else
+    rank = {title: r for r, title in enumerate(leading)}
+    ahead = sorted((k for k, s in enumerate(sections) if s.title in rank), key=lambda k: rank[sections[k].title])
+    for k in ahead:
+        if not sections[k].keep_all and starts[k]:
+            take(k, orders[k][0])
     for depth in range(max((starts[k] for k, s in enumerate(sections) if not s.keep_all), default=0)):
         for k, s in enumerate(sections):
-            if not s.keep_all and depth < starts[k]:
+            if not s.keep_all and depth < starts[k] and not (depth == 0 and k in ahead):
                 take(k, orders[k][depth])
     # no item costs less than this: once less is left, nothing more is taken (a long span's
     # sections hold thousands of items, and the round robin went through them all)
@@ -678,8 +692,11 @@ def _newest_first(n: int) -> list[int]:
     return list(range(n - 1, -1, -1))
 
 
-def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Section]:
-    """The sections every summary shares: files, errors, actions, tasks, current work."""
+def _work_sections(
+    units: Sequence[Unit], requests: Sequence[Unit], action_first: bool = False
+) -> list[Section]:
+    """The sections every summary shares: files, errors, actions, tasks, current work (with
+    `action_first`, its last action before the assistant's last words)."""
     actions = F.calls(units)
     file_items, file_pref = _file_items(F.files(units, actions))
     errors = _failures(actions)
@@ -699,7 +716,7 @@ def _work_sections(units: Sequence[Unit], requests: Sequence[Unit]) -> list[Sect
         Section("Problem solving", notes, preference=_newest_first(len(notes))),
         Section("Commands run", done, first=2, preference=_newest_first(len(done))),
         Section("Pending tasks", todos, first=6),
-        _current_work_section(current_work(units, actions)),
+        _current_work_section(current_work(units, actions), action_first),
         Section("Next step", next_step(units, items), first=1),
     ]
 
@@ -733,9 +750,14 @@ def handover(
     tok: Tokenizer | None = None,
     *,
     include_last_request: bool = True,
+    current_first: bool = False,
 ) -> str:
     """The fresh-start handover: the task, every P1 unit named, what was done and what remains,
     then (unless `include_last_request` is False) the last user request verbatim.
+
+    With `current_first`, the last action and what came back, the first changed file, then the
+    task, are picked before the other sections' first items: for a handover that nothing recent
+    follows, in a room too small for all of them.
 
     The P1 section is never cut: one line per P1 unit (id, type and the head of its first line;
     just the id when that would take over half the budget), even past `target_tokens` (the
@@ -757,10 +779,13 @@ def handover(
     sections = [
         Section("Task", [f'"{_quote(primary.content)}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
-        *_work_sections(units, requests),
+        *_work_sections(units, requests, action_first=current_first),
         Section("Decisions", decisions(units)),
     ]
-    return _fit(sections, target_tokens, tok, fixed_tail=tail, filler=central_sentences(units))
+    leading = ("Current work", "Files and code", "Task") if current_first else ()
+    return _fit(
+        sections, target_tokens, tok, fixed_tail=tail, filler=central_sentences(units), leading=leading
+    )
 
 
 P1_TITLE = "Priority items (archived; recall by id)"
