@@ -175,8 +175,11 @@ def error_line(text: str) -> str:
     worded = [ln for ln in lines if _ERROR_WORD.search(ln) and not _EXIT.search(ln)]
     if worded:
         return one_line(worded[0])
-    plain = [ln for ln in lines if not _EXIT.fullmatch(ln) and not ln.startswith("<")]
-    return one_line((plain or lines or [""])[0])
+    # not a harness's own line (`Wall time: 0.1 seconds`, `<returncode>1</returncode>`): a
+    # failure that printed nothing else has no error line
+    said = [ln for ln in lines if not _PASSED_OVER.fullmatch(ln)]
+    plain = [ln for ln in said if not _EXIT.fullmatch(ln) and not ln.startswith("<")]
+    return one_line((plain or said or [""])[0])
 
 
 # --- one result ---------------------------------------------------------------------------------
@@ -194,9 +197,10 @@ class Outcome:
 
     @property
     def label(self) -> str:
-        """`ok`, `exit 2: <line>` or `error: <line>`."""
+        """`ok`, `exit 2: <line>`, `error: <line>`, or `no match (exit 1)` for a search that found
+        nothing (`_searched`: the one outcome not failed with an exit code other than 0)."""
         if not self.failed:
-            return "ok"
+            return f"no match (exit {self.exit_code})" if self.exit_code else "ok"
         line = f": {self.error}" if self.error else ""
         return f"exit {self.exit_code}{line}" if self.exit_code else f"error{line}"
 
@@ -449,6 +453,8 @@ class UnitFacts:
     action_paths: tuple[tuple[str, str], ...] = ()
     outcome: Outcome | None = None
     open_file: str | None = None
+    searches: frozenset[str] = frozenset()  # ids of its calls whose command is a search (`is_search`)
+    action_search: bool = False  # its text action is a search
 
 
 def unit_facts(u: Unit) -> UnitFacts:
@@ -464,7 +470,8 @@ def _read(u: Unit) -> UnitFacts:
         return UnitFacts(outcome=outcome(u), open_file=m.group(1).strip() if m else None)
     if u.tool_calls:
         return UnitFacts(
-            calls=tuple((c.id, c.name, short_args(c.arguments), call_paths(c.name, c.arguments)) for c in u.tool_calls)
+            calls=tuple((c.id, c.name, short_args(c.arguments), call_paths(c.name, c.arguments)) for c in u.tool_calls),
+            searches=frozenset(c.id for c in u.tool_calls if is_search(short_args(c.arguments, 1 << 20))),
         )
     action = text_action(u)
     if action is not None:
@@ -473,8 +480,26 @@ def _read(u: Unit) -> UnitFacts:
             paths.append((m.group(2), "created" if m.group(1) == "create" else "read"))
         if not paths and not _SWE_EDIT.search(action):
             paths = list(_command_paths(action))
-        return UnitFacts(action=one_line(action, ARGS_CHARS), action_paths=tuple(paths))
+        return UnitFacts(action=one_line(action, ARGS_CHARS), action_paths=tuple(paths), action_search=is_search(action))
     return UnitFacts()
+
+
+_SEARCH = re.compile(r"(?:sudo\s+)?(?:grep|egrep|fgrep|rg|ag|ack|git\s+grep)\b")
+
+
+def is_search(command: str) -> bool:
+    """Whether a shell command's exit status is a search's: its last segment (after `&&`, `;`
+    or `|`, quoted patterns aside) runs grep, rg, ag or ack, whose exit 1 means nothing matched."""
+    last = re.split(r"&&|\|\||;|\|", _QUOTED.sub(" ", command))[-1]
+    return bool(_SEARCH.match(last.strip()))
+
+
+def _searched(found: Outcome | None) -> Outcome | None:
+    """A search's outcome: exit 1 with nothing but the harness's lines is no match, not a
+    failure (grep and rg exit 2 on an error)."""
+    if found is not None and found.failed and found.exit_code == 1 and not found.news:
+        return Outcome(False, 1, "", "")
+    return found
 
 
 _CACHE = UnitMemo(_read)
@@ -534,9 +559,12 @@ def calls(units: Sequence[Unit]) -> list[Call]:
         if f.open_file:
             open_file = f.open_file
         for cid, name, args, paths in f.calls:
-            out.append(Call(i, name, args, paths, results.get((i, cid)) or early.get(cid)))
+            found = results.get((i, cid)) or early.get(cid)
+            out.append(Call(i, name, args, paths, _searched(found) if cid in f.searches else found))
         if f.action is not None and acted(units, i):
             result = read[i + 1].outcome or outcome(units[i + 1])
+            if f.action_search:
+                result = _searched(result) or result
             paths = f.action_paths
             if not paths and open_file and _SWE_EDIT.search(u.content):
                 paths = ((open_file, "edited"),)

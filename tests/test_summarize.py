@@ -220,6 +220,34 @@ def test_a_reused_call_id_gets_its_own_result() -> None:
     assert F.calls(early)[0].outcome is not None
 
 
+def test_a_search_that_found_nothing_is_no_failure() -> None:
+    """grep and rg exit 1 when nothing matched (2 on an error): a summary listed `rg -n OLLAMA`
+    under errors, with the harness's `Wall time: 0.1 seconds` as its error line, where finding
+    nothing was the news (no reference left). A search whose output says something else (a `cd`
+    that failed before it) still failed, and an output of harness lines alone has no error line."""
+    from ctxkit import facts as F
+
+    def run(uid: str, command: str, output: str) -> list[Unit]:
+        call = ToolCall(f"c{uid}", "shell", json.dumps({"command": command}))
+        return [Unit(f"a{uid}", "assistant", tool_calls=[call]), Unit(f"r{uid}", "tool", tool_call_id=f"c{uid}", content=output)]
+
+    units = [
+        Unit("u0", "user", content="Remove every Ollama reference."),
+        *run("1", 'rg -n "OLLAMA" src', "Exit code: 1\nWall time: 0.1 seconds\nOutput:\n"),
+        *run("2", 'grep -rn "ollama" src | grep -v test', "<returncode>1</returncode>\n<output>\n</output>"),
+        *run("3", "cd missing && grep -n x f.py", "Exit code: 1\nOutput:\nbash: cd: missing: No such file or directory"),
+        *run("4", "pytest -x", "Exit code: 1\nWall time: 2.0 seconds\nOutput:\n"),
+    ]
+    found = {c.args: c.outcome for c in F.calls(units)}
+    assert found['rg -n "OLLAMA" src'] == F.Outcome(False, 1, "", "")
+    assert not found['grep -rn "ollama" src | grep -v test'].failed
+    assert found["cd missing && grep -n x f.py"].failed
+    assert found["pytest -x"].failed and found["pytest -x"].label == "exit 1"
+    text = summarize_extractive(units, 400, tok=TOK)
+    assert "Wall time" not in text and "<returncode>" not in text
+    assert 'rg -n "OLLAMA" src; grep -rn "ollama" src | grep -v test) -> no match (exit 1)' in text
+
+
 # ------------------------------------------------------------------------------------------
 # measured on real transcripts against "first N sentences"
 
