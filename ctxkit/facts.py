@@ -469,9 +469,13 @@ def _read(u: Unit) -> UnitFacts:
         m = _OPEN_FILE.search(u.content[-400:])
         return UnitFacts(outcome=outcome(u), open_file=m.group(1).strip() if m else None)
     if u.tool_calls:
+        whole = [short_args(c.arguments, 1 << 30) for c in u.tool_calls]  # one decode a call
         return UnitFacts(
-            calls=tuple((c.id, c.name, short_args(c.arguments), call_paths(c.name, c.arguments)) for c in u.tool_calls),
-            searches=frozenset(c.id for c in u.tool_calls if is_search(short_args(c.arguments, 1 << 20))),
+            calls=tuple(
+                (c.id, c.name, one_line(w, ARGS_CHARS), call_paths(c.name, c.arguments))
+                for c, w in zip(u.tool_calls, whole, strict=True)
+            ),
+            searches=frozenset(c.id for c, w in zip(u.tool_calls, whole, strict=True) if is_search(w)),
         )
     action = text_action(u)
     if action is not None:
