@@ -91,12 +91,18 @@ def test_extractors() -> None:
 @given(st.lists(st.sampled_from([
     "TODO: wire the cli", "todo later", "- [ ] write docs", "  * [ ] ship", "we still need a test",
     "Next step: rerun", "2 remaining", "remainingly", "TODOS", "plain line", "", "   ", "[ ]x",
+    "9. **Optional Next Step:**", "## Remaining work", "Next steps:", "**Next step:** run it",
 ]), max_size=8).map("\n".join))
 def test_open_lines_are_the_lines_the_pattern_finds(text: str) -> None:
-    """The quick test for an ASCII text without open items gives the pattern's lines."""
-    from ctxkit.summarizers.extractive import _OPEN, _open_lines
+    """The quick test for an ASCII text without open items gives the pattern's lines, but a
+    heading over what follows it (alone in a summary's pending tasks, it says nothing)."""
+    from ctxkit.summarizers.extractive import _HEADING, _OPEN, _open_lines
 
-    assert _open_lines(text) == [ln for ln in text.splitlines() if _OPEN.search(ln)]
+    assert _open_lines(text) == [ln for ln in text.splitlines() if _OPEN.search(ln) and not _HEADING.match(ln)]
+    for heading in ("9. **Optional Next Step:**", "## Remaining work", "Next steps:"):
+        assert heading not in _open_lines(text)
+    for item in ("Next step: rerun", "**Next step:** run it", "- [ ] write docs", "TODO: wire the cli"):
+        assert (item in _open_lines(text)) == (item in text.splitlines())
 
 
 @given(st.lists(st.sampled_from([

@@ -351,12 +351,18 @@ _OPEN_WORDS = ("todo", "fixme", "[ ]", "still need", "next step", "remaining")
 
 
 def _open_lines(text: str) -> list[str]:
-    """The lines of `text` that `_OPEN` finds."""
+    """The lines of `text` that `_OPEN` finds, but a heading over what follows it (`9.
+    **Optional Next Step:**`, `## Remaining work`): alone in a summary it says nothing."""
     if text.isascii():
         lowered = text.lower()
         if not any(word in lowered for word in _OPEN_WORDS):
             return []
-    return [line for line in text.splitlines() if _OPEN.search(line)]
+    return [line for line in text.splitlines() if _OPEN.search(line) and not _HEADING.match(line)]
+
+
+# a line that only introduces what follows: a markdown heading, or a short title ending in a
+# colon (numbered, bulleted or bold)
+_HEADING = re.compile(r"\s*(?:#{1,6}\s.*|(?:[-*+]\s+|\d+[.)]\s*)?(?:\*\*|__)?[^:.!?]{1,60}:(?:\*\*|__)?\s*)$")
 
 
 def _read_prose(u: Unit) -> _Prose:
