@@ -458,18 +458,22 @@ def _minimal(
     # share of this small room would shrink them to re-add a few.
     rest = [*system, *lead, *([request] if request is not None else []), *action]
     names = current_names(state, rest)
+    body_tokens = sum(state.with_units(body).units_tokens())
+    opening = preamble(len(body), body_tokens, refs)
+    # in a room that the usual opening line would take a third of, the short one
+    short = 3 * tok.count(opening) > room
+    if short:
+        opening = preamble(len(body), body_tokens, refs, short=True)
+    # the last action goes after the request when it came after it, else before
+    at_action = next((k for k, u in enumerate(original) if action and u.id == action[0].id), 0)
+    after = bool(action) and (last_i is None or at_action > last_i)
 
     def shrunk(checked: bool) -> State:
         # The handover gets what the system prompt and the last request leave, up to its own
         # size; the summarizer's length is approximate, so shrink it until the whole fits.
         size = max(16, min(options.handover_tokens, room))
         candidate = state
-        body_tokens = sum(state.with_units(body).units_tokens())
-        head = preamble(len(body), body_tokens, refs)
-        # in a room that the usual opening line would take a third of, the short one
-        short = 3 * tok.count(head) > room
-        if short:
-            head = preamble(len(body), body_tokens, refs, short=True)
+        head = opening
         for _ in range(6):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
@@ -487,8 +491,6 @@ def _minimal(
             else:
                 units = [*system, *lead, summary, *([request] if request is not None else [])]
             if action:
-                position = {u.id: k for k, u in enumerate(original)}
-                after = last_i is None or position.get(action[0].id, 0) > last_i
                 at = len(units) if after or request is None else len(units) - 1
                 units[at:at] = list(action)
             candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
