@@ -58,6 +58,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("ctxkit.cli.simulate", "simulate", "Generate overflow scenarios with ground truth."),
     "score-rl": ("ctxkit.cli.score_rl", "score_rl", "Score strategies as RL rewards; export datasets."),
     "bench": ("ctxkit.cli.bench", "bench", "Measure speed and quality against targets and peers."),
+    "agent": ("ctxkit.cli.agent_cmd", "agent", "Run a real agent offline and count what it sends."),
 }
 
 

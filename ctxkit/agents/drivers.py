@@ -1,0 +1,612 @@
+"""The real agents as instruments: how to install each, point it at the recording provider, run
+it once or resume a log in it, and find the log it wrote.
+
+Every agent runs with a dummy key and a base URL on 127.0.0.1 (the recording provider), in a
+home of its own (a temporary folder) unless `here` is asked for: then the user's own project is
+the working directory and the agent's configuration (its settings, instructions such as
+CLAUDE.md, MCP servers, skills) is copied from the user's home into the temporary one, so what
+the user's setup costs per call is measured without writing into their home.
+
+The agents install from npm into a cache outside any checkout (`agents_dir()`:
+`$CTXKIT_AGENTS_DIR`, else `$XDG_CACHE_HOME/ctxkit/agents`); the versions are pinned here, and
+the measured overheads of these versions are `ctxkit/budget/agents.toml`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxkit.agents.provider import Step, ToolCall
+from ctxkit.errors import CtxkitError, UsageError, unknown_name
+
+DUMMY_KEY = "sk-ctxkit-dummy-not-a-key"
+# Environment an agent must not inherit: real keys and endpoints that would send a request
+# anywhere but the recording provider.
+_SCRUB = re.compile(
+    r"^(ANTHROPIC_|OPENAI_|CODEX_|GEMINI_|GOOGLE_|CLAUDE_|AWS_BEARER|AZURE_OPENAI|OPENCODE_|"
+    r"COPILOT_|GH_TOKEN$|GITHUB_TOKEN$|QWEN_|DASHSCOPE_|HTTP_PROXY$|HTTPS_PROXY$|http_proxy$|"
+    r"https_proxy$|ALL_PROXY$|all_proxy$)"
+)
+
+
+class AgentError(CtxkitError):
+    """An agent that is not installed, will not start, or did not do what was asked."""
+
+
+def agents_dir() -> Path:
+    """Where the pinned agents are installed: `$CTXKIT_AGENTS_DIR`, else the user's cache."""
+    given = os.environ.get("CTXKIT_AGENTS_DIR")
+    if given:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "ctxkit" / "agents"
+
+
+@dataclass
+class Home:
+    """Where one run of an agent lives: its home, its working directory, its environment."""
+
+    root: Path  # the temporary home
+    workdir: Path  # the working directory the agent runs in
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One agent: its npm package and pinned version, the API it speaks, the format of its log,
+    and how to run it."""
+
+    name: str
+    label: str
+    package: str
+    version: str
+    binary: str
+    api: str  # anthropic, responses, gemini, chat
+    log_format: str  # the ctxkit format of the log it writes
+    model: str  # the model it is run with (the provider answers any)
+    configure: Callable[[Home, str, str, bool], None]
+    run_args: Callable[[str], list[str]]
+    resume_args: Callable[[str, str], list[str]]
+    place_log: Callable[[Home, Path], str]  # puts a log where the agent finds it; its session id
+    logs: Callable[[Home], list[Path]]  # the logs it wrote, oldest first
+    script: Callable[[Path], list[Step]]  # a short scripted session with real tool use
+    interactive_args: Callable[[str], list[str]]  # its terminal UI, started on a prompt
+    trust: Callable[[Home], None]  # what its first interactive start would ask, answered
+    source: str = ""  # how its config and logs were learned (its own source, a measurement)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.package}@{self.version}"
+
+    def executable(self) -> Path | None:
+        """The installed binary, or None."""
+        path = agents_dir() / "node_modules" / ".bin" / self.binary
+        return path if path.exists() else None
+
+
+def _clean_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _SCRUB.match(k)}
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local" / "share"),
+        XDG_STATE_HOME=str(home / ".local" / "state"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        NO_COLOR="1",
+        CI="1",
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    return env
+
+
+def _copy_config(src: Path, dst: Path, skip: Sequence[str] = ()) -> None:
+    """Copy an agent's configuration folder, leaving out its logs and caches (`skip`)."""
+    if not src.is_dir():
+        return
+    dst.mkdir(parents=True, exist_ok=True)
+    for entry in src.iterdir():
+        if entry.name in skip:
+            continue
+        target = dst / entry.name
+        try:
+            if entry.is_dir():
+                shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(entry, target)
+        except OSError:
+            continue  # a socket or an unreadable file: not configuration
+
+
+def _user_home() -> Path:
+    return Path(os.path.expanduser("~"))
+
+
+# --- Claude Code ------------------------------------------------------------------------------
+
+
+def _claude_project_dir(home: Home) -> Path:
+    # Claude Code keeps a project's sessions under its working directory with every character
+    # but letters and digits written as `-`
+    slug = re.sub(r"[^A-Za-z0-9]", "-", str(home.workdir))
+    return home.root / ".claude" / "projects" / slug
+
+
+def _claude_configure(home: Home, url: str, model: str, here: bool) -> None:
+    if here:
+        _copy_config(_user_home() / ".claude", home.root / ".claude", skip=("projects", "todos",
+                     "shell-snapshots", "statsig", "ide", "logs", "debug", "file-history"))
+        user_json = _user_home() / ".claude.json"
+        if user_json.is_file():
+            try:
+                data = json.loads(user_json.read_text())
+            except ValueError:
+                data = {}
+            keep = {k: data[k] for k in ("mcpServers", "projects") if k in data}
+            (home.root / ".claude.json").write_text(json.dumps(keep))
+    home.env.update(
+        ANTHROPIC_BASE_URL=url,
+        ANTHROPIC_API_KEY=DUMMY_KEY,
+        ANTHROPIC_MODEL=model,
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        DISABLE_AUTOUPDATER="1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+    )
+
+
+def _claude_trust(home: Home) -> None:
+    """Onboarding done, the folder trusted, the dummy key approved: what a first start asks."""
+    path = home.root / ".claude.json"
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        data = {}
+    data["hasCompletedOnboarding"] = True
+    data.setdefault("projects", {}).setdefault(str(home.workdir), {})["hasTrustDialogAccepted"] = True
+    data.setdefault("customApiKeyResponses", {}).setdefault("approved", []).append(DUMMY_KEY[-20:])
+    path.write_text(json.dumps(data))
+
+
+def _claude_place(home: Home, log: Path) -> str:
+    session = ""
+    with open(log, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("sessionId"), str):
+                session = rec["sessionId"]
+                break
+    if not session:
+        raise AgentError(f"{log}: no sessionId in any record: not a Claude Code session log")
+    folder = _claude_project_dir(home)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, folder / f"{session}.jsonl")
+    return session
+
+
+def _claude_logs(home: Home) -> list[Path]:
+    folder = _claude_project_dir(home)
+    return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+
+
+def _claude_script(workdir: Path) -> list[Step]:
+    path = str(workdir / "notes.txt")
+    return [
+        Step.calls(ToolCall("Write", {"file_path": path, "content": "alpha\nbeta\n"}),
+                   text="I'll write the file first."),
+        Step.calls(ToolCall("Read", {"file_path": path})),
+        Step.calls(ToolCall("Edit", {"file_path": path, "old_string": "beta", "new_string": "gamma"})),
+        Step.calls(ToolCall("Bash", {"command": "cat notes.txt && ls", "description": "Show the file"})),
+        Step(text="notes.txt now holds alpha and gamma."),
+    ]
+
+
+CLAUDE_CODE = Agent(
+    name="claude-code",
+    label="Claude Code",
+    package="@anthropic-ai/claude-code",
+    version="2.1.328",
+    binary="claude",
+    api="anthropic",
+    log_format="claude-code",
+    model="claude-opus-5-5",
+    configure=_claude_configure,
+    run_args=lambda prompt: ["-p", prompt, "--allowedTools", "Bash,Read,Write,Edit"],
+    resume_args=lambda session, prompt: [
+        "-p", prompt, "--resume", session, "--allowedTools", "Bash,Read,Write,Edit",
+    ],
+    place_log=_claude_place,
+    logs=_claude_logs,
+    script=_claude_script,
+    interactive_args=lambda prompt: [prompt],
+    trust=_claude_trust,
+    source="ANTHROPIC_BASE_URL and a dummy ANTHROPIC_API_KEY; sessions in "
+    "~/.claude/projects/<cwd, non-alphanumerics as ->/<sessionId>.jsonl (measured)",
+)
+
+
+# --- Codex -------------------------------------------------------------------------------------
+
+
+def _codex_configure(home: Home, url: str, model: str, here: bool) -> None:
+    codex_home = home.root / ".codex"
+    user_config = ""
+    if here:
+        _copy_config(_user_home() / ".codex", codex_home,
+                     skip=("sessions", "archived_sessions", "log", "logs_2.sqlite", "history.jsonl",
+                           "auth.json", "config.toml"))
+        src = _user_home() / ".codex" / "config.toml"
+        if src.is_file():
+            user_config = _without_provider(src.read_text())
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "{model}"\nmodel_provider = "{CODEX_PROVIDER}"\n'
+        + user_config
+        + f"\n[model_providers.{CODEX_PROVIDER}]\n"
+        'name = "ctxkit recording provider"\n'
+        f'base_url = "{url}/v1"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+        'wire_api = "responses"\n'
+    )
+    home.env.update(CODEX_HOME=str(codex_home), OPENAI_API_KEY=DUMMY_KEY)
+
+
+def _without_provider(toml: str) -> str:
+    """A user's Codex config without what would send requests elsewhere: its top-level `model`
+    and `model_provider`, and its `[model_providers.*]` tables (the MCP servers, instructions and
+    the rest stay)."""
+    out: list[str] = []
+    skipping = False
+    top = True
+    for line in toml.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("["):
+            top = False
+            skipping = stripped.startswith("[model_providers")
+        if skipping:
+            continue
+        if top and re.match(r"(model|model_provider|profile)\s*=", stripped):
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+CODEX_PROVIDER = "ctxkit_recorder"
+
+
+def _codex_trust(home: Home) -> None:
+    with open(home.root / ".codex" / "config.toml", "a", encoding="utf-8") as f:
+        f.write(f'\n[projects."{home.workdir}"]\ntrust_level = "trusted"\n')
+
+
+def _codex_place(home: Home, log: Path) -> str:
+    """Copy a rollout where Codex finds it. Codex resumes a thread only under the provider it
+    was started with, so the copy's `session_meta` names the recording provider (the one field
+    changed; every other line is the log's own)."""
+    session = ""
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        payload = rec.get("payload") if isinstance(rec, dict) else None
+        if rec.get("type") == "session_meta" and isinstance(payload, dict):
+            session = str(payload.get("id") or "")
+            if "model_provider" in payload:
+                payload["model_provider"] = CODEX_PROVIDER
+                lines[i] = json.dumps(rec, ensure_ascii=False) + "\n"
+            break
+    if not session:
+        raise AgentError(f"{log}: no session_meta record with an id: not a Codex rollout")
+    folder = home.root / ".codex" / "sessions" / "2026" / "01" / "01"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"rollout-2026-01-01T00-00-00-{session}.jsonl").write_text("".join(lines), encoding="utf-8")
+    return session
+
+
+def _codex_logs(home: Home) -> list[Path]:
+    root = home.root / ".codex" / "sessions"
+    return sorted(root.rglob("rollout-*.jsonl"), key=lambda p: p.stat().st_mtime) if root.is_dir() else []
+
+
+def _codex_script(workdir: Path) -> list[Step]:
+    patch = (
+        "*** Begin Patch\n*** Add File: notes.txt\n+alpha\n+beta\n*** End Patch\n"
+    )
+    return [
+        Step.calls(ToolCall("exec_command", {"cmd": "ls -la", "workdir": str(workdir)}),
+                   text="Looking around first."),
+        Step.calls(ToolCall("apply_patch", patch)),
+        Step.calls(ToolCall("exec_command", {"cmd": "cat notes.txt", "workdir": str(workdir)})),
+        Step(text="notes.txt holds alpha and beta."),
+    ]
+
+
+CODEX = Agent(
+    name="codex",
+    label="Codex",
+    package="@openai/codex",
+    version="0.169.0",
+    binary="codex",
+    api="responses",
+    log_format="codex",
+    model="gpt-5.4",
+    configure=_codex_configure,
+    run_args=lambda prompt: [
+        "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt,
+    ],
+    resume_args=lambda session, prompt: [
+        "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+        "resume", session, prompt,
+    ],
+    place_log=_codex_place,
+    logs=_codex_logs,
+    script=_codex_script,
+    interactive_args=lambda prompt: [prompt],
+    trust=_codex_trust,
+    source="$CODEX_HOME/config.toml with a model_providers entry (wire_api responses); "
+    "rollouts in $CODEX_HOME/sessions/YYYY/MM/DD/ (measured)",
+)
+
+
+# --- Gemini CLI --------------------------------------------------------------------------------
+
+
+def _gemini_configure(home: Home, url: str, model: str, here: bool) -> None:
+    gemini_home = home.root / ".gemini"
+    settings: dict[str, Any] = {}
+    if here:
+        _copy_config(_user_home() / ".gemini", gemini_home, skip=("tmp", "history", "oauth_creds.json"))
+        try:
+            settings = json.loads((gemini_home / "settings.json").read_text())
+        except (OSError, ValueError):
+            settings = {}
+    gemini_home.mkdir(parents=True, exist_ok=True)
+    settings.setdefault("security", {}).setdefault("auth", {})["selectedType"] = "gemini-api-key"
+    settings.setdefault("general", {})["disableAutoUpdate"] = True
+    settings.setdefault("privacy", {})["usageStatisticsEnabled"] = False
+    (gemini_home / "settings.json").write_text(json.dumps(settings, indent=2))
+    home.env.update(
+        GEMINI_API_KEY=DUMMY_KEY,
+        GOOGLE_GEMINI_BASE_URL=url,
+        GEMINI_CLI_TRUST_WORKSPACE="true",
+        GEMINI_MODEL=model,
+    )
+
+
+def _gemini_project(home: Home) -> Path:
+    # Gemini CLI names a project's folder under ~/.gemini/tmp by its working directory's name
+    # (projects.json maps the path to it)
+    return home.root / ".gemini" / "tmp" / home.workdir.name
+
+
+def _gemini_place(home: Home, log: Path) -> str:
+    text = log.read_text(encoding="utf-8")
+    try:
+        first = json.loads(text.splitlines()[0]) if log.suffix == ".jsonl" else json.loads(text)
+    except (ValueError, IndexError):
+        raise AgentError(f"{log}: not a Gemini CLI session (no JSON header)") from None
+    session = str(first.get("sessionId") or "") if isinstance(first, dict) else ""
+    if not session:
+        raise AgentError(f"{log}: no sessionId: not a Gemini CLI session")
+    folder = _gemini_project(home) / "chats"
+    folder.mkdir(parents=True, exist_ok=True)
+    projects = home.root / ".gemini" / "projects.json"
+    projects.write_text(json.dumps({"projects": {str(home.workdir): home.workdir.name}}))
+    shutil.copyfile(log, folder / f"session-2026-01-01T00-00-{session[:8]}{log.suffix}")
+    return session
+
+
+def _gemini_logs(home: Home) -> list[Path]:
+    folder = _gemini_project(home) / "chats"
+    if not folder.is_dir():
+        return []
+    return sorted(
+        (p for p in folder.iterdir() if p.name.startswith("session-")), key=lambda p: p.stat().st_mtime
+    )
+
+
+def _gemini_script(workdir: Path) -> list[Step]:
+    path = str(workdir / "notes.txt")
+    return [
+        Step.calls(ToolCall("write_file", {"file_path": path, "content": "alpha\nbeta\n"}),
+                   text="Writing the file."),
+        Step.calls(ToolCall("read_file", {"file_path": path})),
+        Step.calls(ToolCall("run_shell_command", {"command": "cat notes.txt", "description": "show"})),
+        Step(text="notes.txt holds alpha and beta."),
+    ]
+
+
+GEMINI_CLI = Agent(
+    name="gemini-cli",
+    label="Gemini CLI",
+    package="@google/gemini-cli",
+    version="0.61.0",
+    binary="gemini",
+    api="gemini",
+    log_format="gemini-cli",
+    model="gemini-3.1-pro-preview",
+    configure=_gemini_configure,
+    run_args=lambda prompt: ["-p", prompt, "--yolo"],
+    resume_args=lambda session, prompt: ["--resume", session, "-p", prompt, "--yolo"],
+    place_log=_gemini_place,
+    logs=_gemini_logs,
+    script=_gemini_script,
+    interactive_args=lambda prompt: ["-i", prompt],
+    trust=lambda home: None,  # GEMINI_CLI_TRUST_WORKSPACE
+    source="GOOGLE_GEMINI_BASE_URL, gemini-api-key auth in ~/.gemini/settings.json; chats in "
+    "~/.gemini/tmp/<project>/chats/session-*.jsonl (measured)",
+)
+
+
+AGENTS: dict[str, Agent] = {a.name: a for a in (CLAUDE_CODE, CODEX, GEMINI_CLI)}
+
+
+def get_agent(name: str) -> Agent:
+    """The agent registered under `name`; an unknown name lists the known ones."""
+    try:
+        return AGENTS[name]
+    except KeyError:
+        raise unknown_name("agent", name, AGENTS) from None
+
+
+# --- installing and running --------------------------------------------------------------------
+
+
+def npm() -> str:
+    """The npm executable; an AgentError says what to install when there is none."""
+    found = shutil.which("npm")
+    if not found or not shutil.which("node"):
+        raise AgentError("node and npm are needed to install the agents (Node.js 20 or newer)")
+    return found
+
+
+def install(agents: Sequence[Agent], *, quiet: bool = True) -> Path:
+    """Install the pinned versions from npm into `agents_dir()` (already installed ones are
+    left as they are); the folder."""
+    target = agents_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    missing = [a for a in agents if not _installed(a)]
+    if missing:
+        cmd = [npm(), "install", "--no-audit", "--no-fund", "--prefix", str(target),
+               *[a.spec for a in missing]]
+        done = subprocess.run(cmd, capture_output=quiet, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr or "").strip().splitlines()[-1:] if quiet else []
+            raise AgentError(
+                f"npm install of {', '.join(a.spec for a in missing)} failed"
+                + (f": {tail[0]}" if tail else "")
+            )
+    return target
+
+
+def installed_version(agent: Agent) -> str | None:
+    """The version installed in `agents_dir()`, or None."""
+    manifest = agents_dir() / "node_modules" / agent.package / "package.json"
+    try:
+        return str(json.loads(manifest.read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _installed(agent: Agent) -> bool:
+    return installed_version(agent) == agent.version and agent.executable() is not None
+
+
+def require(agent: Agent) -> Path:
+    """The pinned agent's executable; an AgentError with the command to install it."""
+    exe = agent.executable()
+    version = installed_version(agent)
+    if exe is None or version is None:
+        raise AgentError(
+            f"{agent.label} is not installed in {agents_dir()}: run `ctxkit agent install "
+            f"{agent.name}` (npm {agent.spec})"
+        )
+    return exe
+
+
+def new_home(here: bool = False) -> Home:
+    """A temporary home, with the working directory inside it (or the current directory when
+    `here`)."""
+    root = Path(tempfile.mkdtemp(prefix="ctxkit-agent-"))
+    workdir = Path.cwd() if here else root / "work"
+    workdir.mkdir(parents=True, exist_ok=True)
+    return Home(root=root, workdir=workdir, env=_clean_env(root))
+
+
+@dataclass
+class Run:
+    """What one run of an agent did: its exit code, output, and the logs it wrote."""
+
+    agent: str
+    returncode: int
+    stdout: str
+    stderr: str
+    logs: list[Path]
+    session: str = ""
+
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(agent: Agent, home: Home, args: Sequence[str], *, timeout_s: float = 40.0) -> Run:
+    """Run the agent with `args` in `home` (configured already); its logs after."""
+    exe = require(agent)
+    try:
+        done = subprocess.run(
+            [str(exe), *args],
+            cwd=home.workdir,
+            env=home.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as e:
+        raise AgentError(f"{agent.label} did not finish in {timeout_s:.0f} s") from e
+    return Run(agent.name, done.returncode, done.stdout, done.stderr, agent.logs(home))
+
+
+def run_interactive(
+    agent: Agent,
+    home: Home,
+    args: Sequence[str],
+    done: Callable[[], bool],
+    *,
+    timeout_s: float = 60.0,
+    settle_s: float = 1.5,
+) -> Run:
+    """Run the agent's terminal UI in a detached tmux session until `done()` holds (then
+    `settle_s` more, for it to write its log), and stop it."""
+    import shlex
+    import time
+
+    exe = require(agent)
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        raise AgentError("the interactive mode needs tmux (apt install tmux); --mode print runs without it")
+    agent.trust(home)
+    name = f"ctxkit-{os.getpid()}-{home.root.name}"
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in home.env.items() if k != "TERM")
+    line = (
+        f"cd {shlex.quote(str(home.workdir))} && exec env -i {env} TERM=xterm-256color "
+        + " ".join(shlex.quote(x) for x in [str(exe), *args])
+    )
+    subprocess.run([tmux, "new-session", "-d", "-s", name, "-x", "200", "-y", "50", line], check=True)
+    screen = ""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not done():
+            time.sleep(0.2)
+        finished = done()
+        time.sleep(settle_s)
+        screen = subprocess.run(
+            [tmux, "capture-pane", "-p", "-t", name], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run([tmux, "kill-session", "-t", name], capture_output=True)
+    if not finished:
+        raise AgentError(
+            f"{agent.label} sent nothing in {timeout_s:.0f} s in its terminal UI; its screen ends: "
+            + " | ".join(ln.strip() for ln in screen.strip().splitlines()[-3:] if ln.strip())
+        )
+    return Run(agent.name, 0, screen, "", agent.logs(home))
+
+
+def check_local(url: str) -> None:
+    """Refuse a provider URL that is not on 127.0.0.1: agents talk to nothing else."""
+    if not url.startswith("http://127.0.0.1:"):
+        raise UsageError(f"{url}: the recording provider must be on 127.0.0.1")
