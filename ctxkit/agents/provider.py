@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -83,6 +84,11 @@ class Recorded:
         return dict(self.__dict__)
 
 
+def _without_key(path: str) -> str:
+    """The path with the value of a `key=` query parameter (the Gemini API's key) redacted."""
+    return re.sub(r"([?&]key=)[^&#]*", r"\1" + REDACTED, path)
+
+
 def _api_of(path: str) -> str:
     p = urlsplit(path).path
     if p.endswith("/messages") or p.endswith("/messages/count_tokens"):
@@ -108,33 +114,41 @@ def offers_tools(api: str, body: Any) -> bool:
 
 def wants_json(api: str, body: Any) -> dict[str, Any] | None:
     """The JSON schema a side request asks its answer to follow (Gemini's `responseSchema` or
-    `responseJsonSchema`, OpenAI's `json_schema` formats), or None."""
+    `responseJsonSchema`, OpenAI's `json_schema` formats, Anthropic's `output_config.format`),
+    `{"type": "object"}` when it asks for JSON without one, or None."""
     if not isinstance(body, dict):
         return None
     if api == "gemini":
         config = body.get("generationConfig") or {}
         if config.get("responseMimeType") == "application/json":
             schema = config.get("responseJsonSchema") or config.get("responseSchema")
-            return schema if isinstance(schema, dict) else {}
+            return schema if isinstance(schema, dict) else {"type": "object"}
         return None
     fmt = None
     if api == "responses":
         fmt = (body.get("text") or {}).get("format")
     elif api == "chat":
         fmt = body.get("response_format")
+    elif api == "anthropic":
+        fmt = (body.get("output_config") or {}).get("format") or body.get("output_format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
         schema = fmt.get("schema") or (fmt.get("json_schema") or {}).get("schema")
-        return schema if isinstance(schema, dict) else {}
+        return schema if isinstance(schema, dict) else {"type": "object"}
     return None
 
 
 def smallest_json(schema: Any) -> Any:
-    """The smallest value a JSON schema allows: its first enum value, its required properties,
-    empty strings and lists, zero."""
+    """The smallest value a JSON schema allows: its const or first enum value, the first of its
+    alternatives, its required properties, the shortest strings and lists it allows, zero."""
     if not isinstance(schema, dict):
         return {}
+    if "const" in schema:
+        return schema["const"]
     if "enum" in schema and schema["enum"]:
         return schema["enum"][0]
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list) and schema[key]:
+            return smallest_json(schema[key][0])
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -144,7 +158,7 @@ def smallest_json(schema: Any) -> Any:
         required = schema.get("required") or list(props)
         return {k: smallest_json(props.get(k)) for k in required}
     if kind == "array":
-        return []
+        return [smallest_json(schema.get("items")) for _ in range(int(schema.get("minItems") or 0))]
     if kind in ("integer", "number"):
         low = schema.get("minimum", 0)
         return int(low) if kind == "integer" else low
@@ -152,7 +166,8 @@ def smallest_json(schema: Any) -> Any:
         return False
     if kind == "null":
         return None
-    return ""
+    # a strict schema's minLength would reject "" (Codex's thread title asks for 1 or more)
+    return "x" * int(schema.get("minLength") or 0)
 
 
 class RecordingProvider:
@@ -228,6 +243,7 @@ class RecordingProvider:
     # --- answering
 
     def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> Recorded:
+        path = _without_key(path)
         api = _api_of(path)
         model = ""
         if isinstance(body, dict) and isinstance(body.get("model"), str):
@@ -261,10 +277,14 @@ class RecordingProvider:
         return rec
 
     def step_for(self, rec: Recorded) -> Step:
-        """The scripted step a request is answered with."""
+        """The scripted step a request is answered with; a side request gets `ok`, or the
+        smallest JSON its schema allows."""
         if rec.main and rec.step is not None and rec.step < len(self.script):
             return self.script[rec.step]
-        return DONE if rec.main else Step(text="ok")
+        if rec.main:
+            return DONE
+        schema = wants_json(rec.api, rec.body)
+        return Step(text="ok" if schema is None else json.dumps(smallest_json(schema)))
 
     def input_tokens(self, rec: Recorded) -> int:
         return int(self._usage(rec))
@@ -485,10 +505,7 @@ def _chat(p: RecordingProvider, rec: Recorded, step: Step) -> Iterable[tuple[str
 def _gemini(p: RecordingProvider, rec: Recorded, step: Step) -> Iterable[tuple[str, Any]]:
     """Chunks of a Gemini generateContent answer (one when not streaming)."""
     parts: list[dict[str, Any]] = []
-    schema = wants_json("gemini", rec.body)
-    if schema is not None and not rec.main:
-        parts.append({"text": json.dumps(smallest_json(schema))})
-    elif step.text:
+    if step.text:
         parts.append({"text": step.text})
     for call in step.tool_calls:
         args = call.input if isinstance(call.input, dict) else {"input": call.input}
@@ -567,6 +584,10 @@ def _handler_for(p: RecordingProvider) -> type[BaseHTTPRequestHandler]:
             try:
                 if not rec.stream:
                     self._send_json(200, events[0][1])
+                    return
+                if rec.api == "gemini" and "alt=sse" not in urlsplit(rec.path).query:
+                    # without ?alt=sse, Gemini streams one JSON array of its chunks
+                    self._send_json(200, [data for _, data in events])
                     return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
