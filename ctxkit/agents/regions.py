@@ -277,6 +277,13 @@ def _responses(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
 # --- Chat Completions ---------------------------------------------------------------------------
 
 
+def _text_parts(content: Any) -> str:
+    """The text of a Chat Completions content list (its text parts, joined)."""
+    if not isinstance(content, list):
+        return ""
+    return "\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+
+
 def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestCount) -> None:
     for key in ("max_completion_tokens", "max_tokens"):
         if isinstance(body.get(key), int):
@@ -284,14 +291,14 @@ def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestC
             break
     _split_tools(body.get("tools") or [], tok, opts, rc)
     tally = _Tally(tok)
-    messages = []
+    messages: list[dict[str, Any]] = []
     for m in body.get("messages") or []:
         if not isinstance(m, dict):
             continue
         content = m.get("content")
         text = content if isinstance(content, str) else ""
         if m.get("role") in ("system", "developer") and not messages and not rc.regions["system"]:
-            rc.regions["system"] += tok.count(text or json.dumps(content))
+            rc.regions["system"] += tok.count(text or _text_parts(content))
             continue
         if text and is_reminder(text):
             tally.reminder(text)
