@@ -284,6 +284,14 @@ def _without_provider(toml: str) -> str:
 
 
 CODEX_PROVIDER = "ctxkit_recorder"
+# Off for every run (as -c overrides, so a user's own config.toml under --here needs no merging):
+# without them Codex 0.169 looks up ab.chatgpt.com (metrics), chatgpt.com and api.github.com (the
+# curated plugins) on start, measured with strace.
+_CODEX_OFFLINE = (
+    "-c", "analytics.enabled=false",
+    "-c", "features.plugins=false",
+    "-c", "check_for_update_on_startup=false",
+)
 
 
 def _codex_trust(home: Home) -> None:
@@ -323,13 +331,13 @@ def _codex_logs(home: Home) -> list[Path]:
 
 
 def _codex_script(workdir: Path) -> list[Step]:
-    patch = (
-        "*** Begin Patch\n*** Add File: notes.txt\n+alpha\n+beta\n*** End Patch\n"
-    )
+    # Codex offers apply_patch only to the models of its own catalog (gpt-5.5 and newer in
+    # 0.169); gpt-5.4, the model run here, gets exec_command alone, so the file is written by it
     return [
         Step.calls(ToolCall("exec_command", {"cmd": "ls -la", "workdir": str(workdir)}),
                    text="Looking around first."),
-        Step.calls(ToolCall("apply_patch", patch)),
+        Step.calls(ToolCall("exec_command", {"cmd": "printf 'alpha\\nbeta\\n' > notes.txt",
+                                             "workdir": str(workdir)})),
         Step.calls(ToolCall("exec_command", {"cmd": "cat notes.txt", "workdir": str(workdir)})),
         Step(text="notes.txt holds alpha and beta."),
     ]
@@ -346,16 +354,17 @@ CODEX = Agent(
     model="gpt-5.4",
     configure=_codex_configure,
     run_args=lambda prompt: [
-        "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt,
+        "exec", *_CODEX_OFFLINE, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+        prompt,
     ],
     resume_args=lambda session, prompt: [
-        "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+        "exec", *_CODEX_OFFLINE, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
         "resume", session, prompt,
     ],
     place_log=_codex_place,
     logs=_codex_logs,
     script=_codex_script,
-    interactive_args=lambda prompt: [prompt],
+    interactive_args=lambda prompt: [*_CODEX_OFFLINE, prompt],
     trust=_codex_trust,
     source="$CODEX_HOME/config.toml with a model_providers entry (wire_api responses); "
     "rollouts in $CODEX_HOME/sessions/YYYY/MM/DD/ (measured)",
