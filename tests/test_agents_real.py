@@ -1,0 +1,292 @@
+"""The real agents, installed from npm, run offline against the recording provider: what one
+prompt sends, the log a scripted session writes, what resuming a real log sends, the user's own
+setup (`--here`), the terminal UI in tmux, and that nothing but 127.0.0.1 is contacted.
+
+Every test is marked `agents` (`make test-agents` installs the pinned versions, then runs
+`pytest -m agents`; `make test` leaves them out). A test skips, saying why, when node or npm is
+missing or the pinned version is not installed in `agents_dir()`. The agents' temporary homes go
+under pytest's tmp_path and are removed; every provider is stopped by the test that started it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from ctxkit.agents import drivers
+from ctxkit.agents.drivers import AGENTS, DUMMY_KEY, Agent, agents_dir, installed_version
+from ctxkit.agents.provider import RecordingProvider, Step
+from ctxkit.agents.regions import is_reminder
+from ctxkit.agents.session import AgentReport, ProbeOptions, drive, probe, resume
+from ctxkit.cli import cli
+from ctxkit.errors import InputError
+from ctxkit.formats import read_path
+from ctxkit.structure import check
+
+pytestmark = pytest.mark.agents
+
+REPO = Path(__file__).resolve().parents[1]
+REALDATA = REPO.parent / "shared" / "realdata"
+PROMPT = "Say hi to the lighthouse keeper."
+TIMEOUT_S = 180.0
+# the user's cache: conftest points $HOME and $XDG_CACHE_HOME into the session's tmp dir, where
+# no agent is installed
+USER_AGENTS_DIR = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "ctxkit" / "agents"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Temporary homes (tempfile), the agents' own temporary files (TMPDIR) and tmux's socket
+    under tmp_path; the agents found in the user's cache unless CTXKIT_AGENTS_DIR says where.
+    After the test, no agent home is left."""
+    if not os.environ.get("CTXKIT_AGENTS_DIR"):
+        monkeypatch.setenv("CTXKIT_AGENTS_DIR", str(USER_AGENTS_DIR))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setenv("TMUX_TMPDIR", str(temp))
+    yield temp
+    assert not list(temp.glob("ctxkit-agent-*")), "an agent's temporary home was left behind"
+
+
+def _installed(agent: Agent) -> Agent:
+    """The agent, or a skip that says what is missing."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not found: the agents are npm packages (Node.js 20+)")
+    found = installed_version(agent)
+    if found != agent.version:
+        pytest.skip(
+            f"{agent.label} {agent.version} is not installed in {agents_dir()}"
+            + (f" (found {found})" if found else "")
+            + f": run `make test-agents` or `ctxkit agent install {agent.name}`"
+        )
+    return agent
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _sent(report: AgentReport, text: str) -> bool:
+    """Whether the first main request holds `text` in one of its strings."""
+    body = next(r for r in report.requests if r.main).body
+    return any(text in s for s in _strings(body))
+
+
+PRINTED = sorted(AGENTS)
+
+
+# --- probe -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", PRINTED)
+def test_probe_sends_one_main_request(name: str) -> None:
+    agent = _installed(AGENTS[name])
+    report = probe(agent, ProbeOptions(prompt=PROMPT, timeout_s=TIMEOUT_S))
+    assert report.run.ok(), report.run.stderr[-500:]
+    assert len(report.counts) == 1
+    first = report.first
+    assert first.api == agent.api
+    assert first.regions["system"] > 0 and first.regions["tools"] > 0
+    assert first.regions["mcp"] == 0 and first.mcp_servers == {}  # a fresh home has no MCP server
+    assert first.total == sum(first.regions.values())
+    assert first.transcript is not None
+    assert [u.content for u in first.transcript.units if u.role == "user"] == [PROMPT]
+    # the dummy key went to the provider only in headers, which are recorded redacted
+    assert DUMMY_KEY not in json.dumps([r.to_dict() for r in report.requests])
+
+
+# --- a scripted session, and the log it writes -------------------------------------------------
+
+GEMINI_JSONL = pytest.mark.xfail(
+    strict=False,
+    raises=InputError,
+    reason="Gemini CLI 0.61 writes its chat as JSONL (a header, then {\"$set\": ...} patch records); "
+    "ctxkit reads only the older single-JSON session files (a reader is being added)",
+)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=GEMINI_JSONL) if n == "gemini-cli" else n for n in PRINTED]
+)
+def test_drive_writes_a_log_ctxkit_reads(name: str, tmp_path: Path) -> None:
+    agent = _installed(AGENTS[name])
+    (tmp_path / "logs").mkdir()
+    report = drive(agent, tmp_path / "logs", ProbeOptions(timeout_s=TIMEOUT_S))
+    script = agent.script(Path("/unused"))
+    assert report.run.ok(), report.run.stderr[-500:]
+    assert report.extra["steps_used"] == len(script)  # one main request per step
+    log = Path(report.extra["log"])
+    assert log.parent == tmp_path / "logs"
+
+    (transcript,) = list(read_path(str(log)))
+    calls = [c for u in transcript.units for c in u.tool_calls]
+    assert [c.name for c in calls] == [c.name for step in script for c in step.tool_calls]
+    answered = {u.tool_call_id for u in transcript.units if u.role == "tool"}
+    assert {c.id for c in calls} == answered
+    assert [p.kind for p in check(transcript)] == ["bad_ending"]  # it ends on the agent's reply
+    assert transcript.units[-1].content == script[-1].text
+
+
+# --- resuming a real log -----------------------------------------------------------------------
+
+REAL_LOGS = {
+    "claude-code": "claude-code/conneroisu__templar__logs-chat-json@7c1b6b43__session-5fa42961.jsonl",
+    "codex": "codex/savekirk__session-bridge__checkpoints-v1__27-787ded68f8-0@5ba663ad.jsonl",
+    "gemini-cli": "gemini-cli/savekirk__session-bridge__checkpoints-v1__c6-6a5f5ed92d-0@96368d29.session.json",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_LOGS))
+def test_resume_carries_the_log(name: str) -> None:
+    agent = _installed(AGENTS[name])
+    log = REALDATA / REAL_LOGS[name]
+    if not log.is_file():
+        pytest.skip(f"{log} not found (the real transcripts are in ../shared/realdata)")
+    report = resume(agent, log, ProbeOptions(prompt="Continue.", timeout_s=TIMEOUT_S))
+    carried = report.extra["carried"]
+    (transcript,) = list(read_path(str(log)))
+    # what the agent adds around a conversation (Codex's AGENTS.md or environment message) is
+    # counted as reminders, not messages: it is sent, as the agent's own text, not the log's
+    reminders = [u for u in transcript.units if u.role != "system" and is_reminder(u.content or "")]
+    assert carried["log_units"] > 10
+    assert carried["found"] == carried["log_units"] - len(reminders)
+    assert (carried["in_order"], carried["pairs_intact"], carried["out_of_order"]) == (True, True, 0)
+    assert all(_sent(report, u.content.strip()[:60]) for u in reminders)
+    assert report.first.transcript is not None
+    assert report.first.transcript.units[-1].content == "Continue."
+
+
+# --- the user's own setup ----------------------------------------------------------------------
+
+SENTENCE = "Always answer in the voice of a lighthouse keeper named Ezekiel Marrow."
+
+
+def _ctxkit_command() -> list[str]:
+    script = Path(sys.executable).with_name("ctxkit")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "ctxkit"]
+
+
+@pytest.mark.parametrize("tool_search", ["default", "off"])
+def test_here_measures_the_users_instructions_and_mcp_servers(
+    tool_search: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent = _installed(AGENTS["claude-code"])
+    if importlib.util.find_spec("mcp") is None:
+        pytest.skip("the MCP SDK is not installed (pip install 'ctxkit[mcp]'): `ctxkit mcp` needs it")
+    small = tmp_path / "small.json"
+    done = CliRunner().invoke(
+        cli, ["compact", str(REPO / "sample_transcripts" / "tau-bench-airline.json"), "--limit", "4000",
+              "-o", str(small)], catch_exceptions=False,
+    )
+    assert done.exit_code == 0, done.output
+    archive = tmp_path / "small.json.ctx.db"
+    assert archive.is_file()
+
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "CLAUDE.md").write_text(SENTENCE + "\n")
+    if tool_search == "off":
+        # Claude Code defers every MCP tool behind ToolSearch unless the user turns it off
+        (home / ".claude" / "settings.json").write_text(json.dumps({"env": {"ENABLE_TOOL_SEARCH": "false"}}))
+    command, *prefix = _ctxkit_command()
+    server = {"type": "stdio", "command": command, "args": [*prefix, "mcp", "--archive", str(archive)], "env": {}}
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"ctxkit": server}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(project)
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+
+    report = probe(agent, ProbeOptions(prompt=PROMPT, here=True, timeout_s=TIMEOUT_S))
+    first = report.first
+    assert _sent(report, SENTENCE)
+    names = {"mcp__ctxkit__recall", "mcp__ctxkit__search"}
+    if tool_search == "off":
+        assert {t["name"] for t in first.tools if t["kind"] == "mcp:ctxkit"} == names
+        assert set(first.mcp_servers) == {"ctxkit"}
+        assert first.regions["mcp"] == first.mcp_servers["ctxkit"] > 0
+    else:
+        # deferred: the names are listed for ToolSearch, the schemas are not sent
+        assert first.regions["mcp"] == 0 and first.mcp_servers == {}
+        assert all(_sent(report, n) for n in names)
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # the user's home untouched
+    assert list(project.iterdir()) == []
+
+
+# --- the terminal UI ---------------------------------------------------------------------------
+
+
+def test_interactive_mode_in_tmux() -> None:
+    agent = _installed(AGENTS["claude-code"])
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux not found: the interactive mode drives the agent's terminal UI in tmux")
+    report = probe(agent, ProbeOptions(prompt=PROMPT, mode="interactive", timeout_s=TIMEOUT_S))
+    first = report.first
+    assert report.mode == "interactive"
+    assert first.regions["system"] > 0 and first.regions["tools"] > 0
+    assert first.transcript is not None
+    assert [u.content for u in first.transcript.units if u.role == "user"] == [PROMPT]
+    sessions = subprocess.run(["tmux", "list-sessions"], capture_output=True, text=True)
+    assert "ctxkit-" not in sessions.stdout  # the session was killed
+
+
+# --- nothing but 127.0.0.1 ---------------------------------------------------------------------
+
+_ADDRESS = re.compile(r'inet_(?:addr\("|pton\(AF_INET6?, ")(?P<addr>[^"]+)"')
+
+
+def _strace_works() -> bool:
+    if shutil.which("strace") is None:
+        return False
+    return subprocess.run(["strace", "-o", os.devnull, "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("name", PRINTED)
+def test_contacts_nothing_but_loopback(name: str, tmp_path: Path) -> None:
+    agent = _installed(AGENTS[name])
+    if not _strace_works():
+        pytest.skip("strace is missing or may not trace here: it records the agent's connections")
+    home = drivers.new_home()
+    trace = tmp_path / "strace.txt"
+    try:
+        with RecordingProvider([Step(text="Hi.")]) as provider:
+            agent.configure(home, provider.url, agent.model, False)
+            done = subprocess.run(
+                ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
+                 str(drivers.require(agent)), *agent.run_args(PROMPT)],
+                cwd=home.workdir, env=home.env, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=TIMEOUT_S,
+            )
+        assert done.returncode == 0, done.stderr[-500:]
+        assert provider.main_requests()
+    finally:
+        shutil.rmtree(home.root, ignore_errors=True)
+    lines = trace.read_text().splitlines()
+    addresses = {m.group("addr") for line in lines for m in _ADDRESS.finditer(line)}
+    assert addresses == {"127.0.0.1"}, [ln[:160] for ln in lines if "AF_INET" in ln and "127.0.0.1" not in ln]
+    # no name lookups either (nscd asks the network's resolver)
+    assert not [ln for ln in lines if "nscd" in ln or "htons(53)" in ln]
