@@ -543,6 +543,18 @@ def test_count_chat_request_with_system_parts(serve: Serve, tok: Any) -> None:
     assert rc.regions["system"] == tok.count(SYSTEM)
 
 
+def test_count_chat_request_with_reminder_parts(serve: Serve, tok: Any) -> None:
+    # Qwen Code sends its reminders as text parts of the message that holds the prompt
+    p = serve()
+    parts = [{"type": "text", "text": REMINDER}, {"type": "text", "text": "Find the bug."}]
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": parts}]
+    _openai(p).chat.completions.create(model="gpt-x", messages=messages, tools=[CHAT_EXEC])  # type: ignore[arg-type,list-item]
+    rc = count_request("chat", p.requests[0].body, tok)
+    assert rc.regions["reminders"] == tok.count(REMINDER)
+    assert rc.transcript is not None
+    assert [u.content for u in rc.transcript.units] == ["Find the bug."]
+
+
 def test_count_gemini_request(serve: Serve, tok: Any) -> None:
     p = serve()
     mcp = {"name": "mcp__myserver__search", "description": "Search.", "parameters": {"type": "OBJECT"}}

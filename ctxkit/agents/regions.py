@@ -303,6 +303,18 @@ def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestC
         if text and is_reminder(text):
             tally.reminder(text)
             continue
+        if isinstance(content, list):
+            # Qwen Code sends its reminders as text parts before the prompt, in one message
+            parts = []
+            for part in content:
+                value = part.get("text") if isinstance(part, dict) and part.get("type") == "text" else None
+                if isinstance(value, str) and is_reminder(value):
+                    tally.reminder(value)
+                else:
+                    parts.append(part)
+            if not parts:
+                continue
+            m = {**m, "content": parts}
         messages.append(m)
     rc.regions["reminders"] += tally.reminders
     rc.regions["skills"] += tally.skills
