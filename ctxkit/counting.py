@@ -6,15 +6,20 @@ modules of their own, so that a plain count does not build their records at star
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxkit import lazy_names
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
 from ctxkit.tokens.loaders import Tokenizer
+
+if TYPE_CHECKING:
+    from ctxkit.budget.fit import UsageFit
 
 BREAKDOWNS = ("role", "type", "turn", "message", "tool")
 
@@ -43,6 +48,8 @@ def region_row(t: Transcript, measured: Measure) -> dict[str, Any]:
         "units": len(t.units),
         **measured.counted.regions,
         "unlogged": measured.unlogged,
+        "unseen": measured.unseen,
+        "excess": measured.excess,
         "total": measured.total,
         "recorded": usage.recorded if usage is not None else None,
     }
@@ -251,59 +258,132 @@ def estimate_calls(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOpti
     """ctxkit's estimate of the input of each provider call: the context the model had then.
 
     That is the units up to the call, starting again at the latest summary unit (a compaction
-    summary, e.g. Claude Code's, replaces what came before it; system units stay), plus the tool
-    schemas and the reply priming. Does not touch `unit.tokens`.
+    summary, e.g. Claude Code's, replaces what came before it; system units stay), less the
+    reasoning of turns before the latest request (the providers drop it: Anthropic strips the
+    thinking of earlier turns, Gemini CLI never sends its thoughts back, measured by resuming
+    real logs in the agents), plus the tool schemas and the reply priming. Does not touch
+    `unit.tokens`.
     """
     calls = provider_calls(t)
     if not calls:
         return []
-    totals = _count_parts(t.units, tok, opts)[1]
+    return _context_at(t, tok, opts, [int(c.get("after_unit", len(t.units) - 1)) for c in calls])
+
+
+def _context_at(
+    t: Transcript, tok: Tokenizer, opts: CountOptions, afters: Sequence[int]
+) -> list[int]:
+    """The context at each of `afters` (the last unit a call saw), as `estimate_calls` says."""
+    from ctxkit.structure import is_user_request
+
+    parts, totals = _count_parts(t.units, tok, opts)
     prefix = [0]  # prefix[i] = tokens of units[:i]
     system_prefix = [0]  # the same, for system units only
+    thought = [0]  # the same, for reasoning only
     last_summary: list[int] = []  # last_summary[i] = index of the latest summary unit <= i, or -1
-    latest = -1
-    for i, (u, total) in enumerate(zip(t.units, totals, strict=True)):
+    last_request: list[int] = []  # the same, for the latest user request
+    latest = request = -1
+    for i, (u, part, total) in enumerate(zip(t.units, parts, totals, strict=True)):
         prefix.append(prefix[-1] + total)
         system_prefix.append(system_prefix[-1] + (total if u.role == "system" else 0))
+        thought.append(thought[-1] + part.reasoning)
         if u.type == "summary":
             latest = i
+        if u.role == "user" and is_user_request(u):
+            request = i
         last_summary.append(latest)
+        last_request.append(request)
     fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
     out = []
-    for c in calls:
-        after = min(max(int(c.get("after_unit", len(totals) - 1)), -1), len(totals) - 1)
+    for given in afters:
+        after = min(max(given, -1), len(totals) - 1)
         start = last_summary[after] if after >= 0 else -1
         if start > 0:
             seen = system_prefix[start] + prefix[after + 1] - prefix[start]
         else:
             seen = prefix[after + 1]
+        turn = last_request[after] if after >= 0 else -1
+        if turn > max(start, 0):
+            seen -= thought[turn] - thought[max(start, 0)]
         out.append(seen + fixed)
     return out
+
+
+def context_tokens(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()) -> int:
+    """The context the transcript is now: `estimate_calls`' measure at its last unit."""
+    return _context_at(t, tok, opts, [len(t.units) - 1])[0] if t.units else _context_at(t, tok, opts, [-1])[0]
 
 
 # --- provider-recorded usage: truth over estimates -----------------------------------------------
 
 
+def unit_key(u: Unit) -> str:
+    """A unit as a file holds it, whatever ids a reader gives it: role, text, the calls it
+    makes or answers (a format may number its units anew when a compacted file is read back)."""
+    calls = ",".join(c.id for c in u.tool_calls)
+    return f"{u.role}\x00{u.tool_call_id or ''}\x00{calls}\x00{u.content}"
+
+
 @dataclass(frozen=True)
 class RecordedUsage:
-    """What the provider counted at the last call a log records, beside ctxkit's count of the
-    same context. The gap (`unlogged`) is what the log never shows (Claude Code's system prompt
-    and tool schemas): a fixed region, like the system prompt, that no compaction removes.
+    """What the provider counted at the calls a log records, fitted against ctxkit's count of
+    the same contexts (`budget.fit`): `fixed` (what every call carries and the log never shows,
+    anchored at the log's first call), `ratio` (the provider's tokens per counted token), steps
+    the two cannot explain, and how well the fit holds.
 
     For a file ctxkit compacted, the calls are its original's (`origin` says where it was
     found): the records the compacted file keeps describe a context that no longer exists, but
-    the gap they measured still holds."""
+    what they measured still holds."""
 
     source: str
-    calls: int
-    recorded: int  # input tokens the provider counted at the last recorded call
-    estimated: int  # ctxkit's count of the context the model had at that call
-    after_unit: int  # the index of the last unit that call saw
+    fit: UsageFit
     origin: str = ""  # "" (the transcript itself) or where its original was found
+    # what the log does not hold, by the unit it came with (`unit_key`)
+    unseen_units: tuple[tuple[str, int], ...] = ()
+
+    def kept_unseen(self, units: Sequence[Unit]) -> int:
+        """What the log does not hold that `units` still carry: the unseen content of the
+        original units they keep unchanged (found by role and text: a format may number its
+        units anew when a compacted file is read back)."""
+        if not self.unseen_units:
+            return 0
+        left: dict[str, int] = {}
+        for u in units:
+            key = unit_key(u)
+            left[key] = left.get(key, 0) + 1
+        kept = 0
+        for key, n in self.unseen_units:
+            if left.get(key, 0) > 0:
+                left[key] -= 1
+                kept += n
+        return kept
+
+    @property
+    def calls(self) -> int:
+        return len(self.fit.calls)
+
+    @property
+    def recorded(self) -> int:
+        """Input tokens the provider counted at the last recorded call."""
+        return self.fit.last_recorded
+
+    @property
+    def estimated(self) -> int:
+        """ctxkit's count of the context the model had at that call."""
+        return self.fit.last_counted
+
+    @property
+    def after_unit(self) -> int:
+        return self.fit.after_unit
 
     @property
     def unlogged(self) -> int:
-        return max(0, self.recorded - self.estimated)
+        """What stays fixed: every call carries it and the log never shows it."""
+        return self.fit.fixed
+
+    @property
+    def ratio(self) -> float:
+        return self.fit.ratio
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -313,8 +393,38 @@ class RecordedUsage:
             "estimated": self.estimated,
             "after_unit": self.after_unit,
             "unlogged": self.unlogged,
+            "fit": self.fit.to_dict(),
             "origin": self.origin or None,
         }
+
+    def explain(self) -> str:
+        """One line for people: what is fixed, what grows, what the fit cannot explain."""
+        f = self.fit
+        line = (
+            f"recorded usage of {self.calls:,} call{'s' if self.calls != 1 else ''}: "
+            f"{f.fixed:,} fixed (what every call carries and the log never shows: system prompt, "
+            f"tools, instructions), content x{f.ratio:.2f} (the provider's tokens per counted "
+            f"token, {f.ratio_source})"
+        )
+        grew = [x for x in f.steps if x.tokens > 0]
+        fell = [x for x in f.steps if x.tokens < 0]
+        for steps, what in (
+            (grew, "content the calls carried that the log does not hold"),
+            (fell, "content the agent left out of its calls (pruned, cleared or cut)"),
+        ):
+            if steps:
+                parts = [f"{x.tokens:+,} at call {x.call + 1}" for x in steps[:3]]
+                more = f" and {len(steps) - 3} more" if len(steps) > 3 else ""
+                line += f"; {', '.join(parts)}{more}: {what}"
+        bad = f.unexplained()
+        if bad:
+            line += (
+                f"; {len(bad):,} call{'s' if len(bad) != 1 else ''} off by more than 5% "
+                f"(worst {f.worst:.1%}, call {max(bad, key=lambda i: abs(f.residuals[i])) + 1})"
+            )
+        else:
+            line += f"; every call within {max(f.worst, 0.001):.1%}"
+        return line
 
 
 ArchiveRef = Any  # an open `archive.store.Archive`, a path to one, or None
@@ -327,12 +437,14 @@ def recorded_usage(
     *,
     archive: ArchiveRef = None,
 ) -> RecordedUsage | None:
-    """The provider's count at the log's last recorded call and ctxkit's count of the same
-    context, or None when the log records no usage.
+    """The log's recorded calls fitted against ctxkit's count of the same contexts, or None
+    when the log records no usage.
 
     A transcript that ctxkit compacted is measured on its original (`usage_original`): the
     archive given, else the one `compact` wrote beside the file. Without it, only the calls
     that saw no unit compaction changed still describe it (`provider_calls`)."""
+    from ctxkit.budget.fit import fit_usage
+
     source, origin = t, ""
     original, where = usage_original(t, archive)
     if original is not None:
@@ -342,14 +454,26 @@ def recorded_usage(
         return None
     estimates = estimate_calls(source, tok, opts)
     usage = source.metadata.get("provider_usage") or {}
-    last = calls[-1]
+    first = usage.get("first") if isinstance(usage, dict) else None
+    anchor = None
+    if isinstance(first, dict) and isinstance(first.get("input_tokens"), int):
+        texts = [x for x in first.get("texts") or [] if isinstance(x, str)]
+        seen = sum(tok.count_many(texts)) + opts.tokens_per_message * max(1, len(texts))
+        anchor = (int(first["input_tokens"]), seen)
+    fit = fit_usage(
+        [
+            (int(c["input_tokens"]), e, int(c.get("after_unit", len(source.units) - 1)))
+            for c, e in zip(calls, estimates, strict=True)
+        ],
+        first=anchor,
+    )
+    units = source.units
+    unseen = tuple(
+        (unit_key(units[i]), n) for i, n in fit.unseen_at().items() if 0 <= i < len(units)
+    )
     return RecordedUsage(
-        source=str(usage.get("source") or source.source_format),
-        calls=len(calls),
-        recorded=int(last["input_tokens"]),
-        estimated=estimates[-1],
-        after_unit=int(last.get("after_unit", len(source.units) - 1)),
-        origin=origin,
+        source=str(usage.get("source") or source.source_format), fit=fit, origin=origin,
+        unseen_units=unseen,
     )
 
 
@@ -431,16 +555,37 @@ def as_written(t: Transcript, fmt: str | None = None) -> Transcript:
 
 @dataclass(frozen=True)
 class Measure:
-    """The one figure `count`, `guard` and `compact` decide on: ctxkit's count by region plus
-    the `unlogged` region (what the log never shows, from recorded usage)."""
+    """The one figure `count`, `guard` and `compact` decide on: ctxkit's count by region, and,
+    where the log records the provider's usage, what the fit of it adds (`budget.fit`):
+
+    - the transcript the usage was recorded on: the provider's count at the last call, plus the
+      content since at the fitted ratio;
+    - a transcript ctxkit compacted (measured on its original): the fixed part plus its content
+      at the ratio (what the log never held, such as an @-mentioned file, is not sent again).
+
+    Regions: ctxkit's own, `unlogged` (the fixed part), `unseen` (changes the log does not show,
+    at the last call) and `excess` (the rest of the provider's count: its tokenizer against ours,
+    reasoning of earlier turns it does not send)."""
 
     counted: TranscriptCount
     usage: RecordedUsage | None = None
     note: str = ""  # why recorded usage was left out, when it was
+    context: int | None = None  # the context now (counted, less reasoning the provider drops)
+    kept: int = 0  # a compacted transcript: what the log does not hold that its units still carry
 
     @property
     def unlogged(self) -> int:
+        """The fixed part: every call carries it and the log never shows it."""
         return self.usage.unlogged if self.usage is not None else 0
+
+    @property
+    def unseen(self) -> int:
+        """What the log does not hold and the context still carries: every change the fit
+        found (the transcript it was fitted on), or the growth that came with the units a
+        compaction kept unchanged."""
+        if self.usage is None:
+            return 0
+        return self.kept if self.usage.origin else self.usage.fit.unseen
 
     @property
     def local(self) -> int:
@@ -449,16 +594,42 @@ class Measure:
 
     @property
     def total(self) -> int:
-        """The context as the provider sees it: the local count plus the unlogged region."""
-        return self.counted.total + self.unlogged
+        """The context as the provider sees it (see the class doc)."""
+        if self.usage is None:
+            return self.counted.total
+        fit = self.usage.fit
+        now = self.context if self.context is not None else self.counted.total
+        if self.usage.origin:
+            return fit.fixed + math.ceil(fit.ratio * now - 1e-9) + self.kept
+        return fit.last_recorded + math.ceil(fit.ratio * (now - fit.last_counted) - 1e-9)
+
+    @property
+    def excess(self) -> int:
+        return self.total - self.counted.total - self.unlogged - self.unseen
 
     @property
     def regions(self) -> dict[str, int]:
-        """The local regions, plus `unlogged` when there is any."""
+        """The local regions, plus `unlogged`, `unseen` and `excess` when recorded usage adds them."""
         regions = dict(self.counted.regions)
-        if self.unlogged:
-            regions["unlogged"] = self.unlogged
+        if self.usage is not None:
+            for key, value in (("unlogged", self.unlogged), ("unseen", self.unseen), ("excess", self.excess)):
+                if value:
+                    regions[key] = value
         return regions
+
+    def provider_total(self, local: int) -> int:
+        """What a context of `local` counted tokens comes to at this fit (a compaction's result)."""
+        if self.usage is None:
+            return local
+        fit = self.usage.fit
+        return fit.fixed + math.ceil(fit.ratio * local - 1e-9)
+
+    def local_budget(self, total: int) -> int:
+        """The most counted tokens a context may hold to come to `total` at this fit."""
+        if self.usage is None:
+            return total
+        fit = self.usage.fit
+        return math.floor((total - fit.fixed) / fit.ratio + 1e-9)
 
 
 def measure(
@@ -497,7 +668,9 @@ def measure(
             "at hand: what the log never shows is not counted (the usage its records carry "
             "predates the compaction); give --archive"
         )
-    return Measure(counted, recorded, note)
+    context = context_tokens(t, tok, opts) if recorded is not None else None
+    kept = recorded.kept_unseen(t.units) if recorded is not None and recorded.origin else 0
+    return Measure(counted, recorded, note, context, kept)
 
 
 def _logged_calls(t: Transcript) -> list[Any]:

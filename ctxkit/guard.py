@@ -45,7 +45,7 @@ from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
 from ctxkit.budget.tools import schemas_over
 from ctxkit.config.file import Config
 from ctxkit.counting import ArchiveRef, RecordedUsage, measure
-from ctxkit.errors import InputError
+from ctxkit.errors import CtxkitError, InputError
 from ctxkit.gates.baseline import EXIT_REGRESSION
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.triggers import AgentForecast, forecast, get_rule
@@ -512,6 +512,9 @@ class GuardSettings:
     as_agents: tuple[str, ...] = ()
     tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD
     archive: ArchiveRef = None
+    # the targets given stand for "what the log names": a log that records its model is checked
+    # against that model under its agent's own budget (`budget.resolve.log_target`) instead
+    from_log: bool = False
 
 
 def evaluate(
@@ -540,6 +543,13 @@ def evaluate(
     s = settings or GuardSettings()
     system, tools, check, fail_on, opts = s.system, s.tools, s.check, s.fail_on, s.count_opts
     rules = [get_rule(name) for name in s.as_agents]
+    if s.from_log:
+        from ctxkit.budget.resolve import log_target
+
+        named = log_target(t, config=s.config, tokenizer=targets[0].tokenizer if targets and
+                           targets[0].sources.get("tokenizer") == "flag" else None)
+        if named is not None:
+            targets = [named]
     if not targets:
         raise ValueError("evaluate needs at least one target")
     tokenizers = tokenizers or TokenizerCache()
@@ -604,13 +614,12 @@ def _target_result(
     regions = measured.regions
     used = measured.total
     usage = measured.usage
-    if usage is not None and usage.unlogged > 0:
+    if usage is not None:
         say(
             f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
             f"{usage.after_unit}"
             + (f" of the original in {usage.origin}" if usage.origin else "")
-            + f"); counted {usage.estimated} for that context; unlogged "
-            f"{usage.unlogged}, a fixed region"
+            + f"); counted {usage.estimated} for that context; {usage.explain()}"
         )
     plan: PendingPlan | None = None
     if pending:
@@ -624,28 +633,39 @@ def _target_result(
     result = _judge(target, used, regions, label, config)
     result.pending = plan
     result.usage = usage
-    if usage is not None and usage.unlogged > 0:
+    if usage is not None:
         result.basis = "recorded usage"
     if measured.note:
-        result.notes.append(measured.note)
+        # a compacted file whose original is not at hand: its count leaves out what the log
+        # never shows, and a verdict on that would pass what does not fit
+        raise CtxkitError(
+            measured.note + ", or --no-usage to decide on the file's own count"
+        )
     thrash = thrash_note(t, tc, regions, target)
     if thrash:
         result.notes.append(thrash)
     heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
     if heavy:
         result.notes.append(heavy)
-    fixed = (
-        regions.get("tools", 0)
-        + regions.get("unlogged", 0)
-        + (opts.reply_priming if t.units else 0)
+    # the replay and the agents' forecasts add the units up as the verdict does: the fixed part,
+    # then every counted token at the fitted ratio (1 without recorded usage)
+    ratio = usage.ratio if usage is not None else 1.0
+    fixed = regions.get("unlogged", 0) + round(
+        ratio * (regions.get("tools", 0) + (opts.reply_priming if t.units else 0))
     )
+    unit_tokens = [round(u.total * ratio) for u in tc.units] if ratio != 1.0 else [u.total for u in tc.units]
+    if usage is not None and not usage.origin:
+        # what the log does not hold arrived with the turn the fit found it at
+        for step in usage.fit.steps:
+            if 0 <= step.after_unit < len(unit_tokens):
+                unit_tokens[step.after_unit] += step.tokens
     result.agents = [
         forecast(
             rule,
             target.context_window,
             target.max_output_tokens,
             used,
-            [u.total for u in tc.units] if do_replay else None,
+            unit_tokens if do_replay else None,
             fixed,
         )
         for rule in rules
@@ -655,7 +675,7 @@ def _target_result(
         # schemas the log never shows) was there from the first call, so every check holds it
         result.replay = threshold_history(
             t.units,
-            [u.total for u in tc.units],
+            unit_tokens,
             fixed,
             target.limit,
             target.thresholds,

@@ -172,12 +172,16 @@ def test_a_target_too_small_for_the_last_request_is_said() -> None:
     result = compact(t, CompactSettings(limit=2 * n, target=n // 3, tokenizer=TOK))
     assert result.tokens_after > result.target
     assert "cannot hold" in result.summary_line() and result.transcript.units[-1].content == t.units[-1].content
-    # the system prompt and the last request (33 tokens) cannot go below the guard's compact
-    # threshold of a 34-token limit (33): compaction fails, naming what cannot be removed
+    # the system prompt and the last request (33 tokens) fit a 34-token limit but not under the
+    # guard's compact threshold (33): compact returns them and says the guard will fire again
+    tight = compact(t, CompactSettings(limit=34, tokenizer=TOK))
+    assert tight.tokens_after == 33 and tight.transcript.units[-1].content == t.units[-1].content
+    assert "under the limit 34 but at or above the guard's compact threshold 33, so the guard " \
+        "will ask for compaction again" in tight.summary_line()
+    # below them, nothing fits: compaction fails, naming what cannot be removed
     with pytest.raises(BreakerFailed) as exc:
-        compact(t, CompactSettings(limit=34, tokenizer=TOK))
+        compact(t, CompactSettings(limit=32, tokenizer=TOK))
     assert str(exc.value) == (
-        "BREAKER_FAILED: t0: even after fresh_start the transcript takes 33 tokens, at or above "
-        "the guard's compact threshold 33 of the limit 34: the system prompt and the last "
-        "request cannot be removed; raise the limit"
+        "BREAKER_FAILED: t0: even after fresh_start the transcript takes 33 tokens, above the "
+        "limit 32: the system prompt and the last request cannot be removed; raise the limit"
     )

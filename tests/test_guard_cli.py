@@ -353,8 +353,9 @@ def _logs_with_usage(realdata: Path) -> list[Path]:
 
 def test_guard_never_says_ok_where_the_provider_saw_more(realdata: Path) -> None:
     """On every real log that records usage, a limit between the local count and what the
-    provider recorded is an overflow, not `ok`; `--no-usage` is the local count alone."""
-    from ctxkit.counting import recorded_usage
+    provider recorded is an overflow, not `ok`; `--no-usage` is the local count alone. The
+    figure is the provider's count at the last call, plus what came after at the fitted ratio."""
+    from ctxkit.counting import measure, recorded_usage
     from ctxkit.formats import read_path
     from ctxkit.tokens import count_transcript, get_tokenizer
 
@@ -372,8 +373,8 @@ def test_guard_never_says_ok_where_the_provider_saw_more(realdata: Path) -> None
         (res,) = json.loads(r.stdout)["targets"]
         assert r.exit_code == 5 and res["status"] == "overflow", path.name
         assert res["basis"] == "recorded usage"
-        assert res["used"] == local + usage.unlogged >= usage.recorded
-        assert res["regions"]["unlogged"] == usage.unlogged
+        assert res["used"] == measure(t, tok).total >= usage.recorded
+        assert res["regions"]["unlogged"] == usage.unlogged <= usage.fit.first_recorded
         r = run(["guard", str(path), "--limit", str(limit), "--no-usage", "--format", "json"])
         (res,) = json.loads(r.stdout)["targets"]
         assert res["used"] == local and res["basis"] == "local count"
@@ -384,24 +385,39 @@ def test_guard_never_says_ok_where_the_provider_saw_more(realdata: Path) -> None
 def test_count_reports_recorded_usage_and_the_unlogged_region() -> None:
     r = run(["count", "claude-code-session.jsonl", "--format", "json"], cwd=SAMPLES)
     (row,) = json.loads(r.stdout)
+    # 15,178 stay fixed (the first call's 15,553 less its content at the fitted ratio); the
+    # total is the provider's count at the last call plus what came after it
     assert (row["history"], row["unlogged"], row["total"], row["recorded"]) == (
         1682,
-        15827,
+        15178,
         17509,
         17437,
     )
+    assert row["unseen"] + row["excess"] == row["total"] - row["history"] - row["unlogged"]
     r = run(["count", "claude-code-session.jsonl", "--format", "json", "--no-usage"], cwd=SAMPLES)
     (row,) = json.loads(r.stdout)
     assert "unlogged" not in row and row["total"] == 1682
 
 
+def test_the_model_a_log_records_is_its_default_target() -> None:
+    """With no model, window or limit, a log is checked against the model it records under its
+    agent's own budget (Claude Code on claude-sonnet-4: it sends up to 177,000 and compacts at
+    167,000, the guard's compact threshold)."""
+    r = run(["guard", "claude-code-session.jsonl", "--format", "json"], cwd=SAMPLES)
+    (target,) = json.loads(r.stdout)["targets"]
+    budget = target["budget"]
+    assert (target["target"], target["limit"], budget["agent"]) == ("claude-sonnet-4", 177_000, "claude-code")
+    assert budget["thresholds"]["compact"] * 177_000 == pytest.approx(167_000, abs=10)
+    assert r.exit_code == 0
+
+
 def test_the_model_a_log_records_is_named_with_the_flag_that_checks_it() -> None:
-    r = run(["guard", "claude-code-session.jsonl"], cwd=SAMPLES)
+    r = run(["guard", "claude-code-session.jsonl", "--limit", "60000"], cwd=SAMPLES)
     assert (
         "model: the log records claude-sonnet-4-20250514 (claude-sonnet-4 in models.toml, window "
         "200,000); --model claude-sonnet-4 checks against its window and tokenizer"
     ) in r.stdout.splitlines()
-    r = run(["guard", "claude-code-session.jsonl", "--format", "json"], cwd=SAMPLES)
+    r = run(["guard", "claude-code-session.jsonl", "--limit", "60000", "--format", "json"], cwd=SAMPLES)
     assert json.loads(r.stdout)["recorded_model"] == {
         "name": "claude-sonnet-4-20250514",
         "matched": "claude-sonnet-4",

@@ -110,6 +110,16 @@ def test_registry_names_live_in_their_registry() -> None:
         # the log shapes forensics reads: Claude Code's compact_boundary, Codex's replacement_history
         "recipes/forensics.py": {"claude-code", "codex"},
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
+        # the agents registries (the real agents, each agent's own budget): an agent is named
+        # as its log format is
+        "agents/drivers.py": {"claude-code", "codex", "gemini-cli", "anthropic", "gemini"},
+        "budget/agents.py": {"claude-code", "codex", "gemini-cli", "opencode"},
+        # the provider APIs the recording provider speaks, named as the providers name them
+        "agents/provider.py": {"anthropic", "gemini"},
+        "agents/regions.py": {"anthropic", "gemini"},
+        "budget/models.py": {"gemini"},  # a model family
+        "budget/resolve.py": {"codex"},  # Codex records the window it allows
+
     }
     # "error" and "units" are also ordinary words (severities, token units)
     names = {*STRATEGIES, "fresh_start", "truncate", *(n for n in FORMATS if n != "units")}

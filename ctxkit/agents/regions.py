@@ -20,6 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.formats.anthropic import NAME as ANTHROPIC
+from ctxkit.formats.codex import NAME as CODEX
+from ctxkit.formats.gemini import NAME as GEMINI
+from ctxkit.formats.openai import NAME as OPENAI
 from ctxkit.model import Transcript
 from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_transcript
 
@@ -219,7 +223,7 @@ def _anthropic(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
     rc.regions["skills"] += tally.skills
     rc.messages = len(messages)
     if messages:
-        t = _read({"messages": messages}, "anthropic")
+        t = _read({"messages": messages}, ANTHROPIC)
         rc.transcript = t
         rc.regions["messages"] += _history(t, tok, opts)
 
@@ -269,7 +273,7 @@ def _responses(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
     rc.messages = len(items)
     if items:
         records = [{"timestamp": "", "type": "response_item", "payload": i} for i in items]
-        t = _read(records, "codex")
+        t = _read(records, CODEX)
         rc.transcript = t
         rc.regions["messages"] += _history(t, tok, opts)
 
@@ -320,7 +324,7 @@ def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestC
     rc.regions["skills"] += tally.skills
     rc.messages = len(messages)
     if messages:
-        t = _read(messages, "openai")
+        t = _read(messages, OPENAI)
         rc.transcript = t
         rc.regions["messages"] += _history(t, tok, opts)
 
@@ -364,7 +368,7 @@ def _gemini(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Reques
     rc.regions["skills"] += tally.skills
     rc.messages = len(contents)
     if contents:
-        t = _read({"contents": contents}, "gemini")
+        t = _read({"contents": contents}, GEMINI)
         rc.transcript = t
         rc.regions["messages"] += _history(t, tok, opts)
 

@@ -25,6 +25,8 @@ from ctxkit.agents.regions import RequestCount, count_request
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, Tokenizer, get_tokenizer
 
+MODES = ("print", "interactive")  # headless (-p, exec) or the agent's terminal UI in tmux
+
 
 @dataclass(frozen=True)
 class ProbeOptions:

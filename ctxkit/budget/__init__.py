@@ -120,21 +120,21 @@ def compaction_ceiling(
 
 def fixed_regions(system_tools: int, unlogged: int) -> str:
     """What no compaction can remove, named for people: the system prompt and tool schemas, and
-    what the log never shows (the `unlogged` region of recorded usage).
+    what every call carries that the log never shows (the fixed part of its recorded usage).
 
     >>> fixed_regions(1259, 0)
     'the system prompt and tool schemas alone take 1,259 tokens'
     >>> fixed_regions(0, 64093)
-    'what the log never shows (the unlogged region of recorded usage) takes 64,093 tokens'
+    'what every call carries and the log never shows takes 64,093 tokens (its recorded usage)'
     """
-    unlogged_text = "what the log never shows (the unlogged region of recorded usage)"
+    unlogged_text = "what every call carries and the log never shows"
     if not unlogged:
         return f"the system prompt and tool schemas alone take {system_tools:,} tokens"
     if not system_tools:
-        return f"{unlogged_text} takes {unlogged:,} tokens"
+        return f"{unlogged_text} takes {unlogged:,} tokens (its recorded usage)"
     return (
-        f"the system prompt and tool schemas ({system_tools:,} tokens) and {unlogged_text} take "
-        f"{system_tools + unlogged:,} tokens"
+        f"the system prompt and tool schemas ({system_tools:,} tokens) and {unlogged_text} "
+        f"({unlogged:,}, its recorded usage) take {system_tools + unlogged:,} tokens"
     )
 
 
@@ -211,12 +211,15 @@ class Target:
     thresholds: Thresholds = Thresholds()
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    agent: str | None = None  # the coding agent whose own budget this is (`budget.agents`)
 
     @property
     def rule(self) -> str:
         """The rule that bound the limit, for people."""
         if self.bound_by == "policy":
             return f"policy: {self.policy_rule}"
+        if self.agent:
+            return f"agent {self.agent}: the most it sends on this model"
         return "model: window - buffer - max output"
 
     def to_dict(self) -> dict[str, Any]:
@@ -235,6 +238,7 @@ class Target:
             "rule": self.rule,
             "tokenizer": self.tokenizer,
             "tokenizer_note": self.tokenizer_note or None,
+            "agent": self.agent,
             "thresholds": {
                 "warn": self.thresholds.warn,
                 "compact": self.thresholds.compact,

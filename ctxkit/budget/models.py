@@ -167,3 +167,71 @@ def model_suggestions(name: str, n: int = 3) -> list[str]:
 
     key = name.strip().lower().rsplit("/", 1)[-1]
     return difflib.get_close_matches(key, [*load_models(), *_aliases()], n=n, cutoff=0.6)
+
+
+# A model name's family, tier and version: `claude-opus-4-6` is (claude, opus, 4.6), `gpt-5.1-codex`
+# (gpt, codex, 5.1), `gemini-3.1-pro-preview` (gemini, pro, 3.1). Words that name neither a family
+# nor a version are tiers.
+_FAMILIES = ("claude", "gpt", "gemini", "deepseek", "qwen", "llama", "grok", "mistral", "phi", "o")
+_WORD = re.compile(r"[a-z]+|\d+(?:[.-]\d+)*")
+
+
+def _parts(name: str) -> tuple[str, frozenset[str], tuple[int, ...]] | None:
+    key = _VENDOR.sub("", name.strip().lower().rsplit("/", 1)[-1]).removesuffix(_ONE_M)
+    words = _WORD.findall(key)
+    if not words:
+        return None
+    family = words[0]
+    if family not in _FAMILIES:
+        return None
+    version: tuple[int, ...] = ()
+    tiers: set[str] = set()
+    for w in words[1:]:
+        if w[0].isdigit():
+            numbers = tuple(int(n) for n in re.split(r"[.-]", w))
+            if not version and not (len(numbers) == 1 and numbers[0] > 1000):  # not a date
+                version = numbers[:2]
+        elif w not in ("preview", "latest", "exp", "v"):
+            tiers.add(w)
+    if family == "o" and not version:
+        return None
+    return family, frozenset(tiers), version
+
+
+def find_family(name: str, at_least: int = 0) -> tuple[ModelInfo | None, str]:
+    """The known model nearest an unknown name of a known family: the same family, as many of
+    its tier words as can be had (opus, pro, codex, mini...), then the nearest version, newer
+    preferred; (None, "") when the family is unknown. A model whose window is below `at_least`
+    (a log's largest recorded call: the model it ran on held it) is passed over while any holds
+    it. A guess, which the caller says.
+
+    >>> [find_family(n)[0].name for n in ("claude-fable-5", "gpt-5.5", "gemini-3.1-pro-preview")]
+    ['claude-opus-5', 'gpt-5.4', 'gemini-3-pro-preview']
+    """
+    wanted = _parts(name)
+    if wanted is None:
+        return None, ""
+    family, tiers, version = wanted
+    best: tuple[Any, ...] | None = None
+    for info in load_models().values():
+        got = _parts(info.name)
+        if got is None or got[0] != family:
+            continue
+        shared = len(tiers & got[1])
+        extra = len(got[1] - tiers)
+        distance = _version_distance(version, got[2])
+        newer = 1 if got[2] >= version else 0
+        holds = 1 if info.context_window >= at_least else 0
+        score = (holds, shared, -extra, -distance, newer, info.context_window)
+        if best is None or score > best[0]:
+            best = (score, info)
+    if best is None:
+        return None, ""
+    return best[1], best[1].name
+
+
+def _version_distance(a: tuple[int, ...], b: tuple[int, ...]) -> float:
+    def value(v: tuple[int, ...]) -> float:
+        return (v[0] if v else 0) + (v[1] / 10 if len(v) > 1 else 0)
+
+    return abs(value(a) - value(b))

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from ctxkit.agents.drivers import AGENTS
+from ctxkit.agents.session import MODES
 from ctxkit.cli.options import echo_err
 from ctxkit.report.tables import FORMATS, default_format, write_rows
 
@@ -21,7 +22,7 @@ _NAMES = click.Choice(sorted(AGENTS))
 
 def _run_options(f: Any) -> Any:
     f = click.option(
-        "--mode", type=click.Choice(["print", "interactive"]), default="print", show_default=True,
+        "--mode", type=click.Choice(MODES), default="print", show_default=True,
         help="print: the headless run (claude -p, codex exec, gemini -p); interactive: the agent's "
         "terminal UI, driven in tmux (what an interactive session sends).",
     )(f)

@@ -426,7 +426,8 @@ def _write_region_rows(
     if not any_usage:
         # no log recorded usage: the columns would say nothing
         region_rows = [
-            {k: v for k, v in r.items() if k not in ("unlogged", "recorded")} for r in region_rows
+            {k: v for k, v in r.items() if k not in ("unlogged", "unseen", "excess", "recorded")}
+            for r in region_rows
         ]
     rows = breakdown.rows() if breakdown is not None else region_rows
     if cost_rows:
@@ -474,7 +475,7 @@ _label = transcript_label
 
 def _total_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {"transcript": f"total ({len(rows)} conversations)", "format": None}
-    for key in ("units", *REGIONS, "unlogged", "total", "recorded"):
+    for key in ("units", *REGIONS, "unlogged", "unseen", "excess", "total", "recorded"):
         if key in rows[0]:
             total[key] = sum(r[key] or 0 for r in rows)
     return total

@@ -294,6 +294,7 @@ def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) 
 
 def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
     """The flags as one `GuardSettings` (config with the threshold flags, the files read)."""
+    from ctxkit.budget.resolve import from_log_applies
     from ctxkit.config.file import load_config
     from ctxkit.formats.extras import load_tools, read_text_file
     from ctxkit.guard import GuardSettings, load_pending
@@ -323,6 +324,10 @@ def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
         as_agents=tuple(f["as_agents"]),
         tool_threshold=f["tool_threshold"],
         archive=f["archive_path"],
+        from_log=from_log_applies(
+            config, models=f["models"], limit=f["limit"], window=f["window"],
+            max_output=f["max_output"], buffer=f["buffer"], agent=f["agent"], llm=f["llm"],
+        ),
     )
 
 
@@ -565,16 +570,10 @@ def _render_usage(verdict: Any) -> list[str]:
         seen.add((u.recorded, u.estimated))
         which = f"its original (in {u.origin})" if u.origin else "the log"
         line = (
-            f"usage: {which} records {u.recorded:,} input tokens at its last call ({u.calls:,} "
-            f"calls); ctxkit counts {u.estimated:,} for that context ({r.tokenizer})"
+            f"usage: {which} records {u.recorded:,} input tokens at its last call; ctxkit counts "
+            f"{u.estimated:,} for that context ({r.tokenizer}); {u.explain()} (--no-usage "
+            "decides on the local count)"
         )
-        if u.unlogged:
-            line += (
-                f"; {u.unlogged:,} unlogged (system prompt and tool schemas the log never shows), "
-                "a fixed region added to the count (--no-usage ignores it)"
-            )
-        else:
-            line += "; decided on the local count"
         out.append(line)
     from ctxkit.formats import FORMATS
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -17,7 +19,7 @@ from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
-from ctxkit.counting import measure
+from ctxkit.counting import context_tokens, measure, transcript_label, unit_key
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.memo import UnitMemo, reserve
 from ctxkit.model import Transcript, Unit
@@ -126,6 +128,10 @@ class _Run:
     started: float
     before: TranscriptCount
     fixed: int  # the unlogged region: a fixed region the units are fitted around
+    ratio: float  # the provider's tokens per counted token (`budget.fit`; 1 without usage)
+    usage: Any  # the recorded usage fitted (`counting.RecordedUsage`), or None
+    before_total: int  # the figure before, as `count` gives it (`counting.measure`)
+    before_regions: dict[str, int]  # and its regions
     tools: list[dict[str, Any]]
     original: tuple[Unit, ...]
     ctx: Context
@@ -149,9 +155,36 @@ class _Run:
         if self.observe is not None:
             self.observe(Event(phase, progress, message, tokens, self.limit, priority))
 
+    def provider(self, local: int) -> int:
+        """What a context of `local` counted tokens comes to: the fixed part, the rest at the
+        ratio (the figure `count` gives of a compacted file)."""
+        if self.ratio == 1.0:
+            return local + self.fixed
+        return self.fixed + math.ceil(self.ratio * local - 1e-9)
+
+    def figure(self, t: Transcript, counted: int) -> int:
+        """The figure `count` gives of a compacted transcript: the fixed part, its context at
+        the ratio, and what the log does not hold that its kept units still carry."""
+        total = self.provider(self.context(t, counted))
+        usage = self.usage
+        return total + (usage.kept_unseen(t.units) if usage is not None else 0)
+
+    def context(self, t: Transcript, counted: int) -> int:
+        """The context a transcript is, as `count` measures it where recorded usage applies
+        (`counting.context_tokens`: reasoning of earlier turns left out), else its count."""
+        if not self.fixed and self.ratio == 1.0:
+            return counted
+        return context_tokens(t, self.settings.tok, self.settings.count_opts)
+
+    def local(self, total: int) -> int:
+        """The most counted tokens whose figure is at most `total`."""
+        if self.ratio == 1.0:
+            return total - self.fixed
+        return math.floor((total - self.fixed) / self.ratio + 1e-9)
+
     def state(self, units: Sequence[Unit] | None = None) -> State:
         units = self.original if units is None else units
-        return State(units=tuple(units), target=self.goal - self.fixed, ctx=self.ctx)
+        return State(units=tuple(units), target=self.local(self.goal), ctx=self.ctx)
 
 
 def compact(
@@ -170,7 +203,7 @@ def compact(
     token under the guard's compact threshold unless a target is set, the same from the library
     as from `ctxkit compact --limit`.
     """
-    settings = CompactSettings.given(settings, limit, "compact")
+    settings = CompactSettings.given(settings, limit, "compact").for_transcript(transcript)
     if settings.options.recovery_mode not in RECOVERY_MODES:
         raise unknown_name("recovery mode", settings.options.recovery_mode, RECOVERY_MODES)
     with gc_paused():
@@ -236,9 +269,11 @@ def _begin(
     # What the log never shows (recorded usage beyond ctxkit's count: Claude Code's system
     # prompt and tool schemas) is a fixed region like the system prompt: the units are fitted
     # around it, and every figure reported is the one `count` and `guard` give (`measure`).
-    fixed = measure(
+    measured = measure(
         transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
-    ).unlogged
+    )
+    fixed = measured.unlogged
+    ratio = measured.usage.ratio if measured.usage is not None else 1.0
     tools = add_tools(transcript.tools, settings.added_tools)
     original = tuple(transcript.units)  # a tuple: its structure is read once (`structure`)
     if query is None:
@@ -264,31 +299,46 @@ def _begin(
         summarizer=settings.summarizer,
         seed=settings.options.seed,
         originals={u.id: u for u in original},
-        # the counts just made: the first state's total reads them (`strategies.base.unit_counts`)
-        counts={id(u): (u, c) for u, c in zip(original, before.units, strict=True)},
+        # the counts just made: the first state's total reads them (`strategies.base.unit_counts`);
+        # a unit that came with content the log does not hold (recorded usage) carries it, at
+        # the ratio, for as long as it is kept unchanged
+        counts=_with_unseen(
+            {id(u): (u, c) for u, c in zip(original, before.units, strict=True)},
+            original, measured.usage, ratio,
+        ),
     )
     run = _Run(
-        transcript, settings, archive, observe, started, before, fixed, tools, original, ctx,
-        goal, coherence_embedder=embedder,
+        transcript, settings, archive, observe, started, before, fixed, ratio, measured.usage,
+        measured.total,
+        measured.regions, tools, original, ctx, goal, coherence_embedder=embedder,
     )
     run.notify(
         "detection",
-        f"Context at {before.total + fixed:,} / {limit:,} tokens (target {goal:,})",
-        before.total + fixed,
+        f"Context at {run.before_total:,} / {limit:,} tokens (target {goal:,})",
+        run.before_total,
         0,
     )
-    floor = _irreducible_floor(transcript.replace(tools=tools), tok, copts)
+    floor = run.provider(_irreducible_floor(transcript.replace(tools=tools), tok, copts)) - fixed
     if floor + fixed > limit:
+        fix = f"give --limit {floor + fixed + 1:,} or more (nothing smaller can hold it)"
+        if fixed:
+            fix += ", or --no-usage to fit the log's own content alone"
         raise UsageError(
-            f"{transcript.id}: limit {limit:,} is below what no strategy can remove: "
-            + fixed_regions(floor, fixed)
+            f"{_label(transcript)}: limit {limit:,} is below what no strategy can "
+            f"remove ({fixed_regions(floor, fixed)}): {fix}"
         )
     if floor + fixed > ceiling:
-        raise UsageError(
-            f"{transcript.id}: limit {limit:,} leaves no room: {fixed_regions(floor, fixed)}, "
-            f"at or above the guard's compact threshold {ceiling + 1:,}, so the guard would ask "
-            "for compaction again at once; raise the limit"
+        # The limit holds what no strategy may touch, but not under the guard's compact
+        # threshold: the most that fits under the limit, said (the guard will fire again).
+        run.goal_note = (
+            f"what no strategy may touch ({fixed_regions(floor, fixed)}) is at or above the "
+            f"guard's compact threshold {ceiling + 1:,} of the limit {limit:,}: compacted to fit "
+            "under the limit, and the guard will ask for compaction again; raise the limit "
+            f"(above {_limit_for(floor + fixed, run):,}) to stop that"
         )
+        run.notify("detection", run.goal_note, run.before_total, 0, "warning")
+        run.goal = limit
+        return run
     if floor + fixed > goal:
         # The limit holds what no strategy may touch but the goal below it does not: aim for
         # the most the guard passes at this limit.
@@ -300,7 +350,7 @@ def _begin(
             "detection",
             f"target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens); "
             f"aiming for {ceiling:,}",
-            before.total + fixed,
+            run.before_total,
             0,
             "warning",
         )
@@ -311,7 +361,7 @@ def _begin(
 def _chain(run: _Run, state: State) -> State:
     """The strategies in chain order, up to `max_iterations` passes, each step judged (kept,
     undone or rejected) before the next; stops at the goal or when a pass changes nothing."""
-    options, fixed = run.settings.options, run.fixed
+    options = run.settings.options
     chain = expand_chain(options.chain)
     total_steps = max(1, len(chain) * max(1, options.max_iterations))
     done = 0
@@ -324,7 +374,7 @@ def _chain(run: _Run, state: State) -> State:
             done += 1
             if state.fits():
                 break
-            tokens_before = state.tokens() + fixed
+            tokens_before = run.provider(state.tokens())
             progress = min(99, 100 * done // total_steps)
             run.notify(name, _phase_message(name, tokens_before, run.goal), tokens_before, progress)
             t0 = time.perf_counter()
@@ -350,7 +400,7 @@ def _chain(run: _Run, state: State) -> State:
                 continue
             assert new is not None
             run.steps.append(
-                Step(name, iteration, tokens_before, new.tokens() + fixed, elapsed, True,
+                Step(name, iteration, tokens_before, run.provider(new.tokens()), elapsed, True,
                      refs=_new_refs(state, new))
             )
             state = new
@@ -364,34 +414,34 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
     """The recovery mode's answer when the chain stopped short of the goal (`error` raises);
     the chain's own result when the recovery would only make it bigger."""
     fixed, goal, ceiling, limit = run.fixed, run.goal, run.ceiling, run.limit
-    options, tid = run.settings.options, run.transcript.id
+    options = run.settings.options
     run.notify(
         "recovery",
-        f"Chain left {state.tokens() + fixed:,} / {goal:,} tokens; recovery: {recovery}",
-        state.tokens() + fixed,
+        f"Chain left {run.provider(state.tokens()):,} / {goal:,} tokens; recovery: {recovery}",
+        run.provider(state.tokens()),
         -1,
         "warning",
     )
     if recovery == "error":
         raise BreakerFailed(
-            f"{tid}: the chain reached {state.tokens() + fixed:,} tokens, above the "
+            f"{_label(run.transcript)}: the chain reached {run.provider(state.tokens()):,} tokens, above the "
             f"target {goal:,}; set recovery_mode to fresh_start or truncate, or raise the limit"
         )
     t0 = time.perf_counter()
-    tokens_before = state.tokens() + fixed
+    tokens_before = run.provider(state.tokens())
     recover = RECOVERY[recovery]
     assert recover is not None  # `error` raised above
     if recovery == "fresh_start":
         run.notify(
             "handover",
             f"Writing a handover of about {options.handover_tokens:,} tokens",
-            state.tokens() + fixed,
+            run.provider(state.tokens()),
             -1,
             "warning",
         )
     chained = state
     state = recover(state, run.original, options)
-    if not state.fits() and chained.tokens() < state.tokens() and state.tokens() + fixed > ceiling:
+    if not state.fits() and chained.tokens() < state.tokens() and run.provider(state.tokens()) > ceiling:
         # Recovery made it bigger (a handover on a tiny transcript): the chain's result is
         # nearer, and may already pass the guard, if not the goal; keep it.
         state = chained
@@ -404,7 +454,7 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
             f"recovery:{recovery}",
             0,
             tokens_before,
-            state.tokens() + fixed,
+            run.provider(state.tokens()),
             (time.perf_counter() - t0) * 1000,
             True,
             refs=_new_refs(State(units=tuple(run.original), target=goal, ctx=run.ctx), state),
@@ -412,19 +462,25 @@ def _recover(run: _Run, state: State, recovery: str) -> State:
     )
     if state.fits():
         state = _give_back(run, state)
-    if state.tokens() + fixed > ceiling:
+    total = run.provider(state.tokens())
+    if total > limit:
         kept = "the system prompt and the last request"
         raise BreakerFailed(
-            f"{tid}: even after {recovery} the transcript takes "
-            f"{state.tokens() + fixed:,} tokens, at or above the guard's compact threshold "
-            f"{ceiling + 1:,} of the limit {limit:,}: {kept}"
+            f"{_label(run.transcript)}: even after {recovery} the transcript takes {total:,} tokens, above the "
+            f"limit {limit:,}: {kept}"
             + (f", and {fixed_regions(0, fixed)}," if fixed else "")
             + " cannot be removed; raise the limit"
         )
-    if not state.fits() and not run.goal_note:
+    if total > ceiling and not run.goal_note:
+        run.goal_note = (
+            f"the system prompt, the last request and a handover take {total:,} tokens: under "
+            f"the limit {limit:,} but at or above the guard's compact threshold {ceiling + 1:,}, "
+            "so the guard will ask for compaction again; raise the limit to stop that"
+        )
+    elif not state.fits() and not run.goal_note:
         run.goal_note = (
             f"the target {goal:,} cannot hold the system prompt, the last request and a "
-            f"handover ({state.tokens() + fixed:,} tokens); within {ceiling:,}, the most the "
+            f"handover ({total:,} tokens); within {ceiling:,}, the most the "
             f"guard passes at the limit {limit:,}"
         )
     return state
@@ -445,8 +501,8 @@ def _give_back(run: _Run, state: State) -> State:
             Step(
                 GIVE_BACK,
                 0,
-                state.tokens() + run.fixed,
-                given.tokens() + run.fixed,
+                run.provider(state.tokens()),
+                run.provider(given.tokens()),
                 (time.perf_counter() - t0) * 1000,
                 True,
                 note=f"{whole(given) - whole(state):,} messages restored whole, newest first",
@@ -465,15 +521,16 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
     if changed:
         result_t = run.transcript.replace(units=arrange(state.units), tools=run.tools)
         after = count_transcript(result_t, settings.tok, settings.count_opts, run.ctx.counts)
-        total, regions = after.total + fixed, _with_unlogged(after.regions, fixed)
+        total = run.figure(result_t, after.total)
+        regions = _with_unlogged(after.regions, fixed, total - after.total - fixed)
         if settings.as_written is not None:
-            total, regions = _written_figures(settings.as_written(result_t), regions, settings)
+            total, regions = _written_figures(settings.as_written(result_t), regions, settings, run)
         # before time_ms is taken: the figure is part of the work a report's time accounts for
         final_coherence: float | None = coherence(run.original, state.units, run.coherence_embedder)
         run.notify("success", f"Context reduced to {total:,} / {run.limit:,} tokens", total, 100)
     else:
         result_t, after, final_coherence = run.transcript, before, None
-        total, regions = before.total + fixed, _with_unlogged(before.regions, fixed)
+        total, regions = run.before_total, dict(run.before_regions)
     p1_total, p1_kept = _p1_kept(run.original, state.units)
     return CompactResult(
         transcript=result_t,
@@ -481,9 +538,9 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
         fits=total <= run.goal if changed else True,
         limit=run.limit,
         target=run.goal,
-        tokens_before=before.total + fixed,
+        tokens_before=run.before_total,
         tokens_after=total,
-        regions_before=_with_unlogged(before.regions, fixed),
+        regions_before=dict(run.before_regions),
         regions_after=regions,
         units_before=len(run.original),
         units_after=len(result_t.units),  # neighbouring run placeholders merged
@@ -503,7 +560,7 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
 
 
 def _written_figures(
-    written: Transcript, regions: Mapping[str, int], settings: CompactSettings
+    written: Transcript, regions: Mapping[str, int], settings: CompactSettings, run: _Run
 ) -> tuple[int, dict[str, int]]:
     """(tokens, regions) of a compacted transcript as its output file reads back (`written`),
     plus the unlogged region its original's recorded usage measured (in `regions`, the
@@ -516,10 +573,8 @@ def _written_figures(
     if joined > out.get("summary", 0):
         out["history"] -= joined - out.get("summary", 0)
         out["summary"] = joined
-    fixed = regions.get("unlogged", 0)
-    if fixed:
-        out["unlogged"] = fixed
-    return counted.total + fixed, out
+    total = run.figure(written, counted.total)
+    return total, _with_unlogged(out, run.fixed, total - counted.total - run.fixed)
 
 
 def _judge(
@@ -559,8 +614,49 @@ def _phase_message(name: str, tokens: int, goal: int) -> str:
     return f"{LABELS.get(name, name)}… ({tokens:,} -> target {goal:,} tokens)"
 
 
-def _with_unlogged(regions: Mapping[str, int], fixed: int) -> dict[str, int]:
-    return {**regions, "unlogged": fixed} if fixed else dict(regions)
+def _with_unlogged(regions: Mapping[str, int], fixed: int, excess: int = 0) -> dict[str, int]:
+    """The regions with what recorded usage adds: the fixed part, and the rest of the
+    provider's count (its tokenizer against ours) as `excess`."""
+    out = dict(regions)
+    if fixed:
+        out["unlogged"] = fixed
+    if excess:
+        out["excess"] = excess
+    return out
+
+
+def _with_unseen(
+    counts: dict[int, tuple[Unit, Any]], units: Sequence[Unit], usage: Any, ratio: float
+) -> dict[int, tuple[Unit, Any]]:
+    """The count memo with each unit's unseen content (`RecordedUsage.unseen_units`) added to
+    its framing, in counted tokens."""
+    if usage is None or not usage.unseen_units:
+        return counts
+    by_key: dict[str, list[Unit]] = {}
+    for u in units:
+        by_key.setdefault(unit_key(u), []).append(u)
+    for key, tokens in usage.unseen_units:
+        same = by_key.get(key)
+        if not same:
+            continue
+        u = same.pop(0)
+        if id(u) not in counts:
+            continue
+        unit, c = counts[id(u)]
+        extra = math.ceil(tokens / ratio) if ratio else tokens
+        counts[id(u)] = (unit, dataclasses.replace(c, overhead=c.overhead + extra))
+    return counts
+
+
+def _label(t: Transcript) -> str:
+    """The transcript in an error: its file (and line), else its id."""
+    return transcript_label(t) if t.path else t.id
+
+
+def _limit_for(tokens: int, run: _Run) -> int:
+    """The smallest limit whose compact threshold is above `tokens`."""
+    share = run.settings.thresholds.compact
+    return math.floor(tokens / share) + 1 if share > 0 else tokens + 1
 
 
 def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:

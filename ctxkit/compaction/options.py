@@ -74,6 +74,9 @@ class CompactSettings:
     # False: fit the transcript's own count alone, as `--no-usage` does; True: the unlogged
     # region of the provider's recorded usage is a fixed region the units are fitted around
     use_usage: bool = True
+    # the limit stands for "what the log names": a log that records its model is compacted to
+    # that model's budget under its agent (`budget.resolve.log_target`), the given limit else
+    from_log: bool = False
     # how the output file reads a compacted transcript back (`counting.as_written` in its
     # format): the figures after are counted on that, what `count` gives of the file (a format
     # may join a summary to the request before it); None: on the transcript as compacted
@@ -122,6 +125,17 @@ class CompactSettings:
         from ctxkit.counting import as_written
 
         return self.replace(as_written=functools.partial(as_written, fmt=fmt))
+
+    def for_transcript(self, t: Transcript) -> CompactSettings:
+        """The settings `t` is compacted with: these, or (`from_log`) the budget its log names."""
+        if not self.from_log:
+            return self
+        from ctxkit.budget.resolve import log_target
+
+        named = log_target(t, tokenizer=self.tokenizer_label if self.tokenizer_label != DEFAULT_TOKENIZER else None)
+        if named is None:
+            return self
+        return self.replace(limit=named.limit, thresholds=named.thresholds, budget=named, from_log=False)
 
     def replace(self, **changes: Any) -> CompactSettings:
         """A copy with some fields changed (a replay at another limit, an action's chain)."""

@@ -14,6 +14,7 @@ from ctxkit.archive.store import Archive, Rows, ref_scope
 from ctxkit.compaction.chain import compact
 from ctxkit.compaction.options import CompactSettings
 from ctxkit.compaction.result import CompactResult, Event, Failure, Observer
+from ctxkit.counting import transcript_label
 from ctxkit.errors import ArchiveError, CtxkitError
 from ctxkit.memo import forget
 from ctxkit.model import Transcript
@@ -31,7 +32,7 @@ def _work_one(t: Transcript) -> tuple[str, Any, list[Event], Rows | None]:
     try:
         result = compact(t, settings, archive=scratch, observe=events.append)
     except CtxkitError as exc:
-        return ("error", Failure.of(t.id, exc), events, None)
+        return ("error", Failure.of(t.id, exc, transcript_label(t)), events, None)
     finally:
         forget()  # no later conversation shares its units: the worker's memory stays flat
     rows = scratch.rows_of(scratch.key_for(t)) if result.changed else None
@@ -167,7 +168,7 @@ def _compact_one(
     except CtxkitError as exc:
         if not keep_going:
             raise
-        return Failure.of(t.id, exc)
+        return Failure.of(t.id, exc, transcript_label(t))
 
 
 def _ordered(pool: Any, items: Iterator[Transcript], *, window: int) -> Iterator[tuple[Transcript, Any]]:

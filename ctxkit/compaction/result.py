@@ -163,10 +163,11 @@ class Failure:
     transcript_id: str
     message: str
     exit_code: int = 1
+    label: str = ""  # the file (and line) the message may start with
 
     @classmethod
-    def of(cls, transcript_id: str, error: CtxkitError) -> Failure:
-        return cls(transcript_id, str(error), error.exit_code)
+    def of(cls, transcript_id: str, error: CtxkitError, label: str = "") -> Failure:
+        return cls(transcript_id, str(error), error.exit_code, label)
 
     def error(self) -> CtxkitError:
         """The error again, with its exit code (raised where the run cannot go on)."""

@@ -98,10 +98,12 @@ def compact_settings(
 ) -> CompactSettings:
     """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
     budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
+    from ctxkit.budget.resolve import from_log_applies
     from ctxkit.tokens import TokenizerCache
 
     cfg = config or load_config(config_path)
     budget = resolve_target(model, config=cfg, limit=limit, tokenizer=tokenizer)
+    from_log = target is None and from_log_applies(cfg, models=(model,) if model else (), limit=limit)
     tok, label, warning = TokenizerCache().get(budget)
     if warning and warn:
         warn(warning)
@@ -132,6 +134,7 @@ def compact_settings(
         options=chain_options(cfg, chain, recovery, seed),
         budget=budget,
         use_usage=use_usage,
+        from_log=from_log,
     )
 
 

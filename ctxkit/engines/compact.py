@@ -211,8 +211,9 @@ def _failed_line(f: Failure) -> str:
     """"left out: <why>" (the id, which the line is printed after, taken out of the why)."""
     message = f.message
     for head in ("", "BREAKER_FAILED: "):
-        if message.startswith(f"{head}{f.transcript_id}: "):
-            message = head + message[len(head) + len(f.transcript_id) + 2 :]
+        for name in (f.transcript_id, f.label):
+            if name and message.startswith(f"{head}{name}: "):
+                message = head + message[len(head) + len(name) + 2 :]
     return f"left out: {message}"
 
 

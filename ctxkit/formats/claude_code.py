@@ -34,6 +34,7 @@ from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, va
 from ctxkit.formats.common import (
     Source,
     blocks_text,
+    first_context,
     joins,
     link_group_sizes,
     raw_groups,
@@ -254,12 +255,15 @@ def read(records: list[Any], src: Source) -> Transcript:
         u.type = classify(u)
     link_group_sizes(units)
     usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
+    first_call = first_context(units, usage_calls)
     if compacted_at and not src.include_compacted:
         keeper.hide(units[:compacted_at])
         units, usage_calls = _after_compaction(units, usage_calls, compacted_at, compacted, src)
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
+        if first_call is not None and first_call["input_tokens"] != usage_calls[0]["input_tokens"]:
+            metadata["provider_usage"]["first"] = first_call
     models = [c["model"] for c in usage_calls if "model" in c]
     if models:
         metadata["model"] = models[-1]  # the model of the last call: the one to fit

@@ -36,6 +36,7 @@ from ctxkit.formats.common import (
     blocks_text,
     dumps,
     finish,
+    first_context,
     is_reasoning_only,
     joins,
     raw_groups,
@@ -102,6 +103,19 @@ def _enveloped(rec: dict[str, Any], first: bool) -> dict[str, Any]:
         "type": "state", "payload": rec}
 
 
+_OUTPUT_ITEMS = frozenset(
+    ("reasoning", "function_call", "custom_tool_call", "local_shell_call", "web_search_call")
+)
+
+
+def _model_output(payload: dict[str, Any]) -> bool:
+    """An item the model wrote (not an input: a user or developer message, a tool's output)."""
+    ptype = payload.get("type")
+    if ptype == "message":
+        return payload.get("role") == "assistant"
+    return ptype in _OUTPUT_ITEMS
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """Response items as units; event_msg duplicates, turn context and snapshots kept and
     counted; token_count events become provider usage."""
@@ -113,14 +127,24 @@ def read(records: list[Any], src: Source) -> Transcript:
     last_total: Any = None
     session: str | None = None
     model: str | None = None
+    window: int | None = None
     legacy = bool(records) and _legacy_head(records[0])
     base: dict[str, Any] | None = None
     stats = src.stats
+    # Where a token_count stands against the response it reports, read off the first one:
+    # Codex 0.5x writes it before the response's items (the units at the count are what its call
+    # saw); later versions write it when the response ends, after its items and the outputs of
+    # its tool calls, so its call saw the units before the response's first item.
+    response_from: int | None = None  # units before the first model item since the last count
+    first_call: dict[str, Any] | None = None  # the log's own first call, when a compaction cut it
+    units_seen: list[Unit] = []  # every unit read, a compaction's cut or not
+    count_after_items: bool | None = None
 
     def add(unit: Unit, index: int) -> None:
         nonlocal made
         made += 1
         units.append(finish(unit))
+        units_seen.append(unit)
         keeper.unit(unit.id, [index])
 
     for i, given in enumerate(records):
@@ -148,14 +172,20 @@ def read(records: list[Any], src: Source) -> Transcript:
             keeper.keep(i, given)
             info = payload.get("info")
             if ptype == "token_count" and isinstance(info, dict):
+                if isinstance(info.get("model_context_window"), int):
+                    window = info["model_context_window"]  # what Codex allows the model (95%)
                 total = info.get("total_token_usage")
                 last = info.get("last_token_usage")
                 # Codex repeats the same count after each tool output; a new total is a new call.
                 if isinstance(last, dict) and total != last_total:
                     last_total = total
+                    if count_after_items is None:
+                        count_after_items = response_from is not None
+                    seen = response_from if count_after_items and response_from is not None else len(units)
+                    response_from = None
                     usage_calls.append(
                         {
-                            "after_unit": len(units) - 1,
+                            "after_unit": seen - 1,
                             # input_tokens already includes cached_input_tokens.
                             "input_tokens": int(last.get("input_tokens") or 0),
                             "cache_read_tokens": int(last.get("cached_input_tokens") or 0),
@@ -181,6 +211,8 @@ def read(records: list[Any], src: Source) -> Transcript:
                         f"{src.path}:{src.line_of(i) or '-'}: {len(hidden):,} messages before Codex's compaction "
                         "left out (the model no longer sees them)"
                     )
+                if usage_calls and first_call is None:
+                    first_call = first_context(units_seen, usage_calls)
                 usage_calls.clear()  # calls before a compaction saw another history
                 if isinstance(replacement, list):
                     base = {"index": i, "record": given}  # what the history now starts from
@@ -201,6 +233,8 @@ def read(records: list[Any], src: Source) -> Transcript:
             stats.skip(str(kind) if kind != "state" else "record_type:state")
             keeper.keep(i, given)
             continue
+        if response_from is None and _model_output(payload):
+            response_from = len(units)
         unit = _item_unit(payload, uid, ts, given, i, names, src)
         if unit is not None:
             add(unit, i)
@@ -218,10 +252,14 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata["codex_layout"] = "legacy"
     if usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
+        if first_call is not None:
+            metadata["provider_usage"]["first"] = first_call
     if session:
         metadata["session_id"] = session
     if model:
         metadata["model"] = model
+    if window:
+        metadata["context_window"] = window
     return Transcript(
         units=units,
         id=session or src.tid,

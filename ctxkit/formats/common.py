@@ -410,3 +410,16 @@ def joins(u: Unit) -> bool:
 def is_reasoning_only(u: Unit) -> bool:
     """An assistant unit that holds only reasoning: not a chat message of its own."""
     return u.role == "assistant" and not u.content and not u.tool_calls and not u.images and bool(u.reasoning)
+
+
+def first_context(units: list[Unit], calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The log's first recorded call and the texts of what it saw (`input_tokens`, `texts`), for
+    the budget's fit (`budget.fit`: nothing stays fixed beyond what that call carried) when the
+    reader keeps only what follows the agent's compaction; None when no call is recorded."""
+    if not calls:
+        return None
+    first = min(calls, key=lambda c: int(c.get("after_unit", 0)))
+    texts: list[str] = []
+    for u in units[: max(0, int(first.get("after_unit", -1)) + 1)]:
+        texts += [u.content, u.reasoning, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
+    return {"input_tokens": int(first["input_tokens"]), "texts": [x for x in texts if x]}

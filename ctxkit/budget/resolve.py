@@ -1,0 +1,129 @@
+"""The target a log names: the model it records, under the budget of the agent that wrote it.
+
+With no model, window or limit given (and no configuration file), `count`, `guard`, `compact`,
+`fidelity`, `score-rl` and `replay` check a log against what it ran on: its recorded model
+(`Transcript.metadata["model"]`), found by name in models.toml, else by family (the nearest
+known model of the same family whose window holds the log's largest recorded call), with a note;
+and, for a log of a coding agent, that agent's own budget on it (`budget.agents`): the most it
+sends is the limit, and the guard's compact threshold is where the agent itself compacts. The
+output reserve is the agent's own (Claude Code keeps min(max output, 20k)), not a share of the
+window.
+
+    >>> from ctxkit.model import Transcript
+    >>> t = Transcript(units=[], source_format="claude-code", metadata={"model": "claude-opus-4-6"})
+    >>> target = log_target(t)
+    >>> target.name, target.limit, target.thresholds.compact
+    ('claude-opus-4-6', 177000, 0.9435)
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ctxkit.budget import Target, Thresholds
+from ctxkit.budget.agents import agent_budget, agent_of_format, thresholds_for
+from ctxkit.budget.models import ModelInfo, find_family, find_model
+from ctxkit.budget.targets import resolve_target
+from ctxkit.config.file import Config
+from ctxkit.model import Transcript
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
+
+
+def recorded_model_name(t: Transcript) -> str | None:
+    """The model name the log records, or None."""
+    name = t.metadata.get("model")
+    return name.strip() if isinstance(name, str) and name.strip() and not name.startswith("<") else None
+
+
+def largest_call(t: Transcript) -> int:
+    """The largest input any recorded call of the log had (0 when none is recorded)."""
+    usage = t.metadata.get("provider_usage") or {}
+    calls = usage.get("calls") if isinstance(usage, dict) else None
+    return max(
+        (int(c.get("input_tokens") or 0) for c in calls or [] if isinstance(c, dict)), default=0
+    )
+
+
+def model_of(t: Transcript) -> tuple[ModelInfo | None, str, list[str]]:
+    """The models.toml row of the model a log records (by name, else by family), the name it
+    resolved to, and notes for people; (None, "", []) when the log names no model, or one of
+    no known family."""
+    name = recorded_model_name(t)
+    if name is None:
+        return None, "", []
+    info, matched = find_model(name)
+    if info is not None:
+        return info, matched, []
+    need = largest_call(t)
+    info, matched = find_family(name, at_least=need)
+    if info is None:
+        return None, "", [f"the log records {name}, of no family models.toml knows: give --model"]
+    why = f", whose window holds the log's largest call ({need:,})" if need else ""
+    return info, matched, [
+        f"the log records {name}, not in models.toml: taken as {matched} (same family{why}); "
+        f"--model to name another"
+    ]
+
+
+def log_target(
+    t: Transcript, *, config: Config | None = None, tokenizer: str | None = None
+) -> Target | None:
+    """The target the log names (see the module doc), or None when it names no known model."""
+    info, matched, notes = model_of(t)
+    if info is None:
+        return None
+    config = config or Config()
+    # counted as `count` counts it (its tokenizer, unless one is asked for): the fit of the
+    # log's recorded usage carries the provider's own tokenizer in its ratio
+    base = resolve_target(matched, config=config, tokenizer=tokenizer or DEFAULT_TOKENIZER)
+    sources = {**base.sources, "tokenizer": "flag" if tokenizer else "default"}
+    base = replace(base, notes=(*base.notes, *notes), sources=sources, tokenizer_note="")
+    agent = agent_of_format(t.source_format)
+    if agent is None:
+        return replace(base, notes=(*base.notes, f"the model the log records: {matched}"))
+    window = info.context_window
+    recorded_window = t.metadata.get("context_window")
+    if agent == "codex" and isinstance(recorded_window, int) and recorded_window > 0:
+        # Codex records what it allows the model: 95% of the window
+        window = round(recorded_window * 100 / 95)
+    ab = agent_budget(agent, window, info.max_output_tokens or 0)
+    warn, compact, block = thresholds_for(ab, config.warning_threshold, config.block_threshold)
+    thresholds = config.thresholds if config.source is not None else Thresholds(warn, compact, block)
+    note = (
+        f"{ab.label} on {matched}: window {window:,}; it {ab.rule} (limit {ab.limit:,}, "
+        f"compacts at {ab.trigger:,}, output reserve {ab.reserve:,}); --model or --limit to "
+        "check another budget"
+    )
+    kept = tuple(n for n in base.notes if "reserved as" not in n)  # the agent's reserve replaces it
+    return replace(
+        base,
+        context_window=window,
+        max_output_tokens=ab.reserve,
+        buffer_tokens=window - ab.reserve - ab.limit,
+        effective_limit=ab.limit,
+        limit=ab.limit,
+        bound_by="model",
+        thresholds=thresholds,
+        sources={**base.sources, "limit": f"agent {agent}", "context_window": "models.toml"
+                 if window == info.context_window else "the log (Codex's model_context_window)"},
+        notes=(*kept, note),
+        agent=agent,
+    )
+
+
+def from_log_applies(
+    config: Config,
+    *,
+    models: Any = (),
+    limit: int | None = None,
+    window: int | None = None,
+    max_output: int | None = None,
+    buffer: int | None = None,
+    agent: str | None = None,
+    llm: str | None = None,
+) -> bool:
+    """Whether a log's own target applies: nothing names another budget (no model, window,
+    output, buffer, limit or policy flag, no configuration file)."""
+    named = any(v is not None for v in (limit, window, max_output, buffer)) or bool(models)
+    return not named and not agent and not llm and config.source is None
