@@ -491,13 +491,15 @@ def usage_original(
     `compact` writes beside its output (`<file>.ctx.db`). A file compacted again from a
     compacted input finds the first original through the input's own archive, beside the
     input's path that the archive records."""
-    from ctxkit.archive.refs import default_archive_path, first_compacted
+    from ctxkit.archive.refs import default_archive_path, first_compacted, piped_archive
 
     if _depth > _MAX_ARCHIVE_DEPTH or first_compacted(t.units) is None:
         return None, ""
     candidates: list[Any] = [archive] if archive is not None else []
     if t.path and t.path != "-":
         candidates.append(default_archive_path(t.path))
+    if archive is None:
+        candidates.append(piped_archive())  # a file compact wrote to stdout
     for candidate in candidates:
         original, where = _restored(candidate, t)
         if original is None:
@@ -660,13 +662,13 @@ def measure(
     recorded = recorded_usage(t, tok, opts, archive=archive) if usage else None
     note = ""
     if usage and recorded is None and _logged_calls(t):
-        from ctxkit.archive.refs import default_archive_path
+        from ctxkit.archive.refs import archives_for
 
-        where = archive if isinstance(archive, str) else default_archive_path(t.path or "-")
+        looked = archives_for(t.path, archive if isinstance(archive, str) else None)
         note = (
-            f"{transcript_label(t)}: compacted by ctxkit, and its original (in {where}) is not "
-            "at hand: what the log never shows is not counted (the usage its records carry "
-            "predates the compaction); give --archive"
+            f"{transcript_label(t)}: compacted by ctxkit, and its original is in none of "
+            f"{', '.join(looked)}: what the log never shows is not counted (the usage its "
+            "records carry predates the compaction); give --archive"
         )
     context = context_tokens(t, tok, opts) if recorded is not None else None
     kept = recorded.kept_unseen(t.units) if recorded is not None and recorded.origin else 0

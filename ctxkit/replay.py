@@ -36,7 +36,7 @@ from ctxkit.compaction import RECOVERY_MODES, CompactResult, CompactSettings, co
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.fidelity.truth import truth_priorities
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens import count_tool_schemas, count_transcript, count_units
+from ctxkit.tokens import count_transcript
 
 DEFAULT_THRESHOLDS = Thresholds()
 # told of each compaction: (call, index of the next unit, context before, context after)
@@ -338,8 +338,13 @@ def _run(
     limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
     tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
-    per_unit = [c.total for c in count_units(units, tok, copts)]
-    fixed = count_tool_schemas(t.tools, tok, copts) + copts.reply_priming
+    # counted as `compact` and `guard` count it: with recorded usage, what every call carries
+    # and the log never shows, and every counted token at the provider's ratio (`budget.fit`)
+    from ctxkit.recipes.baselines import Fit
+
+    fit = Fit.recorded(t, tok, copts) if settings.use_usage else Fit(tok, copts)
+    per_unit = [fit.unit(u) for u in units]
+    fixed = fit.fixed(t)
 
     needles = list((truth or {}).get("needles", []))
     wanted: dict[str, list[dict[str, Any]]] = {}
@@ -375,7 +380,7 @@ def _run(
                 if observe is not None:
                     observe(len(call_tokens), index, current.units, result.transcript.units)
                 context = list(result.transcript.units)
-                context_counts = [c.total for c in count_units(context, tok, copts)]
+                context_counts = [fit.unit(u) for u in context]
                 context_tokens = result.tokens_after
         call = len(call_tokens)
         shared = 0
@@ -417,7 +422,11 @@ def _run(
         model_call(len(units))
 
     final = t.replace(units=list(context))
-    final_tokens = count_transcript(final, tok, copts).total
+    final_tokens = fit.total(final) if fit.extra or fit.ratio != 1.0 else count_transcript(final, tok, copts).total
+    if units and settings.use_usage and (fit.extra or fit.ratio != 1.0):
+        from ctxkit.counting import measure
+
+        baseline = measure(t, tok, copts).total  # the figure `count` gives of the log itself
     checks += _unmet_checks(final, due, wanted, needles, archive)
     order = {str(n["id"]): k for k, n in enumerate(needles)}
     checks.sort(key=lambda c: order.get(c.id, len(order)))

@@ -377,10 +377,16 @@ def test_one_file_no_wal(tmp_path: Path) -> None:
     conn.close()
 
 
-def test_default_archive_path() -> None:
+def test_default_archive_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Beside the output; for stdout, the user's piped archive in the user's data folder
+    (never a file in the working directory)."""
     assert default_archive_path("out/small.jsonl") == "out/small.jsonl.ctx.db"
-    assert default_archive_path(None) == os.path.join(".", "ctxkit.ctx.db")
-    assert default_archive_path("-") == os.path.join(".", "ctxkit.ctx.db")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("CTXKIT_DATA_DIR", raising=False)
+    piped = str(tmp_path / "data" / "ctxkit" / "piped.ctx.db")
+    assert default_archive_path(None) == default_archive_path("-") == piped
+    monkeypatch.setenv("CTXKIT_DATA_DIR", str(tmp_path / "mine"))
+    assert default_archive_path(None) == str(tmp_path / "mine" / "piped.ctx.db")
 
 
 # -- restore ---------------------------------------------------------------------------------

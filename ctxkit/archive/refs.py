@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 from ctxkit.model import Unit
 
-# The archive `compact` writes when its output goes to stdout.
-DEFAULT_STDOUT_ARCHIVE = "ctxkit.ctx.db"
+# The archive `compact` writes when its output goes to stdout: one per user, in the user's data
+# folder, where `count`, `guard`, `recall` and `expand` of a file made through a pipe find it.
+DEFAULT_STDOUT_ARCHIVE = "piped.ctx.db"
 
 # refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
 REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8,80}(?![0-9a-f])|ctx://[^\s\]\)>\"']+")
@@ -32,8 +33,34 @@ def first_compacted(units: Sequence[Unit]) -> int | None:
     return None
 
 
+def user_data_dir() -> str:
+    """ctxkit's folder in the user's data folder: `$CTXKIT_DATA_DIR`, else
+    `$XDG_DATA_HOME/ctxkit`, else `~/.local/share/ctxkit`."""
+    given = os.environ.get("CTXKIT_DATA_DIR")
+    if given:
+        return given
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "ctxkit")
+
+
+def piped_archive() -> str:
+    """The archive of compactions whose output went to stdout (one per user, shared)."""
+    return os.path.join(user_data_dir(), DEFAULT_STDOUT_ARCHIVE)
+
+
 def default_archive_path(output_path: str | None) -> str:
-    """`<out>.ctx.db` beside the output file, or `./ctxkit.ctx.db` when writing to stdout."""
+    """`<out>.ctx.db` beside the output file, or the user's piped archive (`piped_archive`)
+    when writing to stdout."""
     if output_path is None or output_path in ("", "-"):
-        return os.path.join(".", DEFAULT_STDOUT_ARCHIVE)
+        return piped_archive()
     return f"{output_path}.ctx.db"
+
+
+def archives_for(path: str | None, given: str | None = None) -> list[str]:
+    """Where a compacted file's archive may be, in the order to look: the one given, the one
+    beside the file, the user's piped archive (a file compact wrote to stdout)."""
+    out = [given] if given else []
+    if path and path != "-":
+        out.append(default_archive_path(path))
+    out.append(piped_archive())
+    return out

@@ -15,7 +15,7 @@ from ctxkit.cli.options import echo_err
     "archive_path",
     default=None,
     metavar="PATH",
-    help="The archive compact wrote (default ./ctxkit.ctx.db); opened read-only.",
+    help="The archive compact wrote (default: the one compact writes for stdout); opened read-only.",
 )
 def mcp(archive_path: str | None) -> None:
     """Serve recall and search over an archive as a stdio MCP server.

@@ -48,7 +48,7 @@ def _open_for_reading(path: str) -> Archive | ShardedArchive:
     "archive_path",
     default=None,
     metavar="PATH",
-    help="The archive compact wrote (default ./ctxkit.ctx.db).",
+    help="The archive compact wrote (default: the one compact writes for stdout, in your data folder).",
 )
 @click.option("--lines", "lines", default=None, metavar="A-B", help="Only lines A to B (from 1).")
 @click.option(
@@ -198,7 +198,7 @@ def _preview(text: str) -> str:
     "archive_path",
     default=None,
     metavar="PATH",
-    help="The archive compact wrote (default <COMPACTED>.ctx.db, or ./ctxkit.ctx.db for stdin).",
+    help="The archive compact wrote (default <COMPACTED>.ctx.db, else the one compact writes for stdout).",
 )
 @click.option("-o", "--output", default="-", help="Output file (atomic write); default stdout.")
 @click.option(
@@ -229,6 +229,7 @@ def expand(
       ctxkit expand small.json --archive small.json.ctx.db -o original.json
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
     """
+    from ctxkit.archive.refs import archives_for
     from ctxkit.archive.store import Archive, default_archive_path
     from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
@@ -238,6 +239,9 @@ def expand(
         _expand_shards(compacted, archive_path or compacted, output, from_format, to_format)
         return
     path = archive_path or default_archive_path(None if compacted == "-" else compacted)
+    if not archive_path and not os.path.exists(path):
+        # a file compact wrote to stdout: its archive is the user's piped one
+        path = next((p for p in archives_for(compacted) if os.path.exists(p)), path)
     check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
     if not os.path.exists(path):
         Archive(path, create=False)  # raises the clear error before stdin is read

@@ -73,11 +73,14 @@ class CompactRequest:
 
     @property
     def archive_file(self) -> str:
-        """The archive a file run writes: --archive, else `<output>.ctx.db` (ctxkit.ctx.db for
-        stdout)."""
+        """The archive a file run writes: --archive, else `<output>.ctx.db`, else (stdout) the
+        user's piped archive (`archive.refs.piped_archive`), its folder made when needed."""
         from ctxkit.archive.store import default_archive_path
 
-        return self.archive or default_archive_path(None if self.output == "-" else self.output)
+        path = self.archive or default_archive_path(None if self.output == "-" else self.output)
+        if not self.archive and self.output == "-" and not self.dry_run:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
 
     def _check_directory_run(self) -> None:
         ray = self.engine != DEFAULT_ENGINE

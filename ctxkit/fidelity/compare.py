@@ -256,16 +256,19 @@ def one_transcript(path: str, read_opts: Any = None) -> Transcript:
 def score_files(original: str, compacted: Sequence[str], read_opts: Any = None) -> list[Row]:
     """Each compacted file scored against the probes of the original (any compaction: ctxkit's,
     a peer's, an agent's own); the budget of each row is its own size."""
+    from ctxkit.counting import measure
     from ctxkit.tokens import get_tokenizer
 
     t = one_transcript(original, read_opts)
     probes = P.extract(t)
     tok = get_tokenizer()
+    before = measure(t, tok).total  # the figures `count` gives of each file
     rows = []
     for path in compacted:
         c = one_transcript(path, read_opts)
-        row = Row(path, t.id, 0, 0)
+        row = Row(path, t.id, 0, before)
         _check(t, c, row, tok)
+        row.tokens_after = measure(c, tok).total
         row.budget = row.tokens_after or 0  # judged on what it kept, not against a budget
         row.fits = True
         row.score = P.score(probes, c)

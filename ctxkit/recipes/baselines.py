@@ -26,31 +26,54 @@ CLEARED = "[Old tool result content cleared]"  # Anthropic's clear_tool_uses pla
 
 @dataclass
 class Fit:
-    """How a budget is judged: tokenizer, counting options, and each unit's cost, cached."""
+    """How a budget is judged: tokenizer, counting options, and each unit's cost, cached.
+
+    Where a log records the provider's usage, `extra` is what every call carries that the log
+    never shows (the fixed part of its fit), `ratio` the provider's tokens per counted token,
+    and `unseen` what the log does not hold, by the unit it came with (`counting.unit_key`):
+    a unit costs its count at the ratio, plus its unseen content while it is kept unchanged."""
 
     tok: Tokenizer
     copts: CountOptions = CountOptions()
     extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
+    ratio: float = 1.0
+    unseen: dict[str, int] = field(default_factory=dict)
     _costs: dict[int, tuple[Unit, int]] = field(default_factory=dict)
 
     def unit(self, u: Unit) -> int:
         """One unit's tokens (message overhead included), cached for that very unit."""
         hit = self._costs.get(id(u))
         if hit is None or hit[0] is not u:
-            hit = self._costs[id(u)] = (u, count_units([u], self.tok, self.copts)[0].total)
+            n = count_units([u], self.tok, self.copts)[0].total
+            if self.ratio != 1.0:
+                n = round(n * self.ratio)
+            if self.unseen:
+                from ctxkit.counting import unit_key
+
+                n += self.unseen.get(unit_key(u), 0)
+            hit = self._costs[id(u)] = (u, n)
         return hit[1]
 
     def fixed(self, t: Transcript) -> int:
         """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
-        return (
-            self.extra
-            + count_tool_schemas(t.tools, self.tok, self.copts)
-            + (self.copts.reply_priming if t.units else 0)
+        local = count_tool_schemas(t.tools, self.tok, self.copts) + (
+            self.copts.reply_priming if t.units else 0
         )
+        return self.extra + (round(local * self.ratio) if self.ratio != 1.0 else local)
 
     def total(self, t: Transcript, units: Sequence[Unit] | None = None) -> int:
         units = t.units if units is None else units
         return self.fixed(t) + sum(self.unit(u) for u in units)
+
+    @classmethod
+    def recorded(cls, t: Transcript, tok: Tokenizer, copts: CountOptions = CountOptions()) -> Fit:
+        """The fit of `t`'s recorded usage (`counting.recorded_usage`), or a plain count."""
+        from ctxkit.counting import recorded_usage
+
+        usage = recorded_usage(t, tok, copts)
+        if usage is None:
+            return cls(tok, copts)
+        return cls(tok, copts, usage.unlogged, usage.ratio, dict(usage.unseen_units))
 
 
 Recipe = Callable[[Transcript, int, Fit], Transcript]

@@ -313,11 +313,14 @@ def run_ctxkit(t: Transcript, settings: Any, window: int, fit: Fit, probes: _Pro
         f"limit {settings.limit:,}"
     )
     # its trigger as the other agents' read: in tokens per call, what the log never shows included
-    trigger = int(settings.limit * settings.thresholds.compact) + fit.extra
+    trigger = fit.extra + round(int(settings.limit * settings.thresholds.compact) * fit.ratio)
     run = AgentRun(CTXKIT, "ctxkit", rule, trigger, window=window)
-    # ctxkit's replay counts what the log shows; every call also carries what it never shows
-    run.call_tokens = [n + fit.extra for n in result.call_tokens]
-    run.call_cached = [c + fit.extra if k else 0 for k, c in enumerate(result.call_cached)]
+    # ctxkit's replay counts what the log shows; every call also carries what it never shows,
+    # and the provider counts the rest at the fitted ratio
+    run.call_tokens = [fit.extra + round(n * fit.ratio) for n in result.call_tokens]
+    run.call_cached = [
+        fit.extra + round(c * fit.ratio) if k else 0 for k, c in enumerate(result.call_cached)
+    ]
     by_call = {c.call: c for c in result.compaction_log}
     for rec in seen:
         c = by_call.get(rec.call)
@@ -385,12 +388,12 @@ def replay_session(t: Transcript, request: SessionRequest, source: str = "") -> 
         if name not in AGENTS:
             raise unknown_name("agent", name, AGENTS)
     tok = request.tokenizer or get_tokenizer(DEFAULT_TOKENIZER)
-    unlogged = (
-        unlogged_tokens(t, tok, request.count_opts)
-        if request.unlogged is None
-        else request.unlogged
-    )
-    fit = Fit(tok, request.count_opts, extra=unlogged)
+    if request.unlogged is None:
+        # what every call carries, at the fit of the log's recorded usage (`budget.fit`)
+        fit = Fit.recorded(t, tok, request.count_opts)
+    else:
+        fit = Fit(tok, request.count_opts, extra=request.unlogged)
+    unlogged = fit.extra
     t = replay_input(t)
     probes = _Probes(t.units, session_cwd(t))
     summarize = request.summarizer or _default_summarizer(tok)
@@ -462,13 +465,21 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
     log names (when models.toml knows it), else the default; prices from that model's row."""
     from ctxkit.budget import default_buffer, default_max_output, effective_limit
     from ctxkit.budget.models import find_model
+    from ctxkit.budget.resolve import log_target, model_of
     from ctxkit.config.settings import compact_settings
     from ctxkit.recipes.forensics import log_model
 
     info = model_window(options.model) if options.model else None
-    logged = log_model(t)
-    if info is None and options.window is None and logged:
-        info, _ = find_model(logged)
+    notes: list[str] = []
+    if info is None and options.window is None:
+        # the model the log records, by name or by family (`budget.resolve`)
+        info, _, notes = model_of(t)
+        if info is None and log_model(t):
+            found, _ = find_model(str(log_model(t)))
+            info = found
+    if warn is not None:
+        for note in notes:
+            warn(f"ctxkit: {note}")
     window = options.window or (info.context_window if info is not None else DEFAULT_WINDOW)
     max_output = options.max_output
     if max_output is None:
@@ -489,15 +500,18 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
         warn=warn,
     )
     tok = settings.tokenizer or get_tokenizer(options.tokenizer)
-    unlogged = (
-        unlogged_tokens(t, tok, settings.count_opts)
-        if options.unlogged is None
-        else options.unlogged
-    )
+    if options.unlogged is None:
+        fit = Fit.recorded(t, tok, settings.count_opts)
+    else:
+        fit = Fit(tok, settings.count_opts, extra=options.unlogged)
+    unlogged = fit.extra
     # ctxkit's limit is the window's (not the configured default model's), less what no
-    # compaction can remove; that is the unlogged region the replay chose, so ctxkit's chain
-    # does not add recorded usage's again (use_usage=False)
-    limit = effective_limit(window, default_buffer(window), max_output) - unlogged
+    # compaction can remove, in the tokens ctxkit counts (the fit's ratio); ctxkit's chain does
+    # not add recorded usage's again (use_usage=False)
+    named = log_target(t) if options.window is None and options.model is None else None
+    whole = named.limit if named is not None else effective_limit(window, default_buffer(window), max_output)
+    room = whole - unlogged
+    limit = int(room / fit.ratio) if fit.ratio > 0 else room
     settings = settings.replace(limit=max(1, limit), use_usage=False)
     by = SUMMARY_BY
     summarize = None
@@ -515,7 +529,7 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
         summary_by=by,
         price=priced,
         ctxkit_settings=settings,
-        unlogged=unlogged,
+        unlogged=options.unlogged,  # None: the replay fits the log's recorded usage
     )
 
 

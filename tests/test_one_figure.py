@@ -1,0 +1,81 @@
+"""One figure for one file: count, guard, compact, `compact --replay`, fidelity and the library
+agree on a log that records usage, through a pipe as through files."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+
+SAMPLE = Path(__file__).parents[1] / "sample_transcripts" / "claude-code-session.jsonl"
+LIMIT = 17_900  # the log counts 17,509: 15,178 of it fixed, so a compaction has some room
+
+
+def _invoke(args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, args, input=stdin, catch_exceptions=False)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _count(path: str) -> dict:
+    code, out, err = _invoke(["count", path, "--format", "jsonl"])
+    assert code == 0, err
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    return row
+
+
+def test_a_piped_compaction_is_counted_guarded_and_expanded_as_compact_said(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`cat log | ctxkit compact > small.jsonl`: the archive goes to the user's data folder (not
+    the working directory), and count, guard and expand of small.jsonl find it there."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    code, out, err = _invoke(["compact", "--limit", str(LIMIT)], stdin=SAMPLE.read_bytes())
+    assert code == 0, err
+    after = int(err.splitlines()[0].split("-> ")[1].split(" /")[0].replace(",", ""))
+    assert sorted(os.listdir(tmp_path)) == ["data"]  # nothing in the working directory
+    assert (data / "ctxkit" / "piped.ctx.db").is_file()
+    small = tmp_path / "small.jsonl"
+    small.write_text(out)
+    assert _count(str(small))["total"] == after
+    code, out, _ = _invoke(["guard", str(small), "--limit", str(after - 1)])
+    assert code == 5  # the figure decides, not the file's own partial count
+    code, out, _ = _invoke(["guard", str(small), "--limit", str(LIMIT)])
+    assert code == 0
+    code, out, err = _invoke(["expand", str(small)])
+    assert code == 0, err
+    assert out == SAMPLE.read_text()
+
+
+def test_replay_fidelity_and_the_library_give_counts_figures(tmp_path: Path) -> None:
+    from ctxkit.compaction import CompactSettings, compact
+    from ctxkit.counting import measure
+    from ctxkit.formats import read_path
+    from ctxkit.tokens import get_tokenizer
+
+    before = _count(str(SAMPLE))["total"]
+    small = tmp_path / "small.jsonl"
+    code, _, err = _invoke(["compact", str(SAMPLE), "--limit", str(LIMIT), "-o", str(small)])
+    assert code == 0, err
+    after = _count(str(small))["total"]
+
+    code, out, err = _invoke(["compact", "--replay", str(SAMPLE), "--limit", str(LIMIT)])
+    assert code == 0, err
+    replayed = json.loads(out)
+    replayed = replayed[0] if isinstance(replayed, list) else replayed
+    assert replayed["original_tokens"] == before
+
+    code, out, err = _invoke(["fidelity", str(SAMPLE), str(small), "--format", "json"])
+    assert code == 0, err
+    (row,) = json.loads(out)
+    assert (row["tokens_before"], row["tokens_after"]) == (before, after)
+
+    (t,) = read_path(str(SAMPLE))
+    assert measure(t, get_tokenizer()).total == before
+    result = compact(t, CompactSettings(limit=LIMIT))
+    assert (result.tokens_before, result.tokens_after) == (before, after)
