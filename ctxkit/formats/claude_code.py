@@ -8,7 +8,8 @@ queue operations, titles...) is kept in place (`formats.kept`), and so is the hi
 Claude Code's own last compaction (a `compact_boundary` record with a null `parentUuid`, then
 the `isCompactSummary` user record), which the model no longer reads: the model reads the chain
 the last message hangs from, and a main-thread record with no parent (or a compact_boundary
-one) after others starts a new one.
+one) after others starts a new one. The attachments of that context are no units, but the model
+reads them: what each puts into the context is `metadata["attachments"]` (`claude_attachments`).
 
 Written back as a log Claude Code itself can resume from: every kept record in its place,
 untouched units as their source records (byte for byte, `parentUuid` too), changed units as
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ctxkit.classify import classify
+from ctxkit.formats import claude_attachments
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
 from ctxkit.formats.base import Format
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
@@ -123,6 +125,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     session: str | None = None
     boundaries: set[Any] = set()  # uuids of compact_boundary records
     deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
+    attached: list[tuple[int, dict[str, Any]]] = []  # 2.1.x: main-thread attachments, unit before each
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -136,6 +139,8 @@ def read(records: list[Any], src: Source) -> Transcript:
                 boundaries.add(rec.get("uuid"))
             elif kind == "attachment":
                 _note_deferred(rec, deferred)
+                if not rec.get("isSidechain"):
+                    attached.append((len(units) - 1, rec))
             stats.skip(str(kind))
             keeper.keep(i, rec, name=rec.get("uuid"))
             continue
@@ -273,6 +278,11 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata[ROOT] = root  # what the context's first record hangs from, for the writer
     if deferred:
         metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
+    # What the attachments of the context add to it (see claude_attachments), for the count.
+    start = compacted_at if compacted_at and not src.include_compacted else 0
+    attachments = claude_attachments.entries(attached, metadata.get("model"), start)
+    if attachments:
+        metadata[claude_attachments.KEY] = attachments
     metadata[KEPT] = keeper.metadata()
     return Transcript(
         units=units,
