@@ -248,8 +248,24 @@ def test_here_measures_the_users_instructions_and_mcp_servers(
 # --- the terminal UI ---------------------------------------------------------------------------
 
 
-def test_interactive_mode_in_tmux() -> None:
-    agent = _installed(AGENTS["claude-code"])
+def _processes_with_home_under(folder: Path) -> list[str]:
+    """The processes whose $HOME is inside `folder` (an agent's home), as `pid command`."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:100]
+        except OSError:
+            continue
+        if any(v.startswith(f"HOME={folder}/".encode()) for v in env):
+            found.append(f"{entry.name} {command.decode(errors='replace')}")
+    return found
+
+
+# Gemini CLI's terminal UI outlived its tmux session (its node processes ignore the hangup)
+@pytest.mark.parametrize("name", ["claude-code", "gemini-cli"])
+def test_interactive_mode_in_tmux(name: str, _isolated: Path) -> None:
+    agent = _installed(AGENTS[name])
     if shutil.which("tmux") is None:
         pytest.skip("tmux not found: the interactive mode drives the agent's terminal UI in tmux")
     report = probe(agent, ProbeOptions(prompt=PROMPT, mode="interactive", timeout_s=TIMEOUT_S))
@@ -260,6 +276,7 @@ def test_interactive_mode_in_tmux() -> None:
     assert [u.content for u in first.transcript.units if u.role == "user"] == [PROMPT]
     sessions = subprocess.run(["tmux", "list-sessions"], capture_output=True, text=True)
     assert "ctxkit-" not in sessions.stdout  # the session was killed
+    assert _processes_with_home_under(_isolated) == []  # and nothing it started runs on
 
 
 # --- nothing but 127.0.0.1 ---------------------------------------------------------------------

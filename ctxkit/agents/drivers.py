@@ -872,7 +872,54 @@ def run(agent: Agent, home: Home, args: Sequence[str], *, timeout_s: float = 40.
         )
     except subprocess.TimeoutExpired as e:
         raise AgentError(f"{agent.label} did not finish in {timeout_s:.0f} s") from e
+    finally:
+        stop_leftovers(home)
     return Run(agent.name, done.returncode, done.stdout, done.stderr, agent.logs(home))
+
+
+def stop_leftovers(home: Home, *, grace_s: float = 3.0) -> list[int]:
+    """Stop the processes a run left behind: those whose $HOME is this run's temporary home
+    (no other process has it). Gemini CLI's terminal UI outlives its tmux session, Codex's starts
+    an app-server daemon, a timed-out run leaves its children. Linux (/proc) only; the pids."""
+    import signal
+    import time
+
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    marker = f"HOME={home.root}".encode()
+    pids = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue  # gone, or not ours to read
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except (ProcessLookupError, PermissionError):
+                continue
+        deadline = time.monotonic() + grace_s
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [pid for pid in alive if _running(pid)]
+        if not alive:
+            break
+    return pids
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie has exited (its parent, init or us, reaps it)
 
 
 def run_interactive(
@@ -913,6 +960,7 @@ def run_interactive(
         ).stdout
     finally:
         subprocess.run([tmux, "kill-session", "-t", name], capture_output=True)
+        stop_leftovers(home)
     if not finished:
         raise AgentError(
             f"{agent.label} sent nothing in {timeout_s:.0f} s in its terminal UI; its screen ends: "
