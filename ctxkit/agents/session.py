@@ -239,27 +239,31 @@ def _key(u: Unit) -> str:
     return text[:160]
 
 
+def _holds(u: Unit) -> str:
+    text = " ".join((u.content or "").split())
+    return " ".join([text, *(c.name for c in u.tool_calls)])
+
+
 def carried(log: Transcript, sent: Transcript | None) -> Carried:
-    """Which of the log's units the request carries, in order; its tool pairs."""
+    """Which of the log's units the request carries, in order (an agent may join consecutive
+    messages of one role into one: a unit is carried where a sent message holds its text); its
+    tool pairs."""
     from ctxkit.structure import check
 
     units = [u for u in log.units if u.role != "system" and _key(u)]
     sent_units = list(sent.units) if sent is not None else []
-    keys = [_key(u) for u in sent_units]
+    texts = [_holds(u) for u in sent_units]
     position = 0
     found = out_of_order = 0
     missing: list[str] = []
     for u in units:
         k = _key(u)
-        try:
-            at = keys.index(k, position)
-        except ValueError:
-            at = -1
+        at = next((i for i in range(position, len(texts)) if k in texts[i]), -1)
         if at >= 0:
             found += 1
-            position = at + 1
+            position = at  # the next unit may be in the same message
             continue
-        if k in keys:
+        if any(k in x for x in texts):
             found += 1
             out_of_order += 1
         elif len(missing) < 5:
