@@ -2,14 +2,17 @@
 answer; and what the pinned versions were measured to send (`agents.toml`).
 
 A log of an agent is checked against that agent's budget on the log's model: Claude Code on
-claude-opus-4-6 blocks at W - min(O, 20k) - 3k and compacts at W - min(O, 20k) - 13k, so `guard`
-of its log says "compact" where Claude Code itself compacted and nothing before. The rules are
-read from each agent's source (cited per entry; the triggers are `recipes.triggers.RULES`) and
-checked against real logs (the compaction points their `compact_boundary` records hold).
+claude-opus-4-6 compacts at W - min(O, 20k) - 13k and sends up to W - 3k (its room for a manual
+/compact; real logs show 178,144 tokens sent on a 200,000-token window), so `guard` of its log
+says "compact" where Claude Code itself compacted and nothing before. The rules are read from
+each agent's source (cited per entry; the triggers are `recipes.triggers.RULES`) and checked
+against real logs (the compaction points their `compact_boundary` records hold). The guard's
+compact threshold sits one call's growth (1% of the window) below the agent's trigger: the
+agent decides on its own estimate, which counts the call about to be made.
 
     >>> b = agent_budget("claude-code", 200_000, 64_000)
     >>> b.limit, b.trigger, b.reserve
-    (177000, 167000, 20000)
+    (197000, 167000, 20000)
 """
 
 from __future__ import annotations
@@ -61,12 +64,12 @@ _RULES: dict[str, _Rule] = {
     "claude-code": _Rule(
         "Claude Code",
         ("claude-code",),
-        lambda w, o: w - _claude_reserve(w, o) - 3_000,
+        lambda w, o: w - 3_000,
         _claude_reserve,
-        "sends up to W - min(O, 20k) - 3k, compacts at W - min(O, 20k) - 13k",
+        "compacts at W - min(O, 20k) - 13k, sends up to W - 3k",
         "src/services/compact/autoCompact.ts (v2.1.88): MAX_OUTPUT_TOKENS_FOR_SUMMARY 20,000, "
         "AUTOCOMPACT_BUFFER_TOKENS 13,000, MANUAL_COMPACT_BUFFER_TOKENS 3,000; real logs "
-        "compact at 167,332 and 167,602 on a 200,000-token window",
+        "compact at 167,332 and 167,602 on a 200,000-token window and send up to 178,144",
     ),
     "codex": _Rule(
         "Codex",
@@ -182,9 +185,13 @@ def measured_for(agent: str, mode: str | None = None) -> Measured | None:
     return rows[-1] if rows else None
 
 
-def thresholds_for(budget: AgentBudget, warn: float = 0.80, block: float = 0.98) -> tuple[float, float, float]:
-    """The guard's warn, compact and block fractions for an agent's budget: compact where the
-    agent compacts, warn no later, block between compact and the limit."""
-    compact = budget.trigger / budget.limit if budget.limit else 1.0
+def thresholds_for(
+    budget: AgentBudget, warn: float = 0.80, block: float = 0.98
+) -> tuple[float, float, float]:
+    """The guard's warn, compact and block fractions for an agent's budget: compact one call's
+    growth (1% of the window) before the agent compacts, warn no later, block halfway from
+    compact to the limit."""
+    point = max(1, budget.trigger - budget.window // 100)
+    compact = point / budget.limit if budget.limit else 1.0
     compact = math.floor(compact * 10_000) / 10_000
     return min(warn, compact), compact, max(compact, min(block, (1 + compact) / 2))

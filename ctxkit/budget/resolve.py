@@ -13,7 +13,7 @@ window.
     >>> t = Transcript(units=[], source_format="claude-code", metadata={"model": "claude-opus-4-6"})
     >>> target = log_target(t)
     >>> target.name, target.limit, target.thresholds.compact
-    ('claude-opus-4-6', 177000, 0.9435)
+    ('claude-opus-4-6', 197000, 0.8375)
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def log_target(
     warn, compact, block = thresholds_for(ab, config.warning_threshold, config.block_threshold)
     thresholds = config.thresholds if config.source is not None else Thresholds(warn, compact, block)
     note = (
-        f"{ab.label} on {matched}: window {window:,}; it {ab.rule} (limit {ab.limit:,}, "
-        f"compacts at {ab.trigger:,}, output reserve {ab.reserve:,}); --model or --limit to "
-        "check another budget"
+        f"{ab.label} on {matched}: window {window:,}; it {ab.rule} (compacts at {ab.trigger:,}, "
+        f"sends up to {ab.limit:,}; the guard says compact from "
+        f"{thresholds.bounds(ab.limit)['compact']:,}); --model or --limit to check another budget"
     )
     kept = tuple(n for n in base.notes if "reserved as" not in n)  # the agent's reserve replaces it
     return replace(
