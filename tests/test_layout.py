@@ -112,7 +112,11 @@ def test_registry_names_live_in_their_registry() -> None:
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
         # the agents registries (the real agents, each agent's own budget): an agent is named
         # as its log format is
-        "agents/drivers.py": {"claude-code", "codex", "gemini-cli", "anthropic", "gemini"},
+        # (and the APIs they speak, and the providers opencode and Copilot CLI are pointed at)
+        "agents/drivers.py": {
+            "claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "anthropic", "gemini",
+            "openai",
+        },
         "budget/agents.py": {"claude-code", "codex", "gemini-cli", "opencode"},
         # the provider APIs the recording provider speaks, named as the providers name them
         "agents/provider.py": {"anthropic", "gemini"},
