@@ -23,6 +23,7 @@ _MODULES = (
     "copilot_cli",
     "openhands",
     "gemini_cli",
+    "gemini_cli_jsonl",
     "opencode",
     "gemini",
     "cline",
