@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from ctxkit import lazy_names
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript, Unit
-from ctxkit.tokens.accounting import CountOptions, TranscriptCount, _count_parts, count_tool_schemas
+from ctxkit.tokens.accounting import (
+    CountOptions,
+    TranscriptCount,
+    _count_parts,
+    attachment_texts,
+    count_tool_schemas,
+)
 from ctxkit.tokens.loaders import Tokenizer
 
 if TYPE_CHECKING:
@@ -294,9 +300,12 @@ def _context_at(
         last_summary.append(latest)
         last_request.append(request)
     fixed = count_tool_schemas(t.tools, tok, opts) + opts.reply_priming
+    attached = attachment_texts(t)
+    attached_tokens = tok.count_many([text for _, text in attached]) if attached else []
     out = []
     for given in afters:
         after = min(max(given, -1), len(totals) - 1)
+        shown = sum(n for (at, _), n in zip(attached, attached_tokens, strict=True) if at <= after)
         start = last_summary[after] if after >= 0 else -1
         if start > 0:
             seen = system_prefix[start] + prefix[after + 1] - prefix[start]
@@ -305,7 +314,7 @@ def _context_at(
         turn = last_request[after] if after >= 0 else -1
         if turn > max(start, 0):
             seen -= thought[turn] - thought[max(start, 0)]
-        out.append(seen + fixed)
+        out.append(seen + fixed + shown)
     return out
 
 

@@ -265,6 +265,7 @@ def replay(
     archive: Archive | None = None,
     truth: Mapping[str, Any] | None = None,
     observe: Observer | None = None,
+    fit: Any = None,
 ) -> ReplayResult:
     """Replay `t` through an agent loop under the limit; compact when the guard says so.
 
@@ -274,7 +275,8 @@ def replay(
     present). Without an archive an in-memory SQLite archive holds what compaction removes, so
     recall still counts. `observe(call, unit_index, before, after)` is told of every successful
     compaction: the context before and after it, before the call it ran for (the unit at
-    `unit_index` is the next one the loop appends).
+    `unit_index` is the next one the loop appends). `fit` (`recipes.baselines.Fit`) is how each
+    call is counted (default: the fit of the log's recorded usage, when settings use it).
     """
     settings = CompactSettings.given(settings, limit, "replay")
     started = time.perf_counter()
@@ -288,7 +290,7 @@ def replay(
     own_archive = archive is None
     store = Archive(":memory:") if archive is None else archive
     try:
-        return _run(t, settings, store, truth, started, observe)
+        return _run(t, settings, store, truth, started, observe, fit)
     finally:
         if own_archive:
             store.close()
@@ -328,6 +330,7 @@ def _run(
     truth: Mapping[str, Any] | None,
     started: float,
     observe: Observer | None = None,
+    fit: Any = None,
 ) -> ReplayResult:
     from ctxkit.fidelity.truth import needle_retention
 
@@ -342,7 +345,8 @@ def _run(
     # and the log never shows, and every counted token at the provider's ratio (`budget.fit`)
     from ctxkit.recipes.baselines import Fit
 
-    fit = Fit.recorded(t, tok, copts) if settings.use_usage else Fit(tok, copts)
+    if fit is None:
+        fit = Fit.recorded(t, tok, copts) if settings.use_usage else Fit(tok, copts)
     per_unit = [fit.unit(u) for u in units]
     fixed = fit.fixed(t)
 
@@ -381,7 +385,7 @@ def _run(
                     observe(len(call_tokens), index, current.units, result.transcript.units)
                 context = list(result.transcript.units)
                 context_counts = [fit.unit(u) for u in context]
-                context_tokens = result.tokens_after
+                context_tokens = round(fixed + sum(context_counts))
         call = len(call_tokens)
         shared = 0
         if call:
@@ -390,11 +394,11 @@ def _run(
                 if before is not now and (before.id, before.content) != (now.id, now.content):
                     break
                 shared += size
-        call_cached.append(min(shared, context_tokens))
+        call_cached.append(round(min(shared, context_tokens)))
         baseline_cached.append(baseline_tokens[-1] if baseline_tokens else 0)
         previous_call = list(context)
-        call_tokens.append(context_tokens)
-        baseline_tokens.append(baseline)
+        call_tokens.append(round(context_tokens))
+        baseline_tokens.append(round(baseline))
         if due:
             seen = t.replace(units=list(context))
             found = needle_retention(seen, {"needles": due}, archive)

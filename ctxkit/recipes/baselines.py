@@ -38,15 +38,16 @@ class Fit:
     extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
     ratio: float = 1.0
     unseen: dict[str, int] = field(default_factory=dict)
-    _costs: dict[int, tuple[Unit, int]] = field(default_factory=dict)
+    _costs: dict[int, tuple[Unit, float]] = field(default_factory=dict)
 
-    def unit(self, u: Unit) -> int:
-        """One unit's tokens (message overhead included), cached for that very unit."""
+    def unit(self, u: Unit) -> float:
+        """One unit's tokens (message overhead included) at the ratio, its unseen content
+        added, cached for that very unit; a whole number without recorded usage."""
         hit = self._costs.get(id(u))
         if hit is None or hit[0] is not u:
-            n = count_units([u], self.tok, self.copts)[0].total
+            n: float = count_units([u], self.tok, self.copts)[0].total
             if self.ratio != 1.0:
-                n = round(n * self.ratio)
+                n *= self.ratio
             if self.unseen:
                 from ctxkit.counting import unit_key
 
@@ -54,16 +55,17 @@ class Fit:
             hit = self._costs[id(u)] = (u, n)
         return hit[1]
 
-    def fixed(self, t: Transcript) -> int:
+    def fixed(self, t: Transcript) -> float:
         """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
         local = count_tool_schemas(t.tools, self.tok, self.copts) + (
             self.copts.reply_priming if t.units else 0
         )
-        return self.extra + (round(local * self.ratio) if self.ratio != 1.0 else local)
+        return self.extra + local * self.ratio
 
     def total(self, t: Transcript, units: Sequence[Unit] | None = None) -> int:
+        """A context's tokens: the fixed part and every unit, rounded once."""
         units = t.units if units is None else units
-        return self.fixed(t) + sum(self.unit(u) for u in units)
+        return round(self.fixed(t) + sum(self.unit(u) for u in units))
 
     @classmethod
     def recorded(cls, t: Transcript, tok: Tokenizer, copts: CountOptions = CountOptions()) -> Fit:
@@ -168,7 +170,7 @@ def langchain_trim(t: Transcript, budget: int, fit: Fit) -> Transcript:
     fixed = fit.fixed(t)
 
     def counter(msgs: list[Any]) -> int:
-        return sum(fit.unit(by_id[str(m.id)]) for m in msgs)
+        return round(sum(fit.unit(by_id[str(m.id)]) for m in msgs))
 
     kept = trim_messages(
         messages,

@@ -225,12 +225,12 @@ class _Probes:
 
 def _shared(previous: Sequence[Unit], now: Sequence[Unit], fit: Fit) -> int:
     """Tokens of the prefix `now` shares with `previous` (what a prompt cache can serve)."""
-    shared = 0
+    shared = 0.0
     for before, unit in zip(previous, now, strict=False):
         if before is not unit and (before.id, before.content) != (unit.id, unit.content):
             break
         shared += fit.unit(unit)
-    return shared
+    return round(shared)
 
 
 def run_policy(t: Transcript, policy: AgentPolicy, env: Env, probes: _Probes) -> AgentRun:
@@ -263,7 +263,7 @@ def run_policy(t: Transcript, policy: AgentPolicy, env: Env, probes: _Probes) ->
             run.log.append(_record(len(run.call_tokens), i, e, sent, probes))
         run.call_tokens.append(env.tokens(sent))
         run.call_cached.append(
-            fixed + _shared(previous, sent, env.fit) if run.call_tokens[:-1] else 0
+            round(fixed + _shared(previous, sent, env.fit)) if run.call_tokens[:-1] else 0
         )
         previous = list(sent)
 
@@ -339,16 +339,14 @@ def _baseline(t: Transcript, fit: Fit, window: int) -> AgentRun:
         "none", "no compaction", "every call sends everything so far", None, window=window
     )
     units = list(t.units)
-    total = fit.fixed(t)
     points = set(call_points(units))
     previous = 0
-    for i, u in enumerate([*units, None]):
+    for i in range(len(units) + 1):
         if i in points:
+            total = fit.total(t, units[:i])  # as every agent's call is counted
             run.call_tokens.append(total)
             run.call_cached.append(previous)
             previous = total
-        if u is not None:
-            total += fit.unit(u)
     return run
 
 

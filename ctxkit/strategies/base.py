@@ -47,6 +47,9 @@ class Context:
     originals: Mapping[str, Unit] = field(default_factory=dict)  # the units as read, by id
     # what a strategy reads of the whole transcript as read, once per run (`current_names`)
     once: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the transcript's own regions beside its units and tools that no strategy touches (the
+    # attachments an agent put into the context: `tokens.accounting.count_attachments`)
+    reminders: int = 0
 
     def original(self, unit: Unit) -> Unit:
         """`unit` as it was read: a unit an earlier step shortened or masked (same id) is its
@@ -72,12 +75,13 @@ class State:
         if tools is None:
             tools = count_tool_schemas(list(ctx.tools), ctx.tokenizer, ctx.count_opts)
             ctx.counts[-1] = tools
-        # the sum `tokens.count_transcript` makes: units, tool schemas, reply priming
+        # the sum `tokens.count_transcript` makes: units, tool schemas, reply priming, reminders
         priming = ctx.count_opts.reply_priming if self.units else 0
-        return sum(c.total for c in unit_counts(self)) + tools + priming
+        return sum(c.total for c in unit_counts(self)) + tools + priming + ctx.reminders
 
     def tokens(self) -> int:
-        """Total tokens: units, tool schemas and reply priming, as `tokens.count_transcript`."""
+        """Total tokens: units, tool schemas, reply priming and reminders, as
+        `tokens.count_transcript`."""
         return self._total
 
     @cached_property

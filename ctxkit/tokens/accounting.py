@@ -238,4 +238,27 @@ def _totalled(
     regions["tools"] = count_tool_schemas(t.tools, tok, opts)
     if t.units:
         regions["history"] += opts.reply_priming
+    reminders = count_attachments(t, tok)
+    if reminders:
+        regions["reminders"] = reminders
     return TranscriptCount(units=units, regions=regions, total=sum(regions.values()))
+
+
+def attachment_texts(t: Transcript) -> list[tuple[int, str]]:
+    """What the agent puts into the context beside the units, as the log shows it: (the index
+    of the unit before it, its text), from a reader's `metadata["attachments"]` (Claude Code's
+    attachment records; `formats.claude_attachments`)."""
+    found = t.metadata.get("attachments") if t.metadata else None
+    if not isinstance(found, list):
+        return []
+    return [
+        (int(a.get("after_unit", -1)), str(a["text"]))
+        for a in found
+        if isinstance(a, dict) and isinstance(a.get("text"), str) and a["text"]
+    ]
+
+
+def count_attachments(t: Transcript, tok: Tokenizer) -> int:
+    """Tokens of the `reminders` region: every attachment the log shows in the context."""
+    texts = [text for _, text in attachment_texts(t)]
+    return sum(tok.count_many(texts)) if texts else 0
