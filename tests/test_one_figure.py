@@ -79,3 +79,25 @@ def test_replay_fidelity_and_the_library_give_counts_figures(tmp_path: Path) -> 
     assert measure(t, get_tokenizer()).total == before
     result = compact(t, CompactSettings(limit=LIMIT))
     assert (result.tokens_before, result.tokens_after) == (before, after)
+
+
+def test_the_readmes_library_example_runs_on_the_bundled_sample(tmp_path: Path, monkeypatch) -> None:
+    """The Python block under "As a library" in the README, run as it stands from the checkout's
+    root (the archive it writes goes to a temporary folder)."""
+    import contextlib
+    import io
+    import re
+
+    root = Path(__file__).parents[1]
+    text = (root / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## As a library\n\n```python\n(.*?)```", text, re.S)
+    assert block is not None
+    code = block.group(1).replace('"session.ctx.db"', repr(str(tmp_path / "session.ctx.db")))
+    monkeypatch.chdir(root)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("17509 ")
+    assert "15,178 fixed" in lines[1]
+    assert lines[2].startswith("Context reduced 17,509 -> ")

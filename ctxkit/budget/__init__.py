@@ -205,7 +205,7 @@ class Target:
     policy_limit: int | None
     policy_rule: str
     limit: int
-    bound_by: str  # "model" or "policy"
+    bound_by: str  # "model", "policy" or "agent" (the most the log's own agent sends)
     tokenizer: str
     tokenizer_note: str = ""
     thresholds: Thresholds = Thresholds()

@@ -176,7 +176,7 @@ def measured() -> tuple[Measured, ...]:
 
     text = resources.files("ctxkit.budget").joinpath("agents.toml").read_text(encoding="utf-8")
     rows = tomllib.loads(text).get("measured", [])
-    return tuple(Measured(**row) for row in rows)
+    return tuple(Measured(**{"max_tokens": None, **row}) for row in rows)
 
 
 def measured_for(agent: str, mode: str | None = None) -> Measured | None:

@@ -103,7 +103,7 @@ def log_target(
         buffer_tokens=window - ab.reserve - ab.limit,
         effective_limit=ab.limit,
         limit=ab.limit,
-        bound_by="model",
+        bound_by="agent",
         thresholds=thresholds,
         sources={**base.sources, "limit": f"agent {agent}", "context_window": "models.toml"
                  if window == info.context_window else "the log (Codex's model_context_window)"},

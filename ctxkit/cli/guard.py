@@ -632,10 +632,18 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
     lines.append(render_table(rows))
     for r in verdict.results:
         tg = r.target
-        why = (
-            f"limit {tg.name}: {tg.limit:,} bound by {tg.bound_by}; model {tg.effective_limit:,} = "
-            f"window {tg.context_window:,} - buffer {tg.buffer_tokens:,} - max output {tg.max_output_tokens:,}"
-        )
+        if tg.bound_by == "agent":
+            bounds = tg.thresholds.bounds(tg.limit)
+            why = (
+                f"limit {tg.name}: {tg.limit:,}, the most {tg.agent} sends on a window of "
+                f"{tg.context_window:,} (the log's own model and agent); compact from "
+                f"{bounds['compact']:,}"
+            )
+        else:
+            why = (
+                f"limit {tg.name}: {tg.limit:,} bound by {tg.bound_by}; model {tg.effective_limit:,} = "
+                f"window {tg.context_window:,} - buffer {tg.buffer_tokens:,} - max output {tg.max_output_tokens:,}"
+            )
         if tg.policy_limit is not None:
             why += f"; policy {tg.policy_limit:,} ({tg.policy_rule})"
         lines.append(why)

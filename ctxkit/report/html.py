@@ -190,7 +190,7 @@ def _regions(r: Mapping[str, Any]) -> Iterator[str]:
     reserved = int(budget.get("max_output_tokens") or 0)
     # The model's reserved output is drawn beside the limit when the model's window set the
     # limit (limit + buffer + reserved = window); a policy limit well below it is not its share.
-    drawn = bool(reserved) and budget.get("bound_by") == "model"
+    drawn = bool(reserved) and budget.get("bound_by") in ("model", "agent")
     rows = []
     for label, regions in (("before", tokens["regions_before"]), ("after", tokens["regions_after"])):
         parts = {n: int(v) for n, v in regions.items()}
