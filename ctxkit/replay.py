@@ -450,7 +450,7 @@ def _run(
         baseline_call_tokens=baseline_tokens,
         compaction_log=log,
         needles=checks,
-        original_tokens=baseline if units else 0,
+        original_tokens=round(baseline) if units else 0,
         final_tokens=final_tokens,
         p1_total=len(p1),
         p1_kept=p1_kept,

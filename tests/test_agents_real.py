@@ -30,7 +30,6 @@ from ctxkit.agents.drivers import AGENTS, DUMMY_KEY, Agent, agents_dir, installe
 from ctxkit.agents.regions import is_reminder
 from ctxkit.agents.session import AgentReport, ProbeOptions, drive, probe, resume
 from ctxkit.cli import cli
-from ctxkit.errors import InputError
 from ctxkit.formats import read_path
 from ctxkit.structure import check
 
@@ -120,21 +119,13 @@ def test_probe_sends_one_main_request(name: str) -> None:
 
 # --- a scripted session, and the log it writes -------------------------------------------------
 
-GEMINI_JSONL = pytest.mark.xfail(
-    strict=False,
-    raises=InputError,
-    reason="Gemini CLI 0.61 writes its chat as JSONL (a header, then {\"$set\": ...} patch records); "
-    "ctxkit reads only the older single-JSON session files (a reader is being added)",
-)
-
-
 QWEN_JSONL = pytest.mark.xfail(
     strict=False,
     raises=AssertionError,
     reason="no ctxkit reader for Qwen Code 0.24's chat JSONL (Claude Code's record envelope around "
     "Gemini `parts`): it is taken for a Claude Code log and read without content",
 )
-UNREAD = {"gemini-cli": GEMINI_JSONL, "qwen-code": QWEN_JSONL}
+UNREAD = {"qwen-code": QWEN_JSONL}
 
 
 @pytest.mark.parametrize(

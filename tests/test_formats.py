@@ -67,9 +67,9 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
         return aider_carried(t, same)
     units = [u for u in t.units if not (u.role == "assistant" and not u.content and not u.tool_calls
                                         and (u.reasoning or fmt != "openai"))]
-    if fmt in ("claude-code", "gemini-cli", "opencode", "cline"):  # no system prompt in the file
+    if fmt in ("claude-code", "gemini-cli", "gemini-cli-jsonl", "opencode", "cline"):  # no system prompt in the file
         units = [u for u in units if u.role != "system"]
-    if fmt in ("gemini-cli", "opencode", "copilot-cli", "gemini", "cline"):  # calls' arguments are objects
+    if fmt in ("gemini-cli", "gemini-cli-jsonl", "opencode", "copilot-cli", "gemini", "cline"):  # calls' arguments are objects
         if fmt == "gemini" and not same:
             system = [u for u in units if u.role == "system"]
             if system:
@@ -160,8 +160,8 @@ def files(realdata: Path, folder: str) -> list[Path]:
 
 def test_registry_names_and_writers() -> None:
     assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt", "atif", "aider",
-                                      "openhands", "swe-agent", "gemini-cli", "opencode", "copilot-cli", "gemini",
-                                      "cline"])
+                                      "openhands", "swe-agent", "gemini-cli", "gemini-cli-jsonl", "opencode",
+                                      "copilot-cli", "gemini", "cline"])
     assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
 
 
@@ -378,7 +378,7 @@ def test_app_formats_convert(realdata: Path, folder: str) -> None:
             assert len(back) == 1 or fmt != folder  # an app log is one session
             continue
         assert [b.source_format for b in back] == [fmt] * len(ts)
-        if fmt in ("gemini-cli", "opencode", "gemini", "cline"):
+        if fmt in ("gemini-cli", "gemini-cli-jsonl", "opencode", "gemini", "cline"):
             # an agent's own shape (no system prompt, a call holding its result): every
             # message's text comes back
             for b, t in zip(back, ts, strict=True):

@@ -236,6 +236,8 @@ def _roles(fmt: str, text: str) -> list[str]:
         return [m["role"] for m in parsed["history"]]
     if fmt == "gemini-cli":
         return [m["type"] for m in parsed["messages"]]
+    if fmt == "gemini-cli-jsonl":
+        return [r["type"] for r in parsed if "id" in r and "type" in r]
     if fmt == "opencode":
         return [m["info"]["role"] for m in parsed["messages"]]
     if fmt == "gemini":
@@ -265,6 +267,7 @@ def test_joined_units_share_the_message_before(fmt: str) -> None:
         "openhands": ["system", "user", "condense", "call_tool_mcp", "mcp", "condense", "assistant"],
         "swe-agent": ["system", "user", "assistant", "tool", "user", "assistant"],
         "gemini-cli": ["user", "gemini", "user", "gemini"],  # no system prompt; a call holds its result
+        "gemini-cli-jsonl": ["user", "gemini", "user", "gemini"],  # the same, one record a message
         "opencode": ["user", "assistant", "user", "assistant"],  # the tool part holds its result
         "copilot-cli": ["system", "user", "assistant", "tool", "user", "assistant"],
         "gemini": ["user", "model", "user", "model"],  # results and the note join their turn

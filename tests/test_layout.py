@@ -117,7 +117,7 @@ def test_registry_names_live_in_their_registry() -> None:
             "claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "anthropic", "gemini",
             "openai",
         },
-        "budget/agents.py": {"claude-code", "codex", "gemini-cli", "opencode"},
+        "budget/agents.py": {"claude-code", "codex", "gemini-cli", "gemini-cli-jsonl", "opencode"},
         # the provider APIs the recording provider speaks, named as the providers name them
         "agents/provider.py": {"anthropic", "gemini"},
         "agents/regions.py": {"anthropic", "gemini"},

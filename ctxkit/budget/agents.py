@@ -82,7 +82,7 @@ _RULES: dict[str, _Rule] = {
     ),
     "gemini-cli": _Rule(
         "Gemini CLI",
-        ("gemini-cli",),
+        ("gemini-cli", "gemini-cli-jsonl"),
         lambda w, o: w,
         lambda w, o: 0,
         "sends up to W (Gemini's input limit; the output has its own), compresses at 0.5 W",
