@@ -118,22 +118,26 @@ def compaction_ceiling(
     return max(ceiling, compaction_goal(limit, target, thresholds))
 
 
-def fixed_regions(system_tools: int, unlogged: int) -> str:
-    """What no compaction can remove, named for people: the system prompt and tool schemas, and
-    what every call carries that the log never shows (the fixed part of its recorded usage).
+def fixed_regions(system_tools: int, unlogged: int, reminders: bool = False) -> str:
+    """What no compaction can remove, named for people: the system prompt and tool schemas (and
+    the agent's reminders, when the log shows them), and what every call carries that the log
+    never shows (the fixed part of its recorded usage).
 
     >>> fixed_regions(1259, 0)
     'the system prompt and tool schemas alone take 1,259 tokens'
     >>> fixed_regions(0, 64093)
     'what every call carries and the log never shows takes 64,093 tokens (its recorded usage)'
     """
+    shown = "the system prompt, tool schemas and the agent's reminders" if reminders else (
+        "the system prompt and tool schemas"
+    )
     unlogged_text = "what every call carries and the log never shows"
     if not unlogged:
-        return f"the system prompt and tool schemas alone take {system_tools:,} tokens"
+        return f"{shown} alone take {system_tools:,} tokens"
     if not system_tools:
         return f"{unlogged_text} takes {unlogged:,} tokens (its recorded usage)"
     return (
-        f"the system prompt and tool schemas ({system_tools:,} tokens) and {unlogged_text} "
+        f"{shown} ({system_tools:,} tokens) and {unlogged_text} "
         f"({unlogged:,}, its recorded usage) take {system_tools + unlogged:,} tokens"
     )
 

@@ -326,13 +326,14 @@ def _begin(
             fix += ", or --no-usage to fit the log's own content alone"
         raise UsageError(
             f"{_label(transcript)}: limit {limit:,} is below what no strategy can "
-            f"remove ({fixed_regions(floor, fixed)}): {fix}"
+            f"remove ({fixed_regions(floor, fixed, bool(run.ctx.reminders))}): {fix}"
         )
     if floor + fixed > ceiling:
         # The limit holds what no strategy may touch, but not under the guard's compact
         # threshold: the most that fits under the limit, said (the guard will fire again).
         run.goal_note = (
-            f"what no strategy may touch ({fixed_regions(floor, fixed)}) is at or above the "
+            f"what no strategy may touch ({fixed_regions(floor, fixed, bool(run.ctx.reminders))}) "
+            "is at or above the "
             f"guard's compact threshold {ceiling + 1:,} of the limit {limit:,}: compacted to fit "
             "under the limit, and the guard will ask for compaction again; raise the limit "
             f"(above {_limit_for(floor + fixed, run):,}) to stop that"
