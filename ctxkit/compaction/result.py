@@ -176,8 +176,11 @@ class Failure:
         return exc
 
     def to_dict(self) -> dict[str, Any]:
-        return {"transcript": self.transcript_id, "error": self.message, "exit_code": self.exit_code}
+        return {
+            "transcript": self.transcript_id, "error": self.message, "exit_code": self.exit_code,
+            "label": self.label,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Failure:
-        return cls(d["transcript"], d["error"], int(d["exit_code"]))
+        return cls(d["transcript"], d["error"], int(d["exit_code"]), str(d.get("label") or ""))
