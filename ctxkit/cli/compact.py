@@ -166,6 +166,7 @@ def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> Non
     from ctxkit.engines import compact as engine
 
     request = _request(paths, read_opts, flags)
+    refuse_terminal(request.output, "compact", request.dry_run or request.replay)
     if request.replay:
         _render_replay(engine.replay(request, echo_err))
         return
@@ -182,6 +183,20 @@ def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> Non
             f"and {what} (exit {outcome.exit_code})"
         )
         raise click.exceptions.Exit(outcome.exit_code)
+
+
+def refuse_terminal(output: str, command: str, writes_nothing: bool = False) -> None:
+    """A transcript is data, not a message for people: as gzip refuses to write compressed data
+    to a terminal, `compact` and `expand` refuse to write one there (pipe it, or give -o)."""
+    import sys
+
+    from ctxkit.errors import UsageError
+
+    if output == "-" and not writes_nothing and sys.stdout.isatty():
+        raise UsageError(
+            f"{command} writes a transcript to stdout, and stdout is a terminal: give -o FILE "
+            f"(ctxkit {command} ... -o small.jsonl), or pipe it (| ... or > small.jsonl)"
+        )
 
 
 def _request(paths: tuple[str, ...], read_opts: ReadOptions, f: dict[str, Any]) -> Any:

@@ -234,6 +234,9 @@ def expand(
     from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
 
+    from ctxkit.cli.compact import refuse_terminal
+
+    refuse_terminal(output, "expand")
     if os.path.isdir(compacted):
         # `compact --engine ray -o DIR`: its output shards in order, its archive shards beside
         _expand_shards(compacted, archive_path or compacted, output, from_format, to_format)
