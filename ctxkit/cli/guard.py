@@ -579,9 +579,19 @@ def _render_usage(verdict: Any) -> list[str]:
 
     fmt = FORMATS.get(verdict.transcript.source_format)
     if not out and fmt is not None and fmt.omits:
+        from ctxkit.budget.agents import agent_of_format, measured_for
+
+        agent = agent_of_format(fmt.name)
+        seen = measured_for(agent, "interactive") if agent else None
+        sends = (
+            f" ({seen.agent} {seen.version} sends {seen.per_call:,} tokens of them per call with "
+            f"no user configuration: measured, `ctxkit agent probe {seen.agent}`)"
+            if seen is not None
+            else ""
+        )
         out.append(
-            f"note: this {fmt.label} log records no usage and never logs {fmt.omits}; the count "
-            "leaves them out (give --system/--tools)"
+            f"note: this {fmt.label} log records no usage and never logs {fmt.omits}{sends}; the "
+            "count leaves them out (give --system/--tools)"
         )
     recorded = verdict.recorded_model
     from ctxkit.budget.models import find_model
