@@ -173,6 +173,53 @@ def test_copilot_compaction_and_a_removed_parent() -> None:
     assert len(whole.units) > 2 and written([whole]) == text
 
 
+def test_copilot_reasoning_only_in_opaque_form_is_no_empty_assistant_message() -> None:
+    """Copilot 1.0.7x logs an `assistant.message` per reasoning step of an OpenAI model with no
+    content, no tool requests and its reasoning only encrypted: it was read as an empty
+    assistant unit, which every chat API refuses ("empty assistant message" in openai). It is a
+    kept event now: no unit, back in its place when written."""
+    def event(n: int, kind: str, data: dict[str, object]) -> dict[str, object]:
+        return {"type": kind, "data": data, "id": f"e{n}", "timestamp": f"2026-07-19T23:12:{n:02d}.000Z",
+                "parentId": f"e{n - 1}" if n else None}
+
+    opaque = {"messageId": "m1", "model": "gpt-5.6-sol", "content": "", "toolRequests": [],
+              "reasoningOpaque": "REDACTED/x", "encryptedContent": "REDACTED/y"}
+    events = [
+        event(0, "session.start", {"sessionId": "s1", "version": 1}),
+        event(1, "user.message", {"content": "Fix the flaky test."}),
+        event(2, "assistant.turn_start", {"turnId": "0"}),
+        event(3, "assistant.message", opaque),
+        event(4, "assistant.message", {**opaque, "messageId": "m2", "content": "Done."}),
+        event(5, "session.usage_checkpoint", {"totalNanoAiu": 310218050000, "totalPremiumRequests": 0}),
+        event(6, "session.context_changed", {"cwd": "/w", "branch": "fix/flaky"}),
+    ]
+    text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
+    stats = ReadStats()
+    (t,) = read_text(text, path="events.jsonl", stats=stats)
+    assert [(u.role, u.content) for u in t.units] == [("user", "Fix the flaky test."), ("assistant", "Done.")]
+    assert t.metadata["model"] == "gpt-5.6-sol"
+    assert stats.skipped_non_message["assistant.message:reasoningOpaque"] == 1
+    assert "provider_usage" not in t.metadata  # a billing checkpoint counts no call's tokens
+    assert written([t]) == text  # every event back, in its place
+    assert problems("openai", written([t], "openai")) == []
+
+
+def test_copilot_1072_log_reads_without_empty_messages(realdata: Path) -> None:
+    path = realdata / "copilot-cli" / (
+        "JeffreyCA__azure-dev__entire-checkpoints-7E-01KXYAY6X6AX6YHS3EQP27BY7E__0-full@091d53d9.events.jsonl")
+    events = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    silent = [e for e in events if e["type"] == "assistant.message" and not e["data"]["content"]
+              and not e["data"]["toolRequests"] and not e["data"].get("reasoningText")]
+    stats = ReadStats()
+    (t,) = read_path(str(path), stats=stats)
+    assert len(silent) == stats.skipped_non_message["assistant.message:reasoningOpaque"] == 6
+    assert not [u for u in t.units if u.role == "assistant" and not (u.content or u.tool_calls or u.reasoning)]
+    for kind in ("session.warning", "session.plan_changed", "session.usage_checkpoint", "session.context_changed"):
+        assert stats.skipped_non_message[kind] == sum(e["type"] == kind for e in events) > 0
+    assert written([t]) == path.read_text(encoding="utf-8")
+    assert not [p for p in problems("openai", written([t], "openai")) if "empty" in p]
+
+
 # ---------------------------------------------------------------- Claude Code 2.x and Codex
 
 

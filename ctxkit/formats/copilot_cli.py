@@ -8,7 +8,11 @@ an assistant unit (`content`, `toolRequests` as tool calls, `reasoningText` as r
 `error.message`). Events of a sub-agent (`agentId`, or `parentToolCallId` on a message) are its
 own conversation: kept, and read only with `include_sidechains`. Every other event (session,
 turn, hook, permission, notification, usage...) is kept in place (`formats.kept`); an
-`assistant.usage` event, when the log has one, is the provider's count of that call.
+`assistant.usage` event, when the log has one, is the provider's count of that call. An
+`assistant.message` that says nothing (no `content`, no `toolRequests`, no `reasoningText`:
+1.0.7x logs one per reasoning step of an OpenAI model, its reasoning only in the encrypted
+`reasoningOpaque`/`encryptedContent`) is no message either: kept with the unit it precedes, as
+Codex's encrypted reasoning is, never an empty assistant unit.
 
 Copilot's own compaction, `session.compaction_complete` with a `summaryContent`, replaces what
 came before its `session.compaction_start` with that summary: the events before it are kept in
@@ -61,6 +65,12 @@ def _sub_agent(rec: dict[str, Any]) -> bool:
     return bool(rec.get("agentId")) or (rec["type"] != "tool.execution_complete" and bool(data.get("parentToolCallId")))
 
 
+def _says_nothing(data: dict[str, Any]) -> bool:
+    """An assistant message with no text, no call and no readable reasoning (its reasoning, if
+    any, encrypted): nothing a model reads, and an empty message to every chat API."""
+    return not data.get("content") and not data.get("toolRequests") and not data.get("reasoningText")
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The session's messages as units (see the module doc)."""
     units: list[Unit] = []
@@ -93,6 +103,13 @@ def read(records: list[Any], src: Source) -> Transcript:
             compacted_at, started = at, None
             src.stats.skip("session.compaction_complete")
             continue
+        # 1.0.7x events kept as they are: `session.warning` (an MCP server that failed to
+        # start...), `session.plan_changed` (the plan file created or updated),
+        # `session.usage_checkpoint` (the session's billing so far: `totalNanoAiu`,
+        # `totalPremiumRequests`, and each model's prompt-cache expiry in `modelCacheState`; no
+        # token counts of any call, so no recorded usage) and `session.context_changed` (the
+        # working directory, git branch and commit the session now runs in, not the model's
+        # context).
         elif kind == "assistant.usage" and isinstance(data.get("inputTokens"), int) and not rec.get("agentId"):
             calls.append({"after_unit": len(units) - 2, "input_tokens": data["inputTokens"],
                           "cache_read_tokens": int(data.get("cacheReadTokens") or 0),
@@ -105,6 +122,12 @@ def read(records: list[Any], src: Source) -> Transcript:
         if _sub_agent(rec) and not src.include_sidechains:
             src.stats.skipped_sidechain += 1
             keeper.keep(i, rec, name=eid)
+            continue
+        if kind == "assistant.message" and _says_nothing(data):
+            model = data.get("model") if isinstance(data.get("model"), str) else model
+            opaque = data.get("reasoningOpaque") or data.get("encryptedContent")
+            src.stats.skip("assistant.message:reasoningOpaque" if opaque else "assistant.message:empty")
+            keeper.keep(i, rec, precedes=True, name=eid)
             continue
         meta: dict[str, Any] = {"sidechain": True} if _sub_agent(rec) else {}
         unit: Unit
