@@ -394,7 +394,6 @@ class _Writer:
         self.out: list[tuple[Unit | None, dict[str, Any]]] = []
         self.context: dict[str, Any] = {}
         self.made: set[str] = set()  # uuids of the records made up here
-        self.replaced: dict[str, str] = {}  # uuid of a record compaction removed -> the made one in its place
         if self.same:
             for u in t.units:
                 recs = source_records(u)
@@ -428,8 +427,6 @@ class _Writer:
         rec["uuid"] = str(uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}"))
         rec["timestamp"] = _iso(u.timestamp) or ctx.get("timestamp") or _iso(0.0)
         self.made.add(rec["uuid"])
-        for gone in [*u.meta.get("removed_ids", ()), *u.meta.get("summarized_ids", ())]:
-            self.replaced[str(gone).split("#")[0]] = rec["uuid"]
         return rec
 
     def unit(self, u: Unit) -> None:
@@ -541,7 +538,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         return _chained([rec for _, rec in w.out]), {}
     placed = place(t, w.out)
     gone = names(t) - {rec.get("uuid") for rec in placed}
-    linked = _linked(placed, w.made, w.replaced, gone)  # record for record, in order
+    linked = _linked(placed, w.made, gone)  # record for record, in order
     if ROOT in t.metadata:
         ours = {id(rec) for _, rec in w.out}
         _cut_at(linked, [n for n, rec in enumerate(placed) if id(rec) in ours], t.metadata[ROOT])
@@ -592,31 +589,29 @@ def _chained(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _linked(
-    records: list[dict[str, Any]], made: set[str], replaced: dict[str, str], gone: set[str]
-) -> list[dict[str, Any]]:
+def _linked(records: list[dict[str, Any]], made: set[str], gone: set[str]) -> list[dict[str, Any]]:
     """A log's records with their own links wherever these still hold: a made-up record hangs
-    from the record before it, a record whose parent compaction removed from what took the
-    parent's place (or the record before it); every other `parentUuid` is left as it was."""
+    from the record before it, and so does a record whose parent compaction removed (Claude
+    Code resumes the chain the last record hangs from: a record hung from what took its parent's
+    place, when a kept message lies between the two, would leave that message off the chain, and
+    the agent would never send it); every other `parentUuid` is left as it was. "The record
+    before" is the last one of the main thread: a sub-agent's records are not in the chain."""
     out: list[Any] = []
     seen: set[Any] = set()
-    before: Any = None  # uuid of the last record written that has one
+    before: Any = None  # uuid of the last main-thread record written that has one
     for rec in records:
         uid = rec.get("uuid")
         if uid is None:
             out.append(rec)
             continue
         parent = rec.get("parentUuid")
-        if uid in made:
+        if uid in made or (parent is not None and parent in gone):
             parent = before
-        elif parent is not None and parent in gone:
-            parent = replaced.get(str(parent), before)
-            if parent not in seen:
-                parent = before
         if parent != rec.get("parentUuid") or "parentUuid" not in rec:
             rec = {**rec, "parentUuid": parent}
         rec = _unique(rec, seen)
-        before = rec["uuid"]
+        if not rec.get("isSidechain"):
+            before = rec["uuid"]
         out.append(rec)
     return out
 

@@ -1,0 +1,63 @@
+"""A compacted Claude Code log keeps every message it holds on the chain Claude Code resumes.
+
+Claude Code resumes a log by following `parentUuid` back from its last record: a message record
+off that chain is never sent. Every real Claude Code log, compacted to a half, a third and a sixth
+of its room for messages: each main-thread message record written after the chain's start is on
+the chain (a kept request between a summary and the record that followed the span it replaced was
+left off once, and Claude Code dropped it on resume)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ctxkit.cli import cli
+
+REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+LOGS = sorted((REALDATA / "claude-code").glob("*.jsonl")) if REALDATA.is_dir() else []
+
+
+def _off_the_chain(records: list[dict]) -> list[int]:
+    """Main-thread message records after the chain's start that the chain does not reach."""
+    main = [r for r in records if r.get("type") in ("user", "assistant") and not r.get("isSidechain")]
+    if not main:
+        return []
+    by_uuid = {r.get("uuid"): r for r in records if r.get("uuid")}
+    chain: list[str] = []
+    node: dict | None = main[-1]
+    while node is not None and len(chain) <= len(records):
+        chain.append(node["uuid"])
+        node = by_uuid.get(node.get("parentUuid"))
+    on = set(chain)
+    start = min(i for i, r in enumerate(records) if r.get("uuid") in on)
+    return [
+        i for i, r in enumerate(records)
+        if i > start and r in main and r.get("uuid") not in on
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", [2, 3, 6])
+@pytest.mark.parametrize("log", LOGS, ids=[p.name[:40] for p in LOGS])
+def test_every_kept_message_is_on_the_chain_claude_code_resumes(log: Path, share: int, tmp_path: Path) -> None:
+    from ctxkit.counting import measure
+    from ctxkit.formats import read_path
+    from ctxkit.tokens import get_tokenizer
+
+    (t,) = read_path(str(log))
+    m = measure(t, get_tokenizer())
+    limit = m.unlogged + (m.total - m.unlogged) // share
+    out = tmp_path / "small.jsonl"
+    r = CliRunner().invoke(cli, ["compact", str(log), "--limit", str(limit), "-o", str(out)])
+    if r.exit_code != 0:
+        assert "below what no strategy can remove" in r.stderr, r.stderr
+        return
+    records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    # what the log held off its chain before (a rewind's branch, an interrupted turn) may stay off
+    was_off = {before[i].get("uuid") for i in _off_the_chain(before)}
+    off = [i for i in _off_the_chain(records) if records[i].get("uuid") not in was_off]
+    assert off == [], [(i, records[i]["type"], str(records[i]["message"].get("content"))[:60]) for i in off]
