@@ -284,9 +284,10 @@ def resume(
     path = Path(log)
     if not path.is_file():
         raise AgentError(f"{log}: no such file")
-    (transcript,) = list(read_path(str(path), ReadOptions()))[:1] or [None]
-    if transcript is None:
+    found = list(read_path(str(path), ReadOptions()))[:1]
+    if not found:
         raise AgentError(f"{log}: no transcript in it")
+    transcript = found[0]
     report, home = _go(
         agent,
         options,

@@ -582,11 +582,11 @@ def _render_usage(verdict: Any) -> list[str]:
         from ctxkit.budget.agents import agent_of_format, measured_for
 
         agent = agent_of_format(fmt.name)
-        seen = measured_for(agent, "interactive") if agent else None
+        known = measured_for(agent, "interactive") if agent else None
         sends = (
-            f" ({seen.agent} {seen.version} sends {seen.per_call:,} tokens of them per call with "
-            f"no user configuration: measured, `ctxkit agent probe {seen.agent}`)"
-            if seen is not None
+            f" ({known.agent} {known.version} sends {known.per_call:,} tokens of them per call "
+            f"with no user configuration: measured, `ctxkit agent probe {known.agent}`)"
+            if known is not None
             else ""
         )
         out.append(

@@ -231,10 +231,9 @@ def expand(
     """
     from ctxkit.archive.refs import archives_for
     from ctxkit.archive.store import Archive, default_archive_path
+    from ctxkit.cli.compact import refuse_terminal
     from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
-
-    from ctxkit.cli.compact import refuse_terminal
 
     refuse_terminal(output, "expand")
     if os.path.isdir(compacted):

@@ -211,7 +211,7 @@ def _without_idle_daemons() -> Iterator[None]:
             ray_params.include_log_monitor = False
         start(node, ray_params, *args, **kwargs)
 
-    Node.__init__ = lean  # type: ignore[method-assign]
+    Node.__init__ = lean  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:

@@ -63,7 +63,7 @@ def codex(t: Transcript, budget: int, fit: Fit) -> Transcript:
     history = [u for u in t.units if u.role != "system"]
     summary_text = CODEX_PREFIX + "\n" + _summary(history, _summary_budget(budget), fit)
     summary = Unit("codex-summary", "user", type="summary", content=summary_text)
-    room = budget - fit.total(t, [*system, summary])
+    room: float = budget - fit.total(t, [*system, summary])
     room = min(room, CODEX_USER_TOKENS)
     requests = [u for u in history if is_request(u)]  # Codex leaves out its own context blocks too
     kept: list[Unit] = []
@@ -73,7 +73,7 @@ def codex(t: Transcript, budget: int, fit: Fit) -> Transcript:
             kept.append(u)
             room -= cost
             continue
-        cut = _cut_middle(u.content, room - 8, fit)
+        cut = _cut_middle(u.content, int(room) - 8, fit)
         if cut:
             kept.append(u.replace(content=cut))
         break
@@ -117,7 +117,7 @@ def gemini_cli(t: Transcript, budget: int, fit: Fit) -> Transcript:
         # the newest 30% does not fit: keep the newest part of it that does
         head = [*system, snapshot, ack]
         trimmed = drop_oldest(
-            t.replace(units=history[split:]), budget - fit.total(t, head) + fit.fixed(t), fit
+            t.replace(units=history[split:]), round(budget - fit.total(t, head) + fit.fixed(t)), fit
         )
         out = t.replace(units=[*head, *trimmed.units])
     return with_meta(drop_oldest(out, budget, fit), summary_by=SUMMARY_BY)

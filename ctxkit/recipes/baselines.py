@@ -92,7 +92,7 @@ def drop_oldest(
     """Drop the oldest messages (a call with its results as one block), system units kept,
     until the rest fits."""
     units = list(t.units if units is None else units)
-    total = fit.total(t, units)
+    total: float = fit.total(t, units)
     keep = [True] * len(units)
     for start, end in blocks(units):
         if total <= budget:
@@ -114,7 +114,7 @@ def mask_observations(t: Transcript, budget: int, fit: Fit) -> Transcript:
     tool outputs with a short placeholder, newest kept, until the transcript fits; then drop the
     oldest messages if it still does not."""
     units = list(t.units)
-    total = fit.total(t, units)
+    total: float = fit.total(t, units)
     for i, u in enumerate(units):
         if total <= budget:
             break
@@ -174,7 +174,7 @@ def langchain_trim(t: Transcript, budget: int, fit: Fit) -> Transcript:
 
     kept = trim_messages(
         messages,
-        max_tokens=budget - fixed,
+        max_tokens=round(budget - fixed),
         token_counter=counter,
         strategy="last",
         include_system=True,

@@ -153,7 +153,8 @@ def recent_start(
 ) -> int:
     """Where the newest messages to keep begin: walking back until both `min_tokens` and
     `min_texts` messages with text are in, without going past `max_tokens`; pairs kept."""
-    total = texts = 0
+    total = 0.0
+    texts = 0
     start = len(units)
     for i in range(len(units) - 1, -1, -1):
         cost = fit.unit(units[i])
@@ -450,10 +451,10 @@ def gemini_mask(ctx: list[Unit], env: Env) -> tuple[list[Unit], int]:
     end = len(ctx) - 1
     while end > 0 and is_result(ctx[end]) and is_result(ctx[end - 1]):
         end -= 1  # the latest Content: a run of function responses is one message
-    protected = 0
+    protected = 0.0
     boundary = False
     prunable: list[int] = []
-    total = 0
+    total = 0.0
     for i in range(end - 1, -1, -1):
         u = ctx[i]
         if not is_result(u) or u.content.startswith(f"<{MASK_TAG}>"):
@@ -580,7 +581,7 @@ def openhands(ctx: list[Unit], env: Env) -> Step:
         # the shortest suffix (in events) that brings the view under half the limit
         room = limit // 2 - env.tokens(ctx[:head_end])
         n_events = 0
-        kept = 0
+        kept = 0.0
         for u in reversed(ctx[head_end:]):
             cost = env.fit.unit(u)
             if kept + cost > room:
@@ -684,7 +685,7 @@ def opencode(ctx: list[Unit], env: Env) -> Step:
     budget = min(15_000, max(2_000, usable // 4))
     turn_starts = [i for i, u in enumerate(history) if is_request(u)]
     keep = len(history)
-    used = 0
+    used = 0.0
     for k in range(len(turn_starts) - 1, -1, -1):
         start = turn_starts[k]
         end = turn_starts[k + 1] if k + 1 < len(turn_starts) else len(history)

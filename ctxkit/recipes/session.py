@@ -300,7 +300,7 @@ def run_ctxkit(t: Transcript, settings: Any, window: int, fit: Fit, probes: _Pro
 
     def observe(call: int, index: int, before: Sequence[Unit], after: Sequence[Unit]) -> None:
         after_t = t.replace(units=list(after))
-        summary = sum(fit.unit(u) for u in after if u.type == "summary")
+        summary = round(sum(fit.unit(u) for u in after if u.type == "summary"))
         rec = CompactionRecord(
             call, index, "compaction", fit.total(t, before), fit.total(after_t), summary
         )
