@@ -60,11 +60,15 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
     ShareGPT writers leave out empty assistant messages; ShareGPT numbers its calls and writes
     them one at a time, so it is compared as text, calls and results. ATIF keeps every unit;
     aider keeps user and assistant text (tool results and system prompts are `> ` notices, not
-    units; calls are lines of the reply; replies no notice separates read back as one)."""
+    units; calls are lines of the reply; replies no notice separates read back as one).
+    SpecStory holds no system prompt and no message of blank text, names calls by their place
+    and writes each output in its call's block, read back right after the call."""
     if fmt in ("units", "atif"):
         return fields(t)
     if fmt == "aider":
         return aider_carried(t, same)
+    if fmt == "specstory":
+        return specstory_carried(t)
     units = [u for u in t.units if not (u.role == "assistant" and not u.content and not u.tool_calls
                                         and (u.reasoning or fmt != "openai"))]
     if fmt in ("claude-code", "gemini-cli", "gemini-cli-jsonl", "opencode", "cline"):  # no system prompt in the file
@@ -126,6 +130,17 @@ def aider_carried(t: Transcript, same: bool = False) -> list[tuple[str, str]]:
     return out
 
 
+def specstory_carried(t: Transcript) -> list[tuple[Any, ...]]:
+    outputs = {u.tool_call_id: u.content for u in t.units if u.role == "tool"}
+    out: list[tuple[Any, ...]] = []
+    for u in t.units:
+        text = u.content if u.content.strip() else ""
+        if u.role in ("system", "tool") or not (text or u.tool_calls):
+            continue
+        out.append((u.role, text, [(c.name, c.arguments, outputs.get(c.id, "")) for c in u.tool_calls]))
+    return out
+
+
 def fields(t: Transcript) -> list[tuple[Any, ...]]:
     return [
         (u.role, u.content, [c.to_dict() for c in u.tool_calls], u.tool_call_id, u.reasoning)
@@ -161,7 +176,7 @@ def files(realdata: Path, folder: str) -> list[Path]:
 def test_registry_names_and_writers() -> None:
     assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt", "atif", "aider",
                                       "openhands", "swe-agent", "gemini-cli", "gemini-cli-jsonl", "opencode",
-                                      "copilot-cli", "gemini", "cline"])
+                                      "copilot-cli", "gemini", "cline", "specstory"])
     assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
 
 

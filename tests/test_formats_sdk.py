@@ -216,8 +216,8 @@ def _messages(text: str) -> list[Any]:
 
 
 def _roles(fmt: str, text: str) -> list[str]:
-    if fmt == "aider":
-        return [u.role for t in read_text(text, "aider") for u in t.units]
+    if fmt in ("aider", "specstory"):
+        return [u.role for t in read_text(text, fmt) for u in t.units]
     parsed = _parsed(text)
     if fmt == "atif":
         return [step["source"] for step in parsed["steps"]]
@@ -264,6 +264,7 @@ def test_joined_units_share_the_message_before(fmt: str) -> None:
         "sharegpt": ["human", "function_call", "observation", "human", "gpt"],
         "atif": ["system", "user", "user", "agent", "user", "agent", "agent"],  # a step per unit, joins kept
         "aider": ["user", "assistant", "user", "assistant"],  # system and tool output are `> ` notices
+        "specstory": ["user", "assistant", "tool", "user", "assistant"],  # no system prompt; a call's block holds its output
         "openhands": ["system", "user", "condense", "call_tool_mcp", "mcp", "condense", "assistant"],
         "swe-agent": ["system", "user", "assistant", "tool", "user", "assistant"],
         "gemini-cli": ["user", "gemini", "user", "gemini"],  # no system prompt; a call holds its result

@@ -32,6 +32,7 @@ _MODULES = (
     "sharegpt",
     "swe_agent",
     "atif",
+    "specstory",
     "aider",
 )
 
