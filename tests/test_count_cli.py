@@ -596,3 +596,16 @@ def test_a_compacted_file_counts_what_compact_reported(tmp_path: Path, sample: s
         assert partial.exit_code == 1 and "give --archive, or --no-usage" in partial.stderr
     (found,) = jsonl(run(str(small), "--format", "jsonl", "--archive", str(tmp_path / "elsewhere.ctx.db")).stdout)
     assert found == after
+
+
+def test_the_total_adds_up_when_only_some_logs_show_reminders(chat: Path, realdata: Path):
+    """A log with attachments (Claude Code's reminders) beside one without: every row gets the
+    column, the other's 0, and the total row sums it, so the regions add up to the total."""
+    posh = next((realdata / "claude-code").glob("JanDeDobbeleer__oh-my-posh*.jsonl"))
+    rows = jsonl(run(str(chat), str(posh), "--format", "jsonl").stdout)
+    assert rows[0]["reminders"] == 0
+    assert rows[1]["reminders"] > 0
+    total = rows[2]
+    assert total["reminders"] == rows[1]["reminders"]
+    parts = ("system", "tools", "summary", "history", "reminders", "unlogged", "unseen", "excess")
+    assert total["total"] == sum(total[k] or 0 for k in parts) == sum(r["total"] for r in rows[:2])

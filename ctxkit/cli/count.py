@@ -429,6 +429,9 @@ def _write_region_rows(
             {k: v for k, v in r.items() if k not in ("unlogged", "unseen", "excess", "recorded")}
             for r in region_rows
         ]
+    if any("reminders" in r for r in region_rows):
+        # a column for every row once one log shows attachments, so the rows line up and add up
+        region_rows = [_with_reminders(r) for r in region_rows]
     rows = breakdown.rows() if breakdown is not None else region_rows
     if cost_rows:
         rows = cost_rows
@@ -473,10 +476,22 @@ def _short_labels(row: dict[str, Any], width: int = 48) -> dict[str, Any]:
 _label = transcript_label
 
 
+def _with_reminders(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its `reminders` region (0 when its log shows no attachment) after `history`."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        if key != "reminders":
+            out[key] = value
+        if key == "history":
+            out["reminders"] = row.get("reminders", 0)
+    return out
+
+
 def _total_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
     total: dict[str, Any] = {"transcript": f"total ({len(rows)} conversations)", "format": None}
-    for key in ("units", *REGIONS, "unlogged", "unseen", "excess", "total", "recorded"):
-        if key in rows[0]:
+    keys = ("units", *REGIONS, "reminders", "unlogged", "unseen", "excess", "total", "recorded")
+    for key in keys:
+        if any(key in r for r in rows):
             total[key] = sum(r[key] or 0 for r in rows)
     return total
 
@@ -591,7 +606,8 @@ def _write_calibration(cal: Calibration, fmt: str) -> None:
         if "note" in s:
             out.write(f"{s['tokenizer']}: {s['note']}\n")
     out.write(
-        "\nerr = estimate - provider. offset = median(provider - estimate) per session: what the "
-        "log does not show\n(system prompt, tool schemas). adj = error after adding each "
-        "session's offset back.\n"
+        "\nerr = estimate - provider. offset = median(provider - estimate) per session: the "
+        "fixed part the log\ndoes not show (system prompt, tool schemas) and the tokenizers' "
+        "difference on the content, together\n(`ctxkit count` and `guard` fit them apart: "
+        "docs/guard.md). adj = error after adding each session's\noffset back.\n"
     )
