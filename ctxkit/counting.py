@@ -280,6 +280,7 @@ def _context_at(
     t: Transcript, tok: Tokenizer, opts: CountOptions, afters: Sequence[int]
 ) -> list[int]:
     """The context at each of `afters` (the last unit a call saw), as `estimate_calls` says."""
+    from ctxkit.archive.refs import carries_ref
     from ctxkit.structure import is_user_request
 
     parts, totals = _count_parts(t.units, tok, opts)
@@ -293,7 +294,9 @@ def _context_at(
         prefix.append(prefix[-1] + total)
         system_prefix.append(system_prefix[-1] + (total if u.role == "system" else 0))
         thought.append(thought[-1] + part.reasoning)
-        if u.type == "summary":
+        if u.type == "summary" and not carries_ref(u):
+            # an agent's compaction summary starts the context it sends; one ctxkit wrote (it
+            # names its archive) stands among what is sent, the first request before it too
             latest = i
         if u.role == "user" and is_user_request(u):
             request = i

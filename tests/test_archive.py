@@ -885,13 +885,13 @@ def test_a_conversation_that_fails_leaves_none_of_its_rows(tmp_path: Path) -> No
         return CliRunner().invoke(cli, args, catch_exceptions=False)
 
     r = compact(alone, "alone.jsonl")
-    assert r.exit_code == 2 and "below what no strategy can remove" in r.output
+    assert r.exit_code == 2 and "below the least a compaction can leave" in r.output
     assert not (tmp_path / "alone.jsonl").exists()
     assert _dump(path) == before
     assert not os.path.exists(f"{path}-journal")
     r = compact(src, "o.jsonl")
     assert r.exit_code == 3
-    assert "two#2: left out: limit 800 is below what no strategy can remove" in r.stderr
+    assert "two#2: left out: limit 800 is below the least a compaction can leave" in r.stderr
     assert len(list(read_path(str(tmp_path / "o.jsonl")))) == 1
     with Archive(str(path), readonly=True) as a:
         assert sorted(a.transcript_ids()) == ["two#1"]

@@ -11,7 +11,7 @@ import pytest
 from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.compaction.arrange import arrange, give_back, made_up
-from ctxkit.errors import BreakerFailed
+from ctxkit.errors import UsageError
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Unit
 from ctxkit.strategies.base import Context, State
@@ -156,7 +156,9 @@ def test_a_target_below_the_system_prompt_is_said() -> None:
     (t,) = list(read_path(_real("openai-chat", "idx065")))
     n = count_transcript(t, TOK).total
     result = compact(t, CompactSettings(limit=n, target=n // 3, tokenizer=TOK))
-    assert "is below what no strategy may touch (1,259 tokens)" in result.summary_line()
+    # the least a compaction leaves: the system prompt and tool schemas (1,259 tokens), the last
+    # request and a line naming the archive
+    assert "is below the least a compaction can leave (1,289 tokens)" in result.summary_line()
 
 
 def test_a_target_too_small_for_the_last_request_is_said() -> None:
@@ -169,19 +171,24 @@ def test_a_target_too_small_for_the_last_request_is_said() -> None:
         Unit("q2", "user", content="And which river runs through it, and how long is that river in kilometres?"),
     ])
     n = count_transcript(t, TOK).total
+    # a target below the least a compaction leaves: aimed for the most the guard passes, which
+    # holds the whole conversation here
     result = compact(t, CompactSettings(limit=2 * n, target=n // 3, tokenizer=TOK))
-    assert result.tokens_after > result.target
-    assert "cannot hold" in result.summary_line() and result.transcript.units[-1].content == t.units[-1].content
-    # the system prompt and the last request (33 tokens) fit a 34-token limit but not under the
-    # guard's compact threshold (33): compact returns them and says the guard will fire again
-    tight = compact(t, CompactSettings(limit=34, tokenizer=TOK))
-    assert tight.tokens_after == 33 and tight.transcript.units[-1].content == t.units[-1].content
-    assert "under the limit 34 but at or above the guard's compact threshold 33, so the guard " \
-        "will ask for compaction again" in tight.summary_line()
-    # below them, nothing fits: compaction fails, naming what cannot be removed
-    with pytest.raises(BreakerFailed) as exc:
-        compact(t, CompactSettings(limit=32, tokenizer=TOK))
+    assert "the target 23 is below the least a compaction can leave (56 tokens)" in result.summary_line()
+    assert result.transcript.units == t.units
+    # the least a compaction leaves is the system prompt, a line naming the archive of what it
+    # drops and the last request (56 tokens): never the two alone, which would not say that
+    # anything was left out nor where it went
+    least = compact(t, CompactSettings(limit=56, tokenizer=TOK))
+    kept = [u.content for u in least.transcript.units]
+    assert least.tokens_after == 56 and kept[0] == t.units[0].content and kept[2] == t.units[-1].content
+    assert kept[1].startswith("[earlier messages archived as ref-") and kept[1].endswith(" and 1 more]")
+    # below it, nothing fits: refused before the chain runs, naming the limit that does
+    with pytest.raises(UsageError) as exc:
+        compact(t, CompactSettings(limit=34, tokenizer=TOK))
     assert str(exc.value) == (
-        "BREAKER_FAILED: t0: even after fresh_start the transcript takes 33 tokens, above the "
-        "limit 32: the system prompt and the last request cannot be removed; raise the limit"
+        "t0: limit 34 is below the least a compaction can leave, 56 tokens (the system prompt "
+        "and tool schemas alone take 13 tokens, and 43 for the last request at its shortest and "
+        "a line naming the archive of the rest): give --limit 56 or more (nothing smaller can "
+        "hold it)"
     )

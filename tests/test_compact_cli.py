@@ -175,11 +175,16 @@ def test_impossible_limit_is_one_clear_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     # the file, the numbers and what to do
     assert result.stderr == (
-        f"Error: {_input('tau-bench')}: limit 500 is below what no strategy can remove (the "
-        "system prompt and tool schemas alone take 1,259 tokens): give --limit 1,260 or more "
-        "(nothing smaller can hold it)\n"
+        f"Error: {_input('tau-bench')}: limit 500 is below the least a compaction can leave, "
+        "1,297 tokens (the system prompt and tool schemas alone take 1,259 tokens, and 38 for "
+        "the last request at its shortest and a line naming the archive of the rest): give "
+        "--limit 1,297 or more (nothing smaller can hold it)\n"
     )
     assert not out.exists()
+    # and the limit it names is one compaction meets
+    ok = _run(["compact", str(_input("tau-bench")), "--limit", "1297", "-o", str(out)])
+    assert ok.exit_code == 0, ok.stderr
+    assert _run(["guard", str(out), "--limit", "1297"]).exit_code in (3, 4)  # fits, at its edge
 
 
 def test_bad_input_is_one_clear_line(tmp_path: Path) -> None:
@@ -410,20 +415,31 @@ def test_limit_whose_compact_threshold_the_system_prompt_reaches_fits_under_the_
     tmp_path: Path,
 ) -> None:
     """At a limit of 1,320 the system prompt (1,259 tokens) fits but reaches the guard's compact
-    threshold (1,254): compact writes what fits under the limit and says the guard will ask for
-    compaction again (it refuses only when nothing fits)."""
+    threshold (1,254): compact writes what fits under the limit and says what the guard will say
+    of it (it refuses only when nothing fits). At 1,330 the least it can leave (1,297) is below
+    the guard's block threshold (1,304): it aims under that, and the guard asks for compaction
+    again, not a block."""
     out = tmp_path / "o.json"
     result = _run(["compact", str(_input("tau-bench")), "--limit", "1320", "-o", str(out)])
     assert result.exit_code == 0
     assert result.stderr.splitlines()[0] == (
         "Context reduced 8,130 -> 1,293 / 1,320 tokens (summarize_old, recovery:fresh_start); "
-        "what no strategy may touch (the system prompt and tool schemas alone take 1,259 tokens) "
-        "is at or above the guard's compact threshold 1,254 of the limit 1,320: compacted to fit "
-        "under the limit, and the guard will ask for compaction again; raise the limit (above "
-        "1,326) to stop that"
+        "what no strategy may touch (the system prompt and tool schemas alone take 1,259 tokens, "
+        "and 38 for the last request at its shortest and a line naming the archive of the rest) "
+        "is at or above the guard's compact threshold 1,254 of the limit 1,320: compacted within "
+        "1,320, and the guard will ask for compaction again (compact, exit 3); raise the limit "
+        "(to 1,366 or more) to stop that"
     )
     guard = _run(["guard", str(out), "--limit", "1320"])
     assert guard.exit_code == 3  # fits the limit, at the compact threshold
+    for limit in (1330, 1360):
+        result = _run(["compact", str(_input("tau-bench")), "--limit", str(limit), "-o", str(out)])
+        assert result.exit_code == 0, result.stderr
+        assert "the guard will ask for compaction again (compact, exit 3)" in result.stderr
+        assert _run(["guard", str(out), "--limit", str(limit)]).exit_code == 3
+    block = _run(["compact", str(_input("tau-bench")), "--limit", "1300", "-o", str(out)])
+    assert "(block, exit 4)" in block.stderr  # the least it can leave is past the block bound
+    assert _run(["guard", str(out), "--limit", "1300"]).exit_code == 4
 
 
 def test_report_to_stdout_needs_an_output_file() -> None:

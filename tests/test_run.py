@@ -44,13 +44,13 @@ def test_a_run_writes_every_transcript_and_sums_them() -> None:
 
 def test_a_failure_stops_the_run_and_leaves_the_archive_as_it_was(tmp_path: Path) -> None:
     path = str(tmp_path / "a.db")
-    with pytest.raises(CtxkitError, match="below what no strategy can remove"):
+    with pytest.raises(CtxkitError, match="below the least a compaction can leave"):
         run([*corpus(), doomed()], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
     assert not os.path.exists(path)  # the run made it: a failed run leaves nothing behind
     run(corpus()[:1], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
     with Archive(path, readonly=True) as a:
         before = (a.transcript_ids(), [u.ref for u in a.list()])
-    with pytest.raises(CtxkitError, match="below what no strategy can remove"):
+    with pytest.raises(CtxkitError, match="below the least a compaction can leave"):
         run([corpus()[1], doomed()], SETTINGS, sink=ListSink(), archive=ArchiveTarget(path))
     with Archive(path, readonly=True) as a:
         assert (a.transcript_ids(), [u.ref for u in a.list()]) == before == (["chat-0"], before[1])

@@ -23,14 +23,24 @@ def first_compacted(units: Sequence[Unit]) -> int | None:
     archive, in its metadata or its text), or None: read back from a compacted file, the units
     before it are the ones every recorded provider call up to there really saw."""
     for i, u in enumerate(units):
-        if "ref" in u.meta or u.meta.get("refs"):
-            return i
-        text = u.content
-        # the pattern only where its text can be: a substring test reads a message at memchr's
-        # speed, the pattern is tried at every position
-        if ("ref-" in text or "ctx://" in text) and REFS_IN_TEXT.search(text):
+        if carries_ref(u):
             return i
     return None
+
+
+def carries_ref(u: Unit) -> bool:
+    """Whether compaction changed or made `u`: it carries a ref into an archive, in its
+    metadata or its text (a summary ctxkit wrote, not one an agent wrote)."""
+    if "ref" in u.meta or u.meta.get("refs"):
+        return True
+    return carries_ref_text(u.content)
+
+
+def carries_ref_text(text: str) -> bool:
+    """Whether `text` names a ref into an archive."""
+    # the pattern only where its text can be: a substring test reads a message at memchr's
+    # speed, the pattern is tried at every position
+    return ("ref-" in text or "ctx://" in text) and REFS_IN_TEXT.search(text) is not None
 
 
 def user_data_dir() -> str:

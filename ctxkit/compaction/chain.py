@@ -14,7 +14,7 @@ from typing import Any
 from ctxkit import structure
 from ctxkit.archive.recall_tool import add_tools
 from ctxkit.archive.store import Archive, ref_scope
-from ctxkit.budget import fixed_regions
+from ctxkit.budget import fixed_regions, status_for
 from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
@@ -136,7 +136,8 @@ class _Run:
     original: tuple[Unit, ...]
     ctx: Context
     goal: int
-    goal_note: str = ""
+    goal_note: str = ""  # with `{verdict}` where what the guard says of the result goes
+    block: int = 0  # the guard's block threshold, when the goal is set against it
     keep: set[str] = field(default_factory=set)
     stored: set[str] = field(default_factory=set)  # original units found in the archive
     steps: list[Step] = field(default_factory=list)
@@ -236,7 +237,10 @@ def _compact(
     reserve(len(transcript.units))  # room to read each unit once (`ctxkit.memo`)
     run = _begin(transcript, settings, archive, query, observe)
     state = run.state()
-    if state.fits():
+    if state.fits() or run.before_total <= run.goal:
+        # the one figure (`count`'s, `guard`'s) decides: a log it puts within the goal is left
+        # as it is, even when the units alone count more (content the agent already left out
+        # of its calls, as aider's summarized history, is not in the figure)
         return _result(run, state, None, changed=False)
     if archive is not None:
         archive.put_transcript(transcript, key=run.ctx.transcript_id)
@@ -304,7 +308,10 @@ def _begin(
         # a unit that came with content the log does not hold (recorded usage) carries it, at
         # the ratio, for as long as it is kept unchanged
         counts=_with_unseen(
-            {id(u): (u, c) for u, c in zip(original, before.units, strict=True)},
+            _unsent_reasoning(
+                {id(u): (u, c) for u, c in zip(original, before.units, strict=True)},
+                original, measured.usage is not None and (fixed != 0 or ratio != 1.0),
+            ),
             original, measured.usage, ratio,
         ),
     )
@@ -320,37 +327,49 @@ def _begin(
         0,
     )
     floor = run.provider(_irreducible_floor(transcript.replace(tools=tools), tok, copts)) - fixed
-    if floor + fixed > limit:
-        fix = f"give --limit {floor + fixed + 1:,} or more (nothing smaller can hold it)"
+    least = max(floor, min(
+        run.provider(_smallest_output(transcript.replace(tools=tools), tok, copts)),
+        run.before_total,
+    ) - fixed)
+    regions = fixed_regions(floor, fixed, bool(run.ctx.reminders))
+    if least > floor:
+        regions += (
+            f", and {least - floor:,} for the last request at its shortest and a line naming "
+            "the archive of the rest"
+        )
+    if least + fixed > limit:
+        fix = f"give --limit {least + fixed:,} or more (nothing smaller can hold it)"
         if fixed:
             fix += ", or --no-usage to fit the log's own content alone"
         raise UsageError(
-            f"{_label(transcript)}: limit {limit:,} is below what no strategy can "
-            f"remove ({fixed_regions(floor, fixed, bool(run.ctx.reminders))}): {fix}"
+            f"{_label(transcript)}: limit {limit:,} is below the least a compaction can leave, "
+            f"{least + fixed:,} tokens ({regions}): {fix}"
         )
-    if floor + fixed > ceiling:
-        # The limit holds what no strategy may touch, but not under the guard's compact
-        # threshold: the most that fits under the limit, said (the guard will fire again).
+    if least + fixed > ceiling:
+        # The limit holds the least a compaction leaves, but not under the guard's compact
+        # threshold: the most under the guard's block threshold, so the guard asks for
+        # compaction again rather than blocking; the limit itself when even that is too small.
+        block = run.settings.thresholds.bounds(limit)["block"]
+        run.goal = block - 1 if least + fixed < block else limit
         run.goal_note = (
-            f"what no strategy may touch ({fixed_regions(floor, fixed, bool(run.ctx.reminders))}) "
-            "is at or above the "
-            f"guard's compact threshold {ceiling + 1:,} of the limit {limit:,}: compacted to fit "
-            "under the limit, and the guard will ask for compaction again; raise the limit "
-            f"(above {_limit_for(floor + fixed, run):,}) to stop that"
+            f"what no strategy may touch ({regions}) is at or above the guard's compact "
+            f"threshold {ceiling + 1:,} of the limit {limit:,}: compacted within "
+            f"{run.goal:,}{{verdict}}; raise the limit (to {_limit_for(least + fixed, run):,} or "
+            "more) to stop that"
         )
-        run.notify("detection", run.goal_note, run.before_total, 0, "warning")
-        run.goal = limit
+        run.block = block
+        run.notify("detection", run.goal_note.replace("{verdict}", ""), run.before_total, 0, "warning")
         return run
-    if floor + fixed > goal:
-        # The limit holds what no strategy may touch but the goal below it does not: aim for
+    if least + fixed > goal:
+        # The limit holds the least a compaction leaves but the goal below it does not: aim for
         # the most the guard passes at this limit.
         run.goal_note = (
-            f"the target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens): "
+            f"the target {goal:,} is below the least a compaction can leave ({least + fixed:,} tokens): "
             f"aimed for {ceiling:,}, the most the guard passes at the limit {limit:,}"
         )
         run.notify(
             "detection",
-            f"target {goal:,} is below what no strategy may touch ({floor + fixed:,} tokens); "
+            f"target {goal:,} is below the least a compaction can leave ({least + fixed:,} tokens); "
             f"aiming for {ceiling:,}",
             run.before_total,
             0,
@@ -553,12 +572,24 @@ def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> 
         invariants={"ok": not run.violations, "violations": run.violations},
         time_ms=(time.perf_counter() - run.started) * 1000,
         coherence=final_coherence,
-        note=run.goal_note,
+        note=_said(run, total),
         original=run.transcript,
         unit_tokens_before=[c.total for c in before.units],
         unit_tokens_after=[c.total for c in after.units],
         budget=settings.budget.to_dict() if settings.budget is not None else None,
     )
+
+
+def _said(run: _Run, total: int) -> str:
+    """The goal's note with what the guard says of the result at `total` tokens."""
+    if "{verdict}" not in run.goal_note:
+        return run.goal_note
+    status = status_for(total, run.limit, run.settings.thresholds)
+    verdict = {
+        "block": f", at the guard's block threshold {run.block:,} or above (block, exit 4)",
+        "compact": ", and the guard will ask for compaction again (compact, exit 3)",
+    }.get(status, f", and the guard says {status}")
+    return run.goal_note.replace("{verdict}", verdict)
 
 
 def _written_figures(
@@ -627,6 +658,28 @@ def _with_unlogged(regions: Mapping[str, int], fixed: int, excess: int = 0) -> d
     return out
 
 
+def _unsent_reasoning(
+    counts: dict[int, tuple[Unit, Any]], units: Sequence[Unit], applies: bool
+) -> dict[int, tuple[Unit, Any]]:
+    """The count memo with the reasoning of turns before the last request left out, as the
+    figure leaves it out where recorded usage applies (`counting.context_tokens`: the agents do
+    not send earlier turns' reasoning back), so the chain aims at the figure it is judged by."""
+    if not applies:
+        return counts
+    from ctxkit.archive.refs import carries_ref
+    from ctxkit.structure import is_user_request
+
+    last = next((i for i in range(len(units) - 1, -1, -1)
+                 if units[i].role == "user" and is_user_request(units[i])), -1)
+    start = next((i for i in range(last, 0, -1)
+                  if units[i].type == "summary" and not carries_ref(units[i])), 0)
+    for u in units[start:max(last, 0)]:
+        held = counts.get(id(u))
+        if held is not None and held[1].reasoning:
+            counts[id(u)] = (held[0], dataclasses.replace(held[1], reasoning=0))
+    return counts
+
+
 def _with_unseen(
     counts: dict[int, tuple[Unit, Any]], units: Sequence[Unit], usage: Any, ratio: float
 ) -> dict[int, tuple[Unit, Any]]:
@@ -665,6 +718,14 @@ def _irreducible_floor(t: Transcript, tok: Tokenizer, copts: CountOptions) -> in
     """Tokens no strategy may remove: system units, tool schemas and reply priming."""
     system_only = t.replace(units=[u for u in t.units if u.role == "system"])
     return count_transcript(system_only, tok, copts).total
+
+
+def _smallest_output(t: Transcript, tok: Tokenizer, copts: CountOptions) -> int:
+    """Tokens of the least a compaction can leave (`recovery.smallest_form`): the floor, a line
+    naming the archive and the last request at its shortest."""
+    from ctxkit.compaction.recovery import smallest_form
+
+    return count_transcript(t.replace(units=smallest_form(t.units, tok)), tok, copts).total
 
 
 def _new_refs(old: State, new: State) -> list[str]:

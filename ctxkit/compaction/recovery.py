@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ctxkit import structure
 from ctxkit.model import Unit
@@ -20,6 +20,9 @@ from ctxkit.strategies.summarize_old import (
     verbatim_section,
     with_missing_facts,
 )
+
+if TYPE_CHECKING:
+    from ctxkit.tokens import Tokenizer
 
 
 class ChainOptions(Protocol):
@@ -51,12 +54,7 @@ def _fit_last_request(state: State, request: Unit, room: int, what: str = "reque
     text = request.content
 
     def shortened(keep_chars: int) -> str:
-        head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
-        note = (
-            f"[this {what} is larger than the context allows: {len(text) - keep_chars:,} of its "
-            f"{len(text):,} characters are left out here, the whole {what} {archived_as([ref])}]"
-        )
-        return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
+        return _cut(text, keep_chars, what, ref)
 
     low, high = 0, len(text)
     while low < high:  # the longest head + tail that fits the room
@@ -69,6 +67,44 @@ def _fit_last_request(state: State, request: Unit, room: int, what: str = "reque
         content=shortened(low),
         meta={**request.meta, "ref": ref, "strategy": "recovery", "offloaded_request": True},
     )
+
+
+def _cut(text: str, keep_chars: int, what: str, ref: str) -> str:
+    """`text`'s head and tail, `keep_chars` in all, around a note naming the ref of the whole."""
+    head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
+    note = (
+        f"[this {what} is larger than the context allows: {len(text) - keep_chars:,} of its "
+        f"{len(text):,} characters are left out here, the whole {what} {archived_as([ref])}]"
+    )
+    return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
+
+
+def archive_line(refs: Sequence[str]) -> str:
+    """The shortest handover: one line naming the first ref (the rest stay in its meta and in
+    the archive)."""
+    more = f" and {len(refs) - 1:,} more" if len(refs) > 1 else ""
+    return f"[earlier messages {archived_as(refs[:1])}{more}]" if refs else "[earlier messages archived]"
+
+
+def smallest_form(original: Sequence[Unit], tok: Tokenizer) -> list[Unit]:
+    """The least a fresh start comes down to (`minimal_fresh_start`, then `_squeezed`): the
+    system units, one line naming the archive of what it drops, and the last request, cut to
+    its note when long. Refs are sized by `REF_PROBE`. Nothing smaller carries the work on and
+    says where the rest went, so a limit that cannot hold it (beside what every call carries)
+    is refused before the chain runs."""
+    from ctxkit.archive.store import REF_PROBE
+
+    last_i = _last_request_index(original)
+    kept = [u for u in original if u.role == "system"]
+    dropped = sum(1 for i, u in enumerate(original) if u.role != "system" and i != last_i)
+    if dropped:
+        kept.append(_handover_unit(archive_line([REF_PROBE] * dropped), []))
+    if last_i is not None:
+        request = original[last_i]
+        if tok.count(request.content) > 2 * MIN_CUT_NOTE_TOKENS:
+            request = request.replace(content=_cut(request.content, 0, "request", REF_PROBE))
+        kept.append(request)
+    return kept
 
 
 MIN_CUT_NOTE_TOKENS = 48  # about what the note of a shortened request costs
@@ -408,18 +444,15 @@ def _squeezed(state: State, candidate: State, request: Unit) -> State:
     if candidate.fits():
         return candidate
     # The request is as short as it gets: the handover shrinks to one line with one ref (the
-    # rest of the refs stay in its meta and in the archive), or goes.
+    # rest of the refs stay in its meta and in the archive). It never goes: without it the
+    # output would not say that anything was left out, nor where it went (a limit that cannot
+    # hold it is refused before the chain runs: `smallest_form`).
     handover_at = next((k for k, u in enumerate(units) if u.id == "ctxkit-handover"), None)
     if handover_at is not None:
         old = units[handover_at]
-        refs = [str(r) for r in old.meta.get("refs", ())]
-        more = f" and {len(refs) - 1:,} more" if len(refs) > 1 else ""
-        line = f"[earlier messages {archived_as(refs[:1])}{more}]" if refs else "[earlier messages archived]"
+        line = archive_line([str(r) for r in old.meta.get("refs", ())])
         units[handover_at] = old.replace(content=line, meta=old.meta)
         candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
-        if not candidate.fits():
-            del units[handover_at]
-            candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
     return candidate
 
 

@@ -28,6 +28,7 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
+from ctxkit.archive.refs import carries_ref_text
 from ctxkit.classify import classify
 from ctxkit.formats import claude_attachments
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
@@ -122,6 +123,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     names: dict[str, str] = {}
     by_message: dict[str, int] = {}  # message id -> unit index
     calls: dict[str, dict[str, Any]] = {}
+    answered_by: str | None = None  # the model of the last main-thread answer, usage or not
     session: str | None = None
     boundaries: set[Any] = set()  # uuids of compact_boundary records
     deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
@@ -155,6 +157,10 @@ def read(records: list[Any], src: Source) -> Transcript:
         kind = inner.get("type")
         session = session or rec.get("sessionId")
         taken += 1
+        if kind == "assistant" and not (rec.get("isSidechain") or progress):
+            model = msg.get("model")
+            if isinstance(model, str) and model and model != "<synthetic>":
+                answered_by = model
         ts = timestamp_of(inner.get("timestamp") or rec.get("timestamp"))
         uid = str(inner.get("uuid") or rec.get("uuid") or f"u{len(units)}")
         meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") or progress else {}
@@ -244,14 +250,28 @@ def read(records: list[Any], src: Source) -> Transcript:
                 rest.append(block)
         text_blocks = [b for b in rest if isinstance(b, dict) and b.get("type") == "text"]
         if summary and k == 0 and len(text_blocks) == len(rest) >= 2:
-            # A request and the summary joined to it in one record (as ctxkit writes them): the
-            # request stays a request, the last block is the summary.
-            head, _ = blocks_text(rest[:-1], src=src)
-            tail, images = blocks_text(rest[-1:], src=src)
-            units.append(_user(uid, head, 0, ts, rec, i, meta, False))
-            units.append(_user(f"{uid}#1", tail, images, ts, rec, i, meta, True))
-            keeper.unit(uid, [i], rec.get("uuid"))
-            keeper.unit(f"{uid}#1", [i])
+            # A summary and the request joined to it in one record (as ctxkit writes them, in
+            # either order): the block that names ctxkit's archive is the summary, the others
+            # stay requests; with none named, the last block is the summary.
+            read_blocks = [blocks_text([b], src=src) for b in rest]
+            named = [carries_ref_text(text) for text, _ in read_blocks]
+            if not any(named) or all(named):
+                named = [j == len(read_blocks) - 1 for j in range(len(read_blocks))]
+            runs: list[tuple[bool, list[int]]] = []
+            for j, is_summary in enumerate(named):
+                if runs and runs[-1][0] == is_summary:
+                    runs[-1][1].append(j)
+                else:
+                    runs.append((is_summary, [j]))
+            for n, (is_summary, js) in enumerate(runs):
+                text = "\n".join(read_blocks[j][0] for j in js)
+                images = sum(read_blocks[j][1] for j in js)
+                unit_id = uid if n == 0 else f"{uid}#{n}"
+                units.append(_user(unit_id, text, images, ts, rec, i, meta, is_summary))
+                if n == 0:
+                    keeper.unit(unit_id, [i], rec.get("uuid"))
+                else:
+                    keeper.unit(unit_id, [i])
         elif rest or not content:
             text, images = blocks_text(rest, src=src)
             units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
@@ -272,6 +292,8 @@ def read(records: list[Any], src: Source) -> Transcript:
     models = [c["model"] for c in usage_calls if "model" in c]
     if models:
         metadata["model"] = models[-1]  # the model of the last call: the one to fit
+    elif answered_by:
+        metadata["model"] = answered_by  # a log without usage still names its model
     if session:
         metadata["session_id"] = session
     if compacted_at and not src.include_compacted:
