@@ -368,3 +368,17 @@ def test_codex_figures_on_a_small_real_log_by_hand(realdata: Path) -> None:
     assert run.call_tokens[: first.call] == [
         _fit().total(t, t.units[:i]) for i in calls[: first.call]
     ]
+
+
+def test_a_codex_log_replays_under_the_window_it_records(realdata: Path) -> None:
+    """The replay's window is the one budget resolver's (`budget.resolve.log_target`): a Codex
+    rollout records what it allows the model (95% of the window), so gpt-5.4's 272,000 under
+    Codex, not the 1,050,000 models.toml lists for the model through the API."""
+    from ctxkit.budget.resolve import log_target
+
+    path = next((realdata / "codex").glob("savekirk__session-bridge*.jsonl"))
+    (t,) = list(read_path(str(path)))
+    request = request_for(t, ReplayOptions(agents=("codex",)))
+    target = log_target(t)
+    assert target is not None and request.window == target.context_window == 272_000
+    assert request_for(t, ReplayOptions(agents=("codex",), window=50_000)).window == 50_000

@@ -408,6 +408,9 @@ def test_the_model_a_log_records_is_its_default_target() -> None:
     budget = target["budget"]
     assert (target["target"], target["limit"], budget["agent"]) == ("claude-sonnet-4", 197_000, "claude-code")
     assert budget["thresholds"]["compact"] * 197_000 == pytest.approx(165_000, abs=20)
+    # what it reserves for the summary it writes (20,000), and no negative buffer: Claude Code's
+    # own rule (W - 3k) sets the limit, not window - buffer - output
+    assert (budget["max_output_tokens"], budget["buffer_tokens"]) == (20_000, 0)
     assert r.exit_code == 0
 
 

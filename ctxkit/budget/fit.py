@@ -12,8 +12,9 @@ never folded into the fixed part.
 
 The ratio is the weighted median of the increments (recorded growth over counted growth between
 consecutive calls, each weighted by its counted growth), so a call with an unseen attachment
-moves it little; with too little growth to measure it is the prior (the model's tokenizer
-against ours, else 1).
+moves it little; when the counted growth is under a tenth of the last call's context there is
+too little to measure, and it is the caller's prior (1 unless one is given: `recorded_usage`
+gives none, so such a log is fitted as counted one for one).
 
     >>> calls = [(10_000, 1_000, 0), (12_400, 3_000, 2), (16_000, 6_000, 4)]
     >>> f = fit_usage(calls)
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 TOLERANCE = 0.05  # a call is explained when the fit is within 5% of what was recorded
-_MIN_GROWTH = 0.02  # counted growth below 2% of the context does not measure a ratio
+_MIN_GROWTH = 0.1  # counted growth below a tenth of the last call's context measures no ratio
 _RATIO_BOUNDS = (0.5, 4.0)
 
 
@@ -141,7 +142,7 @@ def fit_ratio(calls: Sequence[tuple[int, int, int]], prior: float = 1.0) -> tupl
         if grown <= 0:
             continue
         pairs.append(((r1 - r0) / grown, float(grown)))
-    if not pairs or sum(w for _, w in pairs) < 0.1 * max(calls[-1][0], 1):
+    if not pairs or sum(w for _, w in pairs) < _MIN_GROWTH * max(calls[-1][0], 1):
         return prior, "prior"
     low, high = _RATIO_BOUNDS
     return min(high, max(low, _weighted_median(pairs))), "fitted"

@@ -100,7 +100,9 @@ def log_target(
         base,
         context_window=window,
         max_output_tokens=ab.reserve,
-        buffer_tokens=window - ab.reserve - ab.limit,
+        # the agent's own rule sets the limit: what it leaves beyond its output reserve, never
+        # less than nothing (Claude Code sends up to W - 3k whatever it reserves for output)
+        buffer_tokens=max(0, window - ab.reserve - ab.limit),
         effective_limit=ab.limit,
         limit=ab.limit,
         bound_by="agent",

@@ -478,7 +478,13 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
     if warn is not None:
         for note in notes:
             warn(f"ctxkit: {note}")
-    window = options.window or (info.context_window if info is not None else DEFAULT_WINDOW)
+    # the one budget resolver's reading of the log (its model, its agent's rule, the window a
+    # Codex rollout records), when no flag names another
+    named = log_target(t) if options.window is None and options.model is None else None
+    window = options.window or (
+        named.context_window if named is not None
+        else info.context_window if info is not None else DEFAULT_WINDOW
+    )
     max_output = options.max_output
     if max_output is None:
         known = info.max_output_tokens if info is not None and options.window is None else None
@@ -506,7 +512,6 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
     # ctxkit's limit is the window's (not the configured default model's), less what no
     # compaction can remove, in the tokens ctxkit counts (the fit's ratio); ctxkit's chain does
     # not add recorded usage's again (use_usage=False)
-    named = log_target(t) if options.window is None and options.model is None else None
     whole = named.limit if named is not None else effective_limit(window, default_buffer(window), max_output)
     room = whole - unlogged
     limit = int(room / fit.ratio) if fit.ratio > 0 else room
