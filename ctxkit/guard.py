@@ -26,6 +26,7 @@ With `check=True`, structural errors exit 6 when the fit alone would exit 0; a b
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -647,18 +648,14 @@ def _target_result(
     heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
     if heavy:
         result.notes.append(heavy)
-    # the replay and the agents' forecasts add the units up as the verdict does: the fixed part,
-    # then every counted token at the fitted ratio (1 without recorded usage)
+    # the replay and the agents' forecasts walk the log as it grew (`walk_tokens`): the fixed
+    # part, then every unit at the fitted ratio (1 without recorded usage), at the recorded calls
+    # what the provider counted, ending at the verdict's figure
     ratio = usage.ratio if usage is not None else 1.0
     fixed = regions.get("unlogged", 0) + round(
         ratio * (regions.get("tools", 0) + (opts.reply_priming if t.units else 0))
     )
-    unit_tokens = [round(u.total * ratio) for u in tc.units] if ratio != 1.0 else [u.total for u in tc.units]
-    if usage is not None and not usage.origin:
-        # what the log does not hold arrived with the turn the fit found it at
-        for step in usage.fit.steps:
-            if 0 <= step.after_unit < len(unit_tokens):
-                unit_tokens[step.after_unit] += step.tokens
+    unit_tokens = walk_tokens(t, tc, measured, fixed, tok)
     result.agents = [
         forecast(
             rule,
@@ -689,6 +686,41 @@ def _target_result(
             f"over-hits {rp.over_hits}, most in one hour {rp.max_over_hits_per_hour}"
         )
     return result
+
+
+def walk_tokens(t: Transcript, tc: Any, measured: Any, fixed: int, tok: Any) -> list[int]:
+    """What each unit adds to the context as the log grew, for `guard --replay` and the
+    agents' forecasts: its count at the fitted ratio, the agent's reminders where the log shows
+    them, and, where the log recorded a call, what the provider counted: the walk is at each
+    recorded call's figure after the unit it followed (content the agent pruned shows as a
+    fall), and at the verdict's figure (`measured.total`) after the last unit."""
+    from ctxkit.tokens.accounting import attachment_texts
+
+    usage = measured.usage
+    ratio = usage.ratio if usage is not None else 1.0
+    out = [round(u.total * ratio) for u in tc.units] if ratio != 1.0 else [u.total for u in tc.units]
+    if not out:
+        return out
+    last = len(out) - 1
+    for after, text in attachment_texts(t):
+        out[min(max(after, 0), last)] += round(ratio * tok.count(text))
+    # an agent's own compaction inside the log (`--include-compacted`): the calls after it saw
+    # another context, so the walk goes on with the log's content, as if it had not compacted
+    # (what `--as` forecasts from)
+    cut = len(out)
+    if usage is not None and not usage.origin:
+        cut = next((i for i, u in enumerate(t.units) if i and u.type == "summary"), cut)
+        prefix = list(itertools.accumulate(out))
+        shift, previous = 0, -1  # what the anchors before added; the last anchored unit
+        for recorded, _, after in usage.fit.calls:  # in call order: after_unit never falls
+            if previous <= after < cut:
+                delta = recorded - fixed - (prefix[after] + shift)
+                out[after] += delta
+                shift += delta
+                previous = after
+    if cut == len(out):
+        out[last] += measured.total - fixed - sum(out)
+    return out
 
 
 def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Target) -> str | None:

@@ -220,6 +220,39 @@ def test_replay_holds_the_unlogged_region_the_verdict_counts() -> None:
     assert lone.replay is not None and lone.replay.first["warn"] is None
 
 
+def test_the_replay_walks_through_every_recorded_call_to_the_verdict(realdata) -> None:
+    """A log with recorded usage is walked through what the provider counted: after the unit
+    each call followed, the walk is at that call's figure (what the agent pruned shows as a
+    fall), and after the last unit at the verdict's (it used to add counts at the ratio alone
+    and end 406 tokens short of the verdict on the sample)."""
+    import itertools
+
+    from ctxkit.counting import measure
+    from ctxkit.formats import read_path
+    from ctxkit.guard import walk_tokens
+    from ctxkit.tokens import count_transcript
+
+    tok = get_tokenizer("cl100k_base")
+    for name in ("pattern-stack__task-patterns", "JanDeDobbeleer__oh-my-posh"):
+        path = next((realdata / "claude-code").glob(f"{name}*.jsonl"))
+        (t,) = read_path(str(path))
+        tc = count_transcript(t, tok)
+        m = measure(t, tok, counted=tc)
+        assert m.usage is not None
+        fixed = 1000
+        walked = [fixed + n for n in itertools.accumulate(walk_tokens(t, tc, m, fixed, tok))]
+        # the last call after each unit (the last unit's figure is the verdict's)
+        final = {after: recorded for recorded, _, after in m.usage.fit.calls}
+        final.pop(len(walked) - 1, None)
+        assert len(final) > 20
+        assert all(walked[after] == recorded for after, recorded in final.items())
+        assert walked[-1] == m.total
+        used = evaluate(t, [window(10**7)], GuardSettings()).results[0].used
+        assert used == m.total
+        below = evaluate(t, [window(used - 1)], GuardSettings(replay=True)).results[0].replay
+        assert below is not None and below.first["overflow"] is not None
+
+
 def test_check_reports_problems_and_exit_6() -> None:
     t = session()
     t.units.append(
