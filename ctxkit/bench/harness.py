@@ -442,20 +442,24 @@ def torch_threads() -> int | None:
 
 def limit_for(t: Transcript) -> int:
     """A limit that forces compaction: the ground truth's, else half the transcript, with room
-    for 1,500 tokens of history under the goal beside the system prompt and schemas."""
+    for 1,500 tokens of history under the goal beside what no compaction removes. Both as the
+    one figure gives them (`counting.measure`): a log's recorded usage counts, its fixed part
+    with the system prompt and schemas."""
     from ctxkit.budget import Thresholds
+    from ctxkit.counting import measure
     from ctxkit.tokens import count_transcript
 
     truth = t.metadata.get("ground_truth")
     if truth:
         return int(truth["limit"])
-    total = count_transcript(t, _tok()).total
+    measured = measure(t, _tok())
     system = count_transcript(
         t.replace(units=[u for u in t.units if u.role == "system"]), _tok()
     ).total
-    # the system prompt and schemas cannot be cut; the goal (at least the warn threshold of the
-    # limit) leaves 1,500 tokens beside them
-    return max(total // 2, int((system + 1500) / Thresholds().warn) + 1)
+    # the system prompt, schemas and the fixed part cannot be cut; the goal (at least the warn
+    # threshold of the limit) leaves 1,500 tokens beside them
+    fixed = system + measured.unlogged
+    return max(measured.total // 2, int((fixed + 1500) / Thresholds().warn) + 1)
 
 
 def python_subprocess(code: str, timeout_s: float) -> Any:
