@@ -42,7 +42,10 @@ FOLDERS = (
 
 def logs_with_usage(root: Path) -> list[tuple[Path, str | None]]:
     """Every file under the agent folders whose reader finds recorded usage, with the model the
-    log records."""
+    log records as models.toml names it (by name, else by family: `budget.resolve.model_of`,
+    as the log's own target finds it)."""
+    from ctxkit.budget.resolve import model_of
+
     out = []
     for folder in FOLDERS:
         for path in sorted((root / folder).glob("*")) if (root / folder).is_dir() else []:
@@ -53,7 +56,8 @@ def logs_with_usage(root: Path) -> list[tuple[Path, str | None]]:
             for t in transcripts[:1]:
                 usage = t.metadata.get("provider_usage") or {}
                 if usage.get("calls"):
-                    out.append((path, t.metadata.get("model")))
+                    _, matched, _ = model_of(t)
+                    out.append((path, matched or None))
     return out
 
 

@@ -794,7 +794,7 @@ def install(agents: Sequence[Agent], *, quiet: bool = True) -> Path:
     left as they are); the folder."""
     target = agents_dir()
     target.mkdir(parents=True, exist_ok=True)
-    missing = [a for a in agents if not _installed(a)]
+    missing = [a for a in agents if not is_installed(a)]
     if missing:
         cmd = [npm(), "install", "--no-audit", "--no-fund", "--prefix", str(target),
                *[a.spec for a in missing]]
@@ -817,7 +817,8 @@ def installed_version(agent: Agent) -> str | None:
         return None
 
 
-def _installed(agent: Agent) -> bool:
+def is_installed(agent: Agent) -> bool:
+    """Whether the pinned version is installed (and its executable there)."""
     return installed_version(agent) == agent.version and agent.executable() is not None
 
 

@@ -81,11 +81,18 @@ def list_agents(fmt: str | None) -> None:
 @click.argument("names", nargs=-1, type=_NAMES)
 def install_agents(names: tuple[str, ...]) -> None:
     """Install the pinned versions from npm (all of them without NAMES)."""
-    from ctxkit.agents.drivers import get_agent, install
+    from ctxkit.agents.drivers import agents_dir, get_agent, install, is_installed
 
     chosen = [get_agent(n) for n in names] or list(AGENTS.values())
-    echo_err(f"installing {', '.join(a.spec for a in chosen)} ...")
-    where = install(chosen)
+    missing = [a for a in chosen if not is_installed(a)]
+    there = [a.spec for a in chosen if a not in missing]
+    if there:
+        echo_err(f"already installed: {', '.join(there)}")
+    if not missing:
+        echo_err(f"nothing to install ({agents_dir()})")
+        return
+    echo_err(f"installing {', '.join(a.spec for a in missing)} from npm ...")
+    where = install(missing)
     echo_err(f"installed in {where}")
 
 
