@@ -48,6 +48,22 @@ def test_fitting_input_is_copied_byte_for_byte(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert result.stdout_bytes == src.read_bytes()
     assert "Context fits: 8,130 / 20,000 tokens (unchanged)" in result.stderr
+    assert not (tmp_path / "a.db").exists()  # nothing archived: no empty archive left behind
+    out = tmp_path / "o.json"
+    result = _run(["compact", str(src), "--limit", "20000", "-o", str(out)])
+    assert result.exit_code == 0 and out.read_bytes() == src.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o.json"]
+    back = tmp_path / "back.json"
+    expanded = _run(["expand", str(out), "-o", str(back)])  # nothing to restore: as read
+    assert expanded.exit_code == 0, expanded.stderr
+    assert back.read_bytes() == src.read_bytes() and "none was compacted" in expanded.stderr
+    back.unlink()
+    # an archive that was there stays as it was
+    kept = tmp_path / "kept.db"
+    assert _run(["compact", str(src), "--limit", "4000", "-o", str(out), "--archive", str(kept)]).exit_code == 0
+    before = kept.read_bytes()
+    assert _run(["compact", str(src), "--limit", "20000", "-o", str(out), "--archive", str(kept)]).exit_code == 0
+    assert kept.read_bytes() == before
 
 
 # the default embedder (MiniLM when it loads) only in the slow run; lexical keeps the fast run torch-free

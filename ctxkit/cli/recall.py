@@ -246,7 +246,9 @@ def expand(
         path = next((p for p in archives_for(compacted) if os.path.exists(p)), path)
     check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
     if not os.path.exists(path):
-        Archive(path, create=False)  # raises the clear error before stdin is read
+        if not archive_path and _written_as_read(compacted, output, from_format, to_format):
+            return  # compact changed nothing and so archived nothing: no archive to read
+        Archive(path, create=False)  # raises the clear error
     with spooled_input(compacted) as source, _open_for_reading(path) as archive:
         label = None if source == compacted else ("<stdin>" if compacted == "-" else compacted)
         tally = {"read": 0, "untouched": 0}
@@ -268,6 +270,26 @@ def expand(
     n, untouched = tally["read"], tally["untouched"]
     note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
     echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
+
+
+def _written_as_read(
+    compacted: str, output: str, from_format: str | None, to_format: str | None
+) -> bool:
+    """A file compact left unchanged (no unit names an archive, so it wrote none): written as
+    read, and said; False when some unit was compacted (its archive is needed)."""
+    from ctxkit.archive.refs import first_compacted
+    from ctxkit.compaction.sinks import transcript_output
+    from ctxkit.formats import read_path
+
+    with spooled_input(compacted) as source:
+        found = list(read_path(source, from_format, label=None if source == compacted else compacted))
+        if not found or any(first_compacted(t.units) is not None for t in found):
+            return False
+        with transcript_output(output, source, to_format) as sink:
+            sink.write(iter(found))
+            sink.keep_input()
+    echo_err(f"Expanded {len(found):,} transcript(s): none was compacted (no refs, no archive), written as read")
+    return True
 
 
 def _expand_shards(

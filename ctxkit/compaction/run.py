@@ -189,9 +189,12 @@ def run(
                 out.keep_input()
             if before_commit is not None:
                 before_commit()
-            store.close()  # commits: the archive is whole before the output appears
-            if scratch is not None:
-                os.replace(scratch, archive.path)
+            if not summary.changed and scratch is None and store.created:
+                store.abort()  # nothing archived: an archive file this run made is not left empty
+            else:
+                store.close()  # commits: the archive is whole before the output appears
+                if scratch is not None:
+                    os.replace(scratch, archive.path)
     except BaseException:
         store.abort()
         if scratch is not None:
