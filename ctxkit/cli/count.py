@@ -27,7 +27,7 @@ from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
-from ctxkit.report.tables import FORMATS, default_format, render_table, write_rows
+from ctxkit.report.tables import FORMATS, counted, default_format, render_table, write_rows
 from ctxkit.tokens import (
     REGIONS,
     CountOptions,
@@ -535,7 +535,7 @@ def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
             for w in stats.warnings:
                 echo_err(f"warning: {w}")
         else:
-            echo_err(f"{len(stats.warnings):,} warnings (--debug lists them)")
+            echo_err(f"{counted(len(stats.warnings), 'warning')} (--debug lists them)")
 
 
 def _short_name(name: str) -> str:

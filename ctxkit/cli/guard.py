@@ -415,14 +415,14 @@ def _summary(
     codes: list[int], tally: dict[str, int], failing: list[dict[str, Any]], fail_on: str, details: bool
 ) -> str:
     """A dataset's summary: the total, then the transcripts that do not pass (the first few)."""
-    from ctxkit.report.tables import render_table
+    from ctxkit.report.tables import counted, render_table
 
     counts = ", ".join(
         f"{name} {tally[name]}"
         for name in ("ok", "warn", "compact", "block", "overflow", "final")
         if name in tally
     )
-    lines = [f"{len(codes)} transcripts: {counts}; exit {combine_exit_codes(codes)}"]
+    lines = [f"{counted(len(codes), 'transcript')}: {counts}; exit {combine_exit_codes(codes)}"]
     if failing:
         lines.append(f"{len(failing):,} do not pass (fail-on {fail_on}):")
         lines.append(render_table(failing[:SHOWN_FAILING]))
@@ -493,9 +493,10 @@ def _write_ci(cases: list[Any], fmt: str, junit: str | None, summary: str | None
     from ctxkit.fileio import write_output
     from ctxkit.gates.cases import tally
     from ctxkit.report.ci import render_github, render_junit, render_markdown
+    from ctxkit.report.tables import counted
 
     counts = tally(cases)
-    line = f"ctxkit guard: {len(cases)} checks, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"
+    line = f"ctxkit guard: {counted(len(cases), 'check')}, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"
     if fmt == "github":
         click.echo(render_github(cases, line), nl=False)
     elif fmt == "junit":

@@ -31,6 +31,12 @@ class FiniteFloat(click.FloatRange):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return number
 
+    def _describe_range(self) -> str:
+        """No range in the help when none is set (click would print `[x<=None]`)."""
+        if self.min is None and self.max is None:
+            return ""
+        return str(super()._describe_range())
+
 
 def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     def apply(f: F) -> F:
@@ -66,7 +72,7 @@ def input_options(f: F) -> F:
         return f(*args, read_opts=read_opts, **kwargs)
 
     return _stack(
-        click.argument("paths", nargs=-1, type=str),
+        click.argument("paths", nargs=-1, type=str, metavar="[PATH]..."),
         click.option(
             "--from",
             "from_format",

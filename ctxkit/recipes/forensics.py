@@ -92,8 +92,11 @@ class SessionForensics:
     note: str = ""
 
     @property
-    def lost(self) -> int:
-        return sum(len(c.probes.lost) for c in self.compactions if c.probes is not None)
+    def lost(self) -> int | None:
+        """Probes the compactions lost; None when none could be probed (the history before
+        each is not in the log): not the same as nothing lost."""
+        probed = [c for c in self.compactions if c.probes is not None]
+        return sum(len(c.probes.lost) for c in probed if c.probes is not None) if probed else None
 
     @property
     def usd(self) -> float:
@@ -482,7 +485,7 @@ def analyze_paths(
             if not compaction_points(t):
                 continue
             out.append(analyze(t, request, path))
-    out.sort(key=lambda s: (-s.lost, -s.usd, s.source))
+    out.sort(key=lambda s: (-(s.lost or 0), -s.usd, s.source))
     return out
 
 

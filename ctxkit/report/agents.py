@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxkit.report.html import _CSS, esc
+from ctxkit.report.tables import counted
 
 MAX_DETAIL = 6  # compactions listed per agent in the terminal
 _COLORS = (
@@ -34,7 +35,11 @@ def _share(v: Any) -> str:
 
 
 def _usd(v: Any) -> str:
-    return "—" if v is None else f"${v:,.4f}" if v < 1 else f"${v:,.2f}"
+    """Dollars as people write them: "$0.0012", "-$0.0012" (not "$-0.0012"), "$12.50"."""
+    if v is None:
+        return "—"
+    sign, v = ("-", -v) if v < 0 else ("", v)
+    return f"{sign}${v:,.4f}" if v < 1 else f"{sign}${v:,.2f}"
 
 
 def _lost_gist(probes: Mapping[str, Any] | None) -> str:
@@ -146,6 +151,15 @@ def replay_text(table: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _short_tokens(n: int) -> str:
+    """A tick label: 0, 950, 12k, 1.05M."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.2f}".rstrip("0").rstrip(".") + "M"
+    if n >= 1_000:
+        return f"{n / 1_000:.0f}k"
+    return str(n)
+
+
 def _chart(table: Mapping[str, Any], width: int = 900, height: int = 260) -> str:
     """Context size at each call, one line per agent, the window as a red line (inline SVG)."""
     series = [table["baseline"], *table["agents"]]
@@ -153,7 +167,7 @@ def _chart(table: Mapping[str, Any], width: int = 900, height: int = 260) -> str
     top = max([table["window"], *(max(a["call_tokens"], default=0) for a in series)]) or 1
     if calls < 2:
         return ""
-    pad = 40
+    pad = 44
 
     def xy(i: int, v: int) -> str:
         return f"{pad + i * (width - 2 * pad) / (calls - 1):.1f},{height - pad - v * (height - 2 * pad) / top:.1f}"
@@ -161,6 +175,21 @@ def _chart(table: Mapping[str, Any], width: int = 900, height: int = 260) -> str
     parts = [
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" aria-label="context per call">'
     ]
+    # the y axis: tokens sent per call, with ticks at 0, half and the top
+    parts.append(
+        f'<line x1="{pad}" x2="{pad}" y1="{pad}" y2="{height - pad}" stroke="#5f6b76" stroke-width="0.5"/>'
+        f'<line x1="{pad}" x2="{width - pad}" y1="{height - pad}" y2="{height - pad}" stroke="#5f6b76" stroke-width="0.5"/>'
+    )
+    for tick in (0, top // 2, top):
+        ty = height - pad - tick * (height - 2 * pad) / top
+        parts.append(
+            f'<text x="{pad - 4}" y="{ty + 4:.1f}" font-size="10" fill="#5f6b76" text-anchor="end">'
+            f'{_short_tokens(tick)}</text>'
+        )
+    parts.append(
+        f'<text x="12" y="{height / 2:.1f}" font-size="11" fill="#5f6b76" text-anchor="middle" '
+        f'transform="rotate(-90 12 {height / 2:.1f})">tokens sent per call</text>'
+    )
     wy = height - pad - table["window"] * (height - 2 * pad) / top
     parts.append(
         f'<line x1="{pad}" x2="{width - pad}" y1="{wy:.1f}" y2="{wy:.1f}" stroke="#d0312d" stroke-dasharray="4 3"/>'
@@ -240,7 +269,7 @@ def forensics_text(sessions: Sequence[Mapping[str, Any]]) -> str:
     """The terminal report: sessions most loss first, then each compaction."""
     if not sessions:
         return "no compaction found in these logs\n"
-    lines = [f"{len(sessions)} sessions with compactions, the most lost first", ""]
+    lines = [f"{counted(len(sessions), 'session')} with compactions, the most lost first", ""]
     head = [
         "session",
         "compactions",
@@ -254,7 +283,7 @@ def forensics_text(sessions: Sequence[Mapping[str, Any]]) -> str:
         [
             s["source"].rsplit("/", 1)[-1] or s["transcript"],
             str(len(s["compactions"])),
-            str(s["lost_probes"]),
+            "—" if s["lost_probes"] is None else str(s["lost_probes"]),
             str(s["rereads"]),
             " > ".join(
                 f"{c['summary_tokens']:,}" if c["summary_readable"] else "encrypted"

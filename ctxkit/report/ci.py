@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.gates.cases import Case, tally
-from ctxkit.report.tables import format_cell, render_table
+from ctxkit.report.tables import counted, format_cell, render_table
 
 CI_FORMATS = ("github", "junit", "markdown")
 
@@ -182,7 +182,10 @@ def render_markdown(cases: Sequence[Case], title: str = "ctxkit", summary: str =
     counts = tally(cases)
     failed = counts["failed"]
     head = f"### {'❌' if failed else '✅'} {title}: "
-    head += f"{failed} of {len(cases)} checks failed" if failed else f"{len(cases)} checks passed"
+    head += (
+        f"{failed} of {counted(len(cases), 'check')} failed" if failed
+        else f"{counted(len(cases), 'check')} passed"
+    )
     if summary:
         head += f" ({summary})"
     rows = [

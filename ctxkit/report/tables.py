@@ -123,6 +123,15 @@ def write_rows(
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """`n` and its noun in English: "1 check", "2 checks", "1,200 conversations".
+
+    >>> counted(1, "check"), counted(2, "check"), counted(3, "match", "matches")
+    ('1 check', '2 checks', '3 matches')
+    """
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def reading_summary(stats: Any) -> str:
     """What the readers read and skipped, for people: "read 2 files, 91 records; skipped ..."."""
     files = f"{stats.files:,} file{'s' if stats.files != 1 else ''}"
