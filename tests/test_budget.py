@@ -274,12 +274,22 @@ def test_no_policy_without_config_or_flags() -> None:
     assert t.policy_limit is None and t.bound_by == "model"
 
 
-def test_config_file_brings_default_limit() -> None:
-    cfg = Config(source="ctxkit.yaml")
+def test_default_limit_set_brings_a_policy_a_file_alone_does_not() -> None:
+    # issue 36: a file that leaves default_limit unset (what `config --init` writes) changes
+    # nothing; one that sets it holds every target to it
+    assert resolve_policy(Config(source="ctxkit.yaml")) is None
+    assert resolve_target("gpt-4o", config=Config(source="ctxkit.yaml")).bound_by == "model"
+    cfg = Config(default_limit=5000, source="ctxkit.yaml")
     p = resolve_policy(cfg)
     assert p is not None and (p.limit, p.rule) == (5000, "default_limit")
     t = resolve_target("gpt-4o", config=cfg)
     assert (t.limit, t.bound_by, t.rule) == (5000, "policy", "policy: default_limit")
+
+
+def test_follow_default_with_default_limit_unset_is_no_policy() -> None:
+    cfg = Config(per_llm=(PerLLM(type="claude", follow_default=True),))
+    assert resolve_policy(cfg, llm="claude") is None
+    assert resolve_policy(cfg, llm="claude", agent="coding").limit == 5000  # type: ignore[union-attr]
 
 
 def test_limit_flag_is_exact_even_below_floor() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,9 @@ from ctxkit.strategies import DEFAULT_CHAIN, STRATEGIES
 
 def test_spec_defaults() -> None:
     c = Config()
-    assert (c.min_limit, c.default_limit) == (3500, 5000)
-    assert (c.warning_threshold, c.compact_threshold, c.block_threshold) == (0.80, 0.95, 0.98)
+    # unset: each log its own target, and a coding agent's own compact point (issue 36)
+    assert (c.min_limit, c.default_limit, c.compact_threshold) == (3500, None, None)
+    assert (c.thresholds.warn, c.thresholds.compact, c.thresholds.block) == (0.80, 0.95, 0.98)
     assert c.agents == {"verification": AgentPolicy(4000), "coding": AgentPolicy(5000)}
     bs = c.breaking_strategy
     assert bs.chain_order == DEFAULT_CHAIN
@@ -274,7 +276,8 @@ def test_config_show_defaults(tmp_path: Path) -> None:
     assert Config.from_dict(yaml.safe_load(r.stdout)) == Config()
     assert r.stderr == "# configuration from built-in defaults\n"
     r = invoke(["config", "--format", "json"], tmp_path)
-    assert json.loads(r.stdout)["context_config"]["default_limit"] == 5000
+    shown = json.loads(r.stdout)["context_config"]
+    assert (shown["default_limit"], shown["compact_threshold"]) == (None, None)
 
 
 def test_config_init_and_refuse_overwrite(tmp_path: Path) -> None:
@@ -356,3 +359,78 @@ def test_a_registered_strategy_is_configurable_without_touching_config(tmp_path:
         strategies.STRATEGIES.update(saved[0])
         strategies.PARAMS.clear()
         strategies.PARAMS.update(saved[1])
+
+
+# --- issue 36: writing the configuration changes nothing ----------------------------------
+
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_transcripts"
+REAL_LOGS = (  # one small log of each kind that records its model or its agent
+    "claude-code/d-kimuson__claude-code-viewer__mock-sample-project@64fdb7f2__"
+    "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+    "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-"
+    "019a93b9-f380-7600-98ff-940e6b99603c.jsonl",
+    "gemini-cli/savekirk__session-bridge__checkpoints-v1__c6-6a5f5ed92d-0@96368d29.session.json",
+    "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx065_task15_trial1_reward0.json",
+)
+
+
+def _outputs(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix != ".db"}
+
+
+@pytest.mark.parametrize("command", ["guard", "count", "compact"])
+def test_config_init_changes_nothing(command: str, tmp_path: Path, realdata: Path) -> None:
+    """`config --init` writes the configuration in force: guard, count and compact give the
+    same output and exit code on the bundled samples and real logs before and after it (the
+    file it wrote used to set default_limit 5000, and the Claude Code sample went from exit 0
+    to exit 5)."""
+    logs = [str(p) for p in sorted(SAMPLES.iterdir()) if p.name != "SOURCES.md"]
+    logs += [str(realdata / name) for name in REAL_LOGS]
+
+    def run() -> list[tuple[int, str, str, dict[str, bytes]]]:
+        if command != "compact":
+            args = {
+                "guard": ["guard", *logs, "--format", "json", "--details"],
+                "count": ["count", *logs, "--format", "json"],
+            }[command]
+            r = invoke(args, tmp_path)
+            return [(r.exit_code, r.stdout, r.stderr, {})]  # type: ignore[attr-defined]
+        results = []
+        for i, log in enumerate(logs):  # one at a time: each to its own budget, written whole
+            out = tmp_path / f"out{i}"
+            out.mkdir()
+            r = invoke(["compact", log, "-o", str(out / Path(log).name)], tmp_path)
+            results.append((r.exit_code, r.stdout, r.stderr, _outputs(out)))  # type: ignore[attr-defined]
+            shutil.rmtree(out)
+        return results
+
+    before = run()
+    assert invoke(["config", "--init"], tmp_path).exit_code == 0  # type: ignore[attr-defined]
+    after = run()
+    assert after == before
+    if command == "guard":
+        one = invoke(["guard", str(SAMPLES / "claude-code-session.jsonl")], tmp_path)
+        assert one.exit_code == 0  # type: ignore[attr-defined]
+
+
+def test_a_default_limit_set_in_the_file_still_holds(tmp_path: Path) -> None:
+    (tmp_path / "ctxkit.yaml").write_text("context_config:\n  default_limit: 5000\n")
+    r = invoke(["guard", str(SAMPLES / "claude-code-session.jsonl")], tmp_path)
+    assert r.exit_code == 5  # type: ignore[attr-defined]
+    assert "policy 5,000 (default_limit)" in r.stderr + r.stdout  # type: ignore[attr-defined]
+
+
+def test_a_compact_threshold_set_holds_against_the_logs_own_target(tmp_path: Path) -> None:
+    # the agent's own point when unset; as set, in the file or by the flag (which went unheard)
+    sample = str(SAMPLES / "claude-code-session.jsonl")
+    agent = invoke(["guard", sample, "--format", "json"], tmp_path)
+    flag = invoke(["guard", sample, "--format", "json", "--compact-threshold", "0.9"], tmp_path)
+    (tmp_path / "ctxkit.yaml").write_text("context_config:\n  compact_threshold: 0.9\n")
+    file = invoke(["guard", sample, "--format", "json"], tmp_path)
+
+    def compact_at(result: object) -> tuple[int, float]:
+        budget = json.loads(result.stdout)["targets"][0]["budget"]  # type: ignore[attr-defined]
+        return budget["limit"], budget["thresholds"]["compact"]
+
+    assert compact_at(agent) == (197000, 0.8375)
+    assert compact_at(file) == compact_at(flag) == (197000, 0.9)

@@ -9,9 +9,10 @@ eighth of the window), output reserve floor(window / 4). A table's maximum outpu
 as given but never more than half the window (gpt-4: 8192 window, 8192 max output -> 4096), so a
 small model keeps room for its input; a flag or config value is taken exactly.
 
-Policy limits (the spec's `min_limit`, `default_limit`, `agents`, `per_llm`) apply when a
-config file is loaded or `--limit`, `--agent` or `--llm` is given; otherwise the model's own
-effective limit binds, which is what `ctxkit guard file --model gpt-4o` means. `--limit N` is
+Policy limits (the spec's `min_limit`, `default_limit`, `agents`, `per_llm`) apply when the
+configuration sets `default_limit` or `--limit`, `--agent` or `--llm` is given; otherwise the
+model's own effective limit binds (or the target the log names, `budget.resolve`), which is
+what `ctxkit guard file --model gpt-4o` means. `--limit N` is
 taken exactly; a limit from the config (default_limit, an agent's, a per_llm entry's, with the
 P1 agent uplift of 20%) is raised to `min_limit` when below it.
 

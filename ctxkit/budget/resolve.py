@@ -1,13 +1,13 @@
 """The target a log names: the model it records, under the budget of the agent that wrote it.
 
-With no model, window or limit given (and no configuration file), `count`, `guard`, `compact`,
-`fidelity`, `score-rl` and `replay` check a log against what it ran on: its recorded model
-(`Transcript.metadata["model"]`), found by name in models.toml, else by family (the nearest
-known model of the same family whose window holds the log's largest recorded call), with a note;
-and, for a log of a coding agent, that agent's own budget on it (`budget.agents`): the most it
-sends is the limit, and the guard's compact threshold is where the agent itself compacts. The
-output reserve is the agent's own (Claude Code keeps min(max output, 20k)), not a share of the
-window.
+With no model, window or limit given (and no `default_limit` in the configuration), `count`,
+`guard`, `compact`, `fidelity`, `score-rl` and `replay` check a log against what it ran on: its
+recorded model (`Transcript.metadata["model"]`), found by name in models.toml, else by family
+(the nearest known model of the same family whose window holds the log's largest recorded call),
+with a note; and, for a log of a coding agent, that agent's own budget on it (`budget.agents`):
+the most it sends is the limit, and the guard's compact threshold is where the agent itself
+compacts (unless the configuration sets `compact_threshold`). The output reserve is the agent's
+own (Claude Code keeps min(max output, 20k)), not a share of the window.
 
     >>> from ctxkit.model import Transcript
     >>> t = Transcript(units=[], source_format="claude-code", metadata={"model": "claude-opus-4-6"})
@@ -89,7 +89,10 @@ def log_target(
         window = round(recorded_window * 100 / 95)
     ab = agent_budget(agent, window, info.max_output_tokens or 0)
     warn, compact, block = thresholds_for(ab, config.warning_threshold, config.block_threshold)
-    thresholds = config.thresholds if config.source is not None else Thresholds(warn, compact, block)
+    # a compact threshold the file or a flag sets holds as set; else the agent's own point
+    thresholds = Thresholds(warn, compact, block)
+    if config.compact_threshold is not None:
+        thresholds = config.thresholds
     note = (
         f"{ab.label} on {matched}: window {window:,}; it {ab.rule} (compacts at {ab.trigger:,}, "
         f"sends up to {ab.limit:,}; the guard says compact from "
@@ -126,6 +129,6 @@ def from_log_applies(
     llm: str | None = None,
 ) -> bool:
     """Whether a log's own target applies: nothing names another budget (no model, window,
-    output, buffer, limit or policy flag, no configuration file)."""
+    output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
     named = any(v is not None for v in (limit, window, max_output, buffer)) or bool(models)
-    return not named and not agent and not llm and config.source is None
+    return not named and not agent and not llm and config.default_limit is None

@@ -128,8 +128,9 @@ def _lookup(
 def policy_applies(
     config: Config, *, limit: int | None = None, agent: str | None = None, llm: str | None = None
 ) -> bool:
-    """Policy limits are in play when a config file is loaded or a policy flag is given."""
-    return config.source is not None or limit is not None or bool(agent) or bool(llm)
+    """Policy limits are in play when the configuration sets `default_limit` or a policy flag
+    is given (a file that leaves default_limit unset leaves each log its own target)."""
+    return config.default_limit is not None or limit is not None or bool(agent) or bool(llm)
 
 
 def resolve_policy(
@@ -140,8 +141,8 @@ def resolve_policy(
     llm: str | None = None,
 ) -> PolicyLimit | None:
     """The policy limit in play (None when no policy applies): `--limit` exactly, else the
-    smaller of the agent's and the LLM type's limits, else default_limit; config limits are
-    raised to min_limit."""
+    smaller of the agent's and the LLM type's limits, else default_limit when set; config
+    limits are raised to min_limit."""
     if not policy_applies(config, limit=limit, agent=agent, llm=llm):
         return None
     if limit is not None:
@@ -169,11 +170,14 @@ def resolve_policy(
                 f"unknown LLM type {llm!r}; known: {known} (add it under context_config.per_llm)"
             )
         if entry.follow_default or entry.limit is None:
-            found.append((config.default_limit, f"per_llm {entry.type} (follows default_limit)"))
+            if config.default_limit is not None:  # unset: no policy limit, as without --llm
+                found.append((config.default_limit, f"per_llm {entry.type} (follows default_limit)"))
         else:
             found.append((entry.limit, f"per_llm {entry.type}"))
-    if not found:
+    if not found and config.default_limit is not None:
         found.append((config.default_limit, "default_limit"))
+    if not found:
+        return None
     value, rule = min(found, key=lambda item: item[0])
     if value < config.min_limit:
         return PolicyLimit(config.min_limit, f"{rule} {value}, raised to min_limit", floored=True)

@@ -256,8 +256,10 @@ _tokens_options = section(
 def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) -> None:
     """Check that each transcript fits the target model(s), with room for the answer.
 
-    The limit is the model's effective limit (window - buffer - max output) or, when a config
-    file is loaded or --limit/--agent/--llm is given, the smaller of that and the policy limit.
+    With no budget named, a log is checked against its own target: the model it records, under
+    the budget of the agent that wrote it. Else the limit is the model's effective limit (window
+    - buffer - max output) or, when the config sets default_limit or --limit/--agent/--llm is
+    given, the smaller of that and the policy limit.
     Several --model targets: the first that fits is chosen; none fits = verdict final.
     A dataset gets a summary first: the total, then each transcript that does not pass.
 

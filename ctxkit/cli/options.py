@@ -141,7 +141,8 @@ def budget_options(f: F) -> F:
             "--limit",
             type=click.IntRange(min=1),
             default=None,
-            help="Token limit to fit under (default: the model's, else the configured budget).",
+            help="Token limit to fit under (default: the config's default_limit when set, else "
+            "the log's own target: its model under its agent's budget, else the model's).",
         ),
         click.option(
             "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."

@@ -77,6 +77,9 @@ class CompactSettings:
     # the limit stands for "what the log names": a log that records its model is compacted to
     # that model's budget under its agent (`budget.resolve.log_target`), the given limit else
     from_log: bool = False
+    # the configuration a log's own target is resolved under (the thresholds it sets); None:
+    # the defaults
+    config: Any = None
     # how the output file reads a compacted transcript back (`counting.as_written` in its
     # format): the figures after are counted on that, what `count` gives of the file (a format
     # may join a summary to the request before it); None: on the transcript as compacted
@@ -132,7 +135,11 @@ class CompactSettings:
             return self
         from ctxkit.budget.resolve import log_target
 
-        named = log_target(t, tokenizer=self.tokenizer_label if self.tokenizer_label != DEFAULT_TOKENIZER else None)
+        named = log_target(
+            t,
+            config=self.config,
+            tokenizer=self.tokenizer_label if self.tokenizer_label != DEFAULT_TOKENIZER else None,
+        )
         if named is None:
             return self
         return self.replace(limit=named.limit, thresholds=named.thresholds, budget=named, from_log=False)

@@ -4,11 +4,15 @@ Layout (YAML keys = attribute names; every default is the spec's):
 
     Config                                  context_config:
       min_limit: int = 3500                   global floor for policy limits (raise, never undercut)
-      default_limit: int = 5000               policy limit when no agent / per_llm rule applies
+      default_limit: int | None = None        a policy limit for every log; unset, each log is
+                                              checked against its own target (its model, its
+                                              agent's budget), else the model's effective limit
       warning_threshold: float = 0.80         thresholds are fractions of the limit in force
-      compact_threshold: float = 0.95
+      compact_threshold: float | None = None  unset: 0.95, or one call's growth before a coding
+                                              agent compacts, against that agent's own budget
       block_threshold: float = 0.98
-      per_llm: tuple[PerLLM, ...] = ()        PerLLM(type, limit | None, follow_default)
+      per_llm: tuple[PerLLM, ...] = ()        PerLLM(type, limit | None, follow_default: as
+                                              default_limit, set or unset)
       agents: dict[str, AgentPolicy]          AgentPolicy(limit, priority); verification 4000,
                                               coding 5000; a P1 agent gets +20%
       models: dict[str, ModelOverride]        per-model budget overrides (context_window,
@@ -36,6 +40,9 @@ Layout (YAML keys = attribute names; every default is the spec's):
       summarizer: Summarizer                  name extractive | llm, model, url
       embedder: Embedder                      name static | lexical | minilm | auto, model, cache
       priority_areas: tuple[str, ...] = ()    extra text for the relevance query
+
+Unset is what ctxkit does with no file, so the file `ctxkit config --init` writes (every key at
+its default, these two null) changes nothing.
 
 The default chain offloads huge tool outputs first (every byte one `recall` away), then
 summarizes old turns (the most meaning kept per token), then masks old observations and
@@ -314,9 +321,15 @@ class Config:
     """The effective configuration; `source` is the file it came from (None = defaults only)."""
 
     min_limit: int = setting(3500, integer(1))
-    default_limit: int = setting(5000, integer(1))
+    # unset (None): no policy limit; each log is checked against the target it names (its model
+    # under its agent's budget), else the model's effective limit
+    default_limit: int | None = setting(None, optional(integer(1)))
     warning_threshold: float = setting(Thresholds.warn, number(0.0, 1.0, low_open=True))
-    compact_threshold: float = setting(Thresholds.compact, number(0.0, 1.0, low_open=True))
+    # unset (None): 0.95, except against a coding agent's own budget, where the guard says
+    # compact one call's growth before the agent compacts itself (`budget.agents.thresholds_for`)
+    compact_threshold: float | None = setting(
+        None, optional(number(0.0, 1.0, low_open=True))
+    )
     block_threshold: float = setting(Thresholds.block, number(0.0, 1.0, low_open=True))
     per_llm: tuple[PerLLM, ...] = setting((), _per_llm)
     agents: dict[str, AgentPolicy] = setting(DEFAULT_AGENTS, named_map(_agent))
@@ -338,8 +351,9 @@ class Config:
 
     @property
     def thresholds(self) -> Thresholds:
-        """The warn, compact and block fractions this configuration sets."""
-        return Thresholds(self.warning_threshold, self.compact_threshold, self.block_threshold)
+        """The warn, compact and block fractions this configuration sets (compact 0.95 unset)."""
+        compact = Thresholds.compact if self.compact_threshold is None else self.compact_threshold
+        return Thresholds(self.warning_threshold, compact, self.block_threshold)
 
     def to_dict(self) -> dict[str, Any]:
         """The `context_config` mapping (plain types; what `config --show` prints)."""
@@ -381,7 +395,7 @@ class Config:
 
 
 def _check_thresholds(config: Config) -> None:
-    w, c, b = config.warning_threshold, config.compact_threshold, config.block_threshold
+    w, c, b = config.thresholds.warn, config.thresholds.compact, config.thresholds.block
     if w > c:
         raise ConfigError(
             f"{ROOT}.warning_threshold: {w!r} is above compact_threshold {c!r}; "
@@ -411,8 +425,8 @@ def _set_path(data: dict[str, Any], keys: list[str], value: Any) -> None:
 def load_config(path: str | None = None) -> Config:
     """Load `path`, or ./ctxkit.yaml when present, else the defaults.
 
-    >>> load_config(None).default_limit
-    5000
+    >>> load_config(None).min_limit
+    3500
     """
     if path is None:
         if not os.path.exists(DEFAULT_PATH):
@@ -463,19 +477,26 @@ def default_config_text() -> str:
     bs = d.breaking_strategy
     r = d.retry_policies.default
     return f"""\
-# ctxkit configuration (the spec's context_config). Every value below is the default;
-# delete what you do not change. Command-line flags override this file.
+# ctxkit configuration (the spec's context_config). Every value below is the default, what
+# the commands use with no file, so writing this file changes nothing; delete what you do not
+# change. null means unset. Command-line flags override this file.
 {ROOT}:
-  # Policy limits, in tokens. The limit in force is the smaller of the policy limit and the
-  # model's effective limit (window - buffer - max output). A policy limit never goes below
-  # min_limit. Policy limits apply when this file is loaded or --agent/--llm/--limit is given.
+  # The budget, in tokens. With default_limit unset (null), each log is checked against its
+  # own target: the model it records under the budget of the agent that wrote it (Claude Code
+  # sends up to window - 3k), else the model's effective limit (window - buffer - max output).
+  # A number (e.g. 5000) holds every log to that policy limit; the smaller of it and the
+  # model's effective limit binds. --limit, --agent and --llm give a policy limit too.
+  default_limit: null
+  # Policy limits from this file (default_limit, per_llm, agents) never go below min_limit.
   min_limit: {d.min_limit}
-  default_limit: {d.default_limit}
   # Thresholds, as fractions of the limit in force: warn, compact, block; above 1.0 = overflow.
+  # compact_threshold unset (null): 0.95, but against a coding agent's own budget one call's
+  # growth before the agent compacts itself (warn no later, block halfway from it to 1.0).
   warning_threshold: {d.warning_threshold}
-  compact_threshold: {d.compact_threshold}
+  compact_threshold: null
   block_threshold: {d.block_threshold}
-  # Limits per LLM type (--llm TYPE); follow_default: true means "use default_limit".
+  # Limits per LLM type (--llm TYPE); follow_default: true means "as default_limit" (unset:
+  # no policy limit).
   per_llm: []
   #  - type: gpt-4
   #    limit: 6000

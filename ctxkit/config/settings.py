@@ -135,6 +135,7 @@ def compact_settings(
         budget=budget,
         use_usage=use_usage,
         from_log=from_log,
+        config=cfg if from_log else None,
     )
 
 
