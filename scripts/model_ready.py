@@ -405,18 +405,20 @@ def summarize(entries: Sequence[dict[str, Any]], user_budget: int | None) -> dic
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
+    from ctxkit.report.tables import counted
+
     def p(key: str) -> str:
         return _pct(s[key]["kept"], s[key]["total"])
 
     def items(key: str) -> str:
-        return f"{s[key]['count']} in {s[key]['transcripts']} transcripts"
+        return f"{s[key]['count']} in {counted(s[key]['transcripts'], 'transcript')}"
 
     tr = s["target_ratio"]
-    skipped = ", ".join(f"{k} {v} files" for k, v in sorted(s["skipped"].items())) or "none"
+    skipped = ", ".join(f"{k} {counted(v, 'file')}" for k, v in sorted(s["skipped"].items())) or "none"
     sdk = p("sdk_ok") + (f"; {s['sdk_unchecked']} not checked (n/a)" if s["sdk_unchecked"] else "")
     lines = [
-        f"{s['transcripts']} transcripts ({s['real']} real, {s['simulated']} simulated) in "
-        f"{s['files']} files; skipped (no reader): {skipped}",
+        f"{counted(s['transcripts'], 'transcript')} ({s['real']} real, {s['simulated']} simulated) in "
+        f"{counted(s['files'], 'file')}; skipped (no reader): {skipped}",
         f"  compaction failed:                   {len(s['errors'])}",
         f"  written in the input's format:       {p('format_ok')}",
         f"  valid against the SDK types:         {sdk}",

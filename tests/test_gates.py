@@ -264,7 +264,7 @@ def test_junit_escapes_and_stays_valid() -> None:
 def test_markdown_summary_carries_the_table_and_the_diff() -> None:
     rows = ({"file": "p.md", "region": "system", "before": 10, "after": 20, "delta": 10, "status": "over"},)
     text = render_markdown([Case("p|q.md", "baseline (x)", "failed", "system +10 | more", "p.md", 1, "error", "regression", (), rows)], "ctxkit guard", "exit 7")
-    assert text.splitlines()[0] == "### ❌ ctxkit guard: 1 of 1 checks failed (exit 7)"
+    assert text.splitlines()[0] == "### ❌ ctxkit guard: 1 of 1 check failed (exit 7)"
     assert "| ❌ | `p\\|q.md` | baseline (x) | system +10 \\| more |" in text
     assert "| file | region | before | after | delta | status |\n|---|---|---:|---:|---:|---|" in text
 

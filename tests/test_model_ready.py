@@ -43,7 +43,7 @@ def test_smoke_on_one_scenario(
     assert s["transcripts"] == s["simulated"] == 1 and s["expand_ok"] == {"kept": 1, "total": 1}
     text = capsys.readouterr().out
     assert "sim/openai/long_chat-0.json" in text
-    assert "1 transcripts (0 real, 1 simulated) in 1 files" in text
+    assert "1 transcript (0 real, 1 simulated) in 1 file" in text
     assert "expand round-trip equals the input:  1/1 (100%)" in text
 
 
