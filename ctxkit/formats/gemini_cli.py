@@ -100,6 +100,22 @@ def _calls_results(call: dict[str, Any]) -> list[dict[str, Any]]:
     return [p["functionResponse"] for p in result if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)] if isinstance(result, list) else []
 
 
+def _result_text(result: Any) -> str:
+    """What the model read of a call's `result`: each functionResponse's output, and the parts
+    sent beside it. Gemini CLI before 0.1x sent a tool's many parts as they were, after a
+    functionResponse of "Tool execution succeeded." (read_many_files: each file a text part);
+    a reader of the functionResponse alone undercounted such a session by a tenth."""
+    if isinstance(result, str):
+        return result
+    texts = []
+    for part in result if isinstance(result, list) else []:
+        if not isinstance(part, dict):
+            continue
+        fr = part.get("functionResponse")
+        texts.append(response_text(fr) if isinstance(fr, dict) else parts_text([part])[0])
+    return "\n".join(t for t in texts if t)
+
+
 def _usage(tokens: Any, after: int) -> dict[str, Any] | None:
     """The provider's count of one call: the prompt (cached included), cache reads, output."""
     if not isinstance(tokens, dict) or not isinstance(tokens.get("input"), int) or tokens["input"] <= 0:
@@ -155,7 +171,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
             meta: dict[str, Any] = {"status": call["status"]} if isinstance(call.get("status"), str) else {}
             if call.get("status") == "error" or any(isinstance(r.get("response"), dict) and "error" in r["response"] for r in results):
                 meta["is_error"] = True
-            run.append(Unit(id=f"{uid}#{k + 1}", role="tool", content="\n".join(response_text(r) for r in results),
+            run.append(Unit(id=f"{uid}#{k + 1}", role="tool", content=_result_text(call.get("result")),
                             timestamp=timestamp_of(call.get("timestamp")) or ts, tool_call_id=cid,
                             name=str(call.get("name") or "") or None, raw=msg, group=i, meta=meta))
         for u in run:
