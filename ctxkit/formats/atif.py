@@ -574,4 +574,5 @@ FORMAT = Format(
     write=write_object,
     validate=validate,
     detect_object=detect,
+    item_key="steps",
 )

@@ -71,6 +71,11 @@ class Format:
     # messages: the key of the records in a conversation object; bare=False: only found inside
     # one (ShareGPT turns, a SWE-agent history), never as a bare list of records
     key: str = "messages"
+    # the key of the records in a conversation object of the format's own (`write_object`, an
+    # object format's whole transcript) when it is not `key`: ctxkit's units record holds
+    # `units`, an ATIF trajectory `steps`. A dataset's messages column (Parquet) is one of the
+    # formats' keys and item keys.
+    item_key: str | None = None
     bare: bool = True
     lines: bool = False  # messages: always written one record per line (a JSONL file of its own)
     array: bool = False  # messages: always written as one JSON array of its records (a task file)

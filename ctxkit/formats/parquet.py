@@ -41,6 +41,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
@@ -51,6 +52,7 @@ import orjson
 
 from ctxkit.errors import CtxkitError, InputError, UsageError
 from ctxkit.fileio import atomic_writer, check_writable, copy_limited, max_input_bytes
+from ctxkit.formats.base import Format
 from ctxkit.formats.common import ReadOptions, ReadStats, snippet_of
 from ctxkit.model import Transcript
 
@@ -73,13 +75,30 @@ SUFFIX = ".parquet"
 BATCH_ROWS = 256  # rows per batch read: memory is one batch's conversations, not the file's
 ROW_GROUP_ROWS = 256  # rows per row group written: what a streaming reader holds at a time
 
-# Columns that hold a conversation's messages, in the order they are looked for: ctxkit and
-# SWE-Gym write `messages`, ShareGPT `conversations`, a units dataset `units`, ATIF `steps`,
-# SWE-agent and OpenHands `history`, nebius and NVIDIA `trajectory` (read only when it holds
-# messages and no column before it does: a SWE-agent `.traj` names its steps so).
-MESSAGE_COLUMNS = ("messages", "conversations", "units", "steps", "history", "trajectory")
-# Read under their own key (their formats need it); the others are read as `messages`.
-_OWN_KEY = ("messages", "conversations", "units", "steps", "history")
+# A column that holds a conversation's messages is a format's key (`Format.key`, `item_key`: the
+# default `messages` first, then the registry's order), read under that name; or `trajectory`,
+# the name nebius' and NVIDIA's datasets give their messages (read only when it holds messages
+# and no column before it does: a SWE-agent `.traj` names its steps so), read as `messages`.
+_FOREIGN = ("trajectory",)
+
+
+@functools.cache
+def own_columns() -> tuple[str, ...]:
+    """The formats' keys of their records, the default first (see above)."""
+    from ctxkit.formats.registry import FORMATS
+
+    keys = [Format.key]
+    for f in FORMATS.values():
+        for k in (f.item_key, f.key if f.shape == "messages" else None):
+            if k is not None and k not in keys:
+                keys.append(k)
+    return tuple(keys)
+
+
+def message_columns() -> tuple[str, ...]:
+    """Every column a row's messages may be in, in the order they are looked for."""
+    return own_columns() + _FOREIGN
+
 
 _TEXT_FIELDS = ("role", "content", "from", "value", "name", "tool_call_id")
 _META_KEY = "ctxkit"
@@ -244,10 +263,10 @@ def file_info(path: str) -> dict[str, Any]:
 
 
 def messages_column(row: Mapping[str, Any]) -> str | None:
-    """The column of a row that holds its messages (see MESSAGE_COLUMNS); None if none does."""
-    for key in MESSAGE_COLUMNS:
+    """The column of a row that holds its messages (see `message_columns`); None if none does."""
+    for key in message_columns():
         v = row.get(key)
-        if key == "trajectory" and isinstance(v, list):
+        if key in _FOREIGN and isinstance(v, list):
             if v and isinstance(v[0], dict) and "role" in v[0]:
                 return key
         elif isinstance(v, list | str):
@@ -290,7 +309,7 @@ def row_to_conversation(row: Mapping[str, Any], info: Mapping[str, Any] | None =
                 except orjson.JSONDecodeError:
                     obj[k] = v
                     continue
-            name = k if k in _OWN_KEY else "messages"
+            name = k if k in own_columns() else Format.key
             obj[name] = (
                 [message_from_struct(m, ours=ours) for m in v] if isinstance(v, list) else v
             )
@@ -334,7 +353,7 @@ def rows_to_transcripts(
         if key is None:
             problem = (
                 "not a conversation: a row needs a messages list column ("
-                + ", ".join(MESSAGE_COLUMNS)
+                + ", ".join(message_columns())
                 + "); found columns "
                 + ", ".join(list(row)[:8])
             )
@@ -347,7 +366,7 @@ def rows_to_transcripts(
         t = _read_conversation(row_to_conversation(row, info), path, n, opts, stats=stats)
         if t is None:
             continue
-        if key not in _OWN_KEY:
+        if key not in own_columns():
             t.metadata[_ORIGINAL_COLUMN] = key
         yield t
 
@@ -436,19 +455,18 @@ def transcript_to_row(t: Transcript, fmt: str | None = None) -> dict[str, Any]:
         # A format written as text (an aider history) has no messages to put in a column: the
         # row holds its chat messages instead.
         item = _dataset_item(t, "openai")
-    key = next((k for k in _OWN_KEY if isinstance(item.get(k), list)), None)
-    column = t.metadata.get(_ORIGINAL_COLUMN) if key == "messages" else None
+    key = next((k for k in own_columns() if isinstance(item.get(k), list)), None)
+    column = t.metadata.get(_ORIGINAL_COLUMN) if key == Format.key else None
     row: dict[str, Any] = {}
     for k, v in item.items():
         if k == key:
             row[column or k] = [message_to_struct(m) for m in v]
         elif k != _ORIGINAL_COLUMN:
             row[k] = v
-    if key == "units":
+    meta = row.get("metadata")
+    if isinstance(meta, dict) and _ORIGINAL_COLUMN in meta:
         # A units record carries the transcript's metadata, the column name included.
-        meta = row.get("metadata")
-        if isinstance(meta, dict) and _ORIGINAL_COLUMN in meta:
-            row["metadata"] = {k: v for k, v in meta.items() if k != _ORIGINAL_COLUMN}
+        row["metadata"] = {k: v for k, v in meta.items() if k != _ORIGINAL_COLUMN}
     return row
 
 

@@ -183,6 +183,7 @@ FORMAT = Format(
     detect_object=detect_object,
     read_object=read_transcript,
     write_object=transcript_record,
+    item_key="units",
     lines=True,
     strict=True,
     extension=EXTENSION,
