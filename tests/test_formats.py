@@ -71,9 +71,13 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
         return specstory_carried(t)
     units = [u for u in t.units if not (u.role == "assistant" and not u.content and not u.tool_calls
                                         and (u.reasoning or fmt != "openai"))]
-    if fmt in ("claude-code", "gemini-cli", "gemini-cli-jsonl", "opencode", "cline"):  # no system prompt in the file
+    if fmt in ("claude-code", "gemini-cli", "gemini-cli-jsonl", "opencode", "cline", "qwen-code", "claude-code-stream",
+               "codex-exec"):  # no system prompt in the file
         units = [u for u in units if u.role != "system"]
-    if fmt in ("gemini-cli", "gemini-cli-jsonl", "opencode", "copilot-cli", "gemini", "cline"):  # calls' arguments are objects
+    if fmt == "codex-exec":
+        return codex_exec_carried(units)
+    if fmt in ("gemini-cli", "gemini-cli-jsonl", "opencode", "copilot-cli", "gemini", "cline",
+               "qwen-code"):  # calls' arguments are objects
         if fmt == "gemini" and not same:
             system = [u for u in units if u.role == "system"]
             if system:
@@ -103,6 +107,27 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
             [u] if len(u.tool_calls) < 2 else
             [u.replace(tool_calls=[c], content=u.content if k == 0 else "") for k, c in enumerate(u.tool_calls)])]
     return [(u.role, u.content, [c.to_dict() for c in u.tool_calls], u.tool_call_id, "") for u in units]
+
+
+def codex_exec_carried(units: list[Unit]) -> list[tuple[Any, ...]]:
+    """`codex exec --json` prints a response's text as its own item and each call with its
+    result as one item: a call, then its result (an empty one for a call never answered)."""
+    results = {u.tool_call_id: u for u in units if u.role == "tool"}
+    out: list[tuple[Any, ...]] = []
+    done: set[Any] = set()
+    for u in units:
+        if u.role == "tool":
+            if u.tool_call_id not in done:
+                out.append(("tool", u.content, [], u.tool_call_id))
+            continue
+        if u.content or not u.tool_calls:
+            out.append((u.role, u.content, [], None))
+        for c in u.tool_calls:
+            out.append(("assistant", "", [(c.id, c.name, args_object(c.arguments))], None))
+            found = results.get(c.id)
+            out.append(("tool", found.content if found is not None else "", [], c.id))
+            done.add(c.id)
+    return out
 
 
 def aider_carried(t: Transcript, same: bool = False) -> list[tuple[str, str]]:
@@ -176,7 +201,8 @@ def files(realdata: Path, folder: str) -> list[Path]:
 def test_registry_names_and_writers() -> None:
     assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt", "atif", "aider",
                                       "openhands", "swe-agent", "gemini-cli", "gemini-cli-jsonl", "opencode",
-                                      "copilot-cli", "gemini", "cline", "specstory"])
+                                      "copilot-cli", "gemini", "cline", "specstory", "qwen-code", "claude-code-stream",
+                                      "codex-exec"])
     assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
 
 

@@ -552,7 +552,7 @@ def _render_formats() -> str:
 
     text = ("Transcripts are read in any of these formats, detected per file (--from forces one, --to "
             "writes another): " + ", ".join(sorted(FORMATS)) + ".")
-    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 94))
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 94, break_on_hyphens=False))
 
 
 def _render_breaking_strategy(bs: BreakingStrategy) -> str:

@@ -18,8 +18,11 @@ __all__ = ["FORMATS", "WRITABLE", "detect_format", "is_conversation"]
 
 _MODULES = (
     "units",
+    "qwen_code",
     "claude_code",
+    "claude_stream",
     "codex",
+    "codex_exec",
     "copilot_cli",
     "openhands",
     "gemini_cli",
