@@ -64,3 +64,68 @@ def test_a_gemini_cli_call_result_counts_every_part_it_sent(tmp_path: Path) -> N
     buf = io.StringIO()
     write_transcripts([t], buf)
     assert json.loads(buf.getvalue()) == _SESSION  # written back, every part
+
+
+# ---------------------------------------------------------------- never misread
+
+
+def _gemini_share(turns: int) -> str:
+    """A chat as Gemini CLI's `/chat share x.md` writes it (serializeHistoryToMarkdown, 0.61):
+    an icon and the role over each Content's parts, run together, between `---` lines."""
+    items = []
+    for k in range(turns):
+        items.append(f"\U0001f9d1\u200d\U0001f4bb ## USER\n\nstep {k}: read the config")
+        call = json.dumps({"name": "read_file", "args": {"absolute_path": "/w/app.toml"}}, indent=2)
+        items.append(f"\u2728 ## MODEL\n\n**Tool Command**:\n```json\n{call}\n```")
+    return "\n\n---\n\n".join(items)
+
+
+def test_a_chat_saved_as_markdown_is_no_prompt(tmp_path: Path) -> None:
+    shared = tmp_path / "chat.md"
+    shared.write_text(_gemini_share(4))
+    r = _run(["count", str(shared)])
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    (line,) = [x for x in r.stderr.splitlines() if "Error" in x]
+    assert "Gemini CLI's markdown share" in line and "--from gemini" in line
+
+    # a chat in a layout no format knows: refused, saying what was found
+    plain = tmp_path / "notes.md"
+    plain.write_text("\n\n".join(f"## User\n\nquestion {k}\n\n## Assistant\n\nanswer {k}" for k in range(5)))
+    r = _run(["count", str(plain)])
+    assert r.exit_code != 0
+    assert "5 user and 5 assistant headings" in r.stderr and "name it *.prompt" in r.stderr
+
+    # a prompt stays a prompt: headings, a two-turn few-shot example
+    prompt = tmp_path / "system.md"
+    prompt.write_text("# Role\n\nYou review code.\n\n## Example\n\nUser:\nfix it\n\nAssistant:\ndone\n\n"
+                      "User:\nagain\n\nAssistant:\nok\n\n## Tools\n\nUse them.\n")
+    r = _run(["count", str(prompt)])
+    assert r.exit_code == 0 and '"format":"prompt"' in r.stdout
+    # and a file named a prompt is one, whatever it holds
+    named = tmp_path / "chat.prompt"
+    named.write_text(plain.read_text())
+    r = _run(["count", str(named)])
+    assert r.exit_code == 0 and '"format":"prompt"' in r.stdout
+
+
+def test_json_in_a_text_file_is_read_as_its_format(tmp_path: Path) -> None:
+    log = tmp_path / "session.txt"
+    log.write_text(json.dumps([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}]))
+    r = _run(["count", str(log)])
+    assert r.exit_code == 0 and '"format":"openai"' in r.stdout
+
+
+def test_files_of_an_agent_that_no_format_reads_are_refused_with_the_file_to_read(tmp_path: Path) -> None:
+    # Cline's ui_messages.json (ClineMessage: ts, type say|ask, say|ask, text)
+    ui = tmp_path / "ui_messages.json"
+    ui.write_text(json.dumps([{"ts": 1760000000000, "type": "say", "say": "task", "text": "fix the bug"},
+                              {"ts": 1760000001000, "type": "say", "say": "api_req_started", "text": "{}"}]))
+    r = _run(["count", str(ui)])
+    assert r.exit_code != 0 and "api_conversation_history.json" in r.stderr and "--from cline" in r.stderr
+    # Gemini CLI's `-p --output-format stream-json` (its init event as 0.61 emits it)
+    events = tmp_path / "run.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "init", "timestamp": "2026-11-29T10:00:00.000Z", "session_id": "s", "model": "gemini-3.1-pro-preview"},
+        {"type": "message", "timestamp": "2026-11-29T10:00:00.000Z", "role": "user", "content": "hi"}]) + "\n")
+    r = _run(["count", str(events)])
+    assert r.exit_code != 0 and "stream-json" in r.stderr and "--from gemini-cli-jsonl" in r.stderr

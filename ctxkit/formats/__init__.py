@@ -36,6 +36,7 @@ from ctxkit.formats.common import ReadOptions, ReadStats
 from ctxkit.formats.reader import (
     expand_paths,
     is_text_transcript,
+    known_file,
     read_conversation,
     read_dataset_line,
     read_path,
@@ -69,6 +70,7 @@ __all__ = [
     "is_conversation",
     "is_text_transcript",
     "json_depth",
+    "known_file",
     "output_format_for",
     "read_conversation",
     "read_dataset_line",

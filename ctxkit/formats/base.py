@@ -25,6 +25,12 @@ a JSON object (a whole transcript or a conversation object), `sniff(line)` for a
 first non-blank line. A conversation object no format claims is tried as its records: the
 formats whose `key` it holds are asked with the list under that key.
 
+What no format claims is refused, never read as something else: the refusal names what was
+found and, where a format knows the file (`hint`: its agent's UI log, headless stream or
+markdown export), what it is and the file or `--from` that reads it. A markdown or text file is
+a prompt (`gates.prompts`) only when nothing else fits: not JSON, not claimed or known by a
+format, and with no run of chat turns in it.
+
 `validate(data)` lists what the app or provider would refuse in written output (the text, or
 the parsed records); [] means it loads.
 """
@@ -38,7 +44,7 @@ from typing import Any, Literal
 from ctxkit.formats.common import Source
 from ctxkit.model import Transcript
 
-__all__ = ["SHAPES", "Format", "Shape", "agents", "never"]
+__all__ = ["SHAPES", "Format", "Shape", "agents", "never", "no_hint"]
 
 Shape = Literal["messages", "log", "object", "text"]
 SHAPES: tuple[Shape, ...] = ("messages", "log", "object", "text")
@@ -47,6 +53,11 @@ SHAPES: tuple[Shape, ...] = ("messages", "log", "object", "text")
 def never(_: Any) -> bool:
     """A detector that claims nothing (a format without objects, or without a text form)."""
     return False
+
+
+def no_hint(_: Any) -> str | None:
+    """A format that knows no file beside its own (see `Format.hint`)."""
+    return None
 
 
 def agents(names: list[str]) -> str:
@@ -95,6 +106,11 @@ class Format:
     sidechains: bool = False  # has sub-agent records `--include-sidechains` brings in
     compaction: bool = False  # reads its agent's own compaction (`--include-compacted` reads past it)
     extension: str | None = None  # the file extension `simulate` gives a transcript written in it
+    # A file of the format's agent that the format does not read (a UI log, a headless stream,
+    # a markdown export), told by what was found: the parsed first record or object, or a text
+    # file's first 8 KB (str). Says what it is and what to read instead ("Cline's UI messages:
+    # read api_conversation_history.json beside it (--from cline)"); None when it is none.
+    hint: Callable[[Any], str | None] = no_hint
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:

@@ -240,6 +240,15 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+def hint(found: Any) -> str | None:
+    """Cline's (and Roo Code's) `ui_messages.json` beside the history: the task as its panel
+    shows it (`{ts, type: say|ask, say|ask, text}`), not what the model was sent."""
+    if isinstance(found, dict) and found.get("type") in ("say", "ask") and isinstance(found.get("ts"), int | float):
+        return ("Cline's ui_messages.json, the task as its panel shows it, not what the model read: "
+                "read api_conversation_history.json beside it (--from cline)")
+    return None
+
+
 FORMAT = Format(
     name=NAME,
     label="Cline task history",
@@ -249,6 +258,7 @@ FORMAT = Format(
     write=write,
     validate=validate,
     array=True,
+    hint=hint,
     agent="Cline",
     holds_tools=False,
     omits="the system prompt or tool schemas",

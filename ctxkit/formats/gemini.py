@@ -18,6 +18,7 @@ function calls in the `model` Content of their text; a system prompt goes in
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ctxkit.formats.base import Format
@@ -236,6 +237,20 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+# Gemini CLI's `/chat share x.md` (serializeHistoryToMarkdown): each Content as an icon and
+# `## USER` or `## MODEL`, its parts run together, between `---` lines
+_SHARED_MARKDOWN = re.compile(r"(?m)^\S{1,4} ## (USER|MODEL)[ \t]*\r?$")
+
+
+def hint(found: Any) -> str | None:
+    """Gemini CLI's markdown share of a chat: the same Contents ctxkit reads shared as JSON."""
+    if isinstance(found, str) and {m.group(1) for m in _SHARED_MARKDOWN.finditer(found)} == {"USER", "MODEL"}:
+        return ("Gemini CLI's markdown share of a chat (/chat share x.md: its tool calls and "
+                "results run into the text): share it as JSON (/chat share x.json) and read that "
+                "(--from gemini)")
+    return None
+
+
 FORMAT = Format(
     name=NAME,
     label="Gemini API contents",
@@ -246,4 +261,5 @@ FORMAT = Format(
     validate=validate,
     detect_object=detect_object,
     key=KEY,
+    hint=hint,
 )

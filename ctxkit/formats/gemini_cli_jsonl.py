@@ -734,6 +734,15 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+def hint(found: Any) -> str | None:
+    """Gemini CLI's headless events (`gemini -p --output-format stream-json`: init, message,
+    tool_use, tool_result, result), which ctxkit does not read: the chat it wrote does."""
+    if isinstance(found, dict) and found.get("type") == "init" and "session_id" in found and "model" in found:
+        return ("Gemini CLI's --output-format stream-json events (no reader yet): read the chat "
+                "the run wrote, ~/.gemini/tmp/<project>/chats/session-*.jsonl (--from gemini-cli-jsonl)")
+    return None
+
+
 FORMAT = Format(
     name=NAME,
     label="Gemini CLI chat (JSONL)",
@@ -743,6 +752,7 @@ FORMAT = Format(
     write=write,
     validate=validate,
     agent="Gemini CLI",
+    hint=hint,
     strict=True,
     holds_tools=False,
     omits="the system prompt or tool schemas",

@@ -30,6 +30,7 @@ from ctxkit.model import Transcript
 __all__ = [
     "expand_paths",
     "is_text_transcript",
+    "known_file",
     "read_conversation",
     "read_dataset_line",
     "read_path",
@@ -380,6 +381,11 @@ class _Reader:
             self.stats.warnings.append(f"{self.path}: no readable record in the file")
             return
         fmt = self.fmt or _detect_records(records)
+        if fmt is None and is_truth_record(records[0]):
+            # `ctxkit simulate -o DIR/` writes its ground truth beside its transcripts: a folder
+            # of them is an input, and the commands that use the truth find it on their own
+            self.stats.skipped_files.append(f"{self.path} (simulate's ground truth, not a transcript)")
+            return
         if fmt is None:
             self.fail(numbers[0], _unknown_shape(records[0]), records[0])
             return
@@ -541,6 +547,12 @@ def _detect_records(records: list[Any]) -> str | None:
     return detect_format(records) or (detect_format(records[:1]) if len(records) > 1 else None)
 
 
+def is_truth_record(obj: Any) -> bool:
+    """Whether a record is one of `ctxkit simulate`'s ground truth ({id, file, line,
+    ground_truth}), which is no transcript."""
+    return isinstance(obj, dict) and "id" in obj and isinstance(obj.get("ground_truth"), dict)
+
+
 def _found(obj: Any) -> str:
     """What a parsed value is, in words: "an object with keys a, b", "a list", "a number"."""
     if isinstance(obj, dict):
@@ -549,7 +561,21 @@ def _found(obj: Any) -> str:
             "NoneType": "null"}.get(type(obj).__name__, type(obj).__name__)
 
 
+def known_file(found: Any) -> str | None:
+    """What a format knows a file it does not read to be, and what reads it instead (the
+    formats' `hint`s, in registry order: `found` is the parsed first record or object, or a
+    text file's head); None when no format knows it."""
+    for fmt in FORMATS.values():
+        said = fmt.hint(found)
+        if said:
+            return said
+    return None
+
+
 def _unknown_shape(obj: Any) -> str:
+    said = known_file(obj)
+    if said:
+        return f"not a transcript ctxkit reads: {said}"
     return (
         f"JSON of no known transcript shape (found {_found(obj)}); expected {kinds()}; "
         "use --from to force a format"

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.errors import InputError
+from ctxkit.errors import CtxkitError, InputError
 from ctxkit.gates import PROMPT_SUFFIXES
 from ctxkit.model import Transcript, Unit
 
@@ -45,13 +45,84 @@ class Section:
         return {"name": self.name, "line": self.line, "cacheable": self.cacheable}
 
 
-def is_prompt_file(path: str) -> bool:
-    """Whether a path names a prompt file: a text, markdown or YAML file that is no transcript."""
-    if not path.lower().endswith(PROMPT_SUFFIXES):
-        return False
-    from ctxkit.formats import is_text_transcript
+# A prompt is a prompt only when nothing else fits. A `.prompt`, `.yaml` or `.yml` file says it
+# is one; a text or markdown file is one when it is not JSON, no format reads it or knows it
+# (`formats.known_file`), and it holds no run of chat turns (`chat_turns`): a chat saved as
+# markdown in a layout no format reads is refused, never counted as a 300k-token system prompt.
+_SAYS_PROMPT = (".prompt", ".yaml", ".yml")
+_HEAD = 256 * 1024  # what is looked at for chat turns
+_MIN_TURNS = 3  # of each side: a few-shot example in a prompt has fewer
+_USER = r"user|human|you|me|customer"
+_AI = r"assistant|ai|model|gemini|claude|agent|bot|chatgpt|gpt|copilot|codex|cursor|qwen|llm"
+# A line that is only a speaker's name: `## User`, `**Assistant:**`, `_**User (time)**_`,
+# `🧑‍💻 ## USER`, `### 🤖 Assistant`, `Human:`
+_TURN = re.compile(
+    rf"^[ \t]{{0,3}}(?:#{{1,6}}[ \t]*)?(?:[^\w\s]{{1,4}}[ \t]*)?(?:#{{1,6}}[ \t]*)?(?:[^\w\s]{{1,4}}[ \t]*)?"
+    rf"[*_]{{0,3}}[ \t]*(?:(?P<user>{_USER})|(?P<ai>{_AI}))(?:[ \t]*\([^)\n]*\))?[ \t]*:?[ \t]*[*_]{{0,3}}:?[ \t]*\r?$",
+    re.I | re.M,
+)
 
-    return not (path.lower().endswith((".md", ".markdown")) and is_text_transcript(path))
+
+def chat_turns(text: str) -> str | None:
+    """What makes a text a chat rather than a prompt, in words ("12 user and 11 assistant
+    headings"), when it holds at least three lines of each side that only name a speaker."""
+    users = ais = 0
+    fence: str | None = None
+    for line in text.splitlines():
+        mark = _FENCE.match(line)
+        if mark:
+            fence = mark.group(1)[0] if fence is None else (None if mark.group(1)[0] == fence else fence)
+            continue
+        if fence is not None:
+            continue
+        m = _TURN.match(line)
+        if m:
+            users += m.group("user") is not None
+            ais += m.group("ai") is not None
+    if users >= _MIN_TURNS and ais >= _MIN_TURNS:
+        return f"{users} user and {ais} assistant headings"
+    return None
+
+
+def is_prompt_file(path: str) -> bool:
+    """Whether a path names a prompt file: a `.prompt` or YAML file, or a text or markdown file
+    that nothing else fits (see above). A text or markdown file that is a chat no format reads,
+    or a file a format knows it does not read, is refused (InputError) with what was found."""
+    lower = path.lower()
+    if not lower.endswith(PROMPT_SUFFIXES):
+        return False
+    if lower.endswith(_SAYS_PROMPT):
+        return True
+    from ctxkit.formats import FORMATS, is_text_transcript, known_file, read_text
+
+    if lower.endswith((".md", ".markdown")) and is_text_transcript(path):
+        return False
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD)
+    except OSError:
+        return True  # reading it as a prompt says why it cannot be read
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+        return False  # JSON: a transcript format decides, or says why none does
+    text = head.decode("utf-8", "replace")
+    said = known_file(text[:8192])
+    if said:
+        raise InputError(path, None, f"not a prompt: {said}")
+    chat = chat_turns(text)
+    if chat is None:
+        return True
+    readers = []
+    for fmt in FORMATS.values():
+        if fmt.shape != "text":
+            continue
+        try:
+            if sum(len(t.units) for t in read_text(text, fmt.name)) >= 2 * _MIN_TURNS:
+                readers.append(fmt.name)
+        except CtxkitError:
+            continue
+    flag = f"try --from {readers[0]}" if readers else "no format reads its layout"
+    raise InputError(path, None, f"not a prompt: a chat transcript ({chat}) that no format is sure of; "
+                                 f"{flag} (a prompt after all: name it *.prompt)")
 
 
 def split_sections(text: str) -> list[Section]:
