@@ -38,6 +38,7 @@ class ReadStats:
     skipped_non_message: dict[str, int] = field(default_factory=dict)  # record kind -> count
     skipped_sidechain: int = 0  # Claude Code subagent records left out of the main thread
     warnings: list[str] = field(default_factory=list)  # "path:line: what", for --debug
+    skipped_files: list[str] = field(default_factory=list)  # "path (why)": read, not a transcript
 
     def skip(self, kind: str, n: int = 1) -> None:
         """Count a record that is not a message (by its kind)."""
@@ -52,6 +53,7 @@ class ReadStats:
             self.skip(k, v)
         self.skipped_sidechain += other.skipped_sidechain
         self.warnings.extend(other.warnings)
+        self.skipped_files.extend(other.skipped_files)
 
 
 @dataclass
