@@ -11,7 +11,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.formats import read_path, write_transcripts
+from ctxkit.formats import ReadStats, read_path, write_transcripts
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 DATA = Path(__file__).parent / "data" / "new_logs"
@@ -129,3 +129,33 @@ def test_files_of_an_agent_that_no_format_reads_are_refused_with_the_file_to_rea
         {"type": "message", "timestamp": "2026-11-29T10:00:00.000Z", "role": "user", "content": "hi"}]) + "\n")
     r = _run(["count", str(events)])
     assert r.exit_code != 0 and "stream-json" in r.stderr and "--from gemini-cli-jsonl" in r.stderr
+
+
+def test_a_claude_code_log_that_opens_with_its_newer_records_is_read_as_one(tmp_path: Path) -> None:
+    # Claude Code 2.1.2xx-3xx sessions open with state records (permission-mode, ai-title,
+    # bridge-session, pr-link...) before the first message: detected, kept in place, said so
+    sid = "5c7d5c23-0000-4000-8000-000000000001"
+    state = [{"type": kind, "sessionId": sid, **extra} for kind, extra in [
+        ("permission-mode", {"permissionMode": "default"}), ("ai-title", {"aiTitle": "Fix the parser"}),
+        ("bridge-session", {"bridgeSessionId": "b1"}), ("pr-link", {"prNumber": 9, "prUrl": "https://x/pull/9"}),
+        ("file-history-delta", {"messageId": "m1"}), ("agent-name", {"agentName": "fixer"}),
+        ("worktree-state", {"worktreeSession": None}), ("cost-state", {"totalCostUSD": 0.5}),
+        ("custom-title", {"customTitle": "parser"}), ("mode", {"mode": "default"}),
+        ("tools-used", {"tools": []})]]
+    msgs = [{"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": sid, "isSidechain": False,
+             "timestamp": "2026-11-29T10:00:00.000Z", "message": {"role": "user", "content": "fix it"}},
+            {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": sid, "isSidechain": False,
+             "timestamp": "2026-11-29T10:00:01.000Z",
+             "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-5-5",
+                         "content": [{"type": "text", "text": "Fixed."}]}}]
+    path = tmp_path / f"{sid}.jsonl"
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in state + msgs)
+    path.write_text(text)
+    r = _run(["count", str(path)])
+    assert r.exit_code == 0 and '"format":"claude-code"' in r.stdout and '"units":2' in r.stdout
+    stats = ReadStats()
+    (t,) = read_path(str(path), stats=stats)
+    assert stats.skipped_non_message == {r["type"]: 1 for r in state}  # kept, and said so
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert buf.getvalue() == text  # every record given back

@@ -59,9 +59,18 @@ ROOT = "claude_code_root"
 
 _MESSAGE_KINDS = ("user", "assistant")
 _APP_KEYS = ("sessionId", "parentUuid", "leafUuid", "isSidechain")
-_APP_KINDS = frozenset(
-    {"user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation", "attachment", "progress"}
-)
+# Every record type Claude Code 2.1.328 writes to a session (its transcript loader's table):
+# the messages, and the records kept in place (titles, modes, snapshots, links, state)
+_APP_KINDS = frozenset({
+    "user", "assistant", "system", "summary", "file-history-snapshot", "queue-operation", "attachment", "progress",
+    "file-history-delta", "last-prompt", "continued-in", "resume-head-vouch", "content-replacement",
+    "data-flow-records", "data-flow-incomplete", "derived-from", "api-request-shape", "api-request-blob",
+    "api-request", "api-request-resumed", "fork-context-ref", "frame-link", "custom-title", "ended-by-model",
+    "ai-title", "tag", "relocated", "agent-name", "agent-color", "agent-setting", "pr-link",
+    "artifact-comment-monitor", "artifact-autoreact-ledger", "bridge-session", "history-suppression",
+    "attribution-snapshot", "mode", "permission-mode", "isolation-latch", "session-owner", "dev-mods",
+    "memory-mode", "atis-latch", "tools-used", "worktree-state", "cost-state", "observer-ref", "repl-mode",
+})
 
 
 def detect(obj: Any) -> bool:
