@@ -159,3 +159,37 @@ def test_a_claude_code_log_that_opens_with_its_newer_records_is_read_as_one(tmp_
     buf = io.StringIO()
     write_transcripts([t], buf)
     assert buf.getvalue() == text  # every record given back
+
+
+def test_a_claude_code_result_replaced_by_its_preview_counts_the_preview(tmp_path: Path) -> None:
+    # Claude Code 2.1.328's per-message budget: an oversized tool result is saved to a file and
+    # the model sent a preview, recorded as {type: content-replacement, replacements: [{kind:
+    # tool-result, toolUseId, replacement}]} after the result (the shape its insertContentReplacement
+    # writes; no public log with one was found)
+    sid = "5c7d5c23-0000-4000-8000-000000000002"
+    big = "line of build output\n" * 4000
+    preview = "Output too large (84.0KB). Full output saved to: /tmp/r/toolu_1.txt\n\nPreview (first 2KB):\nline of build output\n"
+    recs = [
+        {"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": sid, "isSidechain": False,
+         "message": {"role": "user", "content": "build it"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": sid, "isSidechain": False,
+         "message": {"id": "msg_1", "role": "assistant", "model": "claude-opus-5-5",
+                     "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "make"}}]}},
+        {"type": "user", "uuid": "u2", "parentUuid": "a1", "sessionId": sid, "isSidechain": False,
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": big}]}},
+        {"type": "content-replacement", "sessionId": sid,
+         "replacements": [{"kind": "tool-result", "toolUseId": "toolu_1", "replacement": preview}]},
+        {"type": "assistant", "uuid": "a2", "parentUuid": "u2", "sessionId": sid, "isSidechain": False,
+         "message": {"id": "msg_2", "role": "assistant", "model": "claude-opus-5-5",
+                     "content": [{"type": "text", "text": "Built."}]}},
+    ]
+    path = tmp_path / f"{sid}.jsonl"
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs)
+    path.write_text(text)
+    (t,) = read_path(str(path))
+    (result,) = [u for u in t.units if u.role == "tool"]
+    assert result.content == preview and result.meta["replaced_chars"] == len(big)
+    assert count_transcript(t, get_tokenizer("cl100k_base")).total < 200
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert buf.getvalue() == text  # the whole output stays in the log

@@ -10,6 +10,8 @@ the `isCompactSummary` user record), which the model no longer reads: the model 
 the last message hangs from, and a main-thread record with no parent (or a compact_boundary
 one) after others starts a new one. The attachments of that context are no units, but the model
 reads them: what each puts into the context is `metadata["attachments"]` (`claude_attachments`).
+A tool result a `content-replacement` record replaced (2.1.3xx: over the per-message budget,
+saved to a file) is read as the preview the model was sent; its record keeps the whole output.
 
 Written back as a log Claude Code itself can resume from: every kept record in its place,
 untouched units as their source records (byte for byte, `parentUuid` too), changed units as
@@ -85,6 +87,18 @@ def detect(obj: Any) -> bool:
     return hits > 0 and hits >= min(len(records), 20) // 2
 
 
+def _note_replaced(rec: dict[str, Any], replaced: dict[str, str]) -> None:
+    """A `content-replacement` record (Claude Code 2.1.3xx's per-message budget for tool
+    results): a result over the budget is saved to a file and the model is sent a preview of it
+    instead, `{kind: "tool-result", toolUseId, replacement}`; the user record keeps the whole
+    output, and a resume sends the preview again. Older records (`kind: "persisted"`, no text)
+    say nothing the model read."""
+    for r in rec.get("replacements") or []:
+        if isinstance(r, dict) and r.get("kind") == "tool-result" and isinstance(r.get("toolUseId"), str) \
+                and isinstance(r.get("replacement"), str):
+            replaced[r["toolUseId"]] = r["replacement"]
+
+
 def _usage(usage: dict[str, Any]) -> dict[str, int]:
     """One call's usage: the whole input (uncached + cache reads + cache writes), its cache
     reads and writes, and the output."""
@@ -137,6 +151,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     boundaries: set[Any] = set()  # uuids of compact_boundary records
     deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
     attached: list[tuple[int, dict[str, Any]]] = []  # 2.1.x: main-thread attachments, unit before each
+    replaced: dict[str, str] = {}  # 2.1.3xx: tool_use id -> the preview the model got instead of its result
     stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
@@ -148,6 +163,8 @@ def read(records: list[Any], src: Source) -> Transcript:
         if inner is None:
             if kind == "system" and rec.get("subtype") == "compact_boundary":
                 boundaries.add(rec.get("uuid"))
+            elif kind == "content-replacement" and not rec.get("agentId"):
+                _note_replaced(rec, replaced)
             elif kind == "attachment":
                 _note_deferred(rec, deferred)
                 if not rec.get("isSidechain"):
@@ -286,6 +303,10 @@ def read(records: list[Any], src: Source) -> Transcript:
             units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
             keeper.unit(units[-1].id, [i], rec.get("uuid"))
     for u in units:
+        if replaced and u.role == "tool" and u.tool_call_id in replaced and not u.meta.get("sidechain"):
+            # what the model read (and reads again on resume): the record keeps the whole output
+            u.meta["replaced_chars"] = len(u.content)
+            u.content = replaced[u.tool_call_id]
         u.type = classify(u)
     link_group_sizes(units)
     usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
