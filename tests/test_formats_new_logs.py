@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
@@ -193,3 +195,50 @@ def test_a_claude_code_result_replaced_by_its_preview_counts_the_preview(tmp_pat
     buf = io.StringIO()
     write_transcripts([t], buf)
     assert buf.getvalue() == text  # the whole output stays in the log
+
+
+# ---------------------------------------------------------------- SpecStory exports
+
+
+# SpecStory's own markup, never sent to the model: a tool block's tags and summary line, a think
+# block's, fence lines, comments
+_MARKUP = re.compile(
+    r"^\s*(?:<tool-use [^>]*>)?(?:<details>)?\s*(?:<summary>.*</summary>)?\s*(?:</details>)?(?:</tool-use>)?\s*$"
+    r"|^\s*(?:<think><details><summary>[^<]*</summary>|</details></think>)\s*$|^\s*(?:`{3,}|~{3,})[^`]*$|^<!-- .* -->\s*$")
+
+
+def _specstory_independent(text: str) -> int:
+    """The text of every section, sections cut at `_**User|Agent ...**_` lines by a regex of this
+    test's own (no ctxkit reader), SpecStory's markup lines and the `---` between roles left out."""
+    tok = get_tokenizer("cl100k_base")
+    heads = list(re.finditer(r"(?m)^_\*\*(?:User|Agent)[^\n]*\*\*_\n", text))
+    total = 0
+    for k, m in enumerate(heads):
+        body = re.sub(r"\n---\n\s*$", "\n", text[m.end():heads[k + 1].start() if k + 1 < len(heads) else len(text)])
+        total += tok.count("\n".join(line for line in body.split("\n") if not _MARKUP.match(line)).strip())
+    return total
+
+
+def _text_tokens(t) -> int:  # type: ignore[no-untyped-def]
+    """Our count of the text the model reads (content, calls, reasoning), message overhead aside."""
+    return sum(c.content + c.tool_calls + c.reasoning for c in count_transcript(t, get_tokenizer("cl100k_base")).units)
+
+
+@pytest.mark.parametrize("name", ["specstory-claude-code.md", "specstory-codex.md"])
+def test_specstory_exports_of_claude_code_and_codex(name: str, tmp_path: Path) -> None:
+    path = DATA / name
+    text = path.read_text(encoding="utf-8")
+    r = _run(["count", str(path)])
+    assert r.exit_code == 0 and '"format":"specstory"' in r.stdout  # never a prompt
+    (t,) = read_path(str(path))
+    assert sum(len(u.tool_calls) for u in t.units) == text.count("\n<tool-use ")
+    ours = _text_tokens(t)
+    theirs = _specstory_independent(text)
+    assert abs(ours - theirs) <= 0.02 * theirs, (ours, theirs)
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert buf.getvalue() == text
+    small, back = tmp_path / "small.md", tmp_path / "back.md"
+    assert _run(["compact", str(path), "--limit", str(ours // 2), "-o", str(small)]).exit_code == 0
+    assert _run(["expand", str(small), "-o", str(back)]).exit_code == 0
+    assert back.read_text(encoding="utf-8") == text
