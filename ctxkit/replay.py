@@ -2,9 +2,11 @@
 
 The agent appends each unit of the original transcript to its running context. Before every
 model call (the first assistant unit of each run of assistant units, and a last call when the
-transcript ends on a request the model still has to answer) it asks the guard for the status of
-the context; at `compact` or worse it runs the chain, and the compacted context is what the
-model sees and what later units are appended to.
+transcript ends on a request the model still has to answer) it asks the loop's policy
+(`budget.policy`: when compacting pays for itself, at most once per 25 calls, and whenever the
+call would not fit) whether to compact; if so the chain runs to the policy's goal, and the
+compacted context is what the model sees and what later units are appended to. Each compaction
+records what the next call still reads from the prompt cache and what it writes.
 
 Checking before each call, not after each unit, keeps parallel tool results together: the
 model only answers once every result of its calls has arrived, so that is the moment a real
@@ -20,7 +22,7 @@ Example:
     >>> from ctxkit.simulate import generate
     >>> r = replay(generate("growing_session", seed=1, tokens=8000), limit=4000)
     >>> r.compactions, r.fits, r.tokens_sent < r.tokens_sent_baseline
-    (6, True, True)
+    (2, True, True)
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from ctxkit.archive.store import Archive
 from ctxkit.budget import Thresholds, compaction_goal, status_for, status_rank
+from ctxkit.budget.policy import LoopPolicy, loop_policy
 from ctxkit.compaction import RECOVERY_MODES, CompactResult, CompactSettings, compact, expand_chain
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.fidelity.truth import truth_priorities
@@ -39,6 +42,7 @@ from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_transcript
 
 DEFAULT_THRESHOLDS = Thresholds()
+SUMMARY_OUTPUT_TOKENS = 3_000  # an LLM summary's output, as the agents' summaries measure
 # told of each compaction: (call, index of the next unit, context before, context after)
 Observer = Callable[[int, int, Sequence[Unit], Sequence[Unit]], None]
 
@@ -59,6 +63,11 @@ class Compaction:
     invariants_ok: bool
     time_ms: float
     error: str | None = None
+    goal: int | None = None  # where the policy aimed (tokens as each call is counted)
+    trigger: int | None = None  # the policy's trigger when it fired
+    # the first call after it: the prefix it still read from the cache, and what it wrote
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +83,10 @@ class Compaction:
             "invariants_ok": self.invariants_ok,
             "time_ms": round(self.time_ms, 2),
             "error": self.error,
+            "goal": self.goal,
+            "trigger": self.trigger,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
         }
 
 
@@ -266,8 +279,9 @@ def replay(
     truth: Mapping[str, Any] | None = None,
     observe: Observer | None = None,
     fit: Any = None,
+    policy: LoopPolicy | None = None,
 ) -> ReplayResult:
-    """Replay `t` through an agent loop under the limit; compact when the guard says so.
+    """Replay `t` through an agent loop under the limit; compact when the loop's policy says so.
 
     `settings` says how to compact (the same record `compact` takes: its goal, thresholds,
     chain); `limit` alone is shorthand for `CompactSettings(limit=limit)`, or overrides the
@@ -277,6 +291,10 @@ def replay(
     compaction: the context before and after it, before the call it ran for (the unit at
     `unit_index` is the next one the loop appends). `fit` (`recipes.baselines.Fit`) is how each
     call is counted (default: the fit of the log's recorded usage, when settings use it).
+
+    When to compact and how deep is `policy` (`budget.policy.LoopPolicy`; default: the one
+    policy for `settings.limit`, priced on the model of `settings.budget`); settings with a
+    `target` of their own keep the guard's thresholds and that target instead.
     """
     settings = CompactSettings.given(settings, limit, "replay")
     started = time.perf_counter()
@@ -290,7 +308,7 @@ def replay(
     own_archive = archive is None
     store = Archive(":memory:") if archive is None else archive
     try:
-        return _run(t, settings, store, truth, started, observe, fit)
+        return _run(t, settings, store, truth, started, observe, fit, policy)
     finally:
         if own_archive:
             store.close()
@@ -331,14 +349,10 @@ def _run(
     started: float,
     observe: Observer | None = None,
     fit: Any = None,
+    policy: LoopPolicy | None = None,
 ) -> ReplayResult:
     from ctxkit.fidelity.truth import needle_retention
 
-    if settings.target is None:
-        # an agent loop keeps appending: each compaction leaves room to work before the next
-        loop_goal = compaction_goal(settings.limit, thresholds=settings.thresholds, in_loop=True)
-        settings = settings.replace(target=loop_goal)
-    limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
     tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
     # counted as `compact` and `guard` count it: with recorded usage, what every call carries
@@ -349,6 +363,15 @@ def _run(
         fit = Fit.recorded(t, tok, copts) if settings.use_usage else Fit(tok, copts)
     per_unit = [fit.unit(u) for u in units]
     fixed = fit.fixed(t)
+    if policy is None and settings.target is None:
+        policy = settings_policy(settings, round(fixed))
+    if settings.target is None:
+        # an agent loop keeps appending: each compaction leaves room to work before the next
+        loop_goal = compaction_goal(settings.limit, thresholds=settings.thresholds, in_loop=True)
+        settings = settings.replace(target=loop_goal)
+    limit, goal, thresholds = settings.limit, settings.goal, settings.thresholds
+    if policy is not None:
+        limit = policy.limit
 
     needles = list((truth or {}).get("needles", []))
     wanted: dict[str, list[dict[str, Any]]] = {}
@@ -369,24 +392,41 @@ def _run(
     log: list[Compaction] = []
     points = set(call_points(units))
 
+    last_compaction: int | None = None
+
     def model_call(index: int) -> None:
-        nonlocal context, context_tokens, context_counts, previous_call
-        status = status_for(context_tokens, limit, thresholds)
-        if status_rank(status) >= status_rank("compact"):
+        nonlocal context, context_tokens, context_counts, previous_call, last_compaction
+        call = len(call_tokens)
+        entry = None
+        decision = None
+        if policy is not None:
+            # the session's growth per call so far, as the log shows it (compactions aside)
+            growth = policy.growth(baseline - baseline_tokens[0], call) if call else policy.growth(0, 0)
+            since = None if last_compaction is None else call - last_compaction
+            decision = policy.decide(round(context_tokens), since, growth)
+            status, fire = decision.reason, decision.compact
+        else:
+            status = status_for(context_tokens, limit, thresholds)
+            fire = status_rank(status) >= status_rank("compact")
+        if fire:
             last = max(0, index - 1)
             current = t.replace(units=list(context))
+            chain = settings
+            if decision is not None:
+                chain = _chain_settings(settings, current, context_tokens, decision.goal, limit, fit)
             result, entry = _compact_at(
-                current, settings, archive, len(call_tokens),
-                (last, units[last].id), status, context_tokens,
+                current, chain, archive, call, (last, units[last].id), status, context_tokens,
             )
+            if decision is not None:
+                entry.goal, entry.trigger = decision.goal, decision.trigger
             log.append(entry)
             if result is not None:
+                last_compaction = call
                 if observe is not None:
-                    observe(len(call_tokens), index, current.units, result.transcript.units)
+                    observe(call, index, current.units, result.transcript.units)
                 context = list(result.transcript.units)
                 context_counts = [fit.unit(u) for u in context]
                 context_tokens = round(fixed + sum(context_counts))
-        call = len(call_tokens)
         shared = 0
         if call:
             shared = fixed
@@ -395,6 +435,9 @@ def _run(
                     break
                 shared += size
         call_cached.append(round(min(shared, context_tokens)))
+        if entry is not None:
+            entry.cache_read_tokens = call_cached[-1]
+            entry.cache_write_tokens = round(context_tokens) - call_cached[-1]
         baseline_cached.append(baseline_tokens[-1] if baseline_tokens else 0)
         previous_call = list(context)
         call_tokens.append(round(context_tokens))
@@ -458,6 +501,32 @@ def _run(
         call_cached=call_cached,
         baseline_cached=baseline_cached,
     )
+
+
+def settings_policy(settings: CompactSettings, fixed: int) -> LoopPolicy:
+    """The loop's policy under `settings`: its limit, `fixed` tokens no compaction removes,
+    priced on the model its budget names (Anthropic's price ratios when none is priced), an LLM
+    summary's call counted when an LLM writes the summaries."""
+    from ctxkit.budget.models import find_model
+
+    model = find_model(settings.budget.name)[0] if settings.budget is not None else None
+    summary = SUMMARY_OUTPUT_TOKENS if settings.summarizer is not None else 0
+    return loop_policy(settings.limit, fixed, model, summary_tokens=summary)
+
+
+def _chain_settings(
+    settings: CompactSettings, current: Transcript, tokens: float, goal: int, limit: int, fit: Any
+) -> CompactSettings:
+    """The chain's settings for one compaction to `goal` under `limit` (tokens as each call is
+    counted: `fit`), in the tokens the chain counts: without recorded usage the chain counts
+    the units alone, so what is above the goal is removed at the fit's ratio."""
+    if settings.use_usage or (not fit.extra and fit.ratio == 1.0 and not fit.unseen):
+        return settings.replace(target=min(goal, limit), limit=limit)
+    counted = count_transcript(current, settings.tok, settings.count_opts).total
+    ratio = fit.ratio if fit.ratio > 0 else 1.0
+    target = max(1, round(counted - (tokens - goal) / ratio))
+    ceiling = max(target + 1, round(counted - (tokens - limit) / ratio))
+    return settings.replace(target=target, limit=ceiling)
 
 
 def _compact_at(

@@ -275,7 +275,9 @@ def _render_replay(outcome: Any) -> None:
         echo_err(r.summary_line())
         for c in r.compaction_log:
             what = c.error or (
-                f"{c.tokens_before:,} -> {c.tokens_after:,} ({', '.join(c.strategies) or 'none'})"
+                f"{c.tokens_before:,} -> {c.tokens_after:,} ({', '.join(c.strategies) or 'none'}), "
+                f"the next call reads {c.cache_read_tokens:,} from the cache and writes "
+                f"{c.cache_write_tokens:,}"
             )
             echo_err(f"  before call {c.call} (after unit {c.unit_id}): {what}, {c.time_ms:.0f} ms")
     for cost in outcome.costs:

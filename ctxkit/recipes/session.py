@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ class CompactionRecord:
     summary_tokens: int = 0
     note: str = ""
     probes: ProbeScore | None = None  # for compactions: probes of the session so far
+    cache_write_tokens: int | None = None  # ctxkit's: what the first call after it writes
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -81,6 +83,8 @@ class CompactionRecord:
             "summary_tokens": self.summary_tokens,
             "note": self.note,
         }
+        if self.cache_write_tokens is not None:
+            d["cache_write_tokens"] = self.cache_write_tokens
         if self.probes is not None:
             d["probes"] = self.probes.to_dict()
         return d
@@ -291,9 +295,13 @@ def _record(
     return rec
 
 
-def run_ctxkit(t: Transcript, settings: Any, window: int, fit: Fit, probes: _Probes) -> AgentRun:
-    """Replay `t` under ctxkit's own chain (`replay.replay`), probes scored at each compaction."""
-    from ctxkit.replay import replay
+def run_ctxkit(
+    t: Transcript, settings: Any, window: int, fit: Fit, probes: _Probes, price: Any = None
+) -> AgentRun:
+    """Replay `t` under ctxkit's own chain and the loop's policy (`replay.replay`,
+    `budget.policy`), every call counted as every other row's (`fit.total`: what the log never
+    shows, the ratio and the unseen content included), probes scored at each compaction."""
+    from ctxkit.replay import replay, settings_policy
 
     started = time.perf_counter()
     seen: list[CompactionRecord] = []
@@ -307,25 +315,32 @@ def run_ctxkit(t: Transcript, settings: Any, window: int, fit: Fit, probes: _Pro
         rec.probes = probes.score(index, after_t)
         seen.append(rec)
 
-    result = replay(t, settings, observe=observe)
+    # the limit in the tokens each call is counted in: what the log never shows, the counted
+    # tokens at the provider's ratio
+    whole = fit.extra + round(settings.limit * fit.ratio)
+    policy = settings_policy(settings.replace(limit=whole), round(fit.fixed(t)))
+    if price is not None:
+        from ctxkit.budget.policy import CachePrices
+
+        policy = dataclasses.replace(policy, prices=CachePrices.of(price))
+    result = replay(t, settings, observe=observe, fit=fit, policy=policy)
+    calls = max(1, len(result.baseline_call_tokens) - 1)
+    growth = policy.growth(result.baseline_call_tokens[-1] - result.baseline_call_tokens[0], calls)
+    fired = [c.trigger for c in result.compaction_log if c.trigger is not None]
+    trigger = fired[0] if fired else policy.trigger(growth)
     rule = (
-        f"chain {', '.join(settings.options.chain)} at {settings.thresholds.compact:.0%} of the "
-        f"limit {settings.limit:,}"
+        f"chain {', '.join(settings.options.chain)}; by cost: {policy.describe(growth)}; "
+        f"at most one per {policy.min_gap} calls"
     )
-    # its trigger as the other agents' read: in tokens per call, what the log never shows included
-    trigger = fit.extra + round(int(settings.limit * settings.thresholds.compact) * fit.ratio)
     run = AgentRun(CTXKIT, "ctxkit", rule, trigger, window=window)
-    # ctxkit's replay counts what the log shows; every call also carries what it never shows,
-    # and the provider counts the rest at the fitted ratio
-    run.call_tokens = [fit.extra + round(n * fit.ratio) for n in result.call_tokens]
-    run.call_cached = [
-        fit.extra + round(c * fit.ratio) if k else 0 for k, c in enumerate(result.call_cached)
-    ]
+    run.call_tokens = list(result.call_tokens)
+    run.call_cached = [c if k else 0 for k, c in enumerate(result.call_cached)]
     by_call = {c.call: c for c in result.compaction_log}
     for rec in seen:
         c = by_call.get(rec.call)
         if c is not None:
             rec.note = ", ".join(c.strategies) + (f" (recovery {c.recovery})" if c.recovery else "")
+            rec.cache_write_tokens = c.cache_write_tokens
     run.log = seen
     run.error = "; ".join(result.errors) or None
     run.final = probes.score(len(t.units), result.transcript)
@@ -399,7 +414,7 @@ def replay_session(t: Transcript, request: SessionRequest, source: str = "") -> 
     for name in request.agents:
         if name == CTXKIT:
             settings = request.ctxkit_settings or _ctxkit_settings(request, tok, unlogged)
-            run = run_ctxkit(t, settings, request.window, fit, probes)
+            run = run_ctxkit(t, settings, request.window, fit, probes, request.price)
         else:
             env = Env(request.window, request.max_output, fit, t, summarize)
             run = run_policy(t, POLICIES[name], env, probes)

@@ -137,6 +137,11 @@ def replay_text(table: Mapping[str, Any]) -> str:
             details.append(
                 f"  {a['label']} before call {c['call']}: {c['tokens_before']:,} -> {c['tokens_after']:,} tokens"
                 + (f", summary {c['summary_tokens']:,}" if c["summary_tokens"] else "")
+                + (
+                    f", {c['cache_write_tokens']:,} written to the cache"
+                    if c.get("cache_write_tokens") is not None
+                    else ""
+                )
                 + (f"; probes {c['probes']['recall']:.2f}" if c.get("probes") else "")
                 + (f", lost {lost}" if lost else "")
             )
