@@ -242,3 +242,40 @@ def test_specstory_exports_of_claude_code_and_codex(name: str, tmp_path: Path) -
     assert _run(["compact", str(path), "--limit", str(ours // 2), "-o", str(small)]).exit_code == 0
     assert _run(["expand", str(small), "-o", str(back)]).exit_code == 0
     assert back.read_text(encoding="utf-8") == text
+
+
+# ---------------------------------------------------------------- Codex multi-agent rollouts
+
+
+def test_a_codex_multi_agent_rollout_reads_the_messages_of_other_agents(tmp_path: Path) -> None:
+    # Codex 0.145+ (0.169's RolloutItem and ResponseItem types): a sub-agent's rollout holds the
+    # parent's message as an `agent_message` response item, which its model reads, beside
+    # `inter_agent_communication` mail, `world_state` and `token_usage_record` records, kept
+    # (shapes as public rollout readers' fixtures show them; no public 0.145+ rollout was found)
+    ask = "Review src/a.ts for the failing test and report back. " * 20
+    recs = [
+        {"timestamp": "2026-10-02T09:00:00.000Z", "type": "session_meta",
+         "payload": {"id": "child", "cli_version": "0.169.0", "source": {"subagent": {"thread_spawn": {
+             "parent_thread_id": "root", "depth": 1, "agent_path": "/root/tester"}}}}},
+        {"timestamp": "2026-10-02T09:00:00.100Z", "type": "world_state", "payload": {"full": True, "state": {}}},
+        {"timestamp": "2026-10-02T09:00:00.200Z", "type": "inter_agent_communication",
+         "payload": {"id": "m1", "author": "/root", "recipient": "/root/tester", "other_recipients": [],
+                     "content": ask, "trigger_turn": True}},
+        {"timestamp": "2026-10-02T09:00:00.300Z", "type": "response_item",
+         "payload": {"type": "agent_message", "author": "/root", "content": [{"type": "input_text", "text": ask}]}},
+        {"timestamp": "2026-10-02T09:00:01.000Z", "type": "response_item",
+         "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "One test fails."}]}},
+        {"timestamp": "2026-10-02T09:00:01.100Z", "type": "token_usage_record", "payload": {"input_tokens": 900}},
+    ]
+    path = tmp_path / "rollout-2026-10-02T09-00-00-child.jsonl"
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in recs)
+    path.write_text(text)
+    stats = ReadStats()
+    (t,) = read_path(str(path), stats=stats)
+    assert t.source_format == "codex"
+    assert [(u.role, u.content) for u in t.units] == [("user", ask), ("assistant", "One test fails.")]
+    assert t.units[0].meta["author"] == "/root"
+    assert {"inter_agent_communication", "world_state", "token_usage_record"} <= set(stats.skipped_non_message)
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert buf.getvalue() == text

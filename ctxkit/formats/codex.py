@@ -49,7 +49,11 @@ from ctxkit.model import ToolCall, Transcript, Unit
 NAME = "codex"
 APP_LABEL = "Codex rollout"
 
-_KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
+# Every rollout item type Codex 0.169 writes (RolloutItem): the response items the model reads,
+# and the records kept in place (events, turn context, compactions, multi-agent mail, usage)
+_KINDS = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted",
+                    "dynamic_tools_updated", "inter_agent_communication", "inter_agent_communication_metadata",
+                    "token_usage_record", "world_state", "security_risk_score", "realtime_item"})
 # Response item types a legacy rollout holds bare.
 _ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
                          "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "reasoning",
@@ -277,6 +281,12 @@ def _item_unit(
     """The unit of one response item; None for an item the model reads nothing of (encrypted
     reasoning, snapshots, an encrypted compaction summary)."""
     ptype = payload.get("type")
+    if ptype == "agent_message":
+        # 0.145+ multi-agent: another agent's message in this agent's history (`author`, the
+        # agent's path, `content` blocks), sent to the model as input
+        text, images = blocks_text(payload.get("content"), _TEXT_BLOCKS, src)
+        return Unit(id=uid, role="user", content=text, timestamp=ts, images=images, raw=raw, group=group,
+                    meta={"source_role": "agent", "author": str(payload.get("author") or "")})
     if ptype == "message":
         role = payload.get("role")
         meta: dict[str, Any] = {}
@@ -413,7 +423,7 @@ def _changed(u: Unit, rec: dict[str, Any]) -> dict[str, Any] | None:
     """The unit's source record with what changed replaced; None when it is better left out."""
     payload = dict(rec["payload"])
     ptype = payload.get("type")
-    if ptype == "message":
+    if ptype in ("message", "agent_message"):
         role = str(payload.get("role") or "user")
         payload["content"] = [_text_block(role, u.content)]
     elif ptype in _OUTPUTS:
