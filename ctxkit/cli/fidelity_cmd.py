@@ -1,4 +1,5 @@
-"""`ctxkit fidelity`: what a compacted transcript still holds of the original, probe by probe."""
+"""`ctxkit fidelity`: what a compacted transcript still holds of the original, probe by probe,
+and whether what its summaries say is true, claim by claim."""
 
 from __future__ import annotations
 
@@ -42,12 +43,16 @@ def fidelity(
     lost: bool,
     fmt: str | None,
 ) -> None:
-    """Score compactions by what a model can still answer about the task.
+    """Score compactions by what a model can still answer about the task, and by whether what
+    they wrote is true.
 
     Probes are taken from ORIGINAL (every user request, the files acted on, the errors late in
     the run, the ids of the current work, the last action and its result, open todos) and
-    looked for in each COMPACTED file. With --limit instead of compacted files, ctxkit and every
-    peer compact ORIGINAL to that budget and are scored side by side.
+    looked for in each COMPACTED file (recall). Every claim of the text a compaction wrote (a
+    file and what was done to it, an error and its command, a task and its state, a quote, the
+    summary's place) is checked against ORIGINAL (precision); false claims are listed with
+    their quote, why they are false and the original's words. With --limit instead of compacted
+    files, ctxkit and every peer compact ORIGINAL to that budget and are scored side by side.
 
     \b
     Examples:
@@ -82,10 +87,19 @@ def fidelity(
             for r in rows:
                 for p in r.score.lost if r.score is not None else ():
                     echo_err(f"{r.method}: lost {p.category} {p.key!r} (unit {p.unit_id}, #{p.position})")
+        for r in rows:
+            for c in r.claims.false_claims if r.claims is not None else ():
+                echo_err(false_claim_line(r.method, c))
         if any(r.meta.get("summary_by") for r in rows):
             echo_err("* ctxkit's extractive summarizer stands in for the agent's own LLM summary")
     else:
         write_rows([r.to_dict(lost=lost) for r in rows], fmt, sys.stdout)
+
+
+def false_claim_line(method: str, c: Any) -> str:
+    """One false claim on one line: whose, what kind, the claim quoted, why, the evidence."""
+    line = f"{method}: false {c.kind} claim {c.text!r} (unit {c.unit}): {c.why}"
+    return line + (f"; the log: {c.evidence!r}" if c.evidence else "")
 
 
 def _table_row(r: Any) -> dict[str, Any]:
@@ -97,6 +111,8 @@ def _table_row(r: Any) -> dict[str, Any]:
         "tokens": r.tokens_after,
         "valid": "yes" if r.valid else ("refused" if r.error else "no"),
         "recall": f"{r.recall:.3f}",
+        "precision": "" if r.claims is None else f"{r.claims.precision:.3f}",
+        "false claims": "" if r.claims is None else f"{r.claims.false}/{r.claims.total}",
     }
     for cat in CATEGORIES:
         if r.score is not None and r.score.total.get(cat):

@@ -2,7 +2,8 @@
 
 `compare` compacts one transcript to a token budget with ctxkit's default chain and with every
 recipe in `ctxkit.recipes.RECIPES`, and scores each result with the same probes
-(`fidelity.probes`). A result counts when it is valid: within the budget, no tool call split
+(`fidelity.probes`: recall) and checks every claim of the text each wrote against the original
+(`fidelity.claims`: precision). A result counts when it is valid: within the budget, no tool call split
 from its result, the system prompt kept word for word; a refusal or an invalid result keeps
 nothing. `summarize` turns rows into one line per method and budget (mean recall over the
 transcripts, per category, refusals), the table `ctxkit bench --suite fidelity` and
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.fidelity import claims as C
 from ctxkit.fidelity import probes as P
 from ctxkit.model import Transcript
 
@@ -57,6 +59,7 @@ class Row:
     pairs_intact: bool = False
     system_kept: bool = False
     score: P.ProbeScore | None = None
+    claims: C.ClaimScore | None = None  # what its own text says, checked against the original
     error: str | None = None
     time_ms: float = 0.0
     share: int | None = None  # the budget as 1/share of the transcript, when the bench set it
@@ -72,7 +75,14 @@ class Row:
         """Probe recall; 0.0 for a refusal or an invalid result."""
         return self.score.recall if self.valid and self.score is not None else 0.0
 
-    def to_dict(self, lost: bool = True) -> dict[str, Any]:
+    @property
+    def precision(self) -> float | None:
+        """True claims over all claims of the text the compaction wrote (`fidelity.claims`);
+        None for a refusal."""
+        return self.claims.precision if self.claims is not None else None
+
+    def to_dict(self, lost: bool = True, claims: bool = True) -> dict[str, Any]:
+        """The row as data; `lost`: every probe lost, `claims`: every false claim (quoted)."""
         d: dict[str, Any] = {
             "method": self.method,
             "transcript": self.transcript,
@@ -85,6 +95,7 @@ class Row:
             "pairs_intact": self.pairs_intact,
             "system_kept": self.system_kept,
             "recall": round(self.recall, 4),
+            "precision": None if self.precision is None else round(self.precision, 4),
             "error": self.error,
             "time_ms": round(self.time_ms, 1),
         }
@@ -92,6 +103,8 @@ class Row:
             d["probes"] = self.score.to_dict()
             if not lost:
                 d["probes"].pop("lost", None)
+        if self.claims is not None:
+            d["claims"] = self.claims.to_dict(claims=claims)
         return d
 
 
@@ -147,6 +160,7 @@ def run_method(
     if result is not None:
         _check(t, result, row, tok)
         row.score = P.score(probes, result)
+        row.claims = C.check(t, result)
     return row, result
 
 
@@ -202,6 +216,12 @@ def summarize(rows: Sequence[Row]) -> list[dict[str, Any]]:
                 "cases": len(mine),
                 "recall": round(statistics.mean(r.recall for r in mine), 3),
             }
+            # precision over the claims of every valid result (a claim counts once, wherever)
+            judged = [r.claims for r in mine if r.valid and r.claims is not None]
+            total = sum(c.total for c in judged)
+            line["claims"] = total
+            line["false_claims"] = sum(c.false for c in judged)
+            line["precision"] = round(1 - line["false_claims"] / total, 3) if total else None
             for cat in P.CATEGORIES:
                 vals: list[float] = []
                 for r in mine:
@@ -272,5 +292,6 @@ def score_files(original: str, compacted: Sequence[str], read_opts: Any = None) 
         row.budget = row.tokens_after or 0  # judged on what it kept, not against a budget
         row.fits = True
         row.score = P.score(probes, c)
+        row.claims = C.check(t, c)
         rows.append(row)
     return rows

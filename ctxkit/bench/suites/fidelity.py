@@ -1,6 +1,7 @@
 """The fidelity suite: what the model can still answer after compaction. Probe recall
-(`fidelity.probes`) of ctxkit's default chain and of every peer on the real transcripts at
-1/3, 1/6 and 1/10 of their own tokens (`fidelity.compare`)."""
+(`fidelity.probes`) and claim precision (`fidelity.claims`) of ctxkit's default chain and of
+every peer on the real transcripts at 1/3, 1/6 and 1/10 of their own tokens
+(`fidelity.compare`)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     if opts.quick:
         real = sorted(real, key=lambda t: len(t.units))[:3]
     rows = compare.bench(real, methods=methods, progress=say)
-    res.rows = [r.to_dict(lost=False) for r in rows]
+    res.rows = [r.to_dict(lost=False, claims=False) for r in rows]
     res.summary = compare.summarize(rows)
     for share in compare.BUDGET_SHARES:
         lines = [line for line in res.summary if line["budget"] == f"1/{share}"]
@@ -75,9 +76,9 @@ def fidelity_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[Se
     """The probe-recall table: one row per method and budget (`fidelity.compare.summarize`)."""
     from ctxkit.fidelity.probes import CATEGORIES
 
-    headers = ["method", "budget", "cases", "recall", *CATEGORIES, "refused", "invalid", "ms (median)"]
+    headers = ["method", "budget", "cases", "recall", "precision", *CATEGORIES, "refused", "invalid", "ms (median)"]
     rows: list[Sequence[Any]] = [
-        [line["label"], line["budget"], line["cases"], line["recall"],
+        [line["label"], line["budget"], line["cases"], line["recall"], line.get("precision"),
          *(line.get(c) for c in CATEGORIES), line["refused"], line["invalid"], line["time_ms_median"]]
         for line in summary
     ]
