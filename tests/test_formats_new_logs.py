@@ -124,13 +124,19 @@ def test_files_of_an_agent_that_no_format_reads_are_refused_with_the_file_to_rea
                               {"ts": 1760000001000, "type": "say", "say": "api_req_started", "text": "{}"}]))
     r = _run(["count", str(ui)])
     assert r.exit_code != 0 and "api_conversation_history.json" in r.stderr and "--from cline" in r.stderr
-    # Gemini CLI's `-p --output-format stream-json` (its init event as 0.61 emits it)
-    events = tmp_path / "run.jsonl"
-    events.write_text("\n".join(json.dumps(e) for e in [
-        {"type": "init", "timestamp": "2026-11-29T10:00:00.000Z", "session_id": "s", "model": "gemini-3.1-pro-preview"},
-        {"type": "message", "timestamp": "2026-11-29T10:00:00.000Z", "role": "user", "content": "hi"}]) + "\n")
+    # Gemini CLI 0.61's `-p --output-format stream-json`, made by the real agent: refused, since
+    # its tool results are what the terminal shows (the file read shows "", the model read the
+    # file); the chat the same run wrote holds what the model read, and is read
+    events = DATA / "gemini-cli-stream.jsonl"
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    read = next(e for e in lines if e.get("tool_id", "").startswith("read_file") and e["type"] == "tool_result")
+    assert read["output"] == ""
     r = _run(["count", str(events)])
     assert r.exit_code != 0 and "stream-json" in r.stderr and "--from gemini-cli-jsonl" in r.stderr
+    (chat,) = read_path(str(DATA / "gemini-cli-stream.chat.jsonl"))
+    assert chat.source_format == "gemini-cli-jsonl"
+    (file_read,) = [u for u in chat.units if u.role == "tool" and u.name == "read_file"]
+    assert file_read.content.strip() == "alpha\nbeta"
 
 
 def test_a_claude_code_log_that_opens_with_its_newer_records_is_read_as_one(tmp_path: Path) -> None:

@@ -736,10 +736,14 @@ def validate(data: Any) -> list[str]:
 
 def hint(found: Any) -> str | None:
     """Gemini CLI's headless events (`gemini -p --output-format stream-json`: init, message,
-    tool_use, tool_result, result), which ctxkit does not read: the chat it wrote does."""
+    tool_use, tool_result, result). Not read: a tool_result's `output` is the result as the
+    terminal shows it (`resultDisplay`: nothing for a file read, a diff for a write), not what
+    the model read (0.61.0, measured), so a count of it would be a misreading. The chat the run
+    wrote holds what the model read."""
     if isinstance(found, dict) and found.get("type") == "init" and "session_id" in found and "model" in found:
-        return ("Gemini CLI's --output-format stream-json events (no reader yet): read the chat "
-                "the run wrote, ~/.gemini/tmp/<project>/chats/session-*.jsonl (--from gemini-cli-jsonl)")
+        return ("Gemini CLI's --output-format stream-json events, whose tool results are what the "
+                "terminal shows, not what the model read: read the chat the run wrote, "
+                "~/.gemini/tmp/<project>/chats/session-*.jsonl (--from gemini-cli-jsonl)")
     return None
 
 
