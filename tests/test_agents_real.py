@@ -119,18 +119,7 @@ def test_probe_sends_one_main_request(name: str) -> None:
 
 # --- a scripted session, and the log it writes -------------------------------------------------
 
-QWEN_JSONL = pytest.mark.xfail(
-    strict=False,
-    raises=AssertionError,
-    reason="no ctxkit reader for Qwen Code 0.24's chat JSONL (Claude Code's record envelope around "
-    "Gemini `parts`): it is taken for a Claude Code log and read without content",
-)
-UNREAD = {"qwen-code": QWEN_JSONL}
-
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=UNREAD[n]) if n in UNREAD else n for n in PRINTED]
-)
+@pytest.mark.parametrize("name", PRINTED)
 def test_drive_writes_a_log_ctxkit_reads(name: str, tmp_path: Path) -> None:
     agent = _installed(AGENTS[name])
     (tmp_path / "logs").mkdir()
@@ -148,6 +137,83 @@ def test_drive_writes_a_log_ctxkit_reads(name: str, tmp_path: Path) -> None:
     assert {c.id for c in calls} == answered
     assert [p.kind for p in check(transcript)] == ["bad_ending"]  # it ends on the agent's reply
     assert transcript.units[-1].content == script[-1].text
+
+
+STREAMED = sorted(n for n, a in AGENTS.items() if a.stream_args is not None)
+
+
+@pytest.mark.parametrize("name", STREAMED)
+def test_drive_in_stream_mode_prints_events_ctxkit_reads(name: str, tmp_path: Path) -> None:
+    """The headless JSON output (`claude -p --output-format stream-json --verbose`, `codex exec
+    --json`) is read as its format: every scripted call and its result, the last answer; and
+    count, guard and compact go through it."""
+    agent = _installed(AGENTS[name])
+    report = drive(agent, str(tmp_path / "logs") + "/", ProbeOptions(mode="stream", timeout_s=TIMEOUT_S))
+    script = agent.script(Path("/unused"))
+    assert report.run.ok(), report.run.stderr[-500:]
+    log = Path(report.extra["log"])
+    assert log == tmp_path / "logs" / f"{name}-stream.jsonl"
+    (transcript,) = list(read_path(str(log)))
+    assert transcript.source_format == agent.stream_format
+    calls = [c for u in transcript.units for c in u.tool_calls]
+    assert len(calls) == sum(len(step.tool_calls) for step in script)
+    assert {c.id for c in calls} == {u.tool_call_id for u in transcript.units if u.role == "tool"}
+    assert transcript.units[-1].content == script[-1].text
+    run = CliRunner().invoke
+    for args in (["count", str(log)], ["guard", str(log)],
+                 ["compact", str(log), "--limit", "400", "--target", "200", "--no-usage",
+                  "-o", str(tmp_path / "small.jsonl")]):
+        done = run(cli, args, catch_exceptions=False)
+        assert done.exit_code == 0, (args, done.output)
+
+
+QWEN_HISTORY = """
+import fs from "node:fs";
+const [chunks, log] = process.argv.slice(2);
+const { prepareTranscriptRecords } = await import(chunks + "/chunk-JBUMBQAO.js");
+const { buildSessionHistoryFromConversation } = await import(chunks + "/chunk-DPEB6S2R.js");
+const records = fs.readFileSync(log, "utf8").split("\\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+const { apiHistory } = buildSessionHistoryFromConversation({ messages: prepareTranscriptRecords(records).records });
+process.stdout.write(JSON.stringify(apiHistory));
+"""
+
+
+def _qwen_history(log: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    """The history Qwen Code's own code rebuilds from a chat recording when it resumes it."""
+    chunks = agents_dir() / "node_modules" / "@qwen-code" / "qwen-code" / "chunks"
+    if not (chunks / "chunk-JBUMBQAO.js").is_file():
+        pytest.skip(f"Qwen Code's transcript code not found in {chunks} (the chunk names are 0.24.4's)")
+    script = tmp_path / "history.mjs"
+    script.write_text(QWEN_HISTORY, encoding="utf-8")
+    done = subprocess.run(["node", str(script), str(chunks), str(log)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-500:]
+    return json.loads(done.stdout)
+
+
+def test_qwen_code_reads_back_as_qwen_code_resumes_it(tmp_path: Path) -> None:
+    """ctxkit's units of a fresh Qwen Code log, of the fixtures made for the cases a short session
+    never shows, and of what `compact` writes from them are the history Qwen Code's own
+    `prepareTranscriptRecords` and `buildSessionHistoryFromConversation` rebuild (the
+    `*.history.json` beside the fixtures are these functions' output)."""
+    from test_formats_headless import DATA, _flat, _units
+
+    agent = _installed(AGENTS["qwen-code"])
+    (tmp_path / "logs").mkdir()
+    report = drive(agent, tmp_path / "logs", ProbeOptions(timeout_s=TIMEOUT_S))
+    logs = [Path(report.extra["log"]), *sorted(DATA.glob("qwen-code-*.jsonl"))]
+    for log in logs:
+        (t,) = read_path(str(log))
+        assert _units(t) == _flat(_qwen_history(log, tmp_path)), log.name
+        small = tmp_path / f"small-{log.name}"
+        done = CliRunner().invoke(cli, ["compact", str(log), "--limit", "400", "--target", "150", "--no-usage",
+                                        "-o", str(small)], catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        (c,) = read_path(str(small))
+        assert _units(c) == _flat(_qwen_history(small, tmp_path)), small.name
+    for log in logs[1:]:
+        recorded = json.loads(log.with_name(log.name.replace(".jsonl", ".history.json")).read_text(encoding="utf-8"))
+        assert _qwen_history(log, tmp_path) == recorded, log.name
 
 
 # --- resuming a real log -----------------------------------------------------------------------

@@ -82,6 +82,9 @@ class Agent:
     interactive_args: Callable[[str], list[str]]  # its terminal UI, started on a prompt
     trust: Callable[[Home], None]  # what its first interactive start would ask, answered
     source: str = ""  # how its config and logs were learned (its own source, a measurement)
+    # its headless run printing JSON events on stdout (what CI keeps), and their ctxkit format
+    stream_args: Callable[[str], list[str]] | None = None
+    stream_format: str | None = None
 
     @property
     def spec(self) -> str:
@@ -238,6 +241,10 @@ CLAUDE_CODE = Agent(
     trust=_claude_trust,
     source="ANTHROPIC_BASE_URL and a dummy ANTHROPIC_API_KEY; sessions in "
     "~/.claude/projects/<cwd, non-alphanumerics as ->/<sessionId>.jsonl (measured)",
+    stream_args=lambda prompt: [
+        "-p", prompt, "--output-format", "stream-json", "--verbose", "--allowedTools", "Bash,Read,Write,Edit",
+    ],
+    stream_format="claude-code-stream",
 )
 
 
@@ -372,6 +379,11 @@ CODEX = Agent(
     trust=_codex_trust,
     source="$CODEX_HOME/config.toml with a model_providers entry (wire_api responses); "
     "rollouts in $CODEX_HOME/sessions/YYYY/MM/DD/ (measured)",
+    stream_args=lambda prompt: [
+        "exec", *_CODEX_OFFLINE, "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--json",
+        prompt,
+    ],
+    stream_format="codex-exec",
 )
 
 
@@ -750,7 +762,7 @@ QWEN_CODE = Agent(
     version="0.24.4",
     binary="qwen",
     api="chat",
-    log_format="qwen-code",  # Claude Code's record envelope around Gemini `parts`: no reader yet
+    log_format="qwen-code",
     model="qwen3.7-max",
     configure=_qwen_configure,
     run_args=lambda prompt: ["-p", prompt, "--yolo"],

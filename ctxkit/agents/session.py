@@ -22,10 +22,13 @@ from typing import Any
 from ctxkit.agents.drivers import Agent, AgentError, Home, Run, new_home, run, run_interactive
 from ctxkit.agents.provider import Recorded, RecordingProvider, Step
 from ctxkit.agents.regions import RequestCount, count_request
+from ctxkit.fileio import write_bytes_atomic
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, Tokenizer, get_tokenizer
 
-MODES = ("print", "interactive")  # headless (-p, exec) or the agent's terminal UI in tmux
+# headless (-p, exec), the agent's terminal UI in tmux, or headless printing its JSON events
+# (`claude -p --output-format stream-json --verbose`, `codex exec --json`: what CI keeps)
+MODES = ("print", "interactive", "stream")
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class ProbeOptions:
     """How to run an agent: the prompt, the model it asks for, the user's own setup or not."""
 
     prompt: str = "Say hi."
-    mode: str = "print"  # print (headless, -p / exec) or interactive (its terminal UI, in tmux)
+    mode: str = "print"  # print (headless, -p / exec), interactive (its terminal UI, in tmux) or stream
     model: str | None = None  # None: the agent's own default here (Agent.model)
     here: bool = False  # the user's project and configuration (copied into a temporary home)
     tokenizer: str | None = None
@@ -97,6 +100,15 @@ def _usage_counter(tok: Tokenizer, opts: CountOptions):
     return usage
 
 
+def _headless(agent: Agent, options: ProbeOptions, prompt: str) -> list[str]:
+    """The arguments of a headless run on `prompt`: its JSON event stream in the stream mode."""
+    if options.mode != "stream":
+        return agent.run_args(prompt)
+    if agent.stream_args is None:
+        raise AgentError(f"{agent.label} has no JSON event stream here: --mode print or interactive")
+    return agent.stream_args(prompt)
+
+
 def _go(
     agent: Agent,
     options: ProbeOptions,
@@ -152,7 +164,8 @@ def _keep(report: AgentReport, folder: Path) -> None:
 
 def probe(agent: Agent, options: ProbeOptions = ProbeOptions()) -> AgentReport:
     """Run the agent once on a prompt and count what it sends."""
-    report, home = _go(agent, options, lambda _: agent.run_args(options.prompt), [Step(text="Hi.")])
+    args = _headless(agent, options, options.prompt)
+    report, home = _go(agent, options, lambda _: args, [Step(text="Hi.")])
     shutil.rmtree(home.root, ignore_errors=True)
     report.first  # noqa: B018  (raises with the agent's own last line when nothing came)
     return report
@@ -160,13 +173,17 @@ def probe(agent: Agent, options: ProbeOptions = ProbeOptions()) -> AgentReport:
 
 def drive(agent: Agent, out: str | Path, options: ProbeOptions = ProbeOptions()) -> AgentReport:
     """Drive the agent through its scripted session (real tool calls, run by the agent) and
-    copy the log it wrote to `out` (a file, or a folder for it)."""
+    copy the log it wrote to `out` (a file, or a folder for it); in the stream mode, the JSON
+    events it printed instead (`<agent>-stream.jsonl` in a folder)."""
     prompt = options.prompt if options.prompt != ProbeOptions.prompt else (
         "Write notes.txt with alpha and beta, check it, then tell me what it holds."
     )
     report, home = _go_scripted(agent, options, prompt)
     logs = report.run.logs
     try:
+        if options.mode == "stream":
+            _keep_stream(report, out, f"{agent.name}-stream.jsonl")
+            return report
         if not logs:
             raise AgentError(
                 f"{agent.label} wrote no log (exit {report.run.returncode}): {_tail(report.run.stderr)}"
@@ -182,7 +199,23 @@ def drive(agent: Agent, out: str | Path, options: ProbeOptions = ProbeOptions())
     return report
 
 
+def _keep_stream(report: AgentReport, out: str | Path, name: str) -> None:
+    """Write the events a stream-mode run printed to `out` (a file, or a folder for `name`:
+    one that exists, or a path ending in /), atomically."""
+    if not report.run.ok() or not report.run.stdout.strip():
+        raise AgentError(
+            f"{report.label} printed no events (exit {report.run.returncode}): {_tail(report.run.stderr)}"
+        )
+    path = Path(out)
+    if path.is_dir() or str(out).endswith("/"):
+        path.mkdir(parents=True, exist_ok=True)
+        path = path / name
+    write_bytes_atomic(path, report.run.stdout.encode("utf-8"))
+    report.extra["log"] = str(path)
+
+
 def _go_scripted(agent: Agent, options: ProbeOptions, prompt: str) -> tuple[AgentReport, Home]:
+    args = _headless(agent, options, prompt)
     tok = get_tokenizer(options.tokenizer)
     opts = CountOptions()
     home = new_home(options.here)
@@ -190,14 +223,15 @@ def _go_scripted(agent: Agent, options: ProbeOptions, prompt: str) -> tuple[Agen
     started = time.perf_counter()
     with RecordingProvider(agent.script(home.workdir), usage=_usage_counter(tok, opts)) as provider:
         agent.configure(home, provider.url, model, options.here)
-        done = run(agent, home, agent.run_args(prompt), timeout_s=options.timeout_s)
+        done = run(agent, home, args, timeout_s=options.timeout_s)
     counts = []
     for rec in provider.main_requests():
         rc = count_request(rec.api, rec.body, tok, opts)
         rc.model = rc.model or rec.model
         counts.append(rc)
     report = AgentReport(
-        agent.name, agent.label, agent.version, model, "print", list(provider.requests), counts, done,
+        agent.name, agent.label, agent.version, model, "stream" if options.mode == "stream" else "print",
+        list(provider.requests), counts, done,
         time.perf_counter() - started,
     )
     report.extra["steps_used"] = provider.steps_used()
@@ -281,6 +315,8 @@ def resume(
     carries the log's messages (`extra["carried"]`)."""
     from ctxkit.formats import ReadOptions, read_path
 
+    if options.mode == "stream":
+        raise AgentError("a resume is measured in the print or interactive mode, not stream")
     path = Path(log)
     if not path.is_file():
         raise AgentError(f"{log}: no such file")

@@ -24,7 +24,9 @@ def _run_options(f: Any) -> Any:
     f = click.option(
         "--mode", type=click.Choice(MODES), default="print", show_default=True,
         help="print: the headless run (claude -p, codex exec, gemini -p); interactive: the agent's "
-        "terminal UI, driven in tmux (what an interactive session sends).",
+        "terminal UI, driven in tmux (what an interactive session sends); stream: the headless run "
+        "printing its JSON events (claude -p --output-format stream-json --verbose, codex exec --json), "
+        "which `agent session` keeps as the log.",
     )(f)
     f = click.option("--keep", default=None, metavar="DIR",
                      help="Keep every request (JSON) and the agent's own logs in DIR.")(f)
@@ -152,7 +154,8 @@ def resume_cmd(name: str, log: str, prompt: str, limit: int | None, fmt: str | N
 @_run_options
 def session_cmd(name: str, output: str, **flags: Any) -> None:
     """Drive the agent through a short scripted session (it writes, reads, edits and runs a file,
-    for real, in its temporary home) and keep the log it wrote."""
+    for real, in its temporary home) and keep the log it wrote (--mode stream: the JSON events it
+    printed)."""
     from ctxkit.agents.drivers import get_agent
     from ctxkit.agents.session import ProbeOptions, drive
 

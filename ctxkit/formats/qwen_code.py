@@ -32,7 +32,7 @@ Read: that history as units. A user Content is a user unit for its text and a to
 tool calls). Each assistant record's `usageMetadata` is the provider's count of its call. The
 history before Qwen Code's last compression is left out (`include_compacted` reads it, and
 keeps the compression record); the Contents of its `compressedHistory` are units of that
-record. Every record that is no unit (system events, records off the chain) is kept in place
+record, its first (Qwen Code's state snapshot) a summary. Every record that is no unit (system events, records off the chain) is kept in place
 (`formats.kept`), not counted.
 
 Written back: untouched records byte for byte; a changed unit as its record with the parts
@@ -68,6 +68,7 @@ from ctxkit.formats.gemini import _problems as gemini_problems
 from ctxkit.formats.gemini_cli import parts_text, response_text
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, names, place
+from ctxkit.formats.kept import records as kept_records
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "qwen-code"
@@ -331,9 +332,13 @@ def read(records: list[Any], src: Source) -> Transcript:
             history = payload.get("compressedHistory") if isinstance(payload, dict) else None
             if rec.get("subtype") == "chat_compression" and isinstance(history, list) and not src.include_compacted:
                 cut, cut_calls = len(units), len(calls)
-                metadata[COMPRESSION] = {"index": i, "uuid": name}
+                # the record without its history, for the writer when compaction takes all its units
+                bare = {**rec, "systemPayload": {**(payload or {}), "compressedHistory": []}}
+                metadata[COMPRESSION] = {"index": i, "uuid": name, "record": bare}
                 made = [u for k, content in enumerate(history)
                         for u in reader.content(content, f"{name}.{k}", ts, rec, i, {"item": k})]
+                if made and made[0].role == "user" and made[0].meta.get("item") == 0:
+                    made[0].type = "summary"  # Qwen Code's state snapshot opens the history it keeps
                 for u in made:
                     keeper.unit(u.id, [i], name if u is made[0] else None)
                 if not made:
@@ -502,11 +507,7 @@ def _rebuilt(run: list[Unit], template: dict[str, Any]) -> dict[str, Any]:
 def _compression(t: Transcript, index: int) -> tuple[list[Unit], dict[str, Any] | None]:
     """The units read from the compression record at file index `index`, and that record."""
     units = [u for u in t.units if u.group == index and isinstance(u.meta.get("item"), int)]
-    kept = t.metadata.get(KEPT)
-    record = next((rec for u in units for rec in source_records(u)), None)
-    if record is None and isinstance(kept, dict):  # every unit of it went with compaction
-        record = next((e[2] for e in kept.get("records") or [] if e[0] == index), None)
-    return units, record
+    return units, next((rec for u in units for rec in source_records(u)), None)
 
 
 def _compressed(t: Transcript, info: dict[str, Any]) -> tuple[dict[str, Any] | None, set[str]]:
@@ -519,7 +520,8 @@ def _compressed(t: Transcript, info: dict[str, Any]) -> tuple[dict[str, Any] | N
     units, record = _compression(t, index)
     ids = {u.id for u in units}
     if record is None:
-        return None, ids
+        bare = info.get("record")
+        return (bare if isinstance(bare, dict) else None), ids
     payload: dict[str, Any] = record["systemPayload"] if isinstance(record.get("systemPayload"), dict) else {}
     history: list[Any] = payload["compressedHistory"] if isinstance(payload.get("compressedHistory"), list) else []
     if len(units) == len(_items_units(history)) and all(u.raw is not None for u in units):
@@ -558,7 +560,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     at: dict[int, int] = {}
     made: set[str] = set()
     skip: set[str] = set()
-    context: dict[str, Any] = {}
+    # what a new record copies its session fields from: the record before it, or the log's first
+    context: dict[str, Any] = next((r for r in kept_records(t) if _valid(r)), {}) if same else {}
     info = t.metadata.get(COMPRESSION) if same else None
     if isinstance(info, dict):
         record, skip = _compressed(t, info)
@@ -570,13 +573,14 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         if same and not context:
             context = next((r for u in run for r in source_records(u)), context)
         sources = [r for r in source_records(run[0])] if same else []
-        if raw is not None and same and sources and not any(joins(u) for u in run):
+        # a unit read from a record goes back in its record (a mid-turn message too); only a
+        # unit compaction made joins the record before it
+        if raw is not None and same and sources:
             for rec in sources:
                 produced.append((run[0], rec))
             context = sources[0]
             continue
-        if same and sources and run[0].group is not None and not any(joins(u) for u in run) \
-                and run[0].role != "system":
+        if same and sources and run[0].group is not None and run[0].role != "system":
             rec = _rebuilt(run, sources[0])
             produced.append((run[0], rec))
             context = rec
@@ -618,13 +622,19 @@ def _linked(records: list[Any], made: set[str], gone: set[str], off: set[str]) -
     records of a rewound branch are no such record, and keep their own links)."""
     out = []
     before: Any = None
+    linked: dict[str, Any] = {}  # uuid -> the parent its first fragment was given
     for rec in records:
         if not _valid(rec):
             out.append(rec)
             continue
         parent = rec.get("parentUuid")
-        if rec["uuid"] in made or (parent is not None and parent in gone):
-            rec = {**rec, "parentUuid": before}
+        if rec["uuid"] in linked:
+            parent = linked[rec["uuid"]]  # another fragment of a record written: the same parent
+        elif rec["uuid"] in made or (parent is not None and parent in gone):
+            parent = before
+        if parent != rec.get("parentUuid"):
+            rec = {**rec, "parentUuid": parent}
+        linked.setdefault(rec["uuid"], parent)
         out.append(rec)
         if rec["uuid"] not in off and _conversation(rec):
             before = rec["uuid"]
