@@ -87,11 +87,27 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row["recall"] = round(P.score(probes, result).recall, 4)
                 row["claims"] = score.to_dict()
                 row["inserted_units"] = len(C.inserted(t, result))
+                row["first_request"] = first_request(t, result, n // share, tok)
                 rows.append(row)
             print(f"{label[:70]} {n:,} tokens: " + ", ".join(
                 f"1/{r['share']} {r['claims']['false']}/{r['claims']['total']} false" if "claims" in r else f"1/{r['share']} {r.get('error')}"
                 for r in rows if r["log"] == label), file=sys.stderr)
     return rows
+
+
+def first_request(t: Any, result: Any, budget: int, tok: Any) -> str:
+    """Whether the first request the user typed is in the compacted context whole: "whole",
+    "cut" (it fits a quarter of the budget but is not there whole), "too big" (it does not fit
+    a quarter) or "none" (the log has no typed request)."""
+    from ctxkit.fidelity.evidence import norm, typed_text
+
+    first = next((u for u in t.units if typed_text(u)), None)
+    if first is None:
+        return "none"
+    text = norm(first.content)
+    if any(text in norm(u.content) for u in result.units):
+        return "whole"
+    return "too big" if tok.count(first.content) > budget // 4 else "cut"
 
 
 def _commit() -> str:
@@ -102,7 +118,7 @@ def _commit() -> str:
         return "unknown"
 
 
-def report(rows: list[dict[str, Any]], command: str, at: str | None = None) -> str:
+def report(rows: list[dict[str, Any]], command: str, at: str | None = None, notes: str = "") -> str:
     ok = [r for r in rows if "claims" in r]
     out = [
         "# Claims of ctxkit's compactions, checked against the original logs",
@@ -116,6 +132,7 @@ def report(rows: list[dict[str, Any]], command: str, at: str | None = None) -> s
         "`ctxkit.fidelity.claims` (which imports nothing of facts/summarizers/strategies). "
         "Precision = true claims / all claims; recall = the fidelity probes kept.",
         "",
+        *([notes.rstrip(), ""] if notes else []),
         "## By budget",
         "",
         "| budget | sets | cases | refused | claims | false | precision | cases with a false claim | mean recall |",
@@ -132,6 +149,13 @@ def report(rows: list[dict[str, Any]], command: str, at: str | None = None) -> s
                 f"| 1/{share} | {group} | {len(mine)} | {len(mine) - len(good)} | {total} | {false} | "
                 f"{(1 - false / total) if total else 1:.3f} | {sum(1 for r in good if r['claims']['false'])} | {recall:.3f} |"
             )
+    out += ["", "## The first request (kept whole wherever it fits a quarter of the budget?)", "",
+            "| budget | whole | cut although it fits | too big for a quarter | cases cut |", "|---|---|---|---|---|"]
+    for share in sorted({r["share"] for r in rows}):
+        mine = [r for r in ok if r["share"] == share]
+        firsts = Counter(r.get("first_request") for r in mine)
+        cut = ", ".join(r["log"][:40] for r in mine if r.get("first_request") == "cut")
+        out.append(f"| 1/{share} | {firsts['whole']} | {firsts['cut']} | {firsts['too big']} | {cut or '-'} |")
     out += ["", "## False claims by kind (all budgets)", "", "| kind | claims | false | share false |", "|---|---|---|---|"]
     kinds: Counter[str] = Counter()
     bad: Counter[str] = Counter()
@@ -185,12 +209,14 @@ def main() -> None:
     ap.add_argument("--min-tokens", type=int, default=3000)
     ap.add_argument("--unseen", action="append", help="a folder of logs the project has never seen (repeatable)")
     ap.add_argument("--json", help="write every row here")
+    ap.add_argument("--notes", help="a markdown file put under the report's header (how to read it)")
     ap.add_argument("--at", help="the code measured, for the report's header (default: this checkout's HEAD)")
     ap.add_argument("-o", "--output", default="-", help="the markdown report (default stdout)")
     args = ap.parse_args()
     rows = measure(args)
     command = "scripts/claims_report.py " + " ".join(sys.argv[1:])
-    text = report(rows, command.strip(), args.at)
+    notes = Path(args.notes).read_text() if args.notes else ""
+    text = report(rows, command.strip(), args.at, notes)
     if args.json:
         with atomic_writer(args.json) as f:
             json.dump(rows, f, indent=1)

@@ -350,3 +350,36 @@ def test_no_inserted_text_no_claims() -> None:
     t = Transcript([Unit("u1", "user", content="fix it"), Unit("a1", "assistant", tool_calls=[ToolCall("c", "bash", "{}")])])
     score = C.check(t, t)
     assert (score.total, score.precision) == (0, 1.0)
+
+
+def test_placeholder_claims_on_the_django_run() -> None:
+    """u31 is the output of `pip install pytz -q && python test_sqlmigrate_issue.py` (exit 1,
+    "No module named 'sqlparse'"); u55 the output of `cat sqlflush.py` (exit 0)."""
+    t = _read(DJANGO)
+    size = len(t.units[31].content.encode())
+
+    def verdict(index: int, text: str) -> tuple[bool, str]:
+        small = t.replace(units=[u.replace(content=text) if i == index else u for i, u in enumerate(t.units)])
+        (claim,) = [c for c in C.check(t, small).claims if c.kind == "placeholder"]
+        return claim.true, claim.why
+
+    line = "No module named 'sqlparse'"
+    assert verdict(31, f"[bash output, {size:,} bytes, exit 1: ModuleNotFoundError: {line}, archived as ref-1]")[0]
+    assert "not python" in verdict(31, f"[python output, {size:,} bytes, archived as ref-1]")[1]
+    assert "bytes" in verdict(31, f"[bash output, {size * 3:,} bytes, archived as ref-1]")[1]
+    sqlflush = len(t.units[55].content.encode())
+    assert "not flag" in verdict(55, f"[bash output, {sqlflush:,} bytes, exit 1: boom, archived as ref-1]")[1]
+
+
+def test_the_report_script_on_one_log(tmp_path: Path) -> None:
+    out, rows = tmp_path / "report.md", tmp_path / "rows.json"
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "claims_report.py"), str(DJANGO), "--budgets", "6",
+                    "--json", str(rows), "-o", str(out)], check=True, capture_output=True, cwd=tmp_path)
+    text = out.read_text()
+    for heading in ("## By budget", "## The first request", "## False claims by kind", "## Per log"):
+        assert heading in text
+    (row,) = json.loads(rows.read_text())
+    assert row["share"] == 6 and row["claims"]["total"] > 0 and 0.0 <= row["claims"]["precision"] <= 1.0

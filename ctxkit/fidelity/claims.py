@@ -16,6 +16,7 @@ act on, and verifies it against the original transcript as `fidelity.evidence` r
 | quote | the user's requests, the assistant's words (request, task, current-work, notes sections) | the text (each part of a `[...]` cut) is in a message of that role |
 | current | the text under a "current / last request" heading | it is the last request the user typed before the summary's place, not a command record, a slash command or a tool error |
 | order | a summary's place ("the messages after this summary are verbatim") | no message kept after it happened before an event it summarizes or speaks of |
+| placeholder | `[tool output, N bytes, exit 1: line, archived as ref]` in place of a tool's output | that output was that tool's, of N bytes, and failed so when it says so |
 
 Precision is true claims over all claims; a claim the log cannot back is false. Nothing here
 imports `ctxkit.facts`, `ctxkit.summarizers` or `ctxkit.strategies`: the judge does not share
@@ -60,7 +61,7 @@ from ctxkit.fidelity.evidence import (
 )
 from ctxkit.model import Transcript, Unit
 
-KINDS = ("file", "path", "error", "command", "fix", "task", "quote", "current", "order")
+KINDS = ("file", "path", "error", "command", "fix", "task", "quote", "current", "order", "placeholder")
 QUOTE_CHARS = 200  # a claim or an evidence quote is cut to this many characters
 
 
@@ -195,6 +196,12 @@ _CUT_MARK = re.compile(r"\s*\[\.\.\.\]\s*|\s*\[…\]\s*|…")
 
 
 _FENCED = re.compile(r"```.*?```", re.DOTALL)
+# a tool output's placeholder (masked or offloaded): `[bash output, 1,234 bytes, exit 1: line,
+# archived as ref-...]`
+_HELD = re.compile(
+    r"^\[(?P<tool>[^\[\],]+?) output, (?P<bytes>[\d,]+) bytes(?:, (?P<fail>(?:exit -?\d+|error)(?::.*?)?))?"
+    r", archived\b"
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s+-\s+(?=\S)")
 
 
@@ -292,6 +299,10 @@ class _Checker:
                         k += 1
                     self.current_request(pos, unit, "\n".join(body))
                     section = ""
+                continue
+            held = _HELD.match(line)
+            if held:
+                self.placeholder_claim(pos, unit, line, held)
                 continue
             if line.startswith("[") and line.endswith("]") and not _TASK.match(line):
                 continue  # a compaction's own note (what was archived where)
@@ -478,6 +489,40 @@ class _Checker:
                 self.add("fix", item, unit, pos, True, "a later run of the call passed", later[0].label, [later[0].index])
             else:
                 self.add("fix", item, unit, pos, False, "no later run of this call passed in the log")
+
+    def placeholder_claim(self, pos: int, unit: Unit, line: str, m: re.Match[str]) -> None:
+        """A placeholder in place of a tool output names the tool, the output's size and, for a
+        failed one, what failed: each checked against the output it replaced."""
+        i = self.index.get(unit.id)
+        text = _cut(line, 160)
+        if i is None or not is_output(self.original.units[i]):
+            self.add("placeholder", text, unit, pos, False, "it stands where the original has no tool output")
+            return
+        o = self.original.units[i]
+        act = next((a for a in self.log.acts if a.result is not None and a.result.index == i), None)
+        # a command written as text (SWE-agent) has no tool name: any name stands for it
+        names = set() if act is not None and act.name == "$" else {
+            n.lower() for n in (o.name, act.name if act else None) if n}
+        tool = m.group("tool").strip()
+        size = int(m.group("bytes").replace(",", ""))
+        real = len(o.content.encode())
+        if names and tool.lower() not in names:
+            self.add("placeholder", text, unit, pos, False, f"it replaced the output of {sorted(names)[0]}, not {tool}",
+                     o.content[:120], [i])
+        elif abs(size - real) > max(16, real // 50):
+            self.add("placeholder", text, unit, pos, False, f"the output it replaced is {real:,} bytes", "", [i])
+        elif m.group("fail") and not (act is not None and act.failed and self._failed_as(act, m.group("fail"))):
+            self.add("placeholder", text, unit, pos, False, "the log does not flag that output as failed so",
+                     _first_line(o.content), [i])
+        else:
+            self.add("placeholder", text, unit, pos, True, "the tool, the size and the outcome of the output it replaced",
+                     _first_line(o.content), [i])
+
+    def _failed_as(self, act: Act, said: str) -> bool:
+        code, _, line = said.partition(":")
+        if code.startswith("exit") and act.result is not None and act.result.exit_code != int(code.split()[1]):
+            return False
+        return self.line_in(line.strip(), [act]) if line.strip() else True
 
     def line_in(self, line: str, acts: Sequence[Act]) -> bool:
         pieces = _pieces(line)
