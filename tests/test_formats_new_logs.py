@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.formats import ReadStats, read_path, write_transcripts
+from ctxkit.formats import ReadStats, read_path, read_text, write_transcripts
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 DATA = Path(__file__).parent / "data" / "new_logs"
@@ -285,3 +285,29 @@ def test_a_codex_multi_agent_rollout_reads_the_messages_of_other_agents(tmp_path
     buf = io.StringIO()
     write_transcripts([t], buf)
     assert buf.getvalue() == text
+
+
+# ---------------------------------------------------------------- Cline
+
+
+def test_a_cline_results_line_is_counted_as_the_model_reads_it() -> None:
+    # A real Cline task of 2026-04 (api_conversation_history.json, 666 units) counted 2.3% below
+    # an independent reading: the `[tool for '...'] Result:` line over each result was left out,
+    # and for ask_followup_question it quotes the whole question, many lines of it
+    question = "## Phase 2: Auth Refactor - Complete\n\n" + "- `src/lib/auth.ts` - NextAuth.js configuration\n" * 30
+    task = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nrefactor auth\n</task>"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ask_followup_question",
+                                           "input": {"question": question}}]},
+        {"role": "user", "content": [{"type": "text", "text": f"[ask_followup_question for '{question}'] Result:\n"
+                                                               "<answer>\nApproved\n</answer>"}]},
+    ]
+    (t,) = read_text(json.dumps(task))
+    tok = get_tokenizer("cl100k_base")
+    independent = sum(tok.count(b["text"]) for m in task for b in m["content"] if b["type"] == "text") + \
+        tok.count(json.dumps({"question": question}, separators=(",", ":"))) + tok.count("ask_followup_question")
+    ours = _text_tokens(t) + sum(tok.count(u.meta.get("framing", "")) for u in t.units)
+    assert abs(ours - independent) <= 0.02 * independent, (ours, independent)
+    (result,) = [u for u in t.units if u.role == "tool"]
+    assert result.content == "<answer>\nApproved\n</answer>"
+    assert count_transcript(t, tok).units[2].overhead > tok.count(question)  # the line, in the count

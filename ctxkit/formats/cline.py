@@ -8,7 +8,9 @@ an XML tag in its text (`<read_file><path>...</path></read_file>`).
 
 Read: an assistant message is an assistant unit (text, thinking as reasoning, `tool_use` blocks
 or XML tool tags as calls); in a user message each `[tool ...] Result:` text block is a tool unit
-paired with the open call of that tool (the oldest first), the other blocks the user's unit
+paired with the open call of that tool (the oldest first; its `[... ] Result:` line, which the
+model reads, as the unit's `framing`, counted with it and kept when its output is compacted),
+the other blocks the user's unit
 (`<task>`, feedback, `<environment_details>`); `metrics.tokens` is the provider's count of the
 call that wrote the message (`prompt` + `cached`).
 
@@ -127,7 +129,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                 open_calls.remove(call)
                 unit = Unit(id=uid if k == 0 else f"{uid}#{k}", role="tool", content=said[found.end():],
                             timestamp=ts, tool_call_id=call.id, name=tool, raw=msg, group=i,
-                            meta={"result_line": said[: found.end()]})
+                            meta={"framing": said[: found.end()]})
             else:
                 rest.append(block)
                 continue
@@ -147,7 +149,7 @@ def read(records: list[Any], src: Source) -> Transcript:
 
 
 def _result_block(u: Unit) -> dict[str, Any]:
-    line = u.meta.get("result_line")
+    line = u.meta.get("framing", u.meta.get("result_line"))  # result_line: archived before the rename
     return {"type": "text", "text": (line if isinstance(line, str) else f"[{u.name or 'tool'}] Result:\n") + u.content}
 
 

@@ -33,8 +33,10 @@ class UnitCount:
     """Tokens of one unit, by part.
 
     `overhead` is the message framing: tokens_per_message, the role, a speaker name when set
-    (tokens_per_name + its text; not on tool results, whose name only labels the tool) and the
-    id of the call a tool result answers.
+    (tokens_per_name + its text; not on tool results, whose name only labels the tool), the
+    id of the call a tool result answers, and the text a format frames the content with
+    (`framing`: Cline's `[read_file for 'a.py'] Result:` line over a result, which the model
+    reads and a compaction of the content keeps).
     """
 
     content: int = 0
@@ -77,6 +79,12 @@ def speaker_name(unit: Unit) -> str | None:
     return unit.name or None
 
 
+def framing(unit: Unit) -> str:
+    """The text a format writes around a unit's content (`meta["framing"]`), "" when none."""
+    frame = unit.meta.get("framing") if unit.meta else None
+    return frame if isinstance(frame, str) else ""
+
+
 def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]:
     """Every text `count_units` encodes, with the (unit index, part) each belongs to."""
     texts: list[str] = []
@@ -103,6 +111,10 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
         if u.tool_call_id:
             texts.append(u.tool_call_id)
             slots.append((i, _OVERHEAD))
+        frame = framing(u)
+        if frame:
+            texts.append(frame)
+            slots.append((i, _OVERHEAD))
     return texts, slots
 
 
@@ -110,8 +122,8 @@ def _count_parts(
     units: Sequence[Unit], tok: Tokenizer, opts: CountOptions
 ) -> tuple[list[UnitCount], list[int]]:
     """Each unit's counts by part, and its total."""
-    # Five texts per unit (content, reasoning, role, speaker name, answered call id; "" when
-    # absent) and two per tool call, counted in one batch and read back in the same order. The
+    # Six texts per unit (content, reasoning, role, speaker name, answered call id, framing; ""
+    # when absent) and two per tool call, counted in one batch and read back in the same order. The
     # loops run once per message of every count (a million-token log has ten thousand): each
     # unit's speaker name is looked up once, and its total is summed here, not by the property.
     texts: list[str] = []
@@ -125,6 +137,7 @@ def _count_parts(
         add(u.role)
         add(name or "")
         add(u.tool_call_id or "")
+        add(framing(u))
         for call in u.tool_calls:
             add(call.name)
             add(call.arguments)
@@ -138,14 +151,14 @@ def _count_parts(
     total_of = totals.append
     at = 0
     for u, has_name in zip(units, named, strict=True):
-        content, reasoning, role, name_tokens, call_id = counts[at : at + 5]
-        at += 5
+        content, reasoning, role, name_tokens, call_id, frame = counts[at : at + 6]
+        at += 6
         calls = 0
         if u.tool_calls:
             for _ in u.tool_calls:
                 calls += counts[at] + counts[at + 1]
                 at += 2
-        overhead = per_message + role + name_tokens + call_id + (per_name if has_name else 0)
+        overhead = per_message + role + name_tokens + call_id + frame + (per_name if has_name else 0)
         images = u.images * image_tokens
         keep(UnitCount(content, calls, reasoning, overhead, images))
         total_of(content + calls + reasoning + overhead + images)
