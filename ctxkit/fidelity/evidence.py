@@ -234,7 +234,10 @@ class Act:
 
     @property
     def label(self) -> str:
-        return f"{self.name}({' '.join(self.args.split())[:160]})"
+        """The call as a quote: its tool and its command (else its arguments), on one line."""
+        body = norm(self.command or self.args)
+        body = body if len(body) <= 150 else body[:147].rstrip() + "..."
+        return f"{self.name}({body})" if self.name != "$" else f"$ {body}"
 
 
 def decode(arguments: str) -> Any:
