@@ -251,6 +251,7 @@ def test_run_action_oneshot_measures_the_outcome() -> None:
             priority_preserved=1.0,
             used_recovery=False,
             fidelity=o.fidelity,
+            cost=o.cost_share,
         )
     )
     row = trial.row()
@@ -526,6 +527,27 @@ def test_summary_per_action() -> None:
     table = s.table().splitlines()
     assert table[0].split()[:4] == ["action", "n", "reward", "fit"]
     assert len(table) == 4
+
+
+def test_the_reward_prefers_the_cheaper_of_two_equally_faithful_compactions() -> None:
+    """The cost term (issue 33): tokens sent and cache writes, as a share of writing every
+    uncompacted token; of two compactions that keep the same, the cheaper scores higher."""
+    from ctxkit.rl.reward import COST_WEIGHT, cost_share, reward, reward_terms
+
+    same = dict(success=True, coherence_delta=0.8, reduction_ratio=0.5, priority_preserved=1.0,
+                used_recovery=False, fidelity=0.9)
+    assert "cost" not in reward_terms(**same)  # not measured
+    cheap, dear = cost_share(40_000, 5_000, 100_000), cost_share(40_000, 30_000, 100_000)
+    assert 0 < cheap < dear <= 1
+    assert reward_terms(**same, cost=dear)["cost"] == pytest.approx(-COST_WEIGHT * dear)
+    assert reward(**same, cost=cheap) > reward(**same, cost=dear)
+    assert reward_terms(**{**same, "success": False}, cost=dear)["cost"] == 0.0
+    # measured on a replay and on one shot: every call's cache writes, or the next call's
+    t = generate("growing_session", seed=1, tokens=8000)
+    for mode in ("replay", "oneshot"):
+        o = run_action(t, Action("summarize_old", ("summarize_old",)), limit=4000, mode=mode).outcome
+        assert o.cache_write_tokens is not None and 0 < o.cache_write_tokens
+        assert o.cost_share is not None and 0 < o.cost_share <= 1 and "cost" in o.terms
 
 
 def test_the_reward_weighs_what_the_model_can_still_answer() -> None:

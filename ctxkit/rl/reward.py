@@ -15,6 +15,30 @@ SLOW_MS = 500.0  # the spec's threshold of the time term
 # clamp (+2) for a good compaction, so a bonus would tie two that both fit; a penalty still
 # tells them apart, and the preference pairs prefer the one that keeps what the task needs.
 FIDELITY_WEIGHT = 0.5
+# What the calls cost (`cost_share`: the tokens sent, cache writes at their premium, as a share
+# of writing every token the uncompacted calls send) weighs a fifth: in [-0.2, 0], so of two
+# equally faithful compactions the preference pairs prefer the cheaper; fidelity still weighs
+# more than what it costs.
+COST_WEIGHT = 0.2
+# prices relative to a cache read, as the loop policy's default (`budget.policy.CachePrices`:
+# Anthropic's ratios, a read 0.1 and a write 1.25 of input)
+_READ, _WRITE = 0.1, 1.25
+
+
+def cost_share(sent: int, written: int, baseline_sent: int) -> float:
+    """What a compaction's calls cost as a share of the uncompacted calls all written to the
+    cache: every token sent is at least read from the cache, a token written pays the write's
+    premium over a read. `sent`, `written`: the tokens the calls sent and wrote to the cache (a
+    replay: summed over the session; one shot: the next call); `baseline_sent`: what the calls
+    send without compaction. In [0, 1] when nothing grows; 0 for an empty baseline.
+
+    >>> cost_share(100_000, 0, 100_000), cost_share(40_000, 10_000, 100_000)
+    (0.08, 0.124)
+    """
+    if baseline_sent <= 0:
+        return 0.0
+    cost = _READ * sent + (_WRITE - _READ) * written
+    return round(cost / (_WRITE * baseline_sent), 6)
 
 
 def reward_terms(
@@ -25,10 +49,13 @@ def reward_terms(
     priority_preserved: float,
     used_recovery: bool,
     fidelity: float | None = None,
+    cost: float | None = None,
 ) -> dict[str, float]:
-    """Each term of the spec's reward, before the clamp (every one deterministic), and the
+    """Each term of the spec's reward, before the clamp (every one deterministic), the
     fidelity term (`FIDELITY_WEIGHT` times the share of probes lost, negated: in [-0.5, 0]; 0
-    for a failed action, which the success term already scores; absent when not measured)."""
+    for a failed action, which the success term already scores; absent when not measured) and
+    the cost term (`COST_WEIGHT` times `cost_share`, negated; 0 for a failed action; absent
+    when not measured)."""
     terms = {
         "success": 1.0 if success else -1.0,
         "coherence": 0.5 * coherence_delta,
@@ -39,6 +66,8 @@ def reward_terms(
     if fidelity is not None:
         # a failed action scores the spec's -1 and no credit either way: nothing came out
         terms["fidelity"] = -FIDELITY_WEIGHT * (1.0 - fidelity) if success else 0.0
+    if cost is not None:
+        terms["cost"] = -COST_WEIGHT * min(1.0, cost) if success else 0.0
     return terms
 
 
@@ -50,8 +79,10 @@ def reward(
     priority_preserved: float,
     used_recovery: bool,
     fidelity: float | None = None,
+    cost: float | None = None,
 ) -> float:
-    """The spec's reward with the fidelity term: the sum of `reward_terms`, clamped to [-2, 2]."""
+    """The spec's reward with the fidelity and cost terms: the sum of `reward_terms`, clamped
+    to [-2, 2]."""
     total = sum(
         reward_terms(
             success=success,
@@ -60,6 +91,7 @@ def reward(
             priority_preserved=priority_preserved,
             used_recovery=used_recovery,
             fidelity=fidelity,
+            cost=cost,
         ).values()
     )
     return max(REWARD_MIN, min(REWARD_MAX, total))

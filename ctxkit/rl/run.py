@@ -16,7 +16,7 @@ from ctxkit.errors import unknown_name
 from ctxkit.fidelity import probes
 from ctxkit.model import TYPES, Transcript
 from ctxkit.rl.actions import MODES, Action
-from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, reward_terms, time_penalty
+from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, cost_share, reward_terms, time_penalty
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
@@ -47,6 +47,10 @@ class Outcome:
     retention_with_recall: float | None = None
     error: str | None = None
     fidelity: float | None = None  # probe recall of the context it left (`fidelity.probes`)
+    # what the calls wrote to the prompt cache (a replay: every call; one shot: the next call)
+    # and what the uncompacted calls send: the reward's cost term (`rl.reward.cost_share`)
+    cache_write_tokens: int | None = None
+    tokens_sent_baseline: int | None = None
 
     def add_retention(self, retention: Mapping[str, Any]) -> None:
         """Record needle retention (`truth.needle_retention`'s figures)."""
@@ -62,6 +66,14 @@ class Outcome:
         return self.tokens_reduced / self.original_tokens if self.original_tokens else 0.0
 
     @property
+    def cost_share(self) -> float | None:
+        """The calls' cost as `rl.reward.cost_share` gives it; None when not measured."""
+        if self.cache_write_tokens is None or self.tokens_sent_baseline is None:
+            return None
+        sent = self.tokens_sent if self.tokens_sent is not None else self.final_tokens
+        return cost_share(sent, self.cache_write_tokens, self.tokens_sent_baseline)
+
+    @property
     def terms(self) -> dict[str, float]:
         """The reward's terms for this outcome."""
         return reward_terms(
@@ -71,6 +83,7 @@ class Outcome:
             priority_preserved=self.priority_preserved,
             used_recovery=self.used_recovery,
             fidelity=self.fidelity,
+            cost=self.cost_share,
         )
 
     @property
@@ -128,6 +141,17 @@ def state_features(
         "p1": sum(1 for u in t.units if u.is_p1),
         "types": types,
     }
+
+
+def _kept_prefix(t: Transcript, result: Transcript, tok: Tokenizer, copts: CountOptions) -> int:
+    """Tokens of the prefix `result` shares with `t` (the tool schemas and the units before
+    the first change): what the next call still reads from the prompt cache."""
+    k = 0
+    for a, b in zip(t.units, result.units, strict=False):
+        if a is not b and (a.id, a.content) != (b.id, b.content):
+            break
+        k += 1
+    return count_transcript(result.replace(units=list(result.units[:k])), tok, copts).total
 
 
 def coherence(original: Transcript, result: Transcript, embedder: Any = None) -> float:
@@ -214,6 +238,8 @@ def run_action(
             compactions=r.compactions,
             tokens_sent=r.tokens_sent,
             error=r.errors[0] if r.errors else None,
+            cache_write_tokens=sum(n - c for n, c in zip(r.call_tokens, r.call_cached, strict=True)),
+            tokens_sent_baseline=r.tokens_sent_baseline,
         )
     else:
         c, retention = _oneshot(t, settings, truth)
@@ -249,6 +275,10 @@ def run_action(
                 time_ms=c.time_ms,
                 priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
                 compactions=1 if c.changed else 0,
+                # the next call: it reads the prefix the compaction left as it was and writes
+                # the rest; without compaction it would read the whole original
+                cache_write_tokens=max(0, c.tokens_after - _kept_prefix(t, result_t, tok, copts)),
+                tokens_sent_baseline=c.tokens_before,
             )
     if retention is not None:
         out.add_retention(retention)
