@@ -36,7 +36,7 @@ from ctxkit.tokens import count_transcript, get_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT.parent / "shared" / "realdata"
-PER_KIND = 40  # false claims quoted per kind (the rest counted)
+PER_KIND = 100  # distinct false claims quoted per kind (the rest counted)
 
 
 def _files(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -176,19 +176,23 @@ def report(rows: list[dict[str, Any]], command: str, at: str | None = None, note
         for r in sorted(rs, key=lambda x: x["share"]):
             cells.append(f"{r['claims']['false']}/{r['claims']['total']}" if "claims" in r else "refused")
         out.append(f"| {rs[0]['set']} | {log[:80]} | {rs[0]['tokens']:,} | " + " | ".join(cells) + " |")
-    out += ["", "## Every false claim, with its quote", ""]
-    grouped: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    out += ["", "## Every false claim, with its quote", "",
+            "The same claim of the same log at several budgets is listed once, with its budgets.", ""]
+    grouped: dict[str, dict[tuple[str, str, str], tuple[list[int], dict[str, Any]]]] = defaultdict(dict)
     for r in ok:
         for c in r["claims"].get("false_claims", []):
-            grouped[c["kind"]].append((r, c))
+            key = (r["log"], c["claim"], c["why"])
+            shares, _ = grouped[c["kind"]].setdefault(key, ([], c))
+            shares.append(r["share"])
     for kind in C.KINDS:
-        items = grouped.get(kind, [])
+        items = list(grouped.get(kind, {}).items())
         if not items:
             continue
-        out += [f"### {kind} ({len(items)})", ""]
-        for r, c in items[:PER_KIND]:
-            out.append(f"- **{r['log'][:60]} @ 1/{r['share']}** (unit {c['unit']}, #{c['position']}): "
-                       f"`{_md(c['claim'])}`  \n  why: {c['why']}" + (f"  \n  evidence: `{_md(c['evidence'])}`" if c["evidence"] else ""))
+        out += [f"### {kind} ({sum(len(v[0]) for _, v in items)} false claims, {len(items)} distinct)", ""]
+        for (log, _, _), (shares, c) in items[:PER_KIND]:
+            at = ", ".join(f"1/{s}" for s in shares)
+            out.append(f"- **{log[:60]} @ {at}** (unit {c['unit']}): `{_md(c['claim'])}`  \n  why: {c['why']}"
+                       + (f"  \n  evidence: `{_md(c['evidence'])}`" if c["evidence"] else ""))
         if len(items) > PER_KIND:
             out.append(f"- ... and {len(items) - PER_KIND} more (all in the JSON rows)")
         out.append("")
