@@ -183,6 +183,7 @@ def engine_options(f: F) -> F:
                 address=ray_address,
                 workers=ray_workers,
                 shard_bytes=max(1, int(shard_mb * 2**20)),
+                report=True,
             )
         elif ray_address is not None or ray_workers is not None:
             raise click.UsageError("--ray-address and --ray-workers go with --engine ray")

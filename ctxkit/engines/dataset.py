@@ -32,14 +32,17 @@ class ShardFault(RuntimeError):
 @dataclass(frozen=True)
 class Fault:
     """Fault injection for tests: the first attempt at part `part` of input file `file_index`
-    dies after writing `after` conversations, once (the `marker` file records that it did):
-    `exit` kills the worker process, `raise` raises `ShardFault`."""
+    (with `node`, at any shard that runs on that Ray node) dies after writing `after`
+    conversations, once (the `marker` file records that it did): `exit` kills the worker
+    process, `raise` raises `ShardFault`, `hold` waits there until something outside kills it
+    (a test that takes the node down)."""
 
     marker: str
     file_index: int = 0
     part: int = 0
     after: int = 1
     mode: str = "exit"
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +188,10 @@ def maybe_fail(fault: Fault | None, shard: Shard, done: int) -> None:
     """The injected fault, when this is its shard and moment and it has not struck yet."""
     if fault is None or done != fault.after:
         return
-    if (shard.file_index, shard.part) != (fault.file_index, fault.part):
+    if fault.node is not None:
+        if worker_info().get("node") != fault.node:
+            return
+    elif (shard.file_index, shard.part) != (fault.file_index, fault.part):
         return
     try:
         fd = os.open(fault.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -194,14 +200,29 @@ def maybe_fail(fault: Fault | None, shard: Shard, done: int) -> None:
     os.close(fd)
     if fault.mode == "raise":
         raise ShardFault(f"injected fault in shard {shard.name}")
+    if fault.mode == "hold":
+        import time
+
+        while True:  # until the test kills this worker's node
+            time.sleep(1)
     os._exit(1)  # the worker dies mid-write, as one killed by the OOM killer would
 
 
 def worker_info() -> dict[str, Any]:
-    """The process that ran a task and its peak resident memory so far (MB)."""
+    """The process that ran a task, its peak resident memory so far (MB), and in a Ray task the
+    node it ran on (Ray's node id, hex) and that node's address."""
     import resource
+    import sys
 
-    return {"pid": os.getpid(), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    info: dict[str, Any] = {
+        "pid": os.getpid(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        info["node"] = ray.get_runtime_context().get_node_id()
+        info["node_ip"] = ray.util.get_node_ip_address()
+    return info
 
 
 def merge_stats(total: ReadStats, d: dict[str, Any]) -> None:

@@ -62,7 +62,8 @@ class RayOptions:
     """Where and how a run goes: `address` of a cluster (None: a local Ray with `num_cpus`, by
     default the usable CPUs, its files in `temp_dir`, by default a new dir in $TMPDIR),
     `workers` tasks at once (None: as many as the CPUs), the shard size, the local object
-    store's size, and a `fault` to inject (tests only)."""
+    store's size, a `fault` to inject (tests only), and whether to `report` on stderr where the
+    tasks ran and the workers' peak memory (`where_it_ran`; the CLI does)."""
 
     address: str | None = None
     num_cpus: int | None = None
@@ -71,6 +72,7 @@ class RayOptions:
     shard_bytes: int = SHARD_BYTES
     object_store_mb: int | None = None
     fault: Fault | None = None
+    report: bool = False
 
     @property
     def parallelism(self) -> int | None:
@@ -149,7 +151,7 @@ def ray_session(opts: RayOptions = RayOptions()) -> Iterator[Any]:
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
     if opts.address is not None:
         ray = import_ray()
-        ray.init(address=opts.address, **quiet)
+        connect(ray, opts.address, **quiet)
         try:
             yield ray
         finally:
@@ -218,24 +220,153 @@ def _without_idle_daemons() -> Iterator[None]:
         Node.__init__ = start  # type: ignore[method-assign]
 
 
-CONNECT_SECONDS = 10.0  # a cluster's head that does not answer in this long is not there
+CONNECT_SECONDS = 5.0  # a head whose port does not answer in this long is not there
+GCS_SECONDS = 10.0  # nor one whose GCS does not reply in this long (Ray itself waits 40 s)
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a `host:port` or `ray://host:port` address; None for `auto` and the like."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
 
 
 def _reachable(address: str) -> None:
     """A `host:port` (or `ray://host:port`) address whose port answers, else an error: Ray
-    itself waits for an absent head without end. `auto` and other forms go to Ray as given."""
+    itself waits for an absent head for minutes. `auto` and other forms go to Ray as given."""
     import socket
 
-    host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not host or not port.isdigit():
+    where = _host_port(address)
+    if where is None:
         return
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+        socket.create_connection(where, timeout=CONNECT_SECONDS).close()
     except OSError as exc:
         raise CtxkitError(
             f"no Ray cluster answers at {address} ({exc.strerror or exc}); start one with "
             "`ray start --head`, or leave out --ray-address for a local Ray"
         ) from None
+
+
+def connect(ray: Any, address: str, **init: Any) -> None:
+    """`ray.init(address=...)` to a running cluster, at the address as given, in bounded time.
+
+    Before Ray connects, the cluster's GCS is asked (`check_cluster`, at most ~15 s) whether it
+    is a Ray head, whether it takes this process's token, and whether one of its nodes runs on
+    this machine: a driver attaches to a local node's raylet, and without one Ray waits a
+    minute, then fails. Each is a one-line error here. Then Ray connects with the address
+    untouched (`_address_as_given`)."""
+    if not address.startswith("ray://"):
+        check_cluster(address)
+    try:
+        with _address_as_given():
+            ray.init(address=address, **init)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CtxkitError(f"cannot connect to the Ray cluster at {address}: {first}") from None
+
+
+def check_cluster(address: str) -> list[str]:
+    """The ids of the cluster's live nodes, after three checks that each fail with one line: the
+    port answers (`_reachable`), a GCS replies there with this process's auth token
+    (RAY_AUTH_MODE/RAY_AUTH_TOKEN, as the cluster has it), and one of its nodes runs on this
+    machine."""
+    import threading
+
+    _reachable(address)
+    where = _host_port(address)
+    if where is None:
+        return []
+    from ray._private import services
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+
+    answer: dict[str, Any] = {}
+
+    def ask() -> None:  # GcsClient waits 40 s for a port that is no GCS, with no timeout to set
+        try:
+            client = GcsClient(address=f"{where[0]}:{where[1]}")
+            answer["nodes"] = client.get_all_node_info(timeout=GCS_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - said on the driver, in one line
+            answer["error"] = exc
+
+    asking = threading.Thread(target=ask, name="ctxkit-ray-probe", daemon=True)
+    with _native_stderr_quiet():  # Ray's C++ client logs each failed try on fd 2
+        asking.start()
+        asking.join(GCS_SECONDS)
+    if asking.is_alive():
+        raise CtxkitError(
+            f"{address} answers, but no Ray GCS replied there in {GCS_SECONDS:.0f} s: give the "
+            "head's address as `ray start --head` printed it (`ray status` on the head)"
+        )
+    error = answer.get("error")
+    if error is not None:
+        if type(error).__name__ == "AuthenticationError":
+            raise CtxkitError(
+                f"the Ray cluster at {address} refused this process's auth token: set "
+                "RAY_AUTH_MODE=token and RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH) as its nodes have them"
+            )
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CtxkitError(f"cannot reach the Ray cluster at {address}: {first}")
+    alive = {
+        node_id.hex(): info.node_manager_address
+        for node_id, info in answer["nodes"].items()
+        if info.state == GcsNodeInfo.GcsNodeState.ALIVE
+    }
+    if not alive:
+        raise CtxkitError(f"the Ray cluster at {address} has no live node")
+    if not set(alive) & set(services.find_node_ids()):
+        where_nodes = ", ".join(sorted(set(alive.values())))
+        raise CtxkitError(
+            f"no node of the Ray cluster at {address} runs on this machine (its nodes: "
+            f"{where_nodes}): run ctxkit on one of them, or give --ray-address ray://HEAD:10001 "
+            "(Ray Client)"
+        )
+    return sorted(alive)
+
+
+@contextmanager
+def _native_stderr_quiet() -> Iterator[None]:
+    """File descriptor 2 on /dev/null for the block (what C code writes there is lost; Python's
+    own writes wait: none happen in the block). The error ctxkit then gives is the one line."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+@contextmanager
+def _address_as_given() -> Iterator[None]:
+    """While `ray.init` connects: the address as the user gave it. Ray rewrites a loopback
+    address (127.0.0.1, localhost) to this machine's outward one before connecting, but a
+    cluster whose nodes were started on 127.0.0.1 (`--node-ip-address`) listens on loopback
+    only: Ray then retried the other address for 13 minutes. Ray without that function
+    connects as it always did."""
+    try:
+        from ray._private import services
+    except ImportError:
+        yield
+        return
+    resolve = getattr(services, "resolve_ip_for_localhost", None)
+    if resolve is None:
+        yield
+        return
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = resolve
 
 
 def _shard_task(fn: Callable[[Shard, Any], Any], shard: Shard, job: Any) -> Any:
@@ -249,6 +380,26 @@ def _shard_task(fn: Callable[[Shard, Any], Any], shard: Shard, job: Any) -> Any:
 
 
 _ERROR = "ctxkit_error"  # a task's result that is the ctxkit error it raised
+
+
+def _task_failure(exc: BaseException, shard: Shard) -> CtxkitError:
+    """A shard's task that Ray gave up on, in one line: the exception it raised (a file a node
+    cannot read, say), or what killed it after its retries (a worker or a node that died each
+    time)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, OSError) and cause.filename:
+        return CtxkitError(
+            f"{cause.filename}: cannot read on a Ray node ({cause.strerror or cause}); the inputs "
+            "and -o DIR must be on storage every node mounts at the same path"
+        )
+    if cause is not None:
+        first = (f"{type(cause).__name__}: {cause}".strip().splitlines() or ["?"])[0]
+        return CtxkitError(f"shard {shard.name} failed on Ray: {first}")
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return CtxkitError(
+        f"shard {shard.name}: Ray lost its task {1 + TASK_RETRIES} times "
+        f"({type(exc).__name__}: {first})"
+    )
 
 
 def _task_error(message: str, exit_code: int, usage: bool) -> CtxkitError:
@@ -273,30 +424,98 @@ def run_shards(
     if not shards:
         return
     with ray_session(opts) as ray:
-        task = ray.remote(_shard_task).options(
-            num_cpus=1, max_retries=TASK_RETRIES, retry_exceptions=[ShardFault], name="ctxkit-shard"
-        )
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        remote = ray.remote(_shard_task)
+        settings = {
+            "num_cpus": 1,
+            "max_retries": TASK_RETRIES,
+            "retry_exceptions": [ShardFault],
+            "name": "ctxkit-shard",
+        }
+        task = remote.options(**settings)
         job_ref = ray.put(job)  # one copy in the object store, not one per task
         window = opts.workers or len(shards)
+        first = _first_round(ray)
+
+        def submit(index: int) -> Any:
+            if index < len(first):
+                strategy = NodeAffinitySchedulingStrategy(first[index], soft=True)
+                pinned = remote.options(**settings, scheduling_strategy=strategy)
+                return pinned.remote(fn, shards[index], job_ref)
+            return task.remote(fn, shards[index], job_ref)
+
         running: dict[Any, int] = {}  # task ref -> shard index
+        workers: list[dict[str, Any]] = []  # each result's worker_info, for the report
         finished: dict[int, Any] = {}  # results that came before their turn (small tallies)
         queued = 0
         try:
             for turn in range(len(shards)):
                 while turn not in finished:
                     while queued < len(shards) and len(running) < window:
-                        running[task.remote(fn, shards[queued], job_ref)] = queued
+                        running[submit(queued)] = queued
                         queued += 1
                     ready, _ = ray.wait(list(running), num_returns=1)
                     for ref in ready:
-                        finished[running.pop(ref)] = ray.get(ref)
+                        index = running.pop(ref)
+                        try:
+                            finished[index] = ray.get(ref)
+                        except ray.exceptions.RayError as exc:
+                            raise _task_failure(exc, shards[index]) from None
                 result = finished.pop(turn)
                 if isinstance(result, dict) and _ERROR in result:
                     raise _task_error(*result[_ERROR])
+                if isinstance(result, dict) and "worker" in result:
+                    workers.append(result["worker"])
                 yield result
         finally:
             for ref in running:  # a failed or abandoned run: stop what is still going
                 ray.cancel(ref, force=True)
+    if opts.report and workers:
+        sys.stderr.write(where_it_ran(workers) + "\n")
+
+
+def _first_round(ray: Any) -> list[str]:
+    """On a cluster of several nodes, the node of each of the first tasks: one a CPU, the nodes
+    in turn (ids in order). Left to itself Ray hands a node's next task to the worker that
+    finished the last one there, so shards that take less time than a worker takes to start on
+    another node all ran on the driver's node; the first round puts a task on every CPU, and
+    the rest go where a CPU frees up. Soft: a task whose node is gone runs elsewhere."""
+    nodes = sorted(
+        (n["NodeID"], int(n.get("Resources", {}).get("CPU", 0)))
+        for n in ray.nodes()
+        if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1
+    )
+    if len(nodes) < 2:
+        return []
+    return [node for k in range(max(c for _, c in nodes)) for node, cpus in nodes if cpus > k]
+
+
+def where_it_ran(workers: Sequence[dict[str, Any]]) -> str:
+    """One line on the tasks of a run: how many ran on each node, and the largest worker's peak
+    resident memory (each task reports its worker's, `engines.dataset.worker_info`).
+
+    >>> where_it_ran([{"pid": 1, "peak_rss_mb": 300.4, "node": "ab" * 14, "node_ip": "10.0.0.1"},
+    ...               {"pid": 2, "peak_rss_mb": 351.6, "node": "cd" * 14, "node_ip": "10.0.0.2"},
+    ...               {"pid": 1, "peak_rss_mb": 310.0, "node": "ab" * 14, "node_ip": "10.0.0.1"}])
+    'ray: 3 tasks on 2 nodes (10.0.0.1 abababab: 2, 10.0.0.2 cdcdcdcd: 1); 2 workers, peak memory 310 to 352 MB'
+    """
+    from collections import Counter
+
+    from ctxkit.report.tables import counted
+
+    tasks = Counter((w.get("node_ip", "?"), w.get("node", "?")) for w in workers)
+    peak: dict[tuple[Any, Any], float] = {}
+    for w in workers:
+        key = (w.get("node"), w["pid"])
+        peak[key] = max(peak.get(key, 0.0), float(w["peak_rss_mb"]))
+    nodes = ", ".join(f"{ip} {node[:8]}: {n}" for (ip, node), n in sorted(tasks.items()))
+    low, high = min(peak.values()), max(peak.values())
+    memory = f"{low:.0f} MB" if round(low) == round(high) else f"{low:.0f} to {high:.0f} MB"
+    return (
+        f"ray: {counted(len(workers), 'task')} on {counted(len(tasks), 'node')} ({nodes}); "
+        f"{counted(len(peak), 'worker')}, peak memory {memory}"
+    )
 
 
 # ---------------------------------------------------------------- count
@@ -424,6 +643,7 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
         "no_truth": missing[0] if missing else None,
         "truth_source": str(source) if source else None,
         "stats": asdict(stats),
+        "worker": worker_info(),
     }
 
 
