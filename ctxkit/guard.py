@@ -339,6 +339,8 @@ class TargetResult:
     usage: RecordedUsage | None = None  # what the provider recorded, when the log says
     basis: str = "local count"  # or "recorded usage": what `used` rests on
     agents: list[AgentForecast] = field(default_factory=list)  # guard --as AGENT
+    # in an agent loop: the one loop policy's trigger and goal for this log (`budget.policy`)
+    loop: dict[str, Any] | None = None
 
     @property
     def limit(self) -> int:
@@ -389,6 +391,8 @@ class TargetResult:
             d["pending"] = self.pending.to_dict()
         if self.replay is not None:
             d["replay"] = self.replay.to_dict()
+        if self.loop is not None:
+            d["loop"] = dict(self.loop)
         return d
 
 
@@ -642,12 +646,6 @@ def _target_result(
         raise CtxkitError(
             measured.note + ", or --no-usage to decide on the file's own count"
         )
-    thrash = thrash_note(t, tc, regions, target)
-    if thrash:
-        result.notes.append(thrash)
-    heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
-    if heavy:
-        result.notes.append(heavy)
     # the replay and the agents' forecasts walk the log as it grew (`walk_tokens`): the fixed
     # part, then every unit at the fitted ratio (1 without recorded usage), at the recorded calls
     # what the provider counted, ending at the verdict's figure
@@ -655,6 +653,14 @@ def _target_result(
     fixed = regions.get("unlogged", 0) + round(
         ratio * (regions.get("tools", 0) + (opts.reply_priming if t.units else 0))
     )
+    result.loop = loop_decision(t, target, used, fixed)
+    say(f"target {target.name}: in a loop, {result.loop['rule']}")
+    thrash = thrash_note(t, tc, regions, target)
+    if thrash:
+        result.notes.append(thrash)
+    heavy = schemas_over(regions["tools"], target.effective_limit, tool_threshold)
+    if heavy:
+        result.notes.append(heavy)
     unit_tokens = walk_tokens(t, tc, measured, fixed, tok)
     result.agents = [
         forecast(
@@ -721,6 +727,31 @@ def walk_tokens(t: Transcript, tc: Any, measured: Any, fixed: int, tok: Any) -> 
     if cut == len(out):
         out[last] += measured.total - fixed - sum(out)
     return out
+
+
+def loop_decision(t: Transcript, target: Target, used: int, fixed: int) -> dict[str, Any]:
+    """What the one loop policy (`budget.policy`, the policy of `replay` and `compact
+    --replay`) says of this log in an agent loop: its trigger and goal at the log's growth per
+    model call (priced on the target's model), and whether a loop compacts before the next
+    call (`reason`: "cost", "overflow", or "" below the trigger; the calls since the agent's
+    last compaction are not known here, so the gap is not checked)."""
+    from ctxkit.budget.models import find_model
+    from ctxkit.budget.policy import loop_policy
+    from ctxkit.replay import call_points
+
+    policy = loop_policy(target.limit, fixed, find_model(target.name)[0])
+    calls = len(call_points(t.units))
+    growth = policy.growth(used - fixed, calls)
+    d = policy.decide(used, None, growth)
+    return {
+        "trigger": d.trigger,
+        "goal": d.goal,
+        "growth_per_call": round(growth, 1),
+        "calls": calls,
+        "compact": d.compact,
+        "reason": d.reason,
+        "rule": policy.describe(growth),
+    }
 
 
 def thrash_note(t: Transcript, tc: Any, regions: Mapping[str, int], target: Target) -> str | None:

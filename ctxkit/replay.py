@@ -505,8 +505,9 @@ def _run(
 
 def settings_policy(settings: CompactSettings, fixed: int) -> LoopPolicy:
     """The loop's policy under `settings`: its limit, `fixed` tokens no compaction removes,
-    priced on the model its budget names (Anthropic's price ratios when none is priced), an LLM
-    summary's call counted when an LLM writes the summaries."""
+    priced on the model its budget names (Anthropic's price ratios when none is priced), and a
+    summarizing call counted when the settings name a summarizer (`ctxkit replay` prices every
+    row's summaries as an LLM's call, ctxkit's extractive ones too, so the policy does)."""
     from ctxkit.budget.models import find_model
 
     model = find_model(settings.budget.name)[0] if settings.budget is not None else None
