@@ -247,6 +247,12 @@ def _roles(fmt: str, text: str) -> list[str]:
     if fmt == "copilot-cli":
         return [r["type"].split(".")[0].replace("tool", "tool") for r in parsed if r["type"].endswith(
             (".message", "execution_complete"))]
+    if fmt in ("qwen-code", "claude-code-stream"):
+        return [r["message"]["role"] for r in parsed if isinstance(r.get("message"), dict)]
+    if fmt == "codex-exec":
+        return [r["item"]["type"] for r in parsed if r["type"] == "item.completed"]
+    if fmt == "pi":
+        return [r["message"]["role"] for r in parsed if r.get("type") == "message"]
     messages = parsed["messages"] if isinstance(parsed, dict) else parsed
     return [m["role"] for m in messages]
 
@@ -273,6 +279,10 @@ def test_joined_units_share_the_message_before(fmt: str) -> None:
         "copilot-cli": ["system", "user", "assistant", "tool", "user", "assistant"],
         "gemini": ["user", "model", "user", "model"],  # results and the note join their turn
         "cline": ["user", "assistant", "user", "assistant"],  # results are user text blocks
+        "qwen-code": ["user", "model", "user", "model"],  # the note joins the turn of the results
+        "claude-code-stream": ["user", "assistant", "user", "assistant"],
+        "codex-exec": ["user_message", "mcp_tool_call", "user_message", "agent_message"],  # a call holds its result
+        "pi": ["user", "assistant", "toolResult", "user", "assistant"],  # a joining unit is a block of its role's message
     }[fmt]
     for piece in ("Earlier: the tests failed.", "[2 turns archived]", "[note]"):
         assert piece in text

@@ -266,7 +266,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             if u.role == "system" or (u.role == "assistant" and not (u.content or u.tool_calls)):
                 continue  # the stream prints no system prompt; reasoning alone is no message
             last = produced[-1][1] if produced else None
-            if joins(u) and u.role == "user" and isinstance(last, dict) and last.get("type") == "user":
+            if joins(u) and u.role != "tool" and isinstance(last, dict) and last.get("type") == (
+                    "assistant" if u.role == "assistant" else "user"):
                 content = last["message"].get("content")
                 blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
                 produced[-1] = (produced[-1][0], {**last, "message": {**last["message"], "content": [

@@ -198,7 +198,7 @@ class _Writer:
         self.out.append((u, {"type": "item.completed", "item": item}))
 
     def flush(self) -> None:
-        """Calls no result answered: items with no output."""
+        """Calls no result answered (before a user message, or at the end): items with no output."""
         for u, call in self.waiting:
             self.item(u, _call_item(call, "", False))
         self.waiting = []
@@ -213,7 +213,8 @@ class _Writer:
                 call = found[1]
             self.item(u, _call_item(call, u.content, bool(u.meta.get("is_error"))))
             return
-        self.flush()
+        if u.role != "assistant":
+            self.flush()  # a response's calls are answered before the next user message
         last = self.out[-1][1]["item"] if self.out and "item" in self.out[-1][1] else None
         if joins(u) and last is not None and last.get("type") == ("agent_message" if u.role == "assistant" else
                                                                    "user_message"):

@@ -589,7 +589,12 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             if u.role == "system" or (u.role == "assistant" and not (u.content or u.tool_calls or u.reasoning)):
                 continue  # Qwen Code stores no system prompt; an empty response is no Content
             last = produced[-1][1] if produced else None
-            if joins(u) and isinstance(last, dict) and isinstance(last.get("message"), dict) \
+            # a unit compaction made that joins the one before, or (another format's) a call of
+            # the same response: one Content with the record before (Qwen Code writes a
+            # response's calls in one Content, each result in a record of its own)
+            together = joins(u) or (u.role == "assistant" and isinstance(last, dict) and last.get("uuid") in made
+                                    and _ends_in_call(last))
+            if together and isinstance(last, dict) and isinstance(last.get("message"), dict) \
                     and last["message"].get("role") == _role(u) and u.role != "tool":
                 msg = last["message"]
                 produced[-1] = (produced[-1][0], {**last, "message": {**msg, "parts": [*msg.get("parts", []),
@@ -604,6 +609,12 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
     placed = place(t, produced, at)
     off = set(t.metadata.get(OFF_CHAIN) or [])
     return _linked(placed, made, names(t) - {r.get("uuid") for r in placed if isinstance(r, dict)}, off), {}
+
+
+def _ends_in_call(rec: dict[str, Any]) -> bool:
+    """Whether a record's Content ends in a function call (its response is still being written)."""
+    parts = _parts(rec) or []
+    return bool(parts) and isinstance(parts[-1], dict) and "functionCall" in parts[-1]
 
 
 def _chained(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
