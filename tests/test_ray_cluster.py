@@ -309,3 +309,18 @@ def test_a_worker_node_lost_mid_run_and_the_rerun(cluster: RayCluster, folder: P
     assert run.returncode == 0, run.stderr
     assert_same_directory(here, again)
     assert set(nodes_in_report(run.stderr)) == {next(iter(nodes))[:8]}
+
+
+def test_memory_reserved_for_each_task_is_checked_and_reported(cluster: RayCluster, folder: Path) -> None:
+    """--ray-task-mb is Ray's memory resource of each task; the report counts the workers that
+    went above it (every one, at 1 MB), and a reservation no node can give is one line, not a
+    run that waits for ever."""
+    run = ctxkit(cluster, *on_cluster(cluster, "count", str(folder), "--format", "jsonl", "--ray-task-mb", "1"))
+    assert run.returncode == 0, run.stderr
+    line = next(x for x in run.stderr.splitlines() if x.startswith("ray: "))
+    workers = int(line.split("; ")[1].split()[0])
+    assert line.endswith(f" ({workers} above --ray-task-mb 1)")
+    run = ctxkit(cluster, *on_cluster(cluster, "count", str(folder), "--ray-task-mb", "100000000"))
+    assert run.returncode == 1
+    assert len(run.stderr.splitlines()) == 1
+    assert run.stderr.startswith("Error: --ray-task-mb 100,000,000: no Ray node has that much memory")

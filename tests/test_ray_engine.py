@@ -234,7 +234,7 @@ def test_sharded_archive_restores_and_recalls_through_its_index(tmp_path: Path) 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["count", "--ray-address", "auto"], "--ray-address and --ray-workers go with --engine ray"),
+        (["count", "--ray-address", "auto"], "--ray-address, --ray-workers and --ray-task-mb go with --engine ray"),
         (["count", "--engine", "ray", "--by", "role"], "--by, --cost, --calibrate and --archive run on --engine local"),
         (["compact", "--engine", "ray", "--limit", "2000"], "give -o DIR"),
         (["compact", "--engine", "ray", "--limit", "2000", "-o", "small.jsonl"], "give -o DIR, not 'small.jsonl'"),

@@ -172,6 +172,7 @@ def engine_options(f: F) -> F:
         engine: str,
         ray_address: str | None,
         ray_workers: int | None,
+        ray_task_mb: int | None,
         shard_mb: float,
         **kwargs: Any,
     ) -> Any:
@@ -184,9 +185,10 @@ def engine_options(f: F) -> F:
                 workers=ray_workers,
                 shard_bytes=max(1, int(shard_mb * 2**20)),
                 report=True,
+                task_mb=ray_task_mb,
             )
-        elif ray_address is not None or ray_workers is not None:
-            raise click.UsageError("--ray-address and --ray-workers go with --engine ray")
+        elif ray_address is not None or ray_workers is not None or ray_task_mb is not None:
+            raise click.UsageError("--ray-address, --ray-workers and --ray-task-mb go with --engine ray")
         return f(*args, engine=engine, ray_opts=ray_opts, **kwargs)
 
     return _stack(
@@ -210,6 +212,14 @@ def engine_options(f: F) -> F:
             type=click.IntRange(min=1),
             default=None,
             help="With --engine ray: tasks at once (default: one per CPU of the cluster).",
+        ),
+        click.option(
+            "--ray-task-mb",
+            type=click.IntRange(min=1),
+            default=None,
+            metavar="MB",
+            help="With --engine ray: memory Ray reserves for each task, so a node runs no more "
+            "tasks than its memory holds (default: none reserved); the run reports workers above it.",
         ),
         click.option(
             "--shard-mb",

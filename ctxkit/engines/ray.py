@@ -62,8 +62,10 @@ class RayOptions:
     """Where and how a run goes: `address` of a cluster (None: a local Ray with `num_cpus`, by
     default the usable CPUs, its files in `temp_dir`, by default a new dir in $TMPDIR),
     `workers` tasks at once (None: as many as the CPUs), the shard size, the local object
-    store's size, a `fault` to inject (tests only), and whether to `report` on stderr where the
-    tasks ran and the workers' peak memory (`where_it_ran`; the CLI does)."""
+    store's size, a `fault` to inject (tests only), whether to `report` on stderr where the
+    tasks ran and the workers' peak memory (`where_it_ran`; the CLI does), and the memory Ray
+    reserves for each task (`task_mb`, Ray's `memory` resource: a node runs no more tasks at
+    once than its memory holds)."""
 
     address: str | None = None
     num_cpus: int | None = None
@@ -73,6 +75,7 @@ class RayOptions:
     object_store_mb: int | None = None
     fault: Fault | None = None
     report: bool = False
+    task_mb: int | None = None
 
     @property
     def parallelism(self) -> int | None:
@@ -433,6 +436,9 @@ def run_shards(
             "retry_exceptions": [ShardFault],
             "name": "ctxkit-shard",
         }
+        if opts.task_mb:
+            _check_task_memory(ray, opts.task_mb)
+            settings["memory"] = opts.task_mb * 2**20
         task = remote.options(**settings)
         job_ref = ray.put(job)  # one copy in the object store, not one per task
         window = opts.workers or len(shards)
@@ -472,7 +478,19 @@ def run_shards(
             for ref in running:  # a failed or abandoned run: stop what is still going
                 ray.cancel(ref, force=True)
     if opts.report and workers:
-        sys.stderr.write(where_it_ran(workers) + "\n")
+        sys.stderr.write(where_it_ran(workers, opts.task_mb) + "\n")
+
+
+def _check_task_memory(ray: Any, task_mb: int) -> None:
+    """An error when no node can give a task `task_mb` (Ray would wait for one without end)."""
+    most = max(
+        (n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("Alive")), default=0
+    )
+    if most < task_mb * 2**20:
+        raise CtxkitError(
+            f"--ray-task-mb {task_mb:,}: no Ray node has that much memory for a task (the most a "
+            f"node offers: {most / 2**20:,.0f} MB); give less"
+        )
 
 
 def _first_round(ray: Any) -> list[str]:
@@ -491,14 +509,18 @@ def _first_round(ray: Any) -> list[str]:
     return [node for k in range(max(c for _, c in nodes)) for node, cpus in nodes if cpus > k]
 
 
-def where_it_ran(workers: Sequence[dict[str, Any]]) -> str:
-    """One line on the tasks of a run: how many ran on each node, and the largest worker's peak
-    resident memory (each task reports its worker's, `engines.dataset.worker_info`).
+def where_it_ran(workers: Sequence[dict[str, Any]], task_mb: int | None = None) -> str:
+    """One line on the tasks of a run: how many ran on each node, the workers' peak resident
+    memory (each task reports its worker's, `engines.dataset.worker_info`), and how many went
+    above the memory reserved for a task (`task_mb`).
 
-    >>> where_it_ran([{"pid": 1, "peak_rss_mb": 300.4, "node": "ab" * 14, "node_ip": "10.0.0.1"},
-    ...               {"pid": 2, "peak_rss_mb": 351.6, "node": "cd" * 14, "node_ip": "10.0.0.2"},
-    ...               {"pid": 1, "peak_rss_mb": 310.0, "node": "ab" * 14, "node_ip": "10.0.0.1"}])
+    >>> runs = [{"pid": 1, "peak_rss_mb": 300.4, "node": "ab" * 14, "node_ip": "10.0.0.1"},
+    ...         {"pid": 2, "peak_rss_mb": 351.6, "node": "cd" * 14, "node_ip": "10.0.0.2"},
+    ...         {"pid": 1, "peak_rss_mb": 310.0, "node": "ab" * 14, "node_ip": "10.0.0.1"}]
+    >>> where_it_ran(runs)
     'ray: 3 tasks on 2 nodes (10.0.0.1 abababab: 2, 10.0.0.2 cdcdcdcd: 1); 2 workers, peak memory 310 to 352 MB'
+    >>> where_it_ran(runs, 320).split("; ")[-1]
+    '2 workers, peak memory 310 to 352 MB (1 above --ray-task-mb 320)'
     """
     from collections import Counter
 
@@ -512,6 +534,8 @@ def where_it_ran(workers: Sequence[dict[str, Any]]) -> str:
     nodes = ", ".join(f"{ip} {node[:8]}: {n}" for (ip, node), n in sorted(tasks.items()))
     low, high = min(peak.values()), max(peak.values())
     memory = f"{low:.0f} MB" if round(low) == round(high) else f"{low:.0f} to {high:.0f} MB"
+    if task_mb:
+        memory += f" ({sum(p > task_mb for p in peak.values())} above --ray-task-mb {task_mb:,})"
     return (
         f"ray: {counted(len(workers), 'task')} on {counted(len(tasks), 'node')} ({nodes}); "
         f"{counted(len(peak), 'worker')}, peak memory {memory}"
