@@ -72,12 +72,12 @@ def carried(t: Transcript, fmt: str, same: bool = False) -> Any:
     units = [u for u in t.units if not (u.role == "assistant" and not u.content and not u.tool_calls
                                         and (u.reasoning or fmt != "openai"))]
     if fmt in ("claude-code", "gemini-cli", "gemini-cli-jsonl", "opencode", "cline", "qwen-code", "claude-code-stream",
-               "codex-exec"):  # no system prompt in the file
+               "codex-exec", "pi"):  # no system prompt in the file
         units = [u for u in units if u.role != "system"]
     if fmt == "codex-exec":
         return codex_exec_carried(units)
     if fmt in ("gemini-cli", "gemini-cli-jsonl", "opencode", "copilot-cli", "gemini", "cline",
-               "qwen-code"):  # calls' arguments are objects
+               "qwen-code", "pi"):  # calls' arguments are objects
         if fmt == "gemini" and not same:
             system = [u for u in units if u.role == "system"]
             if system:
@@ -202,7 +202,7 @@ def test_registry_names_and_writers() -> None:
     assert sorted(FORMATS) == sorted(["units", "openai", "anthropic", "claude-code", "codex", "sharegpt", "atif", "aider",
                                       "openhands", "swe-agent", "gemini-cli", "gemini-cli-jsonl", "opencode",
                                       "copilot-cli", "gemini", "cline", "specstory", "qwen-code", "claude-code-stream",
-                                      "codex-exec"])
+                                      "codex-exec", "pi"])
     assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
 
 

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.formats import ReadStats, read_path, read_text, write_transcripts
+from ctxkit.formats import ReadOptions, ReadStats, read_path, read_text, write_transcripts
+from ctxkit.formats.sdk import problems
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 DATA = Path(__file__).parent / "data" / "new_logs"
@@ -311,3 +312,53 @@ def test_a_cline_results_line_is_counted_as_the_model_reads_it() -> None:
     (result,) = [u for u in t.units if u.role == "tool"]
     assert result.content == "<answer>\nApproved\n</answer>"
     assert count_transcript(t, tok).units[2].overhead > tok.count(question)  # the line, in the count
+
+
+# ---------------------------------------------------------------- Pi
+
+
+def test_a_pi_session_is_read_as_pi_builds_the_context(tmp_path: Path) -> None:
+    path = DATA / "pi-session.jsonl"
+    text = path.read_text()
+    entries = [json.loads(x) for x in text.splitlines()]
+    stats = ReadStats()
+    (t,) = read_path(str(path), stats=stats)
+    assert t.source_format == "pi" and t.metadata["model"] == "claude-sonnet-4-5"
+    # after the compaction: the entries from its firstKeptEntryId on, the `!` command, the
+    # summary, the request; the abandoned branch, the label, state and the `!!` command kept
+    assert [u.content.split("\n")[0] for u in t.units] == [
+        "add() is off by one.", "Ran `git diff`", entries[11]["summary"], "Fix it."]
+    assert t.units[2].type == "summary"
+    assert stats.skipped_non_message["off the path"] == 1 and stats.skipped_non_message["bashExecution out of the context"] == 1
+    (whole,) = read_path(str(path), ReadOptions(include_compacted=True))
+    (call,) = whole.units[1].tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("bash", {"command": "pytest test_app.py -q"})
+    assert whole.units[2].tool_call_id == call.id and whole.units[1].reasoning == "Run the test first."
+    assert [c["input_tokens"] for c in whole.metadata["provider_usage"]["calls"]] == [4100, 4220]
+    # counted within 2% of a reading of the path's text fields of its own
+    tok = get_tokenizer("cl100k_base")
+    on_path = [e for e in entries[1:] if e["id"] not in ("a0000007",)]
+    texts: list[str] = []
+    for e in on_path:
+        m = e.get("message") or {}
+        if m.get("role") in ("user", "assistant", "toolResult"):
+            c = m["content"]
+            texts += [c] if isinstance(c, str) else [b.get("text") or b.get("thinking") or "" for b in c if b["type"] != "toolCall"]
+            texts += [json.dumps(b["arguments"], separators=(",", ":")) + b["name"] for b in (c if isinstance(c, list) else [])
+                      if b["type"] == "toolCall"]
+        elif m.get("role") == "bashExecution" and not m.get("excludeFromContext"):
+            texts.append(f"Ran `{m['command']}`\n```\n{m['output']}\n```")
+        elif e["type"] == "compaction":
+            texts.append(e["summary"])
+    independent = sum(tok.count(x) for x in texts)
+    assert abs(_text_tokens(whole) - independent) <= 0.02 * independent
+    # every entry back, and a compaction of it Pi loads, expanded to the same bytes
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert buf.getvalue() == text
+    small, back = tmp_path / "small.jsonl", tmp_path / "back.jsonl"
+    r = _run(["compact", str(path), "--include-compacted", "--no-usage", "--limit", "100", "-o", str(small)])
+    assert r.exit_code == 0, r.stderr
+    assert problems("pi", small.read_text()) == []
+    assert _run(["expand", str(small), "-o", str(back)]).exit_code == 0
+    assert back.read_text() == text

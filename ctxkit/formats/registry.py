@@ -24,6 +24,7 @@ _MODULES = (
     "codex",
     "codex_exec",
     "copilot_cli",
+    "pi",
     "openhands",
     "gemini_cli",
     "gemini_cli_jsonl",
