@@ -94,13 +94,15 @@ _DRIVE = re.compile(r"^([A-Za-z]):[\\/]")
 def clean_path(text: str) -> str:
     """A path as written, without quotes, a leading `./` or a trailing slash; a Windows path
     with forward slashes and its drive as Git Bash writes it (`D:\\a\\b` is `/d/a/b`)."""
-    s = text.strip().strip("`'\"").rstrip(",.;:")
+    s = text.strip().strip("`'\"").rstrip(",;:").strip("`'\"")
+    if s.endswith(".") and s.strip(".") and not s.endswith(".."):
+        s = s[:-1]  # a sentence's full stop, not `.` or `..`
     if "\\" in s and "/" not in s.replace("\\", ""):
         s = s.replace("\\", "/")
     m = _DRIVE.match(s)
     if m:
         s = f"/{m.group(1).lower()}/{s[3:]}"
-    while s.startswith("./"):
+    while s.startswith("./") and len(s) > 2:
         s = s[2:]
     return s.rstrip("/") or s
 

@@ -190,12 +190,27 @@ class _Writer:
         self.t = t
         self.out: list[tuple[Unit | None, Any]] = []
         self.waiting: list[tuple[Unit, ToolCall]] = []
+        self.used: set[str] = set()  # the ids of the items written
 
     def _id(self, u: Unit, n: int = 0) -> str:
         return "item_ctxkit_" + uuidlib.uuid5(_NAMESPACE, f"{self.t.id}/{u.id}/{n}").hex[:16]
 
     def item(self, u: Unit, item: dict[str, Any]) -> None:
+        """A completed item, its id made unique in the thread (another format's call ids may
+        repeat)."""
+        base, n = item["id"], 0
+        while item["id"] in self.used:
+            n += 1
+            item["id"] = f"{base}#{n}"
+        self.used.add(item["id"])
         self.out.append((u, {"type": "item.completed", "item": item}))
+
+    def source(self, u: Unit, rec: dict[str, Any]) -> None:
+        """An event of the source (its item's id taken)."""
+        item = rec.get("item")
+        if isinstance(item, dict) and isinstance(item.get("id"), str):
+            self.used.add(item["id"])
+        self.out.append((u, rec))
 
     def flush(self) -> None:
         """Calls no result answered (before a user message, or at the end): items with no output."""
@@ -262,7 +277,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
         if sources and _event(sources[0]) and isinstance(sources[0].get("item"), dict) and not any(
                 joins(u) for u in run):
             w.flush()
-            w.out.append((run[0], sources[0] if raw is not None else _changed(run, sources[0])))
+            w.source(run[0], sources[0] if raw is not None else _changed(run, sources[0]))
             continue
         for u in run:
             w.unit(u)
@@ -275,8 +290,8 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
 
 def validate(data: Any) -> list[str]:
     """What a reader of the stream expects: every line a thread event of `codex exec --json`,
-    each item event an item `{id, type}`, no item completed twice, each completed command with
-    its command and output."""
+    each item event an item `{id, type}`, no item completed twice in a thread, each completed
+    command with its command and output."""
     out: list[str] = []
     completed: set[str] = set()
     for i, rec in enumerate(app_records(data)):
@@ -284,6 +299,8 @@ def validate(data: Any) -> list[str]:
         if not _event(rec):
             out.append(f"{at}: not a `codex exec --json` event")
             continue
+        if rec["type"] == "thread.started":
+            completed = set()  # another session of the file
         if rec["type"] not in _ITEMS:
             continue
         item = rec.get("item")

@@ -246,6 +246,7 @@ def rl_schema() -> Any:
             "retention_with_recall": pl.Float64,
             "error": pl.String,
             "fidelity": pl.Float64,
+            "false_claims": pl.Int64,
         }
     )
     action = pl.Struct(
