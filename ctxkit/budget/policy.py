@@ -21,9 +21,9 @@ at `T = A + sqrt(2 Q g / read)`. So:
   real sessions, README "ctxkit in the loop"), lowered so that `min_gap` calls at the
   session's growth fit below the limit, but never below 8,000 tokens (half the room in a small
   window: a goal the chain cannot reach makes it fall back to a fresh start);
-- the trigger is the cheapest point `A + sqrt(2 Q g / read)`, never before `min_gap` calls of
-  growth above the goal (at most one compaction per 25 calls) and never past the limit;
-  `g` is what the session has added per call so far, measured, not assumed;
+- the trigger is the cheapest point `A + sqrt(2 Q g / read)`, never past the limit; `g` is
+  what the session has added per call so far, measured, not assumed;
+- at most one compaction per `min_gap` (25) calls: a context past the trigger sooner waits;
 - a compaction at that trigger pays for itself before the next one: what it saves per call,
   `read x (T - A)`, repays `Q` within `Q / (read (T - A))` calls, half of the `(T - A) / g`
   calls the cycle lasts (break-even is checked per compaction in `replay`'s cost column);
@@ -31,13 +31,13 @@ at `T = A + sqrt(2 Q g / read)`. So:
 
     >>> p = LoopPolicy(limit=176_000, fixed=24_000, prices=CachePrices.relative())
     >>> p.goal(1_400), p.trigger(1_400)
-    (46800, 81800)
+    (46800, 75048)
     >>> p.decide(60_000, calls_since=30, growth=1_400).compact
     False
-    >>> d = p.decide(90_000, calls_since=30, growth=1_400); d.compact, d.reason
+    >>> d = p.decide(80_000, calls_since=30, growth=1_400); d.compact, d.reason
     (True, 'cost')
-    >>> p.decide(90_000, calls_since=3, growth=1_400).compact, p.decide(180_000, 3, 1_400).reason
-    (False, 'overflow')
+    >>> p.decide(80_000, calls_since=3, growth=1_400).reason, p.decide(180_000, 3, 1_400).reason
+    ('gap', 'overflow')
 """
 
 from __future__ import annotations
@@ -135,12 +135,11 @@ class LoopPolicy:
         return p.write * max(0, goal - self.fixed) + summary
 
     def trigger(self, growth: float, context: int | None = None) -> int:
-        """The cheapest context to compact at (see the module doc), within [goal + min_gap
-        calls of growth, limit]."""
+        """The cheapest context to compact at (see the module doc), never past the limit."""
         a = self.goal(growth)
         q = self.rewrite_usd(a, context if context is not None else self.limit)
         best = a + math.sqrt(2 * q * max(growth, 1.0) / self.prices.read)
-        return int(min(self.limit, max(best, a + self.min_gap * growth)))
+        return int(min(self.limit, best))
 
     def break_even_calls(self, context: int, growth: float) -> float:
         """Calls after a compaction at `context` until what it saves repays what it cost."""
