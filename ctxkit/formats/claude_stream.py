@@ -359,7 +359,7 @@ def _rules(messages: list[tuple[str, str, Any]]) -> list[str]:
 
 FORMAT = Format(
     name=NAME,
-    label="Claude Code stream-json output",
+    label="Claude Code stream-json",
     shape="log",
     detect=detect,
     read=read,

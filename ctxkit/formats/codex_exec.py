@@ -319,7 +319,7 @@ def validate(data: Any) -> list[str]:
 
 FORMAT = Format(
     name=NAME,
-    label="Codex exec --json output",
+    label="Codex exec --json",
     shape="log",
     detect=detect,
     read=read,
