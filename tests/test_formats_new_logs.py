@@ -216,12 +216,17 @@ _MARKUP = re.compile(
 
 def _specstory_independent(text: str) -> int:
     """The text of every section, sections cut at `_**User|Agent ...**_` lines by a regex of this
-    test's own (no ctxkit reader), SpecStory's markup lines and the `---` between roles left out."""
+    test's own (no ctxkit reader), SpecStory's markup lines and the `---` between roles left out;
+    a sub-agent's sections (`_**Agent - sidechain ...**_`) are its own context, not counted."""
     tok = get_tokenizer("cl100k_base")
     heads = list(re.finditer(r"(?m)^_\*\*(?:User|Agent)[^\n]*\*\*_\n", text))
     total = 0
     for k, m in enumerate(heads):
+        if m.group().startswith("_**Agent - sidechain"):
+            continue
         body = re.sub(r"\n---\n\s*$", "\n", text[m.end():heads[k + 1].start() if k + 1 < len(heads) else len(text)])
+        # a tool block's summary line names the tool and holds the call's arguments after the name
+        body = re.sub(r"<summary>Tool use: \*\*[^*\n]+\*\*(?: •)?(.*?)</summary>", lambda m: "\n" + m.group(1) + "\n", body)
         total += tok.count("\n".join(line for line in body.split("\n") if not _MARKUP.match(line)).strip())
     return total
 

@@ -373,8 +373,11 @@ def _arguments(summary: str, given: str) -> str:
 def _tool_part(chunk: str, m: re.Match[str]) -> _Part:
     """A `<tool-use>` block (its lines, closing tag included)."""
     lines = chunk.rstrip().split("\n")[1:]
-    if lines.pop().strip() == "</tool-use>" and lines and lines[-1].strip() == "</details>":
-        lines.pop()  # Cursor writes `</details>` and `</tool-use>` apart
+    if lines.pop().strip() == "</tool-use>":
+        while lines and not lines[-1].strip():
+            lines.pop()
+        if lines and lines[-1].strip() == "</details>":
+            lines.pop()  # Cursor writes `</details>` and `</tool-use>` apart, a blank line between or not
     rest = "\n".join(lines)
     found = _SUMMARY.match(rest)
     summary = found.group("text") if found else ""
