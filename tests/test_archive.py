@@ -891,7 +891,7 @@ def test_a_conversation_that_fails_leaves_none_of_its_rows(tmp_path: Path) -> No
     assert not os.path.exists(f"{path}-journal")
     r = compact(src, "o.jsonl")
     assert r.exit_code == 3
-    assert "two#2: left out: limit 800 is below the least a compaction can leave" in r.stderr
+    assert f"{src}:2: left out: limit 800 is below the least a compaction can leave" in r.stderr
     assert len(list(read_path(str(tmp_path / "o.jsonl")))) == 1
     with Archive(str(path), readonly=True) as a:
         assert sorted(a.transcript_ids()) == ["two#1"]

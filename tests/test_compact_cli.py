@@ -171,7 +171,14 @@ def test_dataset_compacted_line_by_line(tmp_path: Path) -> None:
     assert len(rows) == 3
     assert rows[1] == {"messages": messages[:6]}  # the one that fit is untouched
     assert len(rows[0]["messages"]) < len(messages)
-    assert result.stderr.count("Context reduced") == 2
+    # a dataset is one line by default (issue 36: 300 conversations printed 300 lines)
+    assert result.stderr.splitlines()[0].startswith("3 conversations: 2 compacted, 1 unchanged; ")
+    assert "Context" not in result.stderr and len(result.stderr.splitlines()) == 2  # and the archive
+    verbose = _run(["compact", str(dataset), "--limit", "4000", "-o", str(tmp_path / "v.jsonl"),
+                    "--embedder", "lexical", "-v"])
+    assert verbose.exit_code == 0, verbose.stderr
+    assert verbose.stderr.count("#1: Context reduced") == 1 and f"{dataset.stem}#2: Context fits" in verbose.stderr
+    assert f"{dataset.stem}#3: Context reduced" in verbose.stderr
 
 
 def test_impossible_limit_is_one_clear_line(tmp_path: Path) -> None:
@@ -395,9 +402,9 @@ def test_skip_invalid_says_what_it_skipped(tmp_path: Path) -> None:
         ]
     )
     assert result.exit_code == 0
-    assert "skipped 1 invalid lines (--skip-invalid)" in result.stderr
+    assert "skipped 1 invalid line (--skip-invalid)" in result.stderr
     g = _run(["guard", str(bad), "--skip-invalid"])
-    assert "skipped 1 invalid lines (--skip-invalid)" in g.stderr
+    assert "skipped 1 invalid line (--skip-invalid)" in g.stderr
 
 
 def test_limit_that_holds_the_system_prompt_but_not_the_target(tmp_path: Path) -> None:

@@ -98,7 +98,9 @@ def test_regions_equal_tiktoken_accounting(chat: Path):
     assert row["units"] == len(MESSAGES)
     assert row["transcript"] == str(chat)
     assert "tokenizer: cl100k_base (exact)" in result.stderr
-    assert "read 1 file" in result.stderr
+    # all read as expected: no "read N files" line (issue 36); --debug says it
+    assert "read " not in result.stderr
+    assert "read 1 file, 7 records" in run(str(chat), "--format", "jsonl", "--debug").stderr
 
 
 def test_default_format_is_jsonl_when_not_a_terminal(chat: Path):
@@ -216,7 +218,7 @@ def test_stdin_and_globs(chat: Path, dataset: Path):
 
     rows = jsonl(run(str(chat.parent / "*.json*"), "--format", "jsonl").stdout)
     assert len(rows) == 1 + 3 + 1  # chat, three conversations, total
-    assert "read 2 files" in run(str(chat.parent / "*.json*")).stderr
+    assert "read 2 files" in run(str(chat.parent / "*.json*"), "--debug").stderr
 
 
 def test_tokenizer_choice(chat: Path):
@@ -272,7 +274,7 @@ def test_skip_invalid_goes_on_and_says_how_many(tmp_path: Path):
     result = run(str(path), "--skip-invalid", "--format", "jsonl")
     assert result.exit_code == 0, result.stderr
     assert len(jsonl(result.stdout)) == 3  # two conversations and the total
-    assert "1 invalid lines" in result.stderr
+    assert "1 invalid line (--skip-invalid)" in result.stderr
 
 
 CLAUDE_CODE = [
@@ -369,8 +371,10 @@ def test_reader_stats_on_stderr(tmp_path: Path):
     assert result.exit_code == 0, result.stderr
     row = jsonl(result.stdout)[0]
     assert row["format"] == "claude-code" and row["units"] == 4
+    # a subagent's records left out of the main thread: said (a Claude Code log's bookkeeping
+    # records alone would not be)
     assert "skipped 2 non-message records (" in result.stderr
-    assert "1 sidechain records" in result.stderr
+    assert "1 sidechain record (--include-sidechains keeps them)" in result.stderr
     with_sidechains = jsonl(run(str(path), "--include-sidechains", "--format", "jsonl").stdout)[0]
     assert with_sidechains["units"] == 5
 

@@ -101,7 +101,7 @@ def test_compact_then_expand_restores_the_rows(tmp_path: Path) -> None:
     run("compact", str(tmp_path / "in.jsonl"), "--limit", "10000000", "-o", str(tmp_path / "in.parquet"))
     r = run("compact", str(tmp_path / "in.parquet"), "--limit", "1500", "-o", str(tmp_path / "small.parquet"))
     assert r.exit_code == 0, r.stderr
-    assert "Context reduced" in r.stderr
+    assert "3 conversations: 3 compacted, 0 unchanged; " in r.stderr
     small = read_rows(tmp_path / "small.parquet")
     assert len(small) == 3 and small != read_rows(tmp_path / "in.parquet")
     r = run("expand", str(tmp_path / "small.parquet"), "-o", str(tmp_path / "back.parquet"))

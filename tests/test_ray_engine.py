@@ -170,9 +170,9 @@ def test_parquet_rows_read_as_the_lines_of_the_same_dataset(tmp_path: Path) -> N
     (tmp_path / "jsonl" / "data.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     shards = plan_shards([str(tmp_path / "data.parquet")], parquet_rows=3)
     assert [(s.kind, s.start, s.end, s.name) for s in shards] == [
-        ("parquet", 0, 3, "00000-00000-data.jsonl"),
-        ("parquet", 3, 6, "00000-00001-data.jsonl"),
-        ("parquet", 6, 7, "00000-00002-data.jsonl"),
+        ("parquet", 0, 3, "data-00000-of-00003.jsonl"),
+        ("parquet", 3, 6, "data-00001-of-00003.jsonl"),
+        ("parquet", 6, 7, "data-00002-of-00003.jsonl"),
     ]
     got = [t for s in shards for t in read_shard(s)]
     want = list(read_path(str(tmp_path / "jsonl" / "data.jsonl")))
@@ -325,6 +325,8 @@ def lines_of(text: str) -> list[Any]:
 
 @pytest.mark.slow
 def test_compact_on_ray_is_compact_and_expands_back(ray_session: Any, mixed: Path, tmp_path: Path) -> None:
+    from ctxkit.archive.refs import first_compacted
+
     local_out = tmp_path / "local.jsonl"
     assert run("compact", str(mixed), "--limit", "2000", "-o", str(local_out)).exit_code == 0
     out = tmp_path / "shards"
@@ -333,7 +335,10 @@ def test_compact_on_ray_is_compact_and_expands_back(ray_session: Any, mixed: Pat
     assert result.exit_code == 0, result.output
     outputs = sorted(glob.glob(str(out / "*.jsonl")))
     assert len(outputs) > 3
-    assert all(os.path.exists(f + ".ctx.db") for f in outputs)
+    # an archive shard beside each output that holds a compacted conversation, none beside the rest
+    compacted = [any(first_compacted(t.units) is not None for t in read_path(f)) for f in outputs]
+    assert [os.path.exists(f + ".ctx.db") for f in outputs] == compacted
+    assert any(compacted) and not all(compacted)
     # the shards, in name order, are the local output
     assert b"".join(Path(f).read_bytes() for f in outputs) == local_out.read_bytes()
     # expand over the directory restores every conversation, in order

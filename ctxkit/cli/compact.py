@@ -79,7 +79,10 @@ _reports_options = section(
         help="Write an HTML page of the compaction here: each unit before and after, the passes, "
         "the regions, the final prompt (self-contained; `ctxkit report` rebuilds it from --report).",
     ),
-    click.option("-v", "--verbose", is_flag=True, help="Report each phase on stderr."),
+    click.option(
+        "-v", "--verbose", is_flag=True,
+        help="Report each phase on stderr, and a dataset's every conversation (default: one line).",
+    ),
     click.option("--events", "events_path", default=None, help="Write one JSON object per phase here (- = stderr)."),
 )
 
@@ -247,27 +250,43 @@ def _request(paths: tuple[str, ...], read_opts: ReadOptions, f: dict[str, Any]) 
 
 
 def _render_file(request: Any, outcome: Any) -> None:
-    several = len(outcome.lines) > 1
-    for tid, line in outcome.lines:
-        echo_err(f"{tid}: {line}" if several else line)
+    s = outcome.summary
+    several = s.conversations > 1
+    for who, line in outcome.lines:
+        if not several:
+            echo_err(line)
+        elif request.verbose or line.startswith("left out: "):
+            echo_err(f"{who}: {line}")  # a dataset: what was left out, each line with -v
+    if several and s.written:  # (nothing written: the exit line says so)
+        echo_err(_tally(s, f"{s.conversations:,} conversations"))
     if outcome.archive and not request.dry_run:
         echo_err(f"Archive: {outcome.archive} (ctxkit recall --list --archive {outcome.archive})")
     if request.dry_run:
         echo_err("Dry run: nothing written.")
 
 
+def _tally(s: Any, head: str) -> str:
+    """A run's one line: "300 conversations: 12 compacted, 288 unchanged; 1,200 -> 900 tokens"."""
+    what = [f"{s.changed:,} compacted", f"{s.written - s.changed:,} unchanged"]
+    if s.failures:
+        what.append(f"{len(s.failures):,} left out")
+    return f"{head}: {', '.join(what)}; {s.tokens_before:,} -> {s.tokens_after:,} tokens"
+
+
 def _render_directory(request: Any, outcome: Any) -> None:
-    from ctxkit.engines.shards import INDEX_NAME
+    from ctxkit.report.tables import counted
 
     s = outcome.summary
-    for tid, line in outcome.lines:
-        echo_err(f"{tid}: {line}")
-    echo_err(
-        f"{s.conversations:,} conversations in {outcome.shards:,} shards: "
-        f"{s.changed:,} compacted, {s.tokens_before:,} -> {s.tokens_after:,} tokens"
-    )
+    for who, line in outcome.lines:
+        echo_err(f"{who}: {line}")
+    shards = f" ({counted(outcome.shards, 'shard')})" if outcome.shards != outcome.inputs else ""
+    echo_err(_tally(s, f"{counted(s.conversations, 'conversation')} from {counted(outcome.inputs, 'file')}{shards}"))
     out = request.output
-    echo_err(f"Output and archive shards: {out} (index {INDEX_NAME}; ctxkit expand {out} --archive {out})")
+    archives = f" and {counted(outcome.archives, 'archive')}" if outcome.archives else ""
+    echo_err(
+        f"Output: {out}, {counted(outcome.outputs, 'file')}{archives} "
+        f"(ctxkit expand {out} -o restored/; ctxkit recall --list --archive {out})"
+    )
 
 
 def _render_replay(outcome: Any) -> None:

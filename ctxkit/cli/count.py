@@ -17,7 +17,7 @@ from ctxkit.cli.options import (
     engine_options,
     input_options,
     progress_option,
-    reading_summary,
+    reading_note,
     section,
     tokenizer_options,
     want_progress,
@@ -529,7 +529,9 @@ def _with_progress(
 def _report_reading(tok: Tokenizer | None, stats: Any, debug: bool) -> None:
     if tok is not None:
         echo_err(f"tokenizer: {tok.name} ({'exact' if tok.exact else 'estimate'})")
-    echo_err(reading_summary(stats))
+    note = reading_note(stats, verbose=debug)  # quiet when all was read as expected
+    if note:
+        echo_err(note)
     if stats.warnings:
         if debug:
             for w in stats.warnings:

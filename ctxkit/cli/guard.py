@@ -17,7 +17,7 @@ from ctxkit.cli.options import (
     debug_option,
     echo_err,
     input_options,
-    reading_summary,
+    reading_note,
     section,
     tokenizer_options,
 )
@@ -285,8 +285,9 @@ def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) 
     codes = _render(verdicts, f, settings.fail_on, gate, cases)
     if gate is not None and codes:
         codes.append(_finish_gate(gate, cases, f["fmt"]))
-    if stats.skipped_invalid or sum(stats.skipped_non_message.values()) or stats.skipped_sidechain:
-        echo_err(reading_summary(stats))
+    note = reading_note(stats, verbose=f["debug"])
+    if note:
+        echo_err(note)
     if not codes:
         raise InputError(", ".join(expand_paths(paths)), None, "no transcript found in the input")
     code = combine_exit_codes(codes)

@@ -14,7 +14,7 @@ import click
 from ctxkit.engines import DEFAULT_ENGINE, ENGINES, SHARD_MB
 from ctxkit.formats import FORMATS, ReadOptions
 from ctxkit.formats.base import agents
-from ctxkit.report.tables import reading_summary  # noqa: F401  (the commands import it from here)
+from ctxkit.report.tables import reading_note, reading_summary  # noqa: F401  (the commands import them from here)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

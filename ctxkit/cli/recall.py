@@ -200,7 +200,10 @@ def _preview(text: str) -> str:
     metavar="PATH",
     help="The archive compact wrote (default <COMPACTED>.ctx.db, else the one compact writes for stdout).",
 )
-@click.option("-o", "--output", default="-", help="Output file (atomic write); default stdout.")
+@click.option(
+    "-o", "--output", default="-",
+    help="Output file (atomic write), or DIR/ for a directory run's files one by one; default stdout.",
+)
 @click.option(
     "--from",
     "from_format",
@@ -228,6 +231,7 @@ def expand(
     Examples:
       ctxkit expand small.json --archive small.json.ctx.db -o original.json
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
+      ctxkit expand small/ -o restored/               # `compact logs/ -o small/`, file by file
     """
     from ctxkit.archive.refs import archives_for
     from ctxkit.archive.store import Archive, default_archive_path
@@ -295,24 +299,48 @@ def _written_as_read(
 def _expand_shards(
     directory: str, archive_path: str, output: str, from_format: str | None, to_format: str | None
 ) -> None:
-    """Every output shard of a directory restored, in name (input) order, into one output."""
-    from ctxkit.formats import expand_paths, read_path
-
-    files = expand_paths([directory])
-    check_paths({"COMPACTED": files, "--archive": archive_path}, {"-o": output})
-    n = 0
-
-    def restored(archive: Archive | ShardedArchive) -> Iterator[Transcript]:
-        nonlocal n
-        for path in files:
-            for t in read_path(path, from_format):
-                n += 1
-                yield archive.restore(t)
-
+    """Every output of a directory run restored, in input order (its index's; without one, name
+    order): into one output, or with `-o DIR/` each into a file of its own name there (a file
+    in which nothing was compacted as it was, byte for byte)."""
     from ctxkit.compaction.sinks import transcript_output
+    from ctxkit.engines.shards import indexed_outputs
+    from ctxkit.fileio import output_directory
+    from ctxkit.formats import expand_paths, read_path
+    from ctxkit.report.tables import counted
 
-    with _open_for_reading(archive_path) as archive, transcript_output(output, directory, to_format) as sink:
-        sink.write(restored(archive))
-        if not n:
-            raise UsageError(f"{directory}: no transcript to expand")
-    echo_err(f"Expanded {n:,} transcript(s) from {len(files):,} shard(s) of {archive_path}")
+    files = indexed_outputs(directory)
+    if files is None:
+        files = expand_paths([directory])
+    elif not files:
+        raise UsageError(f"{directory}: no transcript to expand (the run that wrote it wrote no output)")
+    to_dir = output.endswith(os.sep) or os.path.isdir(output)
+    check_paths({"COMPACTED": files, "--archive": archive_path}, {"-o": None if to_dir else output})
+    tally = {"read": 0, "untouched": 0}
+
+    def restored(archive: Archive | ShardedArchive, paths: list[str]) -> Iterator[Transcript]:
+        for path in paths:
+            for t in read_path(path, from_format):
+                original = archive.restore(t)
+                tally["read"] += 1
+                tally["untouched"] += original is t
+                yield original
+
+    with _open_for_reading(archive_path) as archive:
+        if to_dir:
+            if os.path.realpath(output) == os.path.realpath(directory):
+                raise UsageError(f"-o {output} is the directory expanded: give another -o DIR/")
+            with output_directory(output):
+                for path in files:
+                    before = dict(tally)
+                    with transcript_output(os.path.join(output, os.path.basename(path)), path, to_format) as sink:
+                        sink.write(restored(archive, [path]))
+                        if tally["untouched"] - before["untouched"] == tally["read"] - before["read"]:
+                            sink.keep_input()  # nothing compacted in it: the file as it was
+        else:
+            with transcript_output(output, directory, to_format) as sink:
+                sink.write(restored(archive, files))
+                if not tally["read"]:
+                    raise UsageError(f"{directory}: no transcript to expand")
+    n = tally["read"]
+    where = f" into {output}" if to_dir else ""
+    echo_err(f"Expanded {counted(n, 'transcript')} from {counted(len(files), 'file')} of {archive_path}{where}")

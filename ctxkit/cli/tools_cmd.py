@@ -12,7 +12,7 @@ from ctxkit.cli.options import (
     FiniteFloat,
     echo_err,
     input_options,
-    reading_summary,
+    reading_note,
     tokenizer_options,
 )
 from ctxkit.formats import ReadOptions
@@ -116,8 +116,9 @@ def tools(
     if warning:
         echo_err(warning)
     plan = tool_budget(transcripts, given, tok, target, threshold, opts)
-    if logs:
-        echo_err(reading_summary(stats))
+    note = reading_note(stats) if logs else None
+    if note:
+        echo_err(note)
     echo_err(f"tokenizer: {label}")
     _render(plan, fmt or default_format())
 

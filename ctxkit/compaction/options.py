@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,9 @@ class CompactSettings:
     # format): the figures after are counted on that, what `count` gives of the file (a format
     # may join a summary to the request before it); None: on the transcript as compacted
     as_written: Callable[[Transcript], Transcript] | None = None
+    # a simulated scenario's own limit, from the ground truth `simulate` wrote beside it
+    # (`with_truth_limits`): where the limit stands for "what the log names", its log names it
+    truth_limits: dict[str, int] = field(default_factory=dict)
 
     @property
     def goal(self) -> int:
@@ -129,10 +132,40 @@ class CompactSettings:
 
         return self.replace(as_written=functools.partial(as_written, fmt=fmt))
 
+    def with_truth_limits(self, records: Iterable[Mapping[str, Any]]) -> CompactSettings:
+        """A copy that compacts each transcript a ground-truth record names (`simulate`'s
+        sidecar: by id, or by file and line) to the record's limit when no limit was given
+        (`from_log`)."""
+        limits = dict(self.truth_limits)
+        for r in records:
+            limit = (r.get("ground_truth") or {}).get("limit")
+            if isinstance(limit, int) and limit > 0:
+                limits[f"id:{r.get('id')}"] = limit
+                if r.get("file") or r.get("line") is not None:  # no file: the sidecar's own
+                    limits[f"at:{r.get('file') or '*'}:{r.get('line')}"] = limit
+        return self.replace(truth_limits=limits)
+
+    def truth_limit(self, t: Transcript) -> int | None:
+        """The limit `t`'s ground truth records, when no limit was given; else None."""
+        if not self.from_log or not self.truth_limits:
+            return None
+        import os
+
+        name = os.path.basename(t.path) if t.path else "*"
+        return (
+            self.truth_limits.get(f"id:{t.id}")
+            or self.truth_limits.get(f"at:{name}:{t.line}")
+            or self.truth_limits.get(f"at:*:{t.line}")
+        )
+
     def for_transcript(self, t: Transcript) -> CompactSettings:
-        """The settings `t` is compacted with: these, or (`from_log`) the budget its log names."""
+        """The settings `t` is compacted with: these, or (`from_log`) the budget its log names
+        (a simulated scenario's own limit, `with_truth_limits`)."""
         if not self.from_log:
             return self
+        own = self.truth_limit(t)
+        if own is not None:
+            return self.replace(limit=own, budget=None, from_log=False)
         from ctxkit.budget.resolve import log_target
 
         named = log_target(

@@ -189,8 +189,10 @@ def run(
                 out.keep_input()
             if before_commit is not None:
                 before_commit()
-            if not summary.changed and scratch is None and store.created:
+            if not summary.changed and store.created:
                 store.abort()  # nothing archived: an archive file this run made is not left empty
+                if scratch is not None:
+                    _discard(scratch)  # a staged archive: never renamed into place
             else:
                 store.close()  # commits: the archive is whole before the output appears
                 if scratch is not None:
@@ -198,11 +200,16 @@ def run(
     except BaseException:
         store.abort()
         if scratch is not None:
-            for leftover in (scratch, scratch + "-journal"):
-                if os.path.exists(leftover):
-                    os.unlink(leftover)
+            _discard(scratch)
         raise
     return summary
+
+
+def _discard(scratch: str) -> None:
+    """A staged archive's temp file (and journal), gone."""
+    for leftover in (scratch, scratch + "-journal"):
+        if os.path.exists(leftover):
+            os.unlink(leftover)
 
 
 def _written(

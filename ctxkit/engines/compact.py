@@ -33,7 +33,7 @@ from ctxkit.fileio import (
     write_output,
 )
 from ctxkit.formats import ReadStats
-from ctxkit.report.tables import reading_summary
+from ctxkit.report.tables import reading_note
 
 Say = Callable[[str], None]  # a message for people (the CLI's stderr)
 
@@ -42,13 +42,17 @@ Say = Callable[[str], None]  # a message for people (the CLI's stderr)
 class CompactOutcome:
     """What a compact run did, to render: the summary, one line per conversation (a file run;
     failures included, in input order), the archive written (None: nothing archived), what
-    the readers read and skipped, and the shards of a directory run (0 for a file run)."""
+    the readers read and skipped, and of a directory run its shards (0 for a file run), input
+    files, output files and archive shards written."""
 
     summary: RunSummary = field(default_factory=RunSummary)
     lines: list[tuple[str, str]] = field(default_factory=list)
     archive: str | None = None
     stats: ReadStats = field(default_factory=ReadStats)
     shards: int = 0
+    inputs: int = 0
+    outputs: int = 0
+    archives: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -90,7 +94,7 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
             "--events": request.events,
         },
     )
-    settings = request.settings.build(progress=request.progress, warn=say)
+    settings = _with_truth_limits(request.settings.build(progress=request.progress, warn=say), source)
     # Nothing is written unless everything can be: check the outputs before any work.
     if not dry:
         check_writable(output)
@@ -99,6 +103,7 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
             check_writable(path, what)
     outcome = CompactOutcome(archive=None if dry else archive_file)
     seen = _Seen(request, say, truth=_truth_for(source) if request.report or request.html else None)
+    seen.settings = settings
 
     def before_commit() -> None:
         if seen.summary.failures and not seen.summary.written:
@@ -120,8 +125,7 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
             # the largest conversation, not the file. Two are read ahead to know which it is.
             head = [check_depth(t) for t in itertools.islice(reader, 2)]  # before the archive exists
             if not head:
-                if outcome.stats.skipped_invalid:
-                    say(reading_summary(outcome.stats))
+                _say_reading(outcome.stats, request, say)
                 raise UsageError(f"{source}: no transcript to compact")
             if request.recall_tool:
                 settings = _with_recall_tool(settings, request, head[0], say)
@@ -146,12 +150,41 @@ def compact_file(request: CompactRequest, say: Say) -> CompactOutcome:
     except _NothingWritten:
         outcome.summary = seen.summary
         outcome.archive = None
-    if outcome.stats.skipped_invalid:
-        say(reading_summary(outcome.stats))
+    _say_reading(outcome.stats, request, say)
     outcome.lines = seen.lines
     if not outcome.summary.changed:
         outcome.archive = None
+    if seen.own_limits:
+        say(_own_limits_note(seen.own_limits, sidecar_for_input(source)))
     return outcome
+
+
+def sidecar_for_input(source: str) -> str | None:
+    """The ground truth `simulate` wrote beside an input, when there is one."""
+    from ctxkit.fidelity.truth import sidecar_for
+
+    found = sidecar_for(source) if source != "-" else None
+    return str(found) if found is not None else None
+
+
+def _with_truth_limits(settings: Any, source: str) -> Any:
+    """`settings` with the scenario limits of the ground truth beside `source` (used where no
+    limit is given: `CompactSettings.truth_limit`)."""
+    sidecar = sidecar_for_input(source) if settings.from_log else None
+    if sidecar is None:
+        return settings
+    from ctxkit.fidelity.truth import read_truth_records
+
+    return settings.with_truth_limits(read_truth_records(sidecar))
+
+
+def _own_limits_note(n: int, sidecar: str | None) -> str:
+    """Said when scenarios were compacted to the limits their ground truth records."""
+    from ctxkit.report.tables import counted
+
+    where = f" (ground truth: {sidecar})" if sidecar else ""
+    whose = "its scenario's own limit" if n == 1 else "their scenarios' own limits"
+    return f"ctxkit: {counted(n, 'simulated conversation')} compacted to {whose}{where}; --limit N sets another"
 
 
 def compact_directory(request: CompactRequest, say: Say, map_shards: Any = None) -> CompactOutcome:
@@ -178,19 +211,34 @@ def compact_directory(request: CompactRequest, say: Say, map_shards: Any = None)
         fault=request.ray.fault if request.ray is not None else None,
         jobs=request.jobs,
     )
-    outcome = CompactOutcome(archive=output, shards=len(shards))
+    outcome = CompactOutcome(archive=output, shards=len(shards), inputs=len(request.inputs))
+    own_limits, truths = 0, set()
     for tally in compact_shards(shards, job, map_shards or map_here):
+        own_limits += tally.get("own_limits", 0)
+        if tally.get("own_limits"):
+            rel = os.path.relpath(tally["truth"])
+            truths.add(tally["truth"] if rel.startswith("..") else rel)
         part = RunSummary.from_dict(tally)
         outcome.summary.merge(part)
         merge_stats(outcome.stats, tally["stats"])
+        outcome.outputs += part.written > 0
+        outcome.archives += part.changed > 0
         for v in part.violations:
             say(f"ctxkit: invariant violated in {v} (step rejected)")
-        outcome.lines += [(f.transcript_id, _failed_line(f)) for f in part.failures]
-    if outcome.stats.skipped_invalid:
-        say(reading_summary(outcome.stats))
+        outcome.lines += [(f.label or f.transcript_id, _failed_line(f)) for f in part.failures]
+    _say_reading(outcome.stats, request, say)
+    if own_limits:
+        say(_own_limits_note(own_limits, ", ".join(sorted(truths))))
     if not outcome.summary.conversations:
         raise UsageError(f"{', '.join(request.inputs)}: no transcript to compact")
     return outcome
+
+
+def _say_reading(stats: ReadStats, request: CompactRequest, say: Say) -> None:
+    """What the readers left unread, when it is worth a line (`reading_note`; all with -v)."""
+    note = reading_note(stats, verbose=request.verbose)
+    if note:
+        say(note)
 
 
 def _with_recall_tool(settings: Any, request: CompactRequest, first: Any, say: Say) -> Any:
@@ -233,13 +281,18 @@ class _Seen:
         self.lines: list[tuple[str, str]] = []
         self.reports: list[dict[str, Any]] = []
         self.summary = RunSummary()
+        self.own_limits = 0  # conversations compacted to their scenario's own limit
+        self.settings: Any = None
 
     def add(self, r: CompactResult | Failure, archive: Any) -> None:
         """Take note of `r` (explain it, report broken invariants)."""
         self.summary.add(r)
         if isinstance(r, Failure):
-            self.lines.append((r.transcript_id, _failed_line(r)))
+            self.lines.append((r.label or r.transcript_id, _failed_line(r)))
             return
+        original = r.original if r.original is not None else r.transcript
+        if self.settings is not None and self.settings.truth_limit(original) is not None:
+            self.own_limits += 1
         if self.request.explain:
             for line in explain_steps(r):
                 self.say(line)
@@ -249,7 +302,6 @@ class _Seen:
         if self.request.report or self.request.html:
             from ctxkit.compaction.trace import detailed_report
 
-            original = r.original if r.original is not None else r.transcript
             truth = self.truth.match(original) if self.truth is not None else None
             self.reports.append(
                 detailed_report(r, output_format=self.request.to_format, truth=truth, archive=archive)

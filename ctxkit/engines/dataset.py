@@ -2,9 +2,11 @@
 
 `compact_shard` runs one shard through `compaction.run` (the one run every caller uses); the
 local engine maps it over the shards in this process, `--engine ray` as Ray tasks
-(`engines.ray.run_shards`), so both write the same directory: one output file per shard, the
-archive shard beside it (`<output>.ctx.db`), and the index `recall` and `expand` read.
-Nothing here imports Ray.
+(`engines.ray.run_shards`), so both write the same directory: an output file per shard that
+holds a conversation (named for its input, `shards.output_names`), the archive shard beside
+it (`<output>.ctx.db`) when something in it was compacted, and the index `recall` and
+`expand` read. A shard whose every conversation is left out writes nothing. Nothing here
+imports Ray.
 """
 
 from __future__ import annotations
@@ -69,23 +71,41 @@ def compact_shards(
     shards: Sequence[Shard], job: CompactJob, map_shards: MapShards = map_here
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `compact_shard` tally, in input order; then a file in which nothing changed
-    is written as it was, the index of the archive shards is written, and leftovers of killed
-    attempts are removed."""
+    is written as it was, the index of the outputs and archive shards is written, and leftovers
+    of killed attempts (and an earlier run's files of a name this run left unwritten) are
+    removed."""
     with output_directory(job.out_dir):
         changed: dict[int, int] = {}
+        written: list[str] = []
+        archived: set[str] = set()
         for shard, tally in zip(shards, map_shards(compact_shard, shards, job), strict=True):
             # a conversation left out is a change too: the output is not the input
             touched = tally["changed"] + len(tally["failures"])
             changed[shard.file_index] = changed.get(shard.file_index, 0) + touched
+            if tally["conversations"] > len(tally["failures"]):
+                written.append(shard.name)
+            if tally["changed"]:
+                archived.add(shard.name)
             yield tally
         if job.to_format is None:
             # A file in which nothing changed is written as it was, as `compact` writes it. Here,
             # not through `map_shards`: it is a copy of bytes this process has already read once
             # (to plan the shards), and a second round of Ray tasks would start a second Ray.
             for shard in shards:
-                if not changed[shard.file_index] and shard.kind != "parquet":
+                if not changed[shard.file_index] and shard.kind != "parquet" and shard.name in written:
                     copy_shard(shard, job)
-        finish_directory(job.out_dir, [s.name for s in shards])
+        names = [s.name for s in shards]
+        for name in names:  # this run's names: what it did not write is not left from another
+            if name not in written:
+                _remove(os.path.join(job.out_dir, name))
+            if name not in archived:
+                _remove(os.path.join(job.out_dir, archive_shard_path(name)))
+        finish_directory(job.out_dir, names)
+
+
+def _remove(path: str) -> None:
+    if os.path.lexists(path):
+        os.unlink(path)
 
 
 _SETTINGS: dict[SettingsSpec, Any] = {}  # per worker process: settings built once per run
@@ -102,8 +122,10 @@ def shard_settings(spec: SettingsSpec) -> Any:
 def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
     """Compact one shard into `<out_dir>/<shard name>` and its archive shard beside it, through
     `compaction.run`: both written whole (the archive first), a conversation that cannot be
-    compacted left out and listed. The tally: `RunSummary.to_dict()`, shard, stats, worker."""
-    from ctxkit.compaction.run import ArchiveTarget, run
+    compacted left out and listed. No output when no conversation is written (every one left
+    out, or none read), no archive shard when nothing was compacted. The tally:
+    `RunSummary.to_dict()`, shard, stats, worker."""
+    from ctxkit.compaction.run import ArchiveTarget, RunSummary, run
     from ctxkit.formats import check_depth
 
     output = os.path.join(job.out_dir, shard.name)
@@ -113,27 +135,58 @@ def compact_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
         for t in read_shard(shard, job.read_opts, stats=stats):
             yield check_depth(t)
 
-    done = [0]
+    seen = RunSummary()
+    settings = shard_settings(job.settings).with_output_format(job.to_format)
+    sidecar = _truth_beside(shard.path) if settings.from_log else None
+    if sidecar is not None:  # a simulated scenario: its own limit, where none is given
+        from ctxkit.fidelity.truth import read_truth_records
 
-    def after_each(_item: Any, _archive: Any) -> None:
-        done[0] += 1
-        maybe_fail(job.fault, shard, done[0])
+        settings = settings.with_truth_limits(read_truth_records(sidecar))
+    own_limits = [0]
 
-    summary = run(
-        source(),
-        shard_settings(job.settings).with_output_format(job.to_format),
-        sink=_shard_sink(output, job.to_format),
-        archive=ArchiveTarget(archive_shard_path(output), staged=True),
-        jobs=job.jobs,
-        on_result=after_each if job.fault is not None else None,
-        keep_going=True,
-    )
+    def after_each(item: Any, _archive: Any) -> None:
+        seen.add(item)
+        if hasattr(item, "transcript") and settings.truth_limit(item.transcript) is not None:
+            own_limits[0] += 1
+        maybe_fail(job.fault, shard, seen.conversations)
+
+    def before_commit() -> None:
+        if not seen.written:
+            raise _NothingWritten  # undone: no empty output, no archive
+
+    try:
+        summary = run(
+            source(),
+            settings,
+            sink=_shard_sink(output, job.to_format),
+            archive=ArchiveTarget(archive_shard_path(output), staged=True),
+            jobs=job.jobs,
+            on_result=after_each,
+            keep_going=True,
+            before_commit=before_commit,
+        )
+    except _NothingWritten:
+        summary = seen
     return {
         "shard": shard.name,
         **summary.to_dict(),
         "stats": asdict(stats),
         "worker": worker_info(),
+        "own_limits": own_limits[0],
+        "truth": sidecar,
     }
+
+
+def _truth_beside(path: str) -> str | None:
+    """The ground truth `simulate` wrote beside an input file, when there is one."""
+    from ctxkit.fidelity.truth import sidecar_for
+
+    found = sidecar_for(path)
+    return str(found) if found is not None else None
+
+
+class _NothingWritten(Exception):
+    """No conversation of a shard is written: its run is undone."""
 
 
 class _ShardOutput:
@@ -234,3 +287,4 @@ def merge_stats(total: ReadStats, d: dict[str, Any]) -> None:
         total.skip(k, v)
     total.skipped_sidechain += d["skipped_sidechain"]
     total.warnings.extend(d["warnings"])
+    total.skipped_files.extend(d.get("skipped_files", ()))

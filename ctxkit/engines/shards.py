@@ -4,19 +4,22 @@ A *shard* is a slice of one input file that a single task reads, processes and w
 own: a byte range of a JSONL dataset (whole lines, so a conversation is never cut and its id,
 `<stem>#<line>`, is the one `read_path` gives it), a range of a Parquet file's rows, or a whole
 file of any other layout (a single transcript, an app log, a JSON array), read by `read_path`
-itself. Shards are planned on one machine and named in input order, so a directory of
-outputs, read in name order, is the dataset in input order.
+itself. Shards are planned on one machine, in input order, and each is named for its input
+file (`output_names`): the file's own name, or, for a file cut in several, Hugging Face's
+`<stem>-<part>-of-<parts><ext>` after it (the parts of a file, in name order, are the file in
+order).
 
-An archive at scale is a directory: one `<output>.ctx.db` per output shard, and an index
-(`ctxkit-index.sqlite`) of which transcript and which ref is in which shard, which
-`ShardedArchive` reads to send `recall` and `expand` to the right file. Nothing here imports
-Ray: the same functions run in `--engine ray`'s tasks and anywhere else.
+An archive at scale is a directory: one `<output>.ctx.db` beside each output that holds a
+compacted transcript, and an index (`ctxkit-index.sqlite`) of the outputs in input order and
+of which transcript and which ref is in which archive shard, which `ShardedArchive` reads to
+send `recall` and `expand` to the right file. Nothing here imports Ray: the same functions run
+in `--engine ray`'s tasks and anywhere else.
 
 Example (`plan_shards` cuts a 3-line file of 51-byte lines, 50 bytes a shard, like this):
-    >>> shards = [Shard("data.jsonl", "jsonl", 0, part, 51 * part, 51 * (part + 1), part + 1)
+    >>> shards = [Shard("data.jsonl", "jsonl", 0, part, 51 * part, 51 * (part + 1), part + 1, parts=3)
     ...           for part in range(3)]
     >>> [(s.name, s.first_line) for s in shards]
-    [('00000-00000-data.jsonl', 1), ('00000-00001-data.jsonl', 2), ('00000-00002-data.jsonl', 3)]
+    [('data-00000-of-00003.jsonl', 1), ('data-00001-of-00003.jsonl', 2), ('data-00002-of-00003.jsonl', 3)]
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import builtins
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from types import TracebackType
 from typing import Any
 
@@ -59,16 +62,18 @@ class Shard:
     end: int = -1
     first_line: int = 1
     label: str | None = None  # the path as given (ids, messages); `path` is what is opened
+    base: str = ""  # its file's output name in the run (`output_names`); "": the file's own
+    parts: int = 1  # how many shards its file is cut into
 
     @property
     def name(self) -> str:
-        """`<file>-<part>-<input name>`: sorted names are input order."""
-        base = os.path.basename(self.label or self.path)
-        if self.kind == "parquet":
-            base = base.removesuffix(".parquet") + ".jsonl"
-        elif not base.endswith((".json", ".jsonl")):
-            base += ".jsonl"
-        return f"{self.file_index:05d}-{self.part:05d}-{base}"
+        """Its output file's name: its input file's (`base`), with `-<part>-of-<parts>` before
+        the extension when the file is cut in several."""
+        base = self.base or own_output_name(self.label or self.path)
+        if self.parts <= 1:
+            return base
+        stem, ext = _split_ext(base)
+        return f"{stem}-{self.part:05d}-of-{self.parts:05d}{ext}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +81,80 @@ class Shard:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Shard:
         return cls(**d)
+
+
+# What `expand_paths` takes from a directory whatever the file holds: an output keeps its
+# input's name when it ends so (an aider history stays `.md`, found by its content)
+_KEPT_SUFFIXES = (".json", ".jsonl", ".traj", ".md")
+
+
+def own_output_name(path: str) -> str:
+    """The output name of an input file in a directory run: the file's own name (a Parquet
+    file's rows are written as JSONL, `<stem>.jsonl`; a name `expand_paths` would not take
+    back gets `.jsonl` after it).
+
+    >>> own_output_name("logs/session.jsonl"), own_output_name("train.parquet"), own_output_name("run.log")
+    ('session.jsonl', 'train.jsonl', 'run.log.jsonl')
+    """
+    base = os.path.basename(path)
+    if base.endswith(".parquet"):
+        return base.removesuffix(".parquet") + ".jsonl"
+    if not base.endswith(_KEPT_SUFFIXES):
+        return base + ".jsonl"
+    return base
+
+
+def _split_ext(name: str) -> tuple[str, str]:
+    """(stem, extension), the extension one `own_output_name` keeps (`.traj.json` whole)."""
+    for ext in (".traj.json", *_KEPT_SUFFIXES):
+        if name.endswith(ext) and len(name) > len(ext):
+            return name[: -len(ext)], ext
+    return os.path.splitext(name)
+
+
+def output_names(paths: Sequence[str]) -> list[str]:
+    """One output name per input file, in order, each its own (`own_output_name`) unless two
+    inputs share it: then each of those is named with as many of its folders as tell them apart
+    (`run1/s.jsonl`, `run2/s.jsonl` -> `run1__s.jsonl`, `run2__s.jsonl`), and a file given
+    twice gets `-2` after its stem the second time.
+
+    >>> output_names(["a/x.jsonl", "b/x.jsonl", "c/y.json"])
+    ['a__x.jsonl', 'b__x.jsonl', 'y.json']
+    """
+    files = list(dict.fromkeys(os.path.abspath(p) for p in paths))  # each file once
+    names = [own_output_name(f) for f in files]
+    folders = [f.split(os.sep)[:-1] for f in files]
+    depth = [0] * len(files)
+    while True:
+        seen: dict[str, list[int]] = {}
+        for i, n in enumerate(names):
+            seen.setdefault(n, []).append(i)
+        grew = False
+        for group in (g for g in seen.values() if len(g) > 1):
+            for i in group:
+                if depth[i] < len(folders[i]) and folders[i][-1 - depth[i]]:
+                    depth[i] += 1
+                    names[i] = "__".join([*folders[i][-depth[i]:], own_output_name(files[i])])
+                    grew = True
+        if not grew:
+            break
+    own = dict(zip(files, names, strict=True))
+    taken = set(names)
+    out: list[str] = []
+    given: set[str] = set()
+    for p in paths:
+        f = os.path.abspath(p)
+        name = own[f]
+        if f in given:  # the same file again: numbered
+            stem, ext = _split_ext(name)
+            k = 2
+            while f"{stem}-{k}{ext}" in taken:
+                k += 1
+            name = f"{stem}-{k}{ext}"
+            taken.add(name)
+        given.add(f)
+        out.append(name)
+    return out
 
 
 def _is_dataset(path: str, opts: ReadOptions) -> bool:
@@ -152,19 +231,22 @@ def plan_shards(
         kind = "parquet" if path.endswith(".parquet") else "jsonl" if _is_dataset(path, opts) else "file"
         plans.append((i, label, path, kind))
     left = sum(os.path.getsize(path) for _, _, path, kind in plans if kind == "jsonl")
+    names = output_names([label for _, label, _, _ in plans])
     for i, label, path, kind in plans:
+        own: list[Shard] = []
         if kind == "parquet":
             rows = _parquet_rows(path)
             for part, start in enumerate(range(0, max(rows, 1), parquet_rows)):
                 end = min(rows, start + parquet_rows)
-                shards.append(Shard(path, "parquet", i, part, start, end, start + 1, label))
+                own.append(Shard(path, "parquet", i, part, start, end, start + 1, label))
         elif kind == "file":
-            shards.append(Shard(path, "file", i, 0, label=label))
+            own.append(Shard(path, "file", i, 0, label=label))
         else:
             size_at = _slice_sizes(left, os.path.getsize(path), shard_bytes, workers)
             for part, (start, end, line) in enumerate(_line_slices(path, size_at)):
-                shards.append(Shard(path, "jsonl", i, part, start, end, line, label))
+                own.append(Shard(path, "jsonl", i, part, start, end, line, label))
             left -= os.path.getsize(path)
+        shards += [replace(s, base=names[i], parts=len(own)) for s in own]
     return shards
 
 
@@ -254,8 +336,10 @@ def archive_shard_path(output: str) -> str:
 
 
 def write_index(directory: str, names: Sequence[str]) -> str:
-    """Index the archive shards of these output names (in order): which transcript and which
-    ref is in which shard. Written whole, then renamed into place."""
+    """Index the outputs of these names (in input order) and their archive shards: which
+    transcript and which ref is in which shard. An output or archive shard that is not there
+    (a run that left a file out, or changed nothing in it) is not listed. Written whole, then
+    renamed into place."""
     import tempfile
 
     from ctxkit.fileio import check_writable
@@ -268,6 +352,7 @@ def write_index(directory: str, names: Sequence[str]) -> str:
         conn = sqlite3.connect(tmp)
         with conn:
             conn.executescript(
+                "CREATE TABLE outputs (output TEXT PRIMARY KEY, position INTEGER NOT NULL);"
                 "CREATE TABLE shards (shard TEXT PRIMARY KEY, position INTEGER NOT NULL);"
                 "CREATE TABLE transcripts "
                 "(transcript_id TEXT NOT NULL, last_request TEXT NOT NULL, shard TEXT NOT NULL);"
@@ -277,11 +362,13 @@ def write_index(directory: str, names: Sequence[str]) -> str:
                 "CREATE INDEX refs_by_ref ON refs (ref);"
             )
             for position, name in enumerate(names):
+                if os.path.exists(os.path.join(directory, name)):
+                    conn.execute("INSERT INTO outputs VALUES (?, ?)", (name, position))
                 shard = archive_shard_path(name)
-                conn.execute("INSERT INTO shards VALUES (?, ?)", (shard, position))
                 path = os.path.join(directory, shard)
                 if not os.path.exists(path):
                     continue
+                conn.execute("INSERT INTO shards VALUES (?, ?)", (shard, position))
                 src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
                 try:
                     conn.executemany(
@@ -307,9 +394,26 @@ def write_index(directory: str, names: Sequence[str]) -> str:
     return target
 
 
+def indexed_outputs(directory: str) -> builtins.list[str] | None:
+    """The outputs a directory run wrote, in input order, as its index lists them (paths);
+    None when there is no index, or one written before the index listed its outputs."""
+    index = os.path.join(directory, INDEX_NAME)
+    if not os.path.exists(index):
+        return None
+    conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT output FROM outputs ORDER BY position").fetchall()
+    except sqlite3.OperationalError:
+        return None  # an index of the shards alone: outputs named in input order
+    finally:
+        conn.close()
+    return [os.path.join(directory, r[0]) for r in rows if os.path.exists(os.path.join(directory, r[0]))]
+
+
 class ShardedArchive:
     """A directory of archive shards, read through its index as one archive: `recall`, `list`
     and `restore` as `Archive` has them. Without an index, the shards are read in name order.
+    An index without shards is a run that compacted nothing: every output is as it was read.
     """
 
     def __init__(self, directory: str) -> None:
@@ -322,7 +426,7 @@ class ShardedArchive:
             self.shards = [r[0] for r in rows if os.path.exists(os.path.join(directory, r[0]))]
         else:
             self.shards = sorted(n for n in os.listdir(directory) if n.endswith(ARCHIVE_SUFFIX))
-        if not self.shards:
+        if not self.shards and self._index is None:
             raise ArchiveError(
                 f"{directory} holds no archive shard (*{ARCHIVE_SUFFIX}); "
                 "`ctxkit compact DATASET --engine ray -o DIR` writes them"

@@ -382,14 +382,18 @@ class _Reader:
             return
         fmt = self.fmt or _detect_records(records)
         if fmt is None and is_truth_record(records[0]):
-            # `ctxkit simulate -o DIR/` writes its ground truth beside its transcripts: a folder
-            # of them is an input, and the commands that use the truth find it on their own
-            self.stats.skipped_files.append(f"{self.path} (simulate's ground truth, not a transcript)")
+            self._skip_truth()
             return
         if fmt is None:
             self.fail(numbers[0], _unknown_shape(records[0]), records[0])
             return
         yield self.messages(fmt, records, layout="lines", lines=numbers, envelope={})
+
+    def _skip_truth(self) -> None:
+        """`ctxkit simulate -o DIR/` writes its ground truth beside its transcripts: a folder of
+        them is an input (the commands that use the truth find it on their own), and the file
+        is said to be skipped."""
+        self.stats.skipped_files.append(f"{self.path} (simulate's ground truth, not a transcript)")
 
     def document(self, doc: Any, *, one_line: bool, newline: bool = True) -> Iterator[Transcript]:
         """A single JSON document: a message array, a conversation object, or a dataset array."""
@@ -424,6 +428,9 @@ class _Reader:
                     yield t
                 return
             fmt = self.fmt or detect_format([doc])
+            if fmt is None and is_truth_record(doc):  # the ground truth of one scenario
+                self._skip_truth()
+                return
             if fmt is None:
                 self.fail(1, _unknown_shape(doc), doc)
                 return

@@ -134,8 +134,7 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 def reading_summary(stats: Any) -> str:
     """What the readers read and skipped, for people: "read 2 files, 91 records; skipped ..."."""
-    files = f"{stats.files:,} file{'s' if stats.files != 1 else ''}"
-    parts = [f"read {files}, {stats.records:,} records"]
+    parts = [f"read {counted(stats.files, 'file')}, {counted(stats.records, 'record')}"]
     skipped = []
     non_message = sum(stats.skipped_non_message.values())
     if non_message:
@@ -145,13 +144,29 @@ def reading_summary(stats: Any) -> str:
                 stats.skipped_non_message.items(), key=lambda kv: (-kv[1], str(kv[0]))
             )
         )
-        skipped.append(f"{non_message:,} non-message records ({kinds})")
+        skipped.append(f"{counted(non_message, 'non-message record')} ({kinds})")
     if stats.skipped_sidechain:
         skipped.append(
-            f"{stats.skipped_sidechain:,} sidechain records (--include-sidechains keeps them)"
+            f"{counted(stats.skipped_sidechain, 'sidechain record')} (--include-sidechains keeps them)"
         )
     if stats.skipped_invalid:
-        skipped.append(f"{stats.skipped_invalid:,} invalid lines (--skip-invalid)")
+        skipped.append(f"{counted(stats.skipped_invalid, 'invalid line')} (--skip-invalid)")
+    files = list(getattr(stats, "skipped_files", ()))
+    if files:
+        more = f" and {len(files) - 3:,} more" if len(files) > 3 else ""
+        skipped.append(", ".join(files[:3]) + more)
     if skipped:
         parts.append("skipped " + "; ".join(skipped))
     return "; ".join(parts)
+
+
+def reading_note(stats: Any, *, verbose: bool = False) -> str | None:
+    """The reading summary when it says something a user would not take for granted: lines,
+    records or files left unread that hold (or may hold) what they meant to count (invalid
+    lines skipped, a subagent's sidechain left out of the main thread, a file that is no
+    transcript); with `verbose`, always. None: nothing to say (a quiet tool says nothing when
+    all went as expected; a Claude Code log's bookkeeping records are not messages)."""
+    files = getattr(stats, "skipped_files", ())
+    if verbose or stats.skipped_invalid or stats.skipped_sidechain or files:
+        return reading_summary(stats)
+    return None
