@@ -8,6 +8,7 @@ import io
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -367,3 +368,39 @@ def test_a_pi_session_is_read_as_pi_builds_the_context(tmp_path: Path) -> None:
     assert problems("pi", small.read_text()) == []
     assert _run(["expand", str(small), "-o", str(back)]).exit_code == 0
     assert back.read_text() == text
+
+
+# ---------------------------------------------------------------- OpenCode
+
+
+def test_an_opencode_export_is_read_as_opencode_sends_it() -> None:
+    # OpenCode 1.18.33's toModelMessages (read from its bundled source): an ignored text part is
+    # never sent, a subtask part is a line of its own, an output OpenCode pruned is sent as
+    # "[Old tool result content cleared]", a call that never finished as interrupted
+    big = "log line\n" * 2000
+
+    def tool(cid: str, status: str, **state: Any) -> dict[str, Any]:
+        return {"id": f"p{cid}", "type": "tool", "callID": cid, "tool": "bash",
+                "state": {"status": status, "input": {"command": "make"}, **state}}
+
+    export = {"info": {"id": "ses_1", "version": "1.18.33"}, "messages": [
+        {"info": {"id": "m1", "role": "user", "time": {"created": 1790000000000}},
+         "parts": [{"id": "t0", "type": "text", "text": "note to self", "ignored": True},
+                   {"id": "t1", "type": "text", "text": "build it"},
+                   {"id": "t2", "type": "subtask", "prompt": "p", "description": "d", "agent": "general"}]},
+        {"info": {"id": "m2", "role": "assistant", "time": {"created": 1790000001000}},
+         "parts": [{"id": "s1", "type": "step-start"},
+                   tool("c1", "completed", output=big, time={"start": 1, "end": 2, "compacted": 3}),
+                   tool("c2", "running", time={"start": 4}),
+                   {"id": "f1", "type": "step-finish", "tokens": {"input": 10, "output": 5, "cache": {"read": 0, "write": 0}}}]},
+    ]}
+    text = json.dumps(export)
+    (t,) = read_text(text)
+    assert t.source_format == "opencode"
+    assert t.units[0].content == "build it\nThe following tool was executed by the user"
+    results = [u for u in t.units if u.role == "tool"]
+    assert [u.content for u in results] == ["[Old tool result content cleared]", "[Tool execution was interrupted]"]
+    assert count_transcript(t, get_tokenizer("cl100k_base")).total < 200  # not the pruned 2,000 lines
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert json.loads(buf.getvalue()) == export

@@ -3,12 +3,16 @@
 A message's `info` says its role (and for an assistant its model, mode, cost and tokens); its
 `parts` are typed: `text`, `reasoning`, `tool` (`{callID, tool, state: {status, input, output
 | error, ...}}`: the call and its result in one part), `file`, `step-start` / `step-finish`
-(one model call each: its tokens and cost), `patch`, `compaction`.
+(one model call each: its tokens and cost), `patch`, `compaction`, `subtask`, `snapshot`,
+`agent`, `retry`.
 
-Read: a user message is a user unit (its text parts, attached files as what they are); an
-assistant message is, per model call (`step-start`), an assistant unit (text, reasoning, the
-calls of its tool parts) followed by a tool unit per tool part (its output, or its error); a
-`step-finish` is the provider's count of that call. OpenCode's own compaction is a user message
+Read as OpenCode 1.18.33 sends it (`toModelMessages`): a user message is a user unit (its text
+parts but the `ignored` ones, attached files as what they are, a `subtask` part as the line it
+sends for it); an assistant message is, per model call (`step-start`), an assistant unit (text,
+reasoning, the calls of its tool parts) followed by a tool unit per tool part (its output, its
+error, "[Old tool result content cleared]" for an output OpenCode pruned, "[Tool execution was
+interrupted]" for a call that never finished); a `step-finish` is the provider's count of that
+call; the other parts are kept with their message. OpenCode's own compaction is a user message
 holding a `compaction` part and the assistant summary after it (`summary: true`): the model
 sees only that pair and what follows, so the messages before it are kept in the file and left
 out of the units (counted) unless `include_compacted`.
@@ -64,12 +68,28 @@ def _created(info: dict[str, Any]) -> float | None:
     return _ms(time.get("created")) if isinstance(time, dict) else None
 
 
+# What OpenCode (1.18.33's toModelMessages) sends in place of a tool part's own output: the
+# output it pruned (`state.time.compacted`), and a call that never finished
+PRUNED = "[Old tool result content cleared]"
+INTERRUPTED = "[Tool execution was interrupted]"
+# what it sends for a user message's compaction and subtask parts
+SUBTASK_PROMPT = "The following tool was executed by the user"
+
+
 def _tool_output(state: Any) -> tuple[str, bool]:
     """A tool part's result as the model reads it, and whether it failed."""
     if not isinstance(state, dict):
         return "", False
-    if state.get("status") == "error":
+    status = state.get("status")
+    if status in ("pending", "running"):
+        return INTERRUPTED, True
+    if status == "error":
+        meta = state.get("metadata")
+        if isinstance(meta, dict) and meta.get("interrupted") is True and isinstance(meta.get("output"), str):
+            return meta["output"], False  # what it printed before it was stopped
         return str(state.get("error") or ""), True
+    if isinstance(state.get("time"), dict) and state["time"].get("compacted"):
+        return PRUNED, False
     output = state.get("output")
     return (output if isinstance(output, str) else dumps(output) if output is not None else ""), False
 
@@ -109,12 +129,16 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
                 if not isinstance(part, dict):
                     continue
                 if part.get("type") == "text" and isinstance(part.get("text"), str):
-                    texts.append(part["text"])
+                    if part["text"] and not part.get("ignored"):  # an ignored part is never sent
+                        texts.append(part["text"])
                 elif part.get("type") == "file":
-                    if str(part.get("mime") or "").startswith("image/"):
+                    mime = str(part.get("mime") or "")
+                    if mime.startswith("image/"):
                         images += 1
-                    else:
+                    elif mime not in ("text/plain", "application/x-directory"):  # those come as text parts
                         texts.append(f"[file {part.get('filename') or part.get('url') or ''}]")
+                elif part.get("type") == "subtask":
+                    texts.append(SUBTASK_PROMPT)
             if any(isinstance(p, dict) and p.get("type") == "compaction" for p in parts):
                 compacted_at = len(units)
                 texts.append(COMPACTION_PROMPT)  # what OpenCode sends the model for that part
@@ -133,7 +157,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
                         state: dict[str, Any] = part["state"] if isinstance(part.get("state"), dict) else {}
                         cid = str(part.get("callID") or part.get("id"))
                         tool_calls.append(ToolCall(cid, str(part.get("tool") or ""), args_text(state.get("input"))))
-                        if state.get("status") in ("completed", "error"):
+                        if state.get("status") in ("completed", "error", "pending", "running"):
                             output, failed = _tool_output(state)
                             results.append(Unit(id=str(part.get("id") or f"{mid}#{cid}"), role="tool", content=output,
                                                 timestamp=ts, tool_call_id=cid, name=str(part.get("tool") or "") or None,
@@ -206,7 +230,7 @@ def _rebuilt(run: list[Unit], msg: dict[str, Any]) -> dict[str, Any]:
             return msg
         out, done = [], False
         for p in parts:
-            if p.get("type") == "text":
+            if p.get("type") == "text" and not p.get("ignored"):
                 if not done:
                     out.append({**p, "text": unit.content})
                     done = True
