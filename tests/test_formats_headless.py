@@ -351,3 +351,17 @@ def test_count_guard_compact_and_expand(name: str, tmp_path: Path) -> None:
     done = run(cli, ["expand", str(small), "-o", str(back)], catch_exceptions=False)
     assert done.exit_code == 0, done.output
     assert back.read_bytes() == src.read_bytes()  # every record back, byte for byte
+
+
+def test_codex_exec_runs_appended_to_one_file() -> None:
+    """Item ids start again at item_0 in every run: a file of two runs (a CI job appending, or
+    `exec resume` after `exec`) reads as one transcript whose units are all named apart, and is
+    written back byte for byte."""
+    text = (DATA / "codex-0.169.0.exec.jsonl").read_text(encoding="utf-8")
+    stats = ReadStats()
+    (t,) = read_text(text + text, stats=stats)
+    ids = [u.id for u in t.units]
+    assert len(ids) == 2 * len(read_text(text)[0].units) and len(set(ids)) == len(ids)
+    assert {c.id for u in t.units for c in u.tool_calls} == {u.tool_call_id for u in t.units if u.role == "tool"}
+    assert not any("repeats" in w for w in stats.warnings)
+    assert _written([t]) == text + text and problems("codex-exec", text + text) == []

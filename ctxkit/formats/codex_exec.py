@@ -96,12 +96,12 @@ def _result(item: dict[str, Any], src: Source | None) -> tuple[str, bool]:
     return (str(status) if isinstance(status, str) else ""), status == "failed"
 
 
-def _call(item: dict[str, Any]) -> ToolCall:
+def _call(item: dict[str, Any], cid: str) -> ToolCall:
     kind = str(item.get("type"))
     if kind == "mcp_tool_call":
-        return ToolCall(str(item["id"]), str(item.get("tool") or ""), args_text(item.get("arguments")))
+        return ToolCall(cid, str(item.get("tool") or ""), args_text(item.get("arguments")))
     args = {k: item[k] for k in _CALLS[kind] if k in item}
-    return ToolCall(str(item["id"]), kind, dumps(args))
+    return ToolCall(cid, kind, dumps(args))
 
 
 def read(records: list[Any], src: Source) -> Transcript:
@@ -109,14 +109,17 @@ def read(records: list[Any], src: Source) -> Transcript:
     units: list[Unit] = []
     keeper = Keeper()
     thread: str | None = None
+    threads = 0  # the runs (thread.started events) so far
     stats = src.stats
     for i, rec in enumerate(records):
         if not _event(rec):
             src.bad(i, "expected a `codex exec --json` event {type, ...}", rec)
             continue
         kind = rec["type"]
-        if kind == "thread.started" and isinstance(rec.get("thread_id"), str):
-            thread = thread or rec["thread_id"]
+        if kind == "thread.started":
+            threads += 1
+            if isinstance(rec.get("thread_id"), str):
+                thread = thread or rec["thread_id"]
         item = rec.get("item")
         itype = item.get("type") if isinstance(item, dict) else None
         if kind != "item.completed" or not isinstance(item, dict) or not isinstance(item.get("id"), str) or not (
@@ -126,7 +129,9 @@ def read(records: list[Any], src: Source) -> Transcript:
             # before (the thread's start, before any, stays)
             keeper.keep(i, rec, precedes=kind in ("turn.started", "item.started", "item.updated"))
             continue
-        uid = item["id"]
+        # item ids start again at item_0 in each run: a file of several runs (appended, or
+        # `exec resume` after `exec`) names the later runs' units by their run
+        uid = item["id"] if threads <= 1 else f"{item['id']}@{threads}"
         made: list[Unit]
         if itype in ("agent_message", "plan"):
             made = [Unit(id=uid, role="assistant", content=str(item.get("text") or ""), raw=rec, group=i)]
@@ -135,7 +140,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         elif itype == "user_message":
             made = [Unit(id=uid, role="user", content=str(item.get("text") or ""), raw=rec, group=i)]
         else:
-            call = _call(item)
+            call = _call(item, uid)
             text, failed = _result(item, src)
             made = [Unit(id=uid, role="assistant", tool_calls=[call], raw=rec, group=i),
                     Unit(id=f"{uid}#result", role="tool", content=text, tool_call_id=call.id, name=call.name,
