@@ -252,6 +252,7 @@ def test_run_action_oneshot_measures_the_outcome() -> None:
             used_recovery=False,
             fidelity=o.fidelity,
             cost=o.cost_share,
+            false_claims=o.false_claims,
         )
     )
     row = trial.row()
@@ -571,3 +572,32 @@ def test_the_reward_weighs_what_the_model_can_still_answer() -> None:
     o = trial.outcome
     assert o.success and o.fidelity == probes.score(probes.extract(t), trial.result).recall
     assert o.terms["fidelity"] == -FIDELITY_WEIGHT * (1 - o.fidelity) and o.to_dict()["fidelity"] == round(o.fidelity, 6)
+
+
+def test_a_false_claim_counts_against_the_compaction() -> None:
+    """The claims term (issue 38): each claim of the compaction's own text that the original
+    log does not back costs CLAIM_PENALTY, at most CLAIMS_MAX; of two compactions that keep
+    the same, the one that says fewer false things scores higher."""
+    from ctxkit.fidelity import claims
+    from ctxkit.rl.reward import CLAIM_PENALTY, CLAIMS_MAX, reward, reward_terms
+
+    same = dict(success=True, coherence_delta=0.8, reduction_ratio=0.5, priority_preserved=1.0,
+                used_recovery=False, fidelity=0.9)
+    assert "claims" not in reward_terms(**same)  # not measured
+    assert reward_terms(**same, false_claims=0)["claims"] == 0.0
+    assert reward_terms(**same, false_claims=2)["claims"] == pytest.approx(-2 * CLAIM_PENALTY)
+    assert reward_terms(**same, false_claims=40)["claims"] == -CLAIMS_MAX
+    assert reward_terms(**{**same, "success": False}, false_claims=3)["claims"] == 0.0
+    assert reward(**same, false_claims=0) > reward(**same, false_claims=1) > reward(**same, false_claims=3)
+    # a failed compaction still scores below one that fits and misstates everything
+    failed = dict(same, success=False, coherence_delta=0.0, reduction_ratio=0.0, priority_preserved=0.0)
+    assert reward(**failed) < reward(**same, false_claims=1000)
+    # measured on a real log: the outcome's count is the checker's, and the term follows it
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"))
+    trial = run_action(t, Action("default", DEFAULT_CHAIN), limit=4000)
+    o = trial.outcome
+    assert o.success and o.false_claims == claims.check(t, trial.result).false
+    assert o.terms["claims"] == pytest.approx(-min(CLAIMS_MAX, CLAIM_PENALTY * o.false_claims))
+    assert o.to_dict()["false_claims"] == o.false_claims

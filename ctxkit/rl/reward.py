@@ -1,4 +1,5 @@
-"""The reward of one outcome, term by term, as the spec defines it, plus fidelity.
+"""The reward of one outcome, term by term, as the spec defines it, plus fidelity, cost and
+the false claims of the compaction's own text.
 
 The spec's time term (-0.1 per second above 500 ms) is reported beside the reward, not in it:
 time depends on the machine and its load, and a reward that did would make two exports of
@@ -23,6 +24,14 @@ COST_WEIGHT = 0.2
 # prices relative to a cache read, as the loop policy's default (`budget.policy.CachePrices`:
 # Anthropic's ratios, a read 0.1 and a write 1.25 of input)
 _READ, _WRITE = 0.1, 1.25
+# Each false claim of the text the compaction wrote (`fidelity.claims`: a file said to be
+# edited that no call modified, an error the log does not flag, a done task shown pending, a
+# summary placed before older messages) costs as much as losing a fifth of the probes: a model
+# acts on what it reads, and one false statement sends the next turn wrong where a missing one
+# only leaves it to look. At most CLAIMS_MAX in all, so a compaction that failed still scores
+# lower than one that fits and misstates.
+CLAIM_PENALTY = 0.1
+CLAIMS_MAX = 0.5
 
 
 def cost_share(sent: int, written: int, baseline_sent: int) -> float:
@@ -50,12 +59,14 @@ def reward_terms(
     used_recovery: bool,
     fidelity: float | None = None,
     cost: float | None = None,
+    false_claims: int | None = None,
 ) -> dict[str, float]:
     """Each term of the spec's reward, before the clamp (every one deterministic), the
     fidelity term (`FIDELITY_WEIGHT` times the share of probes lost, negated: in [-0.5, 0]; 0
-    for a failed action, which the success term already scores; absent when not measured) and
-    the cost term (`COST_WEIGHT` times `cost_share`, negated; 0 for a failed action; absent
-    when not measured)."""
+    for a failed action, which the success term already scores; absent when not measured), the
+    cost term (`COST_WEIGHT` times `cost_share`, negated; 0 for a failed action; absent when
+    not measured) and the claims term (`CLAIM_PENALTY` per false claim, at most `CLAIMS_MAX`,
+    negated; 0 for a failed action; absent when not measured)."""
     terms = {
         "success": 1.0 if success else -1.0,
         "coherence": 0.5 * coherence_delta,
@@ -68,6 +79,8 @@ def reward_terms(
         terms["fidelity"] = -FIDELITY_WEIGHT * (1.0 - fidelity) if success else 0.0
     if cost is not None:
         terms["cost"] = -COST_WEIGHT * min(1.0, cost) if success else 0.0
+    if false_claims is not None:
+        terms["claims"] = -min(CLAIMS_MAX, CLAIM_PENALTY * false_claims) if success else 0.0
     return terms
 
 
@@ -80,9 +93,10 @@ def reward(
     used_recovery: bool,
     fidelity: float | None = None,
     cost: float | None = None,
+    false_claims: int | None = None,
 ) -> float:
-    """The spec's reward with the fidelity and cost terms: the sum of `reward_terms`, clamped
-    to [-2, 2]."""
+    """The spec's reward with the fidelity, cost and claims terms: the sum of `reward_terms`,
+    clamped to [-2, 2]."""
     total = sum(
         reward_terms(
             success=success,
@@ -92,6 +106,7 @@ def reward(
             used_recovery=used_recovery,
             fidelity=fidelity,
             cost=cost,
+            false_claims=false_claims,
         ).values()
     )
     return max(REWARD_MIN, min(REWARD_MAX, total))

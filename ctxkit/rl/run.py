@@ -13,6 +13,7 @@ from ctxkit.compaction import CompactSettings
 from ctxkit.compaction.result import CompactResult, Failure
 from ctxkit.compaction.run import run
 from ctxkit.errors import unknown_name
+from ctxkit.fidelity import claims as fidelity_claims
 from ctxkit.fidelity import probes
 from ctxkit.model import TYPES, Transcript
 from ctxkit.rl.actions import MODES, Action
@@ -47,6 +48,7 @@ class Outcome:
     retention_with_recall: float | None = None
     error: str | None = None
     fidelity: float | None = None  # probe recall of the context it left (`fidelity.probes`)
+    false_claims: int | None = None  # false claims of the text it wrote (`fidelity.claims`)
     # what the calls wrote to the prompt cache (a replay: every call; one shot: the next call)
     # and what the uncompacted calls send: the reward's cost term (`rl.reward.cost_share`)
     cache_write_tokens: int | None = None
@@ -84,6 +86,7 @@ class Outcome:
             used_recovery=self.used_recovery,
             fidelity=self.fidelity,
             cost=self.cost_share,
+            false_claims=self.false_claims,
         )
 
     @property
@@ -121,6 +124,7 @@ class Outcome:
             "retention": self.retention,
             "retention_with_recall": self.retention_with_recall,
             "fidelity": None if self.fidelity is None else round(self.fidelity, 6),
+            "false_claims": self.false_claims,
             "error": self.error,
         }
 
@@ -284,6 +288,8 @@ def run_action(
         out.add_retention(retention)
     # nothing usable came out of a failed run: it keeps nothing of what the task needs
     out.fidelity = probes.score(probes.extract(t), result_t).recall if out.success else 0.0
+    # what the compaction's own text says, checked against the original: a false claim costs
+    out.false_claims = fidelity_claims.check(t, result_t).false if out.success else 0
     after = state_features(result_t, limit, tok, copts)
     return Trial(t, result_t, action, out, before, after)
 
