@@ -383,3 +383,11 @@ def test_the_report_script_on_one_log(tmp_path: Path) -> None:
         assert heading in text
     (row,) = json.loads(rows.read_text())
     assert row["share"] == 6 and row["claims"]["total"] > 0 and 0.0 <= row["claims"]["precision"] <= 1.0
+
+
+def test_a_path_is_named_whole() -> None:
+    """`x.py (read)` is not backed by a call that named only `x.py.bak` or `ax.py`."""
+    cmd = "cp x.py.bak y.py && grep -r foo ./tests/ src/a.py; cat ax.py"
+    log = E.read_log([Unit("a", "assistant", tool_calls=[ToolCall("c", "bash", json.dumps({"command": cmd}))])])
+    named = [p for p in ("x.py.bak", "y.py", "tests", "a.py", "ax.py", "x.py", "src/b.py") if log.uses_of(p)]
+    assert named == ["x.py.bak", "y.py", "tests", "a.py", "ax.py"]

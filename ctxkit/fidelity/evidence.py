@@ -665,10 +665,12 @@ class Log:
 
 
 def _names_path(a: Act, path: str) -> bool:
+    """Whether a call's arguments name the path as a whole (not `x.py` in `x.py.bak`)."""
     p = clean_path(path)
     if len(p) < 3:
         return False
-    return any(p in s for s in a.strings) or p in a.command
+    named = re.compile(rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.\w|/[\w.])")
+    return any(p in s and named.search(s) for s in (*a.strings, a.command))
 
 
 def _item_key(text: str) -> str:
