@@ -404,3 +404,27 @@ def test_an_opencode_export_is_read_as_opencode_sends_it() -> None:
     buf = io.StringIO()
     write_transcripts([t], buf)
     assert json.loads(buf.getvalue()) == export
+
+
+def test_a_gemini_cli_checkpoint_is_read_as_its_contents(tmp_path: Path) -> None:
+    # Gemini CLI 0.61's `/resume save <tag>` (`/chat save` before) writes {history: Content[],
+    # authType} (logger.saveCheckpoint); it was refused as JSON of no known shape
+    path = DATA / "gemini-cli-checkpoint.json"
+    raw = json.loads(path.read_text())
+    (t,) = read_path(str(path))
+    assert t.source_format == "gemini" and len(t.units) >= len(raw["history"])
+    tok = get_tokenizer("cl100k_base")
+    texts = [p.get("text") or "" for c in raw["history"] for p in c["parts"] if not p.get("thought")]
+    texts += [json.dumps(p["functionCall"]["args"], separators=(",", ":")) + p["functionCall"]["name"]
+              for c in raw["history"] for p in c["parts"] if "functionCall" in p]
+    texts += [v if isinstance(v, str) else json.dumps(v) for c in raw["history"] for p in c["parts"]
+              if "functionResponse" in p for v in p["functionResponse"]["response"].values()]
+    independent = sum(tok.count(x) for x in texts)
+    assert abs(_text_tokens(t) - independent) <= 0.02 * independent, (_text_tokens(t), independent)
+    buf = io.StringIO()
+    write_transcripts([t], buf)
+    assert json.loads(buf.getvalue()) == raw and list(json.loads(buf.getvalue())) == ["history", "authType"]
+    # a dataset of them through Parquet and back
+    from ctxkit.formats.parquet import write_parquet
+    write_parquet([t, t], str(tmp_path / "x.parquet"))
+    assert [len(x.units) for x in read_path(str(tmp_path / "x.parquet"))] == [len(t.units)] * 2

@@ -87,6 +87,9 @@ class Format:
     # `units`, an ATIF trajectory `steps`. A dataset's messages column (Parquet) is one of the
     # formats' keys and item keys.
     item_key: str | None = None
+    # messages: other keys a conversation object of the format may hold its records under (Gemini
+    # CLI's `/chat save` checkpoint, `{history: Content[]}`), written back under the one read
+    also_keys: tuple[str, ...] = ()
     bare: bool = True
     lines: bool = False  # messages: always written one record per line (a JSONL file of its own)
     array: bool = False  # messages: always written as one JSON array of its records (a task file)

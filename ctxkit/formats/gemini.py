@@ -261,5 +261,6 @@ FORMAT = Format(
     validate=validate,
     detect_object=detect_object,
     key=KEY,
+    also_keys=("history",),
     hint=hint,
 )

@@ -89,7 +89,7 @@ def own_columns() -> tuple[str, ...]:
 
     keys = [Format.key]
     for f in FORMATS.values():
-        for k in (f.item_key, f.key if f.shape == "messages" else None):
+        for k in (f.item_key, *((f.key, *f.also_keys) if f.shape == "messages" else ())):
             if k is not None and k not in keys:
                 keys.append(k)
     return tuple(keys)

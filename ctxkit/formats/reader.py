@@ -38,6 +38,10 @@ __all__ = [
     "reads_datasets",
 ]
 
+# Transcript.metadata: the key a conversation object held its records under, when it was one of
+# its format's `also_keys`
+RECORDS_KEY = "records_key"
+
 # File suffixes a directory argument expands to (and *.md files of a text format).
 _SUFFIXES = (".json", ".jsonl", ".traj", ".parquet")
 
@@ -456,13 +460,16 @@ class _Reader:
             return self._finish(read, tid)
         if fmt.read_object is not None and fmt.detect_object(obj):
             return self._finish(fmt.read_object(obj, self._source(layout, {}, None, line, tid)), tid)
-        key = fmt.key
+        key = next((k for k in (fmt.key, *fmt.also_keys) if isinstance(obj.get(k), list)), fmt.key)
         if not isinstance(obj.get(key), list):
             self.fail(line, f"expected an object with a `{key}` list for format {fmt.name}", obj)
             return None
         envelope = {k: v for k, v in obj.items() if k != key}
-        return self.messages(fmt.name, obj[key], layout=layout, lines=None, envelope=envelope, line=line, tid=tid,
-                             keys=list(obj))
+        t = self.messages(fmt.name, obj[key], layout=layout, lines=None, envelope=envelope, line=line, tid=tid,
+                          keys=list(obj))
+        if key != fmt.key:
+            t.metadata[RECORDS_KEY] = key  # written back under it
+        return t
 
     def messages(
         self,

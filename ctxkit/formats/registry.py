@@ -64,9 +64,10 @@ def detect_format(obj: Any) -> str | None:
             if fmt.detect_object(obj):
                 return fmt.name
         for fmt in FORMATS.values():
-            records = obj.get(fmt.key)
-            if fmt.shape in ("messages", "log") and isinstance(records, list) and fmt.detect(records):
-                return fmt.name
+            for key in (fmt.key, *fmt.also_keys):
+                records = obj.get(key)
+                if fmt.shape in ("messages", "log") and isinstance(records, list) and fmt.detect(records):
+                    return fmt.name
         return None
     if isinstance(obj, list):
         for fmt in FORMATS.values():
@@ -81,7 +82,8 @@ def is_conversation(obj: Any) -> bool:
     if not isinstance(obj, dict):
         return False
     return any(fmt.detect_object(obj) for fmt in FORMATS.values()) or any(
-        fmt.shape == "messages" and isinstance(obj.get(fmt.key), list) for fmt in FORMATS.values()
+        fmt.shape == "messages" and isinstance(obj.get(key), list) for fmt in FORMATS.values()
+        for key in (fmt.key, *fmt.also_keys)
     )
 
 

@@ -86,7 +86,8 @@ def _conversation(t: Transcript, fmt: str, records: list[Any], extras: dict[str,
     """A conversation object: envelope, messages and extras, in the source's key order."""
     own = FORMATS[fmt]
     fields = dict(t.envelope) if t.source_format == fmt or own.shape != "log" else {}
-    fields[own.key] = records
+    held = t.metadata.get("records_key") if t.source_format == fmt else None  # reader.RECORDS_KEY
+    fields[held if held in own.also_keys else own.key] = records
     fields.update(extras)
     order = t.metadata.get("key_order") if t.source_format == fmt else None
     if not order:
