@@ -135,7 +135,7 @@ def test_file_claims_on_the_django_run() -> None:
     sqlflush = v["./django/core/management/commands/sqlflush.py (edited)"]
     assert not sqlflush[1] and "only named" in sqlflush[2]  # only read with cat
     assert v["./django/db/migrations/executor.py (read)"][1]
-    assert v["Mozilla/5.0 (edited)"][:2] == ("path", False)
+    assert v["Mozilla/5.0 (edited)"][:2] == ("file", False) and "not a path" in v["Mozilla/5.0 (edited)"][2]
     assert not v["django/utils/never_touched.py (read)"][1]
 
 

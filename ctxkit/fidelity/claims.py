@@ -7,8 +7,7 @@ act on, and verifies it against the original transcript as `fidelity.evidence` r
 
 | kind | the claim | true when the original shows |
 |---|---|---|
-| file | `path (edited)`, `(created)`, `(written)`, `(deleted)`, `(read)`, `(ran)`; `read: a, b`; "edited x.py" | a call that wrote the path (edited: modified a file that was there; created: made it), deleted it, named it, ran it |
-| path | the string a file claim names | it is written as a path, or a call acted on it |
+| file | `path (edited)`, `(created)`, `(written)`, `(deleted)`, `(read)`, `(ran)`; `read: a, b`; "edited x.py" | the string is a path (written as one, or a call acted on it) and a call wrote it (edited: modified a file that was there; created: made it), deleted it, named it, ran it |
 | error | `tool(command) -> exit N: line`, `-> error: line`, `error: line`, `reported by the user: line` | that command's result flagged as failed (is_error, that exit code), with that line in it |
 | command | `tool(command) -> ok[: line]`, `-> no match (exit 1)` | that command ran and its result was not failed (and shows the line) |
 | fix | `(fixed: ...)` after an error | a later run of the same call that did not fail |
@@ -61,7 +60,7 @@ from ctxkit.fidelity.evidence import (
 )
 from ctxkit.model import Transcript, Unit
 
-KINDS = ("file", "path", "error", "command", "fix", "task", "quote", "current", "order", "placeholder")
+KINDS = ("file", "error", "command", "fix", "task", "quote", "current", "order", "placeholder")
 QUOTE_CHARS = 200  # a claim or an evidence quote is cut to this many characters
 
 
@@ -364,7 +363,7 @@ class _Checker:
         writes = self.log.writes_of(path)
         uses = self.log.uses_of(path)
         if not writes and not uses and not looks_like_path(path):
-            self.add("path", text, unit, pos, False, "not a path: no call acts on it and it is not written as one")
+            self.add("file", text, unit, pos, False, "not a path: no call acts on it and it is not written as one")
             return
         if action in ("edited", "created", "written", "deleted"):
             if action == "deleted":

@@ -226,6 +226,7 @@ class Act:
     args: str  # its arguments as the log has them
     command: str = ""  # the shell command it ran, if any
     strings: tuple[str, ...] = ()  # every string argument
+    named: tuple[str, ...] = ()  # the arguments that name what it acts on (no file contents)
     writes: set[tuple[str, str]] = field(default_factory=set)  # (path, created|edited|deleted)
     uses: set[str] = field(default_factory=set)  # paths read, listed or run
     result: Result | None = None
@@ -240,6 +241,9 @@ class Act:
         body = norm(self.command or self.args)
         body = body if len(body) <= 150 else body[:147].rstrip() + "..."
         return f"{self.name}({body})" if self.name != "$" else f"$ {body}"
+
+
+NOT_NAMING = TEXT_KEYS | {"code", "patch", "patchText", "input", "script", "command", "cmd"}
 
 
 def decode(arguments: str) -> Any:
@@ -322,6 +326,13 @@ def read_call(index: int, name: str, arguments: str) -> Act:
         writes, uses = shell_effects(act.command)
         act.writes.update(writes)
         act.uses.update(uses)
+    # what names a path: its path and option arguments and its command line, not a file's
+    # contents (a heredoc's body, a patch, code an IPython call runs, an edit's new text)
+    lines = [_without_heredocs(act.command)[0]] if act.command else []
+    if isinstance(args, dict):
+        lines += [t for k, v in args.items() if k not in NOT_NAMING for t in _strings(v, skip_text=True)
+                  if t is not act.command and "\n" not in t.strip()]
+    act.named = tuple(lines)
     return act
 
 
@@ -670,7 +681,7 @@ def _names_path(a: Act, path: str) -> bool:
     if len(p) < 3:
         return False
     named = re.compile(rf"(?<![\w.~-]){re.escape(p)}(?![\w-]|\.\w|/[\w.])")
-    return any(p in s and named.search(s) for s in (*a.strings, a.command))
+    return any(p in s and named.search(s) for s in a.named)
 
 
 def _item_key(text: str) -> str:
@@ -709,7 +720,7 @@ def read_log(units: Sequence[Unit]) -> Log:
                 open_file = clean_path(m.group(1))
         command = _text_command(u)
         if command is not None and i + 1 < len(units) and is_output(units[i + 1]) and units[i + 1].tool_call_id is None:
-            act = Act(i, "$", command, command=command, strings=(command,))
+            act = Act(i, "$", command, command=command, strings=(command,), named=(_without_heredocs(command)[0],))
             swe_create = _SWE_CREATE.findall(command)
             if swe_create or _SWE_EDIT.search(command) or _SWE_OPEN.search(command):
                 act.writes.update((clean_path(p), "created") for p in swe_create)
