@@ -391,3 +391,22 @@ def test_a_path_is_named_whole() -> None:
     log = E.read_log([Unit("a", "assistant", tool_calls=[ToolCall("c", "bash", json.dumps({"command": cmd}))])])
     named = [p for p in ("x.py.bak", "y.py", "tests", "a.py", "ax.py", "x.py", "src/b.py") if log.uses_of(p)]
     assert named == ["x.py.bak", "y.py", "tests", "a.py", "ax.py"]
+
+
+def test_compare_gives_precision_beside_recall() -> None:
+    """ctxkit and a peer on one real log: each row carries its claims; a peer that writes
+    nothing of its own makes no claim (precision 1.0); the summary line counts them."""
+    from ctxkit.fidelity import compare
+    from ctxkit.tokens import count_transcript, get_tokenizer
+
+    t = _read(DJANGO)
+    budget = count_transcript(t, get_tokenizer()).total // 6
+    rows = compare.compare(t, budget, methods=("ctxkit", "drop_oldest"))
+    by = {r.method: r for r in rows}
+    assert by["ctxkit"].claims is not None and by["ctxkit"].claims.total > 0
+    drop = by["drop_oldest"].claims
+    assert drop is not None and drop.total == 0 and by["drop_oldest"].precision == 1.0
+    lines = {line["method"]: line for line in compare.summarize(rows)}
+    assert lines["ctxkit"]["claims"] == by["ctxkit"].claims.total
+    assert lines["ctxkit"]["precision"] == round(by["ctxkit"].claims.precision, 3)
+    assert "false_claims" not in by["ctxkit"].to_dict(claims=False)["claims"]
