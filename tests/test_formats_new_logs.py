@@ -428,3 +428,29 @@ def test_a_gemini_cli_checkpoint_is_read_as_its_contents(tmp_path: Path) -> None
     from ctxkit.formats.parquet import write_parquet
     write_parquet([t, t], str(tmp_path / "x.parquet"))
     assert [len(x.units) for x in read_path(str(tmp_path / "x.parquet"))] == [len(t.units)] * 2
+
+
+# ---------------------------------------------------------------- one claim
+
+
+def _logs() -> list[Path]:
+    here = Path(__file__).parent / "data"
+    found = [*here.glob("agent_logs/*.jsonl"), *here.glob("new_logs/*.jsonl"), *here.glob("gemini_cli_jsonl/*.jsonl"),
+             *here.glob("claude_attachments/*.jsonl")]
+    from conftest import REALDATA
+
+    return sorted(found + (sorted(REALDATA.glob("*/*.jsonl")) if REALDATA.is_dir() else []))
+
+
+@pytest.mark.parametrize("path", _logs(), ids=lambda p: p.name[:60])
+def test_no_two_formats_claim_one_real_log(path: Path) -> None:
+    # detection asks the formats in order and the first that claims a file reads it: a file two
+    # formats claim is read by whichever comes first (Qwen Code's recordings were Claude Code's,
+    # 3 units of 15 tokens, while claude-code came first); each claims only its own agent's
+    from ctxkit.formats import FORMATS
+
+    records = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    claims = [f.name for f in FORMATS.values() if f.shape in ("log", "messages") and f.detect(records)]
+    assert len(claims) <= 1, claims
+    if path.name == "gemini-cli-stream.jsonl":
+        assert claims == []  # refused, with the file to read instead

@@ -82,6 +82,9 @@ def detect(obj: Any) -> bool:
     for rec in records[:20]:
         if not isinstance(rec, dict):
             return False
+        msg = rec.get("message")
+        if isinstance(msg, dict) and "parts" in msg and "content" not in msg:
+            return False  # Gemini `parts` in Claude Code's envelope: Qwen Code's chat recording
         if rec.get("type") in _APP_KINDS and (any(k in rec for k in _APP_KEYS) or "messageId" in rec):
             hits += 1
     return hits > 0 and hits >= min(len(records), 20) // 2
