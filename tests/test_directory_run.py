@@ -128,3 +128,22 @@ def test_a_file_cut_in_several_is_named_part_of_parts(tmp_path: Path) -> None:
     shards = plan_shards([str(path)], shard_bytes=100)
     assert [s.name for s in shards] == [f"data-{i:05d}-of-{len(shards):05d}.jsonl" for i in range(len(shards))]
     assert len(shards) > 3
+
+
+def test_the_inputs_own_folder_is_refused_and_left_as_it_was(logs: Path) -> None:
+    """Outputs keep their inputs' names: `-o` the inputs' folder would replace them."""
+    before = {p.name: p.read_bytes() for p in logs.iterdir()}
+    result = CliRunner().invoke(cli, ["compact", str(logs), "--limit", "20000", "-o", f"{logs}/"])
+    assert result.exit_code == 2
+    assert "would replace the input" in result.stderr and "give another -o DIR" in result.stderr
+    assert {p.name: p.read_bytes() for p in logs.iterdir()} == before
+
+
+def test_a_file_of_the_same_name_no_run_wrote_is_left_alone(logs: Path, tmp_path: Path) -> None:
+    """A run removes only what an earlier run indexed, never a file it did not write."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / LEFT_OUT).write_text("mine\n")
+    result = run("compact", str(logs), "--limit", "20000", "-o", f"{out}/")
+    assert result.exit_code == 3
+    assert (out / LEFT_OUT).read_text() == "mine\n"

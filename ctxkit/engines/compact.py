@@ -203,6 +203,7 @@ def compact_directory(request: CompactRequest, say: Say, map_shards: Any = None)
     shards = plan_shards(
         list(request.inputs), request.read_opts, shard_bytes=shard_bytes, workers=workers
     )
+    _check_no_input_replaced(shards, output)
     job = CompactJob(
         os.path.abspath(output),
         request.settings.portable(),
@@ -232,6 +233,22 @@ def compact_directory(request: CompactRequest, say: Say, map_shards: Any = None)
     if not outcome.summary.conversations:
         raise UsageError(f"{', '.join(request.inputs)}: no transcript to compact")
     return outcome
+
+
+def _check_no_input_replaced(shards: Any, output: str) -> None:
+    """A usage error when an output (or its archive) would take an input's place: `-o` the
+    inputs' own folder, where outputs keep their inputs' names."""
+    from ctxkit.engines.shards import archive_shard_path
+
+    inputs = {os.path.realpath(s.path): s.label or s.path for s in shards}
+    for s in shards:
+        for name in (s.name, archive_shard_path(s.name)):
+            taken = inputs.get(os.path.realpath(os.path.join(output, name)))
+            if taken is not None:
+                raise UsageError(
+                    f"-o {output}: the output {name} would replace the input {taken} (outputs "
+                    "keep their inputs' names); give another -o DIR"
+                )
 
 
 def _say_reading(stats: ReadStats, request: CompactRequest, say: Say) -> None:

@@ -72,8 +72,11 @@ def compact_shards(
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `compact_shard` tally, in input order; then a file in which nothing changed
     is written as it was, the index of the outputs and archive shards is written, and leftovers
-    of killed attempts (and an earlier run's files of a name this run left unwritten) are
-    removed."""
+    of killed attempts (and the files an earlier run indexed under a name this run left
+    unwritten) are removed."""
+    from ctxkit.engines.shards import indexed_names
+
+    earlier = indexed_names(job.out_dir)  # what an earlier run into this directory wrote
     with output_directory(job.out_dir):
         changed: dict[int, int] = {}
         written: list[str] = []
@@ -95,10 +98,10 @@ def compact_shards(
                 if not changed[shard.file_index] and shard.kind != "parquet" and shard.name in written:
                     copy_shard(shard, job)
         names = [s.name for s in shards]
-        for name in names:  # this run's names: what it did not write is not left from another
-            if name not in written:
+        for name in names:  # this run's names: an earlier run's file is not taken for its own
+            if name not in written and name in earlier:
                 _remove(os.path.join(job.out_dir, name))
-            if name not in archived:
+            if name not in archived and archive_shard_path(name) in earlier:
                 _remove(os.path.join(job.out_dir, archive_shard_path(name)))
         finish_directory(job.out_dir, names)
 

@@ -394,6 +394,26 @@ def write_index(directory: str, names: Sequence[str]) -> str:
     return target
 
 
+def indexed_names(directory: str) -> set[str]:
+    """The names of the outputs and archive shards a directory's index lists (an earlier
+    run's files); empty without an index."""
+    index = os.path.join(directory, INDEX_NAME)
+    if not os.path.exists(index):
+        return set()
+    conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    try:
+        names = {r[0] for r in conn.execute("SELECT shard FROM shards")}
+        try:
+            names |= {r[0] for r in conn.execute("SELECT output FROM outputs")}
+        except sqlite3.OperationalError:
+            pass  # an index of the shards alone
+    except sqlite3.DatabaseError:
+        return set()  # not an index we can read: nothing of it is ours to remove
+    finally:
+        conn.close()
+    return names
+
+
 def indexed_outputs(directory: str) -> builtins.list[str] | None:
     """The outputs a directory run wrote, in input order, as its index lists them (paths);
     None when there is no index, or one written before the index listed its outputs."""
