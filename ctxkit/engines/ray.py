@@ -224,7 +224,8 @@ def _without_idle_daemons() -> Iterator[None]:
 
 
 CONNECT_SECONDS = 5.0  # a head whose port does not answer in this long is not there
-GCS_SECONDS = 10.0  # nor one whose GCS does not reply in this long (Ray itself waits 40 s)
+GCS_SECONDS = 12.0  # nor one whose GCS does not reply in this long (Ray itself waits 40 s);
+# past the two tries Ray's client logs (at 5 and 10 s), which fall silent inside the wait
 
 
 def _host_port(address: str) -> tuple[str, int] | None:
@@ -255,7 +256,7 @@ def _reachable(address: str) -> None:
 def connect(ray: Any, address: str, **init: Any) -> None:
     """`ray.init(address=...)` to a running cluster, at the address as given, in bounded time.
 
-    Before Ray connects, the cluster's GCS is asked (`check_cluster`, at most ~15 s) whether it
+    Before Ray connects, the cluster's GCS is asked (`check_cluster`, at most ~17 s) whether it
     is a Ray head, whether it takes this process's token, and whether one of its nodes runs on
     this machine: a driver attaches to a local node's raylet, and without one Ray waits a
     minute, then fails. Each is a one-line error here. Then Ray connects with the address
