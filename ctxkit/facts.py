@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,12 @@ _MAIN_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", 
 
 def short_args(arguments: str, chars: int = ARGS_CHARS) -> str:
     """What a call did, in a few words: its command or path, else its arguments."""
+    return one_line(main_arg(arguments), chars)
+
+
+def main_arg(arguments: str) -> str:
+    """A call's main argument as written (new lines kept): its command or path, else its
+    arguments."""
     data = decoded_args(arguments)
     if isinstance(data, dict):
         for key in _MAIN_KEYS:
@@ -66,9 +73,9 @@ def short_args(arguments: str, chars: int = ARGS_CHARS) -> str:
                 # an argv: ["bash", "-lc", "the command"] is the command
                 value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
             if isinstance(value, str) and value.strip():
-                return one_line(value, chars)
-        return one_line(", ".join(f"{k}={v}" for k, v in data.items()), chars)
-    return one_line(str(data), chars)
+                return value.strip()
+        return ", ".join(f"{k}={v}" for k, v in data.items())
+    return str(data).strip()
 
 
 def output_text(text: str) -> tuple[str, int | None]:
@@ -132,7 +139,7 @@ _STATUS = re.compile(
     r"Your proposed edit has introduced new syntax error)"  # SWE-agent's edit, refused
 )
 _EXCEPTION = re.compile(
-    r"^\s*(?:E\s+)?(?:[\w.]*\w(?:Error|Exception|Exit|Interrupt)\b|(?:Error|Exception)(?::|$)|FAILED\b|ERROR\b|"
+    r"^\s*(?:E\s+)?(?:[\w.]*\w(?:Error|Exception|Exit|Interrupt)\b(?!\()|(?:Error|Exception)(?::|$)|FAILED\b|ERROR\b|"
     r"error(?:\[\w+\])?:|fatal:|panic:|thread '.*' panicked|npm ERR!)"
 )
 _CODE_LISTING = re.compile(
@@ -165,7 +172,7 @@ def error_line(text: str) -> str:
         if _EXCEPTION.match(ln) and not _CODE_LISTING.match(ln) and ln not in ("ERROR:", "Error:")
     ]
     if named:
-        exceptions = [ln for ln in named if re.match(r"^(?:E\s+)?[\w.]*(?:Error|Exception)\b", ln)]
+        exceptions = [ln for ln in named if re.match(r"^(?:E\s+)?[\w.]*(?:Error|Exception)\b(?!\()", ln)]
         return one_line((exceptions or named)[-1])
     for k, ln in enumerate(lines):
         if _STATUS.match(ln):
@@ -194,6 +201,7 @@ class Outcome:
     exit_code: int | None
     error: str
     news: str
+    signal: str = ""  # what said it failed: flag, exit, traceback, status
 
     @property
     def label(self) -> str:
@@ -205,20 +213,49 @@ class Outcome:
         return f"exit {self.exit_code}{line}" if self.exit_code else f"error{line}"
 
 
+def _explicit_flag(result: Unit) -> bool | None:
+    """The error flag the record itself gives this result (Claude Code and the Messages API
+    write `is_error` on a result block, `false` included), None when it gives none."""
+    if result.meta.get("is_error"):
+        return True
+    raw = result.raw
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get("is_error"), bool):
+        return bool(raw["is_error"])
+    message = raw.get("message")
+    blocks = message.get("content") if isinstance(message, dict) else raw.get("content")
+    if isinstance(blocks, list):
+        for block in blocks:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") == result.tool_call_id
+                and isinstance(block.get("is_error"), bool)
+            ):
+                return bool(block["is_error"])
+    return None
+
+
 def outcome(result: Unit) -> Outcome:
-    """The outcome of one tool output (see the module docstring for what counts as failed)."""
+    """The outcome of one tool output (see the module docstring for what counts as failed).
+    Where the record says itself whether the call failed (`is_error`, `false` included), that
+    is the answer: a `cat` of a log full of tracebacks went through."""
     text, code = output_text(result.content)
     if code is None:
         code = _raw_exit_code(result.raw)
-    flagged = bool(result.meta.get("is_error")) or (
-        isinstance(result.raw, dict) and bool(result.raw.get("is_error"))
-    )
+    flag = _explicit_flag(result)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    failed = flagged or (code is not None and code != 0)
-    if not failed and code is None:
-        traceback = _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text))
-        failed = traceback or bool(_STATUS.match(first))
-    return Outcome(failed, code, error_line(text) if failed else "", news_line(text))
+    if flag is not None:
+        failed, signal = flag, "flag"
+    else:
+        failed, signal = code is not None and code != 0, "exit"
+        if not failed and code is None:
+            if _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text)):
+                failed, signal = True, "traceback"
+            elif _STATUS.match(first):
+                failed, signal = True, "status"
+    return Outcome(failed, code, error_line(text) if failed else "", news_line(text), signal if failed else "")
 
 
 # A harness's own line around a tool's output (Codex's `Chunk ID:`, `Wall time:` and `Process
@@ -274,7 +311,10 @@ def news_line(text: str) -> str:
 
 # --- files a call acted on ----------------------------------------------------------------------
 
-PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path")
+PATH_KEYS = (
+    "file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path",
+    "filePath", "notebookPath", "absolutePath", "targetFile", "dir_path", "dirPath",  # opencode, Gemini CLI
+)
 # what a call writes or says, not what it acts on
 TEXT_KEYS = frozenset(
     "content new_string old_string new_str old_str text description prompt message body "
@@ -292,14 +332,14 @@ _PATH = re.compile(
 _NOT_PATH = re.compile(
     r"^(?:https?:|www\.|\d+(?:\.\d+)*$|[\w.-]+\.(?:com|org|net|io|dev)\b|/dev/null$|/tmp/?$|.*\.\.\.)"
 )
-_HAS_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
+# an extension has a letter: `Mozilla/5.0`, `Googlebot/2.1` and a task's `60.2/60.10` are no files
+_HAS_EXT = re.compile(r"\.(?=[A-Za-z0-9]{0,7}[A-Za-z])[A-Za-z0-9]{1,8}$")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
 _QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")
 _PATCH_FILE = re.compile(
     r"^\*\*\* (Update|Add|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE
 )
 _WRITE_TARGET = re.compile(r"(?:>>?|\btee(?:\s+-a)?)\s*['\"]?([\w./~@+-]+)")
-_IN_PLACE = re.compile(r"\b(?:sed|perl)\s+(?:-\w+\s+)*-i\b|\bsed\s+-i")
 _DELETE = re.compile(r"\brm\s+(?:-\w+\s+)*")
 _RUN = re.compile(r"^\s*(?:python3?|pytest|node|npx|go\s+(?:run|test)|cargo|npm|pnpm|yarn|make|bash|sh)\b")
 
@@ -313,6 +353,8 @@ def paths_in(text: str) -> list[str]:
         path = m.group(0).strip("'\"`").rstrip(".,:;'\")]")
         if len(path) < 4 or _NOT_PATH.match(path) or ("/" not in path and "." not in path):
             continue
+        if path.startswith(("-", "+", "@")) or _VERSIONED.search(path):
+            continue  # an option (`--system-prompt.md` cut), a user agent's `Name/1.2`
         if not _HAS_EXT.search(path) and not path.startswith(("/", "./", "../", "~/")):
             continue
         if path not in out:
@@ -321,25 +363,105 @@ def paths_in(text: str) -> list[str]:
 
 
 _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
+_VERSIONED = re.compile(r"(?:^|/)\d+(?:\.\d+)+(?:/|$)")  # a segment that is a version: `5.0`, `60.2`
+
+
+def _words(segment: str) -> list[str]:
+    """A shell segment's words, quotes removed (split on blanks when it does not parse)."""
+    try:
+        return shlex.split(segment, posix=True)
+    except ValueError:
+        return segment.split()
+
+
+def _operands(words: Sequence[str]) -> list[str]:
+    """The words after the command that are not options."""
+    return [w for w in words[1:] if not w.startswith("-")]
+
+
+def _file_word(word: str) -> str | None:
+    """`word` when it reads as a file path (`paths_in`), else None."""
+    found = paths_in(word)
+    return found[0] if len(found) == 1 and found[0] == word.strip("'\"") else None
+
+
+def _in_place_targets(words: Sequence[str]) -> list[str]:
+    """The files `sed -i` or `perl -i` edits: the operands after its script (the first operand,
+    unless `-e` gave the script)."""
+    scripted = any(w == "-e" or (w.startswith("-") and not w.startswith("--") and w.endswith("e")) for w in words[1:])
+    rest: list[str] = []
+    skip = False
+    for w in words[1:]:
+        if skip:
+            skip = False
+            continue
+        if w in ("-e", "-f", "--expression", "--file"):
+            skip = True
+            continue
+        if w.startswith("-"):
+            continue
+        rest.append(w)
+    files = rest if scripted else rest[1:]
+    return [p for p in (_file_word(w) for w in files) if p]
+
+
+_COPY = frozenset({"cp", "mv", "install", "rsync", "ln"})
+_SEGMENT = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|(&&|\|\||;|\||\n)")
+
+
+def _segments(command: str) -> list[str]:
+    """A command line's simple commands: split at `&&`, `||`, `;`, `|` and new lines outside
+    quotes (a sed script's `s|a|b|` is one word)."""
+    out, start = [], 0
+    for m in _SEGMENT.finditer(command):
+        if m.group(1):
+            out.append(command[start : m.start()])
+            start = m.end()
+    out.append(command[start:])
+    return [x for x in out if x.strip()]
+
+
+def _in_place(words: Sequence[str]) -> bool:
+    """`sed` or `perl` told to edit in place: `-i`, `-i.bak`, `-pi`, `--in-place`."""
+    return any(
+        w.startswith("--in-place") or (w.startswith("-") and not w.startswith("--") and "i" in w[1:].split(".")[0])
+        for w in words[1:]
+    )
 
 
 def _command_paths(command: str) -> list[tuple[str, str]]:
-    """(path, action) for a shell command: what it writes or deletes, else what it uses."""
+    """(path, action) for a shell command: what it writes or deletes, else what it uses. A file
+    is edited by `sed -i` or `perl -i` as an operand after the script, written by a redirect,
+    `tee` or as the target of `cp`/`mv`; a `cp` source is read, a `mv` source moved."""
     found: dict[str, str] = {}
     body = _HEREDOC.sub(" ", command)
     for m in _WRITE_TARGET.finditer(_QUOTED.sub(" ", body)):
         target = m.group(1)
         if target not in ("/dev/null", "&1", "&2") and not target.isdigit() and len(target) > 2:
             found[target] = "written"
-    in_place = bool(_IN_PLACE.search(body))
-    for segment in re.split(r"&&|\|\||;|\|", body):
+    for segment in _segments(body):
         seg_paths = paths_in(segment)
+        words = _words(segment.strip())
+        while words and (words[0] in ("sudo", "env", "command", "time") or "=" in words[0]):
+            words = words[1:]
+        verb = words[0].rsplit("/", 1)[-1] if words else ""
         if _DELETE.match(segment.strip()):
             for p in seg_paths:
                 found.setdefault(p, "deleted")
-        elif in_place and _IN_PLACE.search(segment):
-            for p in seg_paths:
+        elif verb in ("sed", "perl") and _in_place(words):
+            for p in _in_place_targets(words):
                 found[p] = "edited"
+            for p in seg_paths:
+                found.setdefault(p, "read")
+        elif verb in _COPY:
+            operands = [p for p in (_file_word(w) for w in _operands(words)) if p]
+            if len(operands) >= 2:
+                for p in operands[:-1]:
+                    found.setdefault(p, "moved" if verb == "mv" else "read")
+                found[operands[-1]] = "written"
+            else:
+                for p in seg_paths:
+                    found.setdefault(p, "read")
         elif _RUN.match(segment):
             for p in seg_paths:
                 found.setdefault(p, "ran")
@@ -449,6 +571,7 @@ class UnitFacts:
 
     request: str | None = None
     calls: tuple[tuple[str, str, str, tuple[tuple[str, str], ...]], ...] = ()  # (id, name, args, paths)
+    whole: tuple[str, ...] = ()  # each call's main argument as written (`main_arg`)
     action: str | None = None
     action_paths: tuple[tuple[str, str], ...] = ()
     outcome: Outcome | None = None
@@ -469,8 +592,10 @@ def _read(u: Unit) -> UnitFacts:
         m = _OPEN_FILE.search(u.content[-400:])
         return UnitFacts(outcome=outcome(u), open_file=m.group(1).strip() if m else None)
     if u.tool_calls:
-        whole = [short_args(c.arguments, 1 << 30) for c in u.tool_calls]  # one decode a call
+        written = [main_arg(c.arguments) for c in u.tool_calls]  # one decode a call
+        whole = [one_line(w, 1 << 30) for w in written]
         return UnitFacts(
+            whole=tuple(written),
             calls=tuple(
                 (c.id, c.name, one_line(w, ARGS_CHARS), call_paths(c.name, c.arguments))
                 for c, w in zip(u.tool_calls, whole, strict=True)
@@ -484,7 +609,10 @@ def _read(u: Unit) -> UnitFacts:
             paths.append((m.group(2), "created" if m.group(1) == "create" else "read"))
         if not paths and not _SWE_EDIT.search(action):
             paths = list(_command_paths(action))
-        return UnitFacts(action=one_line(action, ARGS_CHARS), action_paths=tuple(paths), action_search=is_search(action))
+        return UnitFacts(
+            action=one_line(action, ARGS_CHARS), action_paths=tuple(paths), action_search=is_search(action),
+            whole=(action,),
+        )
     return UnitFacts()
 
 
@@ -506,6 +634,31 @@ def _searched(found: Outcome | None) -> Outcome | None:
     return found
 
 
+_SHELL_TOOLS = ("bash", "shell", "exec", "run", "command", "terminal", "powershell", "cmd")
+
+
+def _is_shell(name: str) -> bool:
+    """A shell tool, or a command written as text (`$`)."""
+    lname = name.lower()
+    return name == "$" or any(k in lname for k in _SHELL_TOOLS)
+
+
+def _reads_only(name: str, paths: tuple[tuple[str, str], ...]) -> bool:
+    """A call that only reads files (Read, view, glob), not a shell: what it shows is a file's
+    content, whose words say nothing of the call's own outcome."""
+    lname = name.lower()
+    return bool(paths) and all(a == "read" for _, a in paths) and not any(k in lname for k in _SHELL_TOOLS)
+
+
+def _read_result(found: Outcome | None) -> Outcome | None:
+    """A read's outcome: failed only by the log's own flag or the tool's status line (`ERROR:
+    Invalid path`, `<tool_use_error>`), never by an exit code or traceback in the file it
+    showed (a script that says `exit 259`, a log of a crash)."""
+    if found is not None and found.failed and found.signal in ("exit", "traceback"):
+        return Outcome(False, None, "", found.news)
+    return found
+
+
 _CACHE = UnitMemo(_read)
 
 
@@ -521,6 +674,7 @@ class Call:
     args: str
     paths: tuple[tuple[str, str], ...]
     outcome: Outcome | None  # None: no result in these units
+    args_whole: str = ""  # the main argument as written, new lines kept (`main_arg`)
 
     @property
     def failed(self) -> bool:
@@ -562,9 +716,13 @@ def calls(units: Sequence[Unit]) -> list[Call]:
         f = read[i]
         if f.open_file:
             open_file = f.open_file
-        for cid, name, args, paths in f.calls:
+        for k, (cid, name, args, paths) in enumerate(f.calls):
             found = results.get((i, cid)) or early.get(cid)
-            out.append(Call(i, name, args, paths, _searched(found) if cid in f.searches else found))
+            if cid in f.searches:
+                found = _searched(found)
+            elif _reads_only(name, paths):
+                found = _read_result(found)
+            out.append(Call(i, name, args, paths, found, f.whole[k] if k < len(f.whole) else ""))
         if f.action is not None and acted(units, i):
             result = read[i + 1].outcome or outcome(units[i + 1])
             if f.action_search:
@@ -572,11 +730,12 @@ def calls(units: Sequence[Unit]) -> list[Call]:
             paths = f.action_paths
             if not paths and open_file and _SWE_EDIT.search(u.content):
                 paths = ((open_file, "edited"),)
-            out.append(Call(i, "$", f.action, paths, result))
+            out.append(Call(i, "$", f.action, paths, result, f.whole[0] if f.whole else ""))
     return out
 
 
-ACTION_RANK = {"created": 0, "written": 1, "edited": 1, "deleted": 2, "ran": 3, "read": 4, "used": 5}
+CHANGES = frozenset({"created", "written", "edited", "deleted", "moved"})  # what a file's change is called
+ACTION_RANK = {"created": 0, "written": 1, "edited": 1, "deleted": 2, "moved": 2, "ran": 3, "read": 4, "used": 5}
 
 
 def files(units: Sequence[Unit], actions: Sequence[Call] | None = None) -> dict[str, list[str]]:
@@ -585,6 +744,11 @@ def files(units: Sequence[Unit], actions: Sequence[Call] | None = None) -> dict[
     out: dict[str, list[str]] = {}
     for c in actions if actions is not None else calls(units):
         for path, action in c.paths:
+            if c.failed and action in CHANGES and not _is_shell(c.name):
+                # an edit tool's write that failed changed nothing (a patch that did not
+                # apply); a shell command's exit code may be a later step's (`cat > t.py <<
+                # EOF ... EOF && python t.py` wrote t.py, then the run failed)
+                continue
             done = out.setdefault(path, [])
             if action not in done:
                 done.append(action)
@@ -595,12 +759,42 @@ def files(units: Sequence[Unit], actions: Sequence[Call] | None = None) -> dict[
             for action in out.pop(short):
                 if action not in out[owner]:
                     out[owner].append(action)
-    return {p: sorted(a, key=lambda x: ACTION_RANK.get(x, 9)) for p, a in out.items()}
+    return {p: sorted(a, key=lambda x: ACTION_RANK.get(x, 9)) for p, a in out.items() if a}
 
 
 def requests(units: Sequence[Unit]) -> list[Unit]:
     """The user's own requests, in order (harness notes and demonstrations aside)."""
     return [u for u in units if unit_facts(u).request]
+
+
+def todo_list(units: Sequence[Unit]) -> list[tuple[str, str]]:
+    """(status, item) of every entry of the last todo list (TodoWrite, update_plan), in its
+    order: each item as last updated, done ones too."""
+    for u in reversed(units):
+        for c in reversed(u.tool_calls):
+            items = _todo_items(c.name, c.arguments)
+            if items is None:
+                continue
+            out = []
+            for item in items:
+                if not isinstance(item, dict):
+                    continue
+                text = item.get("content") or item.get("step") or item.get("description")
+                if isinstance(text, str) and text.strip():
+                    out.append((str(item.get("status", "pending")), one_line(text)))
+            return out
+    return []
+
+
+def _todo_items(name: str, arguments: str) -> list[Any] | None:
+    """The entries of a todo-list call (TodoWrite's `todos`, update_plan's `plan`), None for
+    another call."""
+    lname = name.lower()
+    if "todo" not in lname and "plan" not in lname:
+        return None
+    args = decoded_args(arguments)
+    items = (args.get("todos") or args.get("plan")) if isinstance(args, dict) else None
+    return items if isinstance(items, list) else None
 
 
 def todos(units: Sequence[Unit]) -> list[tuple[str, str]]:

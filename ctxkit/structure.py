@@ -132,6 +132,13 @@ _HARNESS_NOTE = re.compile(
     r"|<(?:environment_context|user_instructions|INSTRUCTIONS|turn_aborted|user_shell_command"
     r"|RUNTIME_INFORMATION|EXTRA_INFO)>"
     r"|<[a-z_]+[ _]instructions>"
+    # Claude Code's record of a session command (`/clear`, `/model`, `/compact`) and of the
+    # user's own shell (`!pwd`): what the harness did, not work asked for
+    r"|(?:<command-message>[^<]*</command-message>\s*)?<command-name>/(?:clear|compact|model|mcp|resume|"
+    r"exit|quit|cost|status|help|config|login|logout|memory|context|usage|doctor|permissions|agents|"
+    r"hooks|ide|vim|theme|add-dir|export|rewind|statusline|terminal-setup|bashes|todos|release-notes|"
+    r"upgrade|privacy-settings|output-style)</command-name>"
+    r"|<bash-(?:input|stdout|stderr)>"
     r"|[^\n]*\? \(Y\)es/\(N\)o)",  # aider's confirm prompt, answered: "Add file to the chat? (Y)es/(N)o/...: skip"
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
@@ -146,13 +153,20 @@ def is_request(u: Unit) -> bool:
     """A user request the user wrote: `is_user_request`, with words of the user's own (not a
     harness note such as "[Request interrupted by user]" or Codex's `<environment_context>`,
     not a demonstration)."""
-    if not is_user_request(u) or u.meta.get("demo") or u.meta.get("is_meta"):
+    if not is_user_request(u) or u.meta.get("demo") or u.meta.get("is_meta") or _observation(u):
         # a demonstration (SWE-agent's few-shot example) is not the task; a record the harness
         # marks as its own (Claude Code's `isMeta`: a slash command's expanded template) is
         # not the user's words
         return False
     text = request_text(u)
     return bool(text) and not _HARNESS_NOTE.match(text)
+
+
+def _observation(u: Unit) -> bool:
+    """A tool's or the runtime's output logged as a user message: OpenHands' observation that
+    answers no action (an error of a malformed call, the workspace's recall), a text agent's
+    observation (`source_role` tool). Never the user's request."""
+    return u.meta.get("source_role") == "tool" or (isinstance(u.raw, dict) and "observation" in u.raw)
 
 
 def request_indices(units: Sequence[Unit]) -> list[int]:

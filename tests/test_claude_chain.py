@@ -90,10 +90,11 @@ def test_a_log_without_usage_still_names_its_model(realdata: Path, tmp_path: Pat
 def test_a_handover_joined_to_the_request_after_it_reads_back_in_its_place(
     realdata: Path, tmp_path: Path
 ) -> None:
-    """A fresh start writes its handover and the last request in one user record (Claude Code
+    """A fresh start writes the last request and its handover in one user record (Claude Code
     wants a user turn to alternate): read back, the block naming ctxkit's archive is the summary
     and the request stays a request, in that order (it was read the other way round: the request
-    as the summary, the handover as a request)."""
+    as the summary, the handover as a request). The handover follows the request: it also stands
+    for the work that answered it."""
     from ctxkit.archive.refs import carries_ref
     from ctxkit.formats import read_path
 
@@ -110,5 +111,7 @@ def test_a_handover_joined_to_the_request_after_it_reads_back_in_its_place(
     (t,) = read_path(str(out))
     summaries = [u for u in t.units if u.type == "summary"]
     assert summaries and all(carries_ref(u) for u in summaries)
-    after = t.units[t.units.index(summaries[-1]) + 1]
-    assert after.role == "user" and after.type != "summary" and not carries_ref(after)
+    # the handover stands after the request: it also stands for the work that answered it
+    before = t.units[t.units.index(summaries[-1]) - 1]
+    assert before.role == "user" and before.type != "summary" and not carries_ref(before)
+    assert before.content.strip() == "yeah please ship them"

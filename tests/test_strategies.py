@@ -360,10 +360,14 @@ def test_summarize_old_builds_one_summary(tmp_path: Path) -> None:
     assert len(summaries) == 1
     s = summaries[0]
     assert s.role == "user" and s.meta["strategy"] == "summarize_old"
-    # the summary follows the first request (kept verbatim); protected units from inside the
-    # span (P1) stay verbatim right after it
-    assert [u.id for u in after.units[:2]] == ["sys", "req0"] and after.units[2] is s
-    assert after.units[3].id == "note"
+    # the protected units of the span (the first request, P1) stay verbatim before the summary,
+    # which stands where the span ended: every message after it came after what it summarizes
+    ids = [u.id for u in after.units]
+    assert ids[:3] == ["sys", "req0", "note"] and s in after.units
+    order = {u.id: k for k, u in enumerate(before.units)}
+    at = ids.index(s.id)
+    last_summarized = max(order[x] for x in s.meta["summarized_ids"])
+    assert all(order[x] > last_summarized for x in ids[at + 1 :])
     assert s.content.startswith("[This session continues from earlier work")
     assert "src/app/models.py" in s.content and "ValueError: price must be positive" in s.content
     head, body = s.content.split("\n", 1)

@@ -65,14 +65,19 @@ def test_sections_on_a_session() -> None:
     text = summarize_extractive(session(), 400, tok=TOK)
     assert TOK.count(text) <= 400
     for title in ("## Primary request and intent", "## Files and code", "## Errors and fixes",
-                  "## Problem solving", "## Pending tasks", "## Current work", "## Next step"):
+                  "## Task list (each item as last updated)", "## Where the work stood", "## Next step",
+                  "## Findings and decisions"):
         assert title in text
+    # no tallies of tools, no headlines of what the assistant was about to do
+    for retired in ("## Key technical concepts", "tools used", "## Problem solving", "## Commands run"):
+        assert retired not in text
     assert '"The CSV export in app/export/csv_writer.py drops the last row. Please fix it."' in text
     assert "bash(python -m pytest tests/test_export.py) -> exit 1: AssertionError: 2 != 3" in text
     assert "app/export/csv_writer.py (edited)" in text
     assert "Edit(app/export/csv_writer.py) -> ok" in text
-    assert "off-by-one" in text
-    assert "[in_progress] write a regression test" in text and "reproduce the bug" not in text
+    assert "The root cause is an off-by-one in the loop bound." in text
+    # every item of the list in its latest state, done ones done
+    assert "[completed] reproduce the bug\n- [in_progress] write a regression test\n- [pending] update the changelog" in text
     assert "## Next step\n- write a regression test" in text
     assert summarize_extractive(session(), 400, tok=TOK) == text  # deterministic
 
@@ -81,28 +86,21 @@ def test_extractors() -> None:
     units = session()
     assert files_touched(units)[0] == "app/export/csv_writer.py"
     assert "tests/test_export.py" in files_touched(units)
-    # TodoWrite is an open item; a failure names its exit code and the exception line
+    # a failure names its exit code and the exception line
     assert [c.split(" -> ")[1] for c in commands_run(units)] == ["exit 1: AssertionError: 2 != 3", "ok"]
     items = open_items(units)
     assert items[:2] == ["[in_progress] write a regression test", "[pending] update the changelog"]
     assert items[-1].startswith("unanswered: Also add a test for an empty export")
 
 
-@given(st.lists(st.sampled_from([
-    "TODO: wire the cli", "todo later", "- [ ] write docs", "  * [ ] ship", "we still need a test",
-    "Next step: rerun", "2 remaining", "remainingly", "TODOS", "plain line", "", "   ", "[ ]x",
-    "9. **Optional Next Step:**", "## Remaining work", "Next steps:", "**Next step:** run it",
-]), max_size=8).map("\n".join))
-def test_open_lines_are_the_lines_the_pattern_finds(text: str) -> None:
-    """The quick test for an ASCII text without open items gives the pattern's lines, but a
-    heading over what follows it (alone in a summary's pending tasks, it says nothing)."""
-    from ctxkit.summarizers.extractive import _HEADING, _OPEN, _open_lines
-
-    assert _open_lines(text) == [ln for ln in text.splitlines() if _OPEN.search(ln) and not _HEADING.match(ln)]
-    for heading in ("9. **Optional Next Step:**", "## Remaining work", "Next steps:"):
-        assert heading not in _open_lines(text)
-    for item in ("Next step: rerun", "**Next step:** run it", "- [ ] write docs", "TODO: wire the cli"):
-        assert (item in _open_lines(text)) == (item in text.splitlines())
+def test_prose_is_no_pending_task() -> None:
+    """A line of prose that says TODO or "next step" (an instruction file's template, a plan the
+    work has since carried out) is not work still to do: only the todo list and a request
+    nothing answered are."""
+    said = [Unit("u", "user", content="Fix the login.\n\n**Recommended Next Steps**\n- [ ] task_id, title, status, next step"),
+            Unit("a", "assistant", content="TODO: wire the cli. Next step: rerun the tests."),
+            Unit("u2", "user", content="thanks, now add the logout too")]
+    assert open_items(said) == ["unanswered: thanks, now add the logout too"]
 
 
 @given(st.lists(st.sampled_from([
@@ -251,7 +249,9 @@ def test_a_search_that_found_nothing_is_no_failure() -> None:
     assert found["pytest -x"].failed and found["pytest -x"].label == "exit 1"
     text = summarize_extractive(units, 400, tok=TOK)
     assert "Wall time" not in text and "<returncode>" not in text
-    assert 'rg -n "OLLAMA" src; grep -rn "ollama" src | grep -v test) -> no match (exit 1)' in text
+    errors = text.split("## Errors and fixes\n", 1)[1].split("\n## ", 1)[0]
+    assert "OLLAMA" not in errors and "ollama" not in errors
+    assert "cd missing && grep -n x f.py) -> exit 1: bash: cd: missing: No such file or directory" in errors
 
 
 # ------------------------------------------------------------------------------------------
@@ -504,30 +504,28 @@ def _names_session() -> list[Unit]:
             call(21, "Bash", command="pytest -q"), result(21, "3 passed")]
 
 
-def test_a_summary_names_what_the_current_work_used() -> None:
-    """The names of the current work (ids and names of the last request and the last assistant
-    messages that the conversation used before) that the summary and the messages that stay no
-    longer say are listed in the summary's check section, on one line; in a fresh start's
-    handover too. A name a message that stays still says is not repeated."""
-    from ctxkit.compaction import ChainOptions, CompactSettings, compact
-    from ctxkit.model import Transcript
-    from ctxkit.strategies.summarize_old import NAMES
+def test_the_compactor_does_not_read_its_judge() -> None:
+    """Issue 35: summaries were checked against, and topped up from, the fidelity probes that
+    score them (a line of the probes' own names). A compaction, with a summary and with a fresh
+    start, imports nothing of `ctxkit.fidelity`."""
+    import subprocess
+    import sys
 
-    t = Transcript(id="t", units=_names_session())
-    anyway = {"summarize_old": {"min_coherence": 0.0}}  # a summary; at 0.7 the synthetic
-    # outputs' coherence undoes it and the fresh start's handover does the job
-    for opts, recovery in ((ChainOptions(chain=("summarize_old",), params=anyway), None),
-                           (ChainOptions(chain=("summarize_old",)), "fresh_start")):
-        r = compact(t, CompactSettings(limit=1500, options=opts))
-        assert r.recovery == recovery
-        text = "\n".join(u.content for u in r.transcript.units)
-        assert "a19" not in [u.id for u in r.transcript.units]  # the edit is summarized
-        line = next(x for x in text.splitlines() if x.startswith(NAMES))
-        assert "RETRY_BACKOFF_MS" in line and "HttpSession" in line
-        assert text.count("RETRY_BACKOFF_MS") == 1
-    kept = compact(t, CompactSettings(limit=6000))  # the edit stays verbatim: no names line
-    assert "a19" in [u.id for u in kept.transcript.units]
-    assert NAMES not in "\n".join(u.content for u in kept.transcript.units)
+    code = (
+        "import sys\n"
+        "from ctxkit.compaction import ChainOptions, CompactSettings, compact\n"
+        "from ctxkit.model import Transcript\n"
+        "from tests.test_summarize import _names_session\n"
+        "t = Transcript(id='t', units=_names_session())\n"
+        "anyway = {'summarize_old': {'min_coherence': 0.0}}\n"
+        "for opts in (ChainOptions(chain=('summarize_old',), params=anyway), ChainOptions(chain=('summarize_old',))):\n"
+        "    r = compact(t, CompactSettings(limit=1500, options=opts))\n"
+        "    assert any(u.type == 'summary' for u in r.transcript.units)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ctxkit.fidelity')))\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_current_work_gives_the_last_result_not_only_ok() -> None:
@@ -586,31 +584,22 @@ def test_current_work_keeps_the_last_action_before_older_ones() -> None:
              Unit("m", "assistant", content="The stash is applied again; here is the diff of the two files."),
              *pair(3, "git diff --stat", " src/a.py | 4 ++--\n 1 file changed")]
     text = summarize_extractive(units, 120, tok=TOK)
-    work = text.split("## Current work\n", 1)[1].split("\n## ", 1)[0]
+    work = text.split("## Where the work stood\n", 1)[1].split("\n## ", 1)[0]
     assert "git diff --stat) -> ok: src/a.py | 4 ++--" in work
     assert "then: Bash(git stash pop) -> exit 1" not in work
 
 
-def test_names_worth_a_place_on_the_line() -> None:
-    from ctxkit.strategies.summarize_old import worth_naming
-
-    keys = ["deberta-v3-base-prompt-injection-v2", "prompt-injection-v2", "162", "#4595", "80000", "HAT078"]
-    assert [k for k in keys if worth_naming(k, keys)] == [
-        "deberta-v3-base-prompt-injection-v2", "162", "#4595", "80000", "HAT078"]
-
-
-def test_narration_skips_apologies_and_items_lose_their_list_marks() -> None:
-    """'I apologize for the confusion.' says nothing of the work: the message's next sentence is
-    its narration. An open item written as a markdown list item is not rendered '- - ...'; a
-    refused SWE-agent edit is a failure, not 'ok'."""
+def test_findings_are_causes_and_choices_not_intentions() -> None:
+    """A finding states a cause, a fix or a choice; an intention ("I'm checking X because..."),
+    a question or a fragment ("Actually, wait.") is none. A refused SWE-agent edit is a failure,
+    not 'ok'."""
     from ctxkit import facts as F
-    from ctxkit.summarizers.extractive import narration, open_items
+    from ctxkit.summarizers.extractive import decisions
 
-    said = [Unit("a1", "assistant", content="I apologize for the confusion. The tooltip reads the percent, not aider_total."),
-            Unit("a2", "assistant", content="You're right, I apologize for the oversight. Switching the chart to bars now.")]
-    assert narration(said) == ["The tooltip reads the percent, not aider_total.", "Switching the chart to bars now."]
-    todo = [Unit("a3", "assistant", content="Plan:\n- TODO: add the retry test\n* [ ] wire the CLI flag")]
-    assert all(not x.startswith(("-", "*")) for x in open_items(todo, []))
+    said = [Unit("a1", "assistant", content="Actually, wait. I'm checking the bridge first, because the cards need it. "
+                                            "The root cause is that the tooltip reads the percent, not aider_total. "
+                                            "Let me look at why, because it matters? Updating App.tsx functionality")]
+    assert decisions(said) == ["The root cause is that the tooltip reads the percent, not aider_total."]
     refused = Unit("r", "tool", tool_call_id="c", content=(
         "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit commmand.\n"
         "ERRORS:\n- E999 IndentationError: unexpected indent"))

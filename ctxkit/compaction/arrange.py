@@ -127,6 +127,11 @@ def arrange(units: Sequence[Unit]) -> list[Unit]:
                 j += 1
             continue
         options = [r for r in (u.role, "assistant" if u.role == "user" else "user") if r not in (prev, nxt)]
+        if nxt is None:
+            # the context ends on it (what it stands for came after every message kept): an
+            # assistant turn there would be read as the answer to continue, so it joins the
+            # user's turn before it
+            options = [] if prev == "user" else ["user"]
         if options:
             out[i] = u.replace(role=options[0], meta=meta)
         else:

@@ -15,7 +15,6 @@ from ctxkit.strategies.base import (
     user_messages_kept,
 )
 from ctxkit.strategies.summarize_old import (
-    current_names,
     preamble,
     verbatim_section,
     with_missing_facts,
@@ -137,6 +136,11 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
         for room_for_handover, shortest in ((reserve, False), (MIN_HANDOVER_TOKENS, True))
         for with_first in (True, False)
     ]
+    room = state.target - state.with_units(system).tokens()
+    if first is not None and first_cost <= room * FIRST_REQUEST_SHARE:
+        # the task in the user's words stays whole whenever it takes at most a quarter of the
+        # room: the handover shrinks before it goes
+        attempts.sort(key=lambda a: not a[0])
     for with_first, room_for_handover, shortest in attempts:
         lead = first_cost if with_first else 0
         tails = list(_recent_suffixes(state, original, room_for_handover + lead))
@@ -160,6 +164,7 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
 
 
 HANDOVER_SHARE = 0.5  # at most this share of the room goes to the handover, the rest to the tail
+FIRST_REQUEST_SHARE = 0.25  # a first request within this share of the room is always kept whole
 
 
 def _handover_reserve(state: State, original: Sequence[Unit], options: ChainOptions) -> int:
@@ -244,7 +249,13 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarizers.extractive import distinct_sizes, handover, newest_within
+    from ctxkit.summarizers.extractive import (
+        distinct_sizes,
+        handover,
+        newest_within,
+        superseded,
+        without_sections,
+    )
 
     tok = state.ctx.tokenizer
     refs = [archive_unit(state, u) for u in dropped]
@@ -258,18 +269,21 @@ def _with_handover(
     # sections share the rest (the room is the goal less the system prompt and the tail)
     sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
-    names = current_names(state, [*system, *tail])  # as summarize_old checks its summary
+    stale = superseded(tail)
     while size >= 16:
         text = handover(
             dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
         )
+        # what the messages kept after it show is newer (a later task list, the next steps)
+        text = without_sections(text, stale)
         quotes = verbatim_section(quoted)
         # checked against the dropped messages' own facts, as summarize_old checks its summary
-        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state, names=names)
+        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state)
         text = "\n".join(p for p in (head, text, quotes) if p)
         summary = _handover_unit(text, refs)
         candidate = State(
-            units=(*system, summary, *tail), target=state.target, ctx=state.ctx, in_recovery=True
+            units=tuple(placed(original, system, tail, summary, dropped)),
+            target=state.target, ctx=state.ctx, in_recovery=True,
         )
         over = candidate.tokens() - state.target
         if over <= 0:
@@ -279,6 +293,20 @@ def _with_handover(
             continue
         size -= over + 8
     return None
+
+
+def placed(
+    original: Sequence[Unit], system: Sequence[Unit], kept: Sequence[Unit], summary: Unit,
+    dropped: Sequence[Unit],
+) -> list[Unit]:
+    """`system`, then the kept units in their order with the summary where what it stands for
+    ended: every unit after it came after the last unit it summarizes (a request kept verbatim
+    whose answer was handed over goes before the handover, not after it as if still open)."""
+    at = {u.id: k for k, u in enumerate(original)}
+    last = max((at.get(u.id, -1) for u in dropped), default=-1)
+    before = [u for u in kept if at.get(u.id, len(original)) < last]
+    after = [u for u in kept if at.get(u.id, len(original)) >= last]
+    return [*system, *before, summary, *after]
 
 
 def _handover_unit(text: str, refs: list[str]) -> Unit:
@@ -330,6 +358,10 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
     # The last action and what came back (as the chain left them: an offloaded output is its
     # head) stay too when they take at most half of what is left: what to continue from.
     action = _last_action_units(state, original, {last_i, first_i}) or _last_reply(state, original, last_i)
+    if action:
+        # the assistant's last word after its last action (the answer it ended on) stays with
+        # it: summarized, the handover would have to stand after it, at the very end
+        action = [*action, *_closing_reply(state, action)]
     if action:
         action = _cut_to(state, action, room // 2)
     action_cost = sum(state.with_units(action).units_tokens()) if action else 0
@@ -399,6 +431,17 @@ def _cut_to(state: State, units: list[Unit], room: int) -> list[Unit]:
         share = spare * n // total
         out[k] = _fit_last_request(state, units[k], share, "message" if units[k].role != "tool" else "output")
     return out if sum(state.with_units(out).units_tokens()) <= room else []
+
+
+def _closing_reply(state: State, action: Sequence[Unit]) -> list[Unit]:
+    """The assistant message (no tool call) that ends the session after `action`, if it is the
+    last unit: what the agent said it had done."""
+    ids = {u.id for u in action}
+    at = max((k for k, u in enumerate(state.units) if u.id in ids), default=-1)
+    rest = list(state.units[at + 1 :])
+    if len(rest) == 1 and rest[0].role == "assistant" and not rest[0].tool_calls and rest[0].content.strip():
+        return rest
+    return []
 
 
 def _last_reply(state: State, original: Sequence[Unit], last_i: int | None) -> list[Unit]:
@@ -489,8 +532,6 @@ def _minimal(
     # left out when even the smallest handover with them does not fit. Not the handed-over
     # facts: the handover's own sections hold its files and failures first, and a check's
     # share of this small room would shrink them to re-add a few.
-    rest = [*system, *lead, *([request] if request is not None else []), *action]
-    names = current_names(state, rest)
     body_tokens = sum(state.with_units(body).units_tokens())
     opening = preamble(len(body), body_tokens, refs)
     # in a room that the usual opening line would take a third of, the short one
@@ -501,40 +542,52 @@ def _minimal(
     at_action = next((k for k, u in enumerate(original) if action and u.id == action[0].id), 0)
     after = bool(action) and (last_i is None or at_action > last_i)
 
-    def shrunk(checked: bool) -> State:
+    # the user's own words in what it hands over, newest first within a quarter of the room
+    # (what users most miss after a compaction), before the sections shrink
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
+
+    quoted = _quoted(state, original, body)
+    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
+    # (in a room of a few hundred tokens the handover's sections need it all)
+    quoted = [quoted[k] for k in newest_within(sizes, room // 4)] if room >= 4 * MIN_HANDOVER_TOKENS else []
+
+    def shrunk() -> State:
         # The handover gets what the system prompt and the last request leave, up to its own
         # size; the summarizer's length is approximate, so shrink it until the whole fits.
+        nonlocal quoted
         size = max(16, min(options.handover_tokens, room))
         candidate = state
         head = opening
-        for _ in range(6):
+        for _ in range(6 + len(quoted)):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
                 body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False,
                 current_first=not action,
             ).strip()
-            if body_text and checked:
-                body_text = with_missing_facts(body_text, "", (), rest, size, state, names=names)
             if not body_text:
-                head = preamble(len(body), body_tokens, refs, summarized=False, short=short)
-            text = f"{head}\n{body_text}" if body_text else head
+                # nothing handed over but where the messages went: in a tiny room, the shortest
+                # line that says so (the least a fresh start leaves, `smallest_form`)
+                head = archive_line(refs) if short else preamble(len(body), body_tokens, refs, summarized=False)
+            text = "\n".join(p for p in (head, body_text, verbatim_section(quoted)) if p)
             summary = _handover_unit(text, refs)
-            if request is not None and last_i == first_i:
-                units = [*system, request, summary]  # the only request: the task, then the handover
-            else:
-                units = [*system, *lead, summary, *([request] if request is not None else [])]
+            kept = [*lead, *([request] if request is not None else [])]
             if action:
-                at = len(units) if after or request is None else len(units) - 1
-                units[at:at] = list(action)
+                at = len(kept) if after or request is None else len(kept) - 1
+                kept[at:at] = list(action)
+            units = placed(original, system, kept, summary, body)
             candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
             over = candidate.tokens() - state.target
-            if over <= 0 or size <= 16:
+            if over <= 0:
+                break
+            if quoted:
+                quoted = quoted[1:]  # the oldest quote goes before the sections get any smaller
+                continue
+            if size <= 16:
                 break
             size = max(16, size - over - 8)
         return candidate
 
-    candidate = shrunk(checked=bool(names))
-    return candidate if candidate.fits() or not names else shrunk(checked=False)
+    return shrunk()
 
 
 def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:

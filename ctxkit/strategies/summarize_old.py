@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxkit.config.fields import integer, number, plain, setting
 from ctxkit.model import Unit
@@ -33,9 +33,6 @@ from ctxkit.strategies.base import (
     protected,
     where_work_stands,
 )
-
-if TYPE_CHECKING:
-    from ctxkit.fidelity.probes import Probe
 
 NAME = "summarize_old"
 LABEL = "Summarizing old context"  # what a progress event says while it runs
@@ -175,7 +172,8 @@ def _quoted(
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     """Replace the oldest history by one summary, the smallest span that reaches the goal
     (up to `old_threshold` of the history); None when it would not help."""
-    from ctxkit.structure import is_user_request, safe_cut_points
+    from ctxkit.structure import safe_cut_points
+    from ctxkit.summarizers.extractive import TASKS_TITLE, superseded, without_sections
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
@@ -210,7 +208,7 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
         return gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted])
 
-    def build(cut: int, refs_of: Any, check: bool = False, spare: int = 0) -> State | None:
+    def build(cut: int, refs_of: Any, check: bool = False, spare: int = 0, fuller: bool = False) -> State | None:
         span = range(first, cut)
         gone, previous, quoted, n_gone, gone_tokens, quotes = frame(cut)
         if len(gone) < 2:
@@ -222,26 +220,31 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         body = [state.ctx.original(units[i]) for i in gone
                 if units[i].type != "summary" and units[i].id not in quoted_ids]
         text = texts.get(cut)
-        if text is None:  # the search's summary of this span is the one kept: made once
-            summarizer = state.ctx.summarizer
-            if summarizer is None:
-                from ctxkit.summarizers.extractive import summarize_extractive
-
-                text = summarize_extractive(body, length, previous_text, state.ctx.tokenizer)
-            else:
-                text = summarizer(body, length, previous_text)
-            texts[cut] = text
+        summarizer = state.ctx.summarizer
+        if fuller:
+            # what the cut leaves of the goal goes to a fuller summary of the same span (an
+            # offline summarizer only: a model's summary is not asked for twice)
+            text = _summarize(summarizer, body, length + spare * 9 // 10, previous_text, state)
+            spare = 0
+        elif text is None:  # the search's summary of this span is the one kept: made once
+            text = texts[cut] = _summarize(summarizer, body, length, previous_text, state)
         refs = [refs_of(units[i]) for i in gone]
         carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
         all_refs = list(dict.fromkeys(refs + carried))
+        later = units[cut:]
+        stale = superseded(later)
+        if stale:
+            # what the messages kept after it show is newer: a later task list, the next steps
+            text = without_sections(text, stale)
         head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
         if check:
-            # checked against the span's own facts (probes, not the summarizer's extraction):
-            # what neither the summary nor the messages that stay carry is added
+            # checked against what the span's log says happened (the files it changed, its
+            # failures, its open items): what neither the summary nor the messages that stay
+            # carry is added
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
             span_units = [state.ctx.original(units[i]) for i in gone]
             text = with_missing_facts(
-                text, quotes, span_units, rest, length, state, spare, current_names(state, rest)
+                text, quotes, span_units, rest, length, state, spare, todos=TASKS_TITLE not in stale
             )
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
@@ -259,13 +262,13 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
-        # Protected units from before the first summarized one, and the first request wherever
-        # it is (a log that opens with its agent's own summary has it inside the span), precede
-        # the summary; the other protected units of the span (P1) follow it, pinned.
-        opening = next((i for i in span if is_user_request(units[i])), None)
-        before = [units[i] for i in span if i in keep and (i < gone[0] or i == opening)]
-        after = [units[i] for i in span if i in keep and i > gone[0] and i != opening]
-        built = state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
+        # The protected units of the span (the first request, a last request, P1 units) precede
+        # the summary, in their order: it stands where the span ended, so every message after
+        # it came after what it summarizes (a request placed after a summary of its answer
+        # would read as not yet answered). A user's message brought next to another one joins
+        # its turn, as the writers put joined units in one message.
+        kept = _joined([*units[:first], *[units[i] for i in span if i in keep]])[first:]
+        built = state.with_units([*units[:first], *kept, summary, *units[cut:]])
         if not check:
             sizes[cut] = built.tokens()
         return built
@@ -306,45 +309,44 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     # what the cut leaves of the goal (cuts fall between blocks) may go to the facts the
     # summary lost; should the check's lines then overrun the goal, they take their own share
     spare = max(0, state.target - sizes[chosen]) if chosen in sizes else 0
-    new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare)
+    new = None
+    if spare > CHECK_MIN_TOKENS and offline(state.ctx.summarizer):
+        new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare, fuller=True)
+    if new is None or not new.fits():
+        new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare)
     if spare and new is not None and not new.fits():
         new = build(chosen, lambda u: archive_unit(state, u), check=True)
     return new if new is not None and new.tokens() < state.tokens() else None
 
 
-CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
-CHECK_MIN_TOKENS = 40  # and at least this much, whatever the length
-NAMES = "- names in the current work: "  # the check's one line of names (`current_names`)
 
 
-def current_names(state: State, rest: Sequence[Unit]) -> list[Probe]:
-    """The names of the current work: ids, names and numbers of the last request and the last
-    assistant messages that the conversation used before them (the identifier probes of the
-    transcript as it was read, not of the step's state: an earlier step may have cut those
-    messages), read once per run; none when those messages all stay in `rest` as they were
-    read (their names are there)."""
-    from ctxkit.fidelity import probes as P
+def _summarize(summarizer: Any, body: list[Unit], length: int, previous: str | None, state: State) -> str:
+    """The summarizer's text of `body` in about `length` tokens (the extractive one when the
+    context names none)."""
+    if summarizer is None:
+        from ctxkit.summarizers.extractive import summarize_extractive
 
-    ctx = state.ctx
-    read = ctx.once.get("read")
-    if read is None:
-        read = ctx.once["read"] = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
-        ctx.once["recent"] = [read[i] for i in P.recent_positions(read)]
-    staying = {id(u) for u in rest}
-    if all(id(u) in staying for u in ctx.once["recent"]):
-        return []
-    names = ctx.once.get("names")
-    if names is None:
-        names = ctx.once["names"] = P.identifiers(read)
-    return list(names)
+        return summarize_extractive(body, length, previous, state.ctx.tokenizer)
+    return str(summarizer(body, length, previous))
 
 
-def worth_naming(key: str, keys: Sequence[str]) -> bool:
-    """Whether a name of the current work earns its place on the names line: not when it is
-    part of a longer name there (`prompt-injection-v2` of `deberta-v3-base-prompt-injection-v2`:
-    the longer one says it). Bare numbers stay: the 800 and 450 of a chart being resized are
-    its current work, though a colour's 162 is not, and nothing here tells them apart."""
-    return not any(key != other and key in other for other in keys)
+def offline(summarizer: Any) -> bool:
+    """Whether a summarizer runs offline and cheaply (the extractive one): it may be asked
+    again for a fuller text."""
+    return summarizer is None or bool(getattr(summarizer, "offline", False))
+
+
+def _joined(units: list[Unit]) -> list[Unit]:
+    """`units` with each user's message that follows another user's message marked to join its
+    turn (`meta["join"]`): requests a summary's placement brought together."""
+    out = list(units)
+    for k in range(1, len(out)):
+        a, b = out[k - 1], out[k]
+        if a.role == "user" and b.role == "user" and b.tool_call_id is None and a.tool_call_id is None:
+            if not b.meta.get("join"):
+                out[k] = b.replace(meta={**b.meta, "join": True}, source=b.source)
+    return out
 
 
 def with_missing_facts(
@@ -355,70 +357,74 @@ def with_missing_facts(
     length: int,
     state: State,
     spare: int = 0,
-    names: Sequence[Probe] = (),
+    *,
+    todos: bool = True,
 ) -> str:
-    """The summary with the span's facts it lost (files acted on, error lines, open todos), and
-    the `names` of the current work, that no message staying in the context carries either,
-    added in a section of their own within a third of the summary's length, or within `spare`
-    (what the goal leaves beside the summary) when that is more (Gemini CLI has the model
-    verify its snapshot; here the probes of the span do). The names share one line."""
-    from ctxkit.fidelity import probes as P
-    from ctxkit.model import Transcript
-    from ctxkit.summarizers.extractive import CHECK_TITLE
+    """The summary with the span's facts it lost that no message staying in the context
+    carries either, added in a section of their own within a third of the summary's length,
+    or within `spare` (what the goal leaves beside the summary) when that is more: the files
+    the span changed (`facts.files`), its failures with their error lines, (`todos`) the open
+    items of its last todo list, then the files it only read or ran. Read from the log (`ctxkit.facts`), as the summary is,
+    so what is added is as true as the summary; Gemini CLI has the model verify its snapshot."""
+    from ctxkit import facts as F
+    from ctxkit.summarizers.extractive import CHECK_TITLE, command_label
 
-    # a name is looked for wherever its message went (this span, an earlier summary, an
-    # earlier step's cut): what the context no longer says is listed
-    facts = [*P.span_facts(span), *names]
-    if not facts:
+    actions = F.calls(span)
+    changed = {
+        p: a for p, a in F.files(span, actions).items()
+        if any(x in ("created", "edited", "written", "deleted", "moved") for x in a)
+    }
+    looked_at = [p for p, a in F.files(span, actions).items() if p not in changed and a[0] in ("read", "ran", "used")]
+    failures = [c for c in actions if c.failed and c.error]
+    open_todos = F.todos(span) if todos else []
+    if not (changed or failures or open_todos or looked_at):
         return text
-    # what the summary itself holds needs no look at the rest (the rest is most of a long
-    # context): only the facts it misses are looked for in the messages that stay
-    summary = Unit("s", "user", content=f"{text}\n{quotes}")
-    own = P.Context.of(Transcript(units=[summary]))
-    unsure = [p for p in facts if not P.kept(p, own)]
-    if not unsure:
-        return text
-    context = P.Context.of(Transcript(units=[summary, *rest]))
-    missing = [p for p in unsure if not P.kept(p, context)]
-    if not missing:
-        return text
-    # what the next step most needs first: failures and changed files, then todos, then the
-    # names of the current work (one line), then reads
-    rank = {"error": 0, "todo": 1, "identifier": 2}
-    missing.sort(key=lambda p: rank.get(p.category, 0 if p.detail == "edited" else 3))
-    tok = state.ctx.tokenizer
-    room = max(CHECK_MIN_TOKENS, length // CHECK_SHARE, spare)
-    lines: list[str] = []
-    used = tok.count(f"## {CHECK_TITLE}\n")
-    named: list[str] = []  # the names line, as far as it has gone
-    named_cost = 0  # its tokens so far
-    keys = [p.key for p in missing if p.category == "identifier"]
-    for p in missing:
-        if p.category == "identifier":
-            if not worth_naming(p.key, keys):
-                continue
-            line = NAMES + ", ".join([*named, p.key])
-            cost = tok.count(line + "\n")
-            if used + cost - named_cost > room:
-                break
-            if named:
-                lines[-1] = line
-            else:
-                lines.append(line)
-            named.append(p.key)
-            used += cost - named_cost
-            named_cost = cost
-            continue
-        what = {"artifact": f"{p.key} ({p.detail})", "error": f"error: {p.key}", "todo": f"todo: {p.key}"}
-        line = f"- {what.get(p.category, p.key)}"
-        n = tok.count(line + "\n")
-        if used + n > room:
-            break
-        lines.append(line)
-        used += n
+    said = f"{text}\n{quotes}"
+    rest_actions = F.calls(rest)
+    rest_changed = {
+        p for c in rest_actions for p, a in c.paths if a in ("created", "edited", "written", "deleted", "moved")
+    }
+    rest_text: str | None = None
+
+    def in_rest(key: str) -> bool:
+        nonlocal rest_text
+        if rest_text is None:  # built only when the summary itself misses something
+            rest_text = "\n".join(u.content for u in rest)
+        return key in rest_text
+
+    lines: list[tuple[int, str]] = []  # (rank, line): failures and changed files first
+    for c in reversed(failures):  # the newest failure first
+        if c.error not in said and not in_rest(c.error):
+            lines.append((0, f"- error: {command_label(c)} -> {c.error}"))
+    for path, done in changed.items():
+        if path not in said and path not in rest_changed:
+            lines.append((0, f"- {path} ({', '.join(done)})"))
+    for status, item in open_todos:
+        if item not in said and not in_rest(item):
+            lines.append((1, f"- todo: [{status}] {item}"))
+    unread = [p for p in looked_at if p not in said and not in_rest(p)]
+    for k in range(0, len(unread), 6):
+        lines.append((2, "- read: " + ", ".join(unread[k : k + 6])))
     if not lines:
         return text
-    return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(lines)
+    lines = sorted(dict.fromkeys(lines), key=lambda x: x[0])
+    tok = state.ctx.tokenizer
+    room = max(CHECK_MIN_TOKENS, length // CHECK_SHARE, spare)
+    used = tok.count(f"## {CHECK_TITLE}\n")
+    chosen: list[str] = []
+    for _, line in lines:
+        n = tok.count(line + "\n")
+        if used + n > room:
+            continue
+        chosen.append(line)
+        used += n
+    if not chosen:
+        return text
+    return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(chosen)
+
+
+CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
+CHECK_MIN_TOKENS = 40  # and at least this much, whatever the length
 
 
 def _smallest_fitting(

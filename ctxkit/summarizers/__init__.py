@@ -46,7 +46,12 @@ def make_summarizer(
     """
     if name != "llm":
         base = get_summarizer(name)
-        return lambda units, target, previous=None: base(units, target, previous, tok)
+
+        def offline(units: Sequence[Unit], target: int, previous: str | None = None) -> str:
+            return base(units, target, previous, tok)
+
+        offline.offline = True  # type: ignore[attr-defined]  # cheap to ask again (summarize_old)
+        return offline
 
     from ctxkit.summarizers.llm import summarize_llm
 

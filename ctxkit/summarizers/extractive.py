@@ -19,18 +19,15 @@ last request verbatim.
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ctxkit import facts as F
-from ctxkit.compress import sentence_scores, split_sentences, words
+from ctxkit.compress import split_sentences
 from ctxkit.compress.text import iter_sentences
-from ctxkit.memo import UnitMemo
 from ctxkit.model import Unit
 
 if TYPE_CHECKING:
@@ -89,16 +86,19 @@ def distinct_sizes(texts: Sequence[str], sizes: Sequence[int]) -> list[int]:
 
 REQUEST_CHARS = 240  # a request longer than this is quoted head and tail
 ITEM_CHARS = 160
-GROUP_ARGS_CHARS = 48
 READ_PER_LINE = 6  # files only read are listed this many to an item
+# a sentence that says what was found or chosen: a cause, a fix, a decision and its reason
 _DECISION = re.compile(
-    r"\b(?:I will|I'll|I'm going to|we'll|we should|decided|decision|instead|"
-    r"the (?:fix|issue|problem|cause|root cause|bug) (?:is|was)|because|plan is|approach)\b",
+    r"\b(?:decided|decision|instead of|the (?:fix|issue|problem|cause|root cause|bug|reason) (?:is|was)|"
+    r"because|caused by|turns out|the culprit)\b",
     re.IGNORECASE,
 )
-_OPEN = re.compile(
-    r"(?:\bTODO\b|\bFIXME\b|^\s*[-*] \[ \]|\bstill need|\bnext step|\bremaining\b)",
-    re.IGNORECASE | re.MULTILINE,
+# what a finding must not be: an intention or a step ("Let me check why, because ..."), a
+# question, a heading
+_NOT_FINDING = re.compile(
+    r"^(?:let me|let's|now|next|first|then|i'll|i will|i need|we need|ok|okay|actually|"
+    r"i['’]m|i am|i['’]ll|i want|i should|we['’]ll|we should)\b|[?:]$",
+    re.IGNORECASE,
 )
 _BASH_BLOCK = re.compile(r"```(?:bash|sh|shell|console)?\s*\n(.*?)```", re.DOTALL)
 
@@ -123,6 +123,36 @@ def _quote(text: str, chars: int = REQUEST_CHARS) -> str:
     head = flat[: chars * 2 // 3].rstrip()
     tail = flat[-(chars // 3) :].lstrip()
     return f"{head} [...] {tail}"
+
+
+# the part of a task message that states the problem, inside a harness's instructions
+# (OpenHands' and SWE-bench's `<issue_description>`, `<pr_description>`, `<problem_statement>`)
+_STATEMENT = re.compile(
+    r"<(issue_description|pr_description|problem_statement|issue|task|description)>\s*(.*?)\s*</\1>",
+    re.DOTALL | re.IGNORECASE,
+)
+
+
+def task_quote(text: str, chars: int) -> str:
+    """The task in the user's words within `chars`: whole when it fits; else, when the message
+    wraps a problem statement in a harness's instructions, the statement whole (or its head)
+    after the message's opening line, the instructions left out and said so; else its head and
+    tail. The statement is what the work is about; the instructions around it are boilerplate."""
+    flat = " ".join(text.split())
+    if len(flat) <= chars:
+        return flat
+    m = _STATEMENT.search(text)
+    if m and m.group(2).strip():
+        statement = " ".join(m.group(2).split())
+        opening = " ".join(text[: m.start()].split())
+        opening = re.sub(r"<[^>]+>", " ", opening).strip()
+        lead = f"{_sentences_within(opening, 160)} " if opening else ""
+        note = " [the harness's instructions around it left out]"
+        room = chars - len(lead) - len(note)
+        if len(statement) > room:
+            statement = _sentences_within(statement, max(80, room))
+        return f"{lead}<{m.group(1)}> {statement} </{m.group(1)}>{note}"
+    return _quote(text, chars)
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,35 +192,62 @@ def error_line(text: str) -> str | None:
     return line if line and F._EXCEPTION.match(line) and not F._CODE_LISTING.match(line) else None
 
 
-def _action_lines(actions: Sequence[F.Call]) -> list[str]:
-    """`name(args) -> outcome` per action; consecutive short calls of one tool with one
-    outcome share a line (`Read x3(a; b; c) -> ok`). Todo-list writes are pending tasks."""
+COMMAND_CHARS = 200  # a command longer than this is named by its head
+LAST_COMMAND_CHARS = 1000  # the last action's command, heredoc and all, up to this length
+
+
+def command_label(call: F.Call, chars: int = COMMAND_CHARS) -> str:
+    """How a summary names an action: `name(command)`, the command whole when it is one line of
+    at most `COMMAND_CHARS`; else its head, up to a heredoc's body, the end of its first line
+    or a word near `chars`, then ` ...` (the convention a reader and the claim checker read as
+    "cut here"), never a string cut in the middle as if whole. A patch is named by the first
+    file it changes (`apply_patch(*** Update File: src/a.py ...)`). With `chars` above
+    `COMMAND_CHARS` (the last action), a command of that length is quoted whole."""
+    args = (call.args_whole or call.args).strip()
+    lines = [ln for ln in args.splitlines() if ln.strip()]
+    head = args
+    if len(" ".join(args.split())) <= chars and chars > COMMAND_CHARS and "*** Begin Patch" not in args:
+        pass  # the last action, whole: what the work continues from
+    elif "*** Begin Patch" in args:
+        changed = next((ln.strip() for ln in lines if ln.startswith(("*** Update File:", "*** Add File:", "*** Delete File:"))), "")
+        head = changed or lines[0]
+    elif len(lines) > 1:
+        heredoc = _HEREDOC_OPEN.search(args)
+        head = args[: heredoc.end()] if heredoc else lines[0]
+    head = " ".join(head.split())
+    if len(head) > chars:
+        head = head[:chars].rsplit(" ", 1)[0]
+    text = head if head == " ".join(args.split()) else f"{head} ..."
+    return f"$ {text}" if call.name == "$" else f"{call.name}({text})"
+
+
+_HEREDOC_OPEN = re.compile(r"<<-?\s*(['\"]?)\w+\1")
+
+
+def _read_only(call: F.Call) -> bool:
+    """An action that only read files (a Read, a view, a `cat` or `grep` of paths) and went
+    through: the files section says what was read."""
+    return bool(call.paths) and all(a == "read" for _, a in call.paths) and not call.failed
+
+
+def _action_lines(actions: Sequence[F.Call], news: bool = False, whole: bool = False) -> list[str]:
+    """`name(args) -> outcome` per action (with `news`, an action that went through says what
+    came back: `-> ok: https://github.com/o/r/issues/71`); consecutive short calls of one tool
+    one line each. Todo-list writes are the task list's."""
     rows = [
-        (c.name, c.args, c.outcome.label if c.outcome is not None else "no result")
+        (c.name, command_label(c, LAST_COMMAND_CHARS if whole else COMMAND_CHARS), _outcome_label(c, news))
         for c in actions
         if "todo" not in c.name.lower()
     ]
-    out: list[str] = []
-    k = 0
-    while k < len(rows):
-        name, args, label = rows[k]
-        j = k + 1
-        while (
-            j < len(rows)
-            and rows[j][0] == name
-            and rows[j][2] == label
-            and max(len(args), len(rows[j][1])) <= GROUP_ARGS_CHARS
-        ):
-            j += 1
-        if name == "$" and j == k + 1:
-            out.append(f"$ {args} -> {label}")
-        elif j == k + 1:
-            out.append(f"{name}({args}) -> {label}")
-        else:
-            joined = _one_line("; ".join(r[1] for r in rows[k:j]), 200)
-            out.append(f"{name} x{j - k}({joined}) -> {label}")
-        k = j
-    return out
+    return [f"{args} -> {label}" for _, args, label in rows]
+
+
+def _outcome_label(call: F.Call, news: bool) -> str:
+    if call.outcome is None:
+        return "no result"
+    if news and not call.outcome.failed and not call.outcome.exit_code and call.outcome.news:
+        return f"ok: {_one_line(call.outcome.news, LAST_RESULT_CHARS)}"
+    return call.outcome.label
 
 
 def commands_run(units: Sequence[Unit]) -> list[str]:
@@ -220,7 +277,7 @@ def _failures(actions: Sequence[F.Call]) -> list[str]:
         first, _ = runs[0]
         again = f" (and {len(runs) - 1} more)" if len(runs) > 1 else ""
         note = " (fixed: a later run passed)" if all(f for _, f in runs) else ""
-        out.append(f"{_one_line(first.label, 100)}{again} -> {label}{note}")
+        out.append(f"{command_label(first)}{again} -> {label}{note}")
     return out
 
 
@@ -240,9 +297,10 @@ def decisions(units: Sequence[Unit]) -> list[str]:
     for u in units:
         if u.role != "assistant" or not u.content:
             continue
-        for s in split_sentences(u.content):
-            if _DECISION.search(s) and 20 <= len(s.strip()) <= 400:
-                out.setdefault(_one_line(s), None)
+        for s in split_sentences(_BASH_BLOCK.sub("", u.content)):
+            text = s.strip().lstrip("-*# ").replace("**", "")
+            if _DECISION.search(text) and 40 <= len(text) <= 400 and not _NOT_FINDING.search(text):
+                out.setdefault(_one_line(text, 400), None)
     return list(out)
 
 
@@ -250,18 +308,12 @@ def _todo_items(units: Sequence[Unit]) -> list[str]:
     return [f"[{status}] {text}" for status, text in F.todos(units)]
 
 
-def open_items(
-    units: Sequence[Unit],
-    requests: Sequence[Unit] | None = None,
-    prose: Sequence[_Prose] | None = None,
-) -> list[str]:
-    """Unfinished todos, TODO/FIXME lines and unchecked checkboxes in messages, and the last
-    request if nothing answered it (`requests`: the units' `user_requests`, and `prose` each
-    unit's `_prose`, when the caller has them)."""
+def open_items(units: Sequence[Unit], requests: Sequence[Unit] | None = None) -> list[str]:
+    """Unfinished items of the last todo list, and the last request if nothing answered it
+    (`requests`: the units' `user_requests`, when the caller has them). A line of prose that
+    says TODO or "next step" is not one: an instruction file's template (`**Recommended Next
+    Steps**`) or a plan the work has since carried out would read as work still to do."""
     items: dict[str, None] = dict.fromkeys(_todo_items(units))
-    for p in prose if prose is not None else map(_prose, units):
-        for line in p.open_lines:
-            items.setdefault(line, None)
     if requests is None:
         requests = user_requests(units)
     if requests:
@@ -270,34 +322,6 @@ def open_items(
         if not any(u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[at + 1 :]):
             items.setdefault("unanswered: " + _quote(last.content, 200), None)
     return list(items)
-
-
-def central_sentences(units: Sequence[Unit]) -> list[str]:
-    """Message sentences ordered by TF-IDF centrality (most central first)."""
-    sentences: list[str] = []
-    for u in units:
-        if u.role in ("user", "assistant") and not F.is_output(u) and u.content:
-            sentences.extend(
-                s.strip() for s in split_sentences(u.content) if 30 <= len(s.strip()) <= 500
-            )
-    if not sentences:
-        return []
-    scores = sentence_scores(sentences)
-    vocab = Counter(w for s in sentences for w in dict.fromkeys(words(s)))
-    central = []
-    for s, base in zip(sentences, scores, strict=True):
-        bag = list(dict.fromkeys(words(s)))  # ordered: float sums must not depend on hash seeds
-        shared = sum(math.log(1 + vocab[w]) for w in bag if vocab[w] > 1)
-        central.append(base + shared / math.sqrt(len(bag) + 1))
-    order = sorted(range(len(sentences)), key=lambda i: (-central[i], i))
-    seen: set[str] = set()
-    out = []
-    for i in order:
-        key = _one_line(sentences[i], 400)
-        if key not in seen:
-            seen.add(key)
-            out.append(key)
-    return out
 
 
 def primary_request(units: Sequence[Unit], requests: Sequence[Unit] | None = None) -> Unit | None:
@@ -312,99 +336,29 @@ def primary_request(units: Sequence[Unit], requests: Sequence[Unit] | None = Non
     return max(requests, key=lambda u: len(u.content), default=None)
 
 
-def tools_used(units: Sequence[Unit]) -> list[str]:
-    """`name xN` per tool called, most called first."""
-    counts = Counter(c.name for u in units for c in u.tool_calls if c.name)
-    return [f"{name} x{n}" if n > 1 else name for name, n in counts.most_common()]
-
-
-def narration(units: Sequence[Unit], prose: Sequence[_Prose] | None = None) -> list[str]:
-    """What the assistant said it was doing, in order: the first sentence of each of its
-    messages that has prose (the text beside its tool calls, its explanations); `prose`: each
-    unit's `_prose`, when the caller has them."""
-    out: dict[str, None] = {}
-    for p in prose if prose is not None else map(_prose, units):
-        if p.narration:
-            out.setdefault(p.narration, None)
-    return list(out)
-
-
-@dataclass(frozen=True)
-class _Prose:
-    """What one message's prose gives every summary of a span that holds it: its open-item
-    lines (`open_items`) and its first sentence (`narration`)."""
-
-    open_lines: tuple[str, ...] = ()
-    narration: str = ""
-
-
-def _prose(u: Unit) -> _Prose:
-    """One unit's `_Prose`, read once (cached by identity and content, as `facts.unit_facts`):
-    a summary of a longer span, or the next probe of `summarize_old`, costs the new units only."""
-    return _PROSE(u)
-
-
-# What a line `_OPEN` finds must hold, lower-cased: an ASCII text without any of these has no
-# open-item line, known in one pass (the pattern, tried at every position of every line, took
-# a fifth of a summary's time).
-_OPEN_WORDS = ("todo", "fixme", "[ ]", "still need", "next step", "remaining")
-
-
-def _open_lines(text: str) -> list[str]:
-    """The lines of `text` that `_OPEN` finds, but a heading over what follows it (`9.
-    **Optional Next Step:**`, `## Remaining work`): alone in a summary it says nothing."""
-    if text.isascii():
-        lowered = text.lower()
-        if not any(word in lowered for word in _OPEN_WORDS):
-            return []
-    return [line for line in text.splitlines() if _OPEN.search(line) and not _HEADING.match(line)]
-
-
-# a line that only introduces what follows: a markdown heading, or a short title ending in a
-# colon (numbered, bulleted or bold)
-_HEADING = re.compile(r"\s*(?:#{1,6}\s.*|(?:[-*+]\s+|\d+[.)]\s*)?(?:\*\*|__)?[^:.!?]{1,60}:(?:\*\*|__)?\s*)$")
-
-
-def _read_prose(u: Unit) -> _Prose:
-    lines: tuple[str, ...] = ()
-    if u.role in ("user", "assistant") and not F.is_output(u):
-        # a markdown list's own marker is not part of the item (the summary writes its own)
-        lines = tuple(_one_line(_LIST_MARK.sub("", line)) for line in _open_lines(u.content))
-    first = ""
-    if u.role == "assistant" and (u.content.strip() or u.reasoning.strip()):
-        prose = _BASH_BLOCK.sub("", u.content).strip() or u.reasoning.replace("**", "").strip()
-        first = next(
-            (s.strip() for s in iter_sentences(prose) if len(s.strip()) >= 12 and not _FILLER.match(s.strip())),
-            "",
-        )
-    return _Prose(lines, _one_line(first, 200) if first else "")
-
-
-# A sentence that says nothing of the work ("I apologize for the confusion.", "You're right, I
-# apologize for the oversight.", "I understand the issue.", "I can help you with that."): the
-# message's next one is read.
-_FILLER = re.compile(
-    r"(?:(?:I apologi[sz]e|I'm sorry|Sorry|I understand|I see|Understood|Thanks|Thank you|"
-    r"I can help|I(?:'d| would) be (?:happy|glad) to help)\b"
-    r"[^.!?:,]{0,40}[.!?]|(?:You're|You are) (?:absolutely )?right\b[^.!?:]{0,50}[.!?]|[A-Z][a-z]+!)$"
-)
-
-
-_PROSE = UnitMemo(_read_prose)
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]\s+)+")
-
-
-def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None) -> list[str]:
+def current_work(
+    units: Sequence[Unit], actions: Sequence[F.Call] | None = None, chars: int = 0
+) -> list[str]:
     """Where the work stood at the end of these units: the assistant's last message with prose
-    and the last actions it took, with their outcomes."""
+    and the last actions it took, with their outcomes. The message is quoted whole, its lines
+    kept (the code it wrote, as Claude Code's summary quotes the current work's snippets),
+    when it is at most `chars` long (`LAST_WORDS_CHARS` at least), else its first sentences."""
     items: list[str] = []
     last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
     if last is not None:
-        items.append(_quote(_BASH_BLOCK.sub("", last.content).strip() or last.content, 300))
+        text = _BASH_BLOCK.sub("", last.content).strip() if last.tool_calls else last.content.strip()
+        text = text or last.content.strip()
+        limit = max(LAST_WORDS_CHARS, chars)
+        if len(text) <= limit and "\n" in text:
+            items.append("\n".join(f"  {ln}" if k else ln for k, ln in enumerate(text.splitlines()) if ln.strip()))
+        else:
+            words = _sentences_within(text, limit)
+            if words:
+                items.append(words)
     done = [c for c in (actions if actions is not None else F.calls(units)) if "todo" not in c.name.lower()]
     # the last action on a line of its own, with its own result, not only that it worked: the
     # id a commit printed, the path a write reports
-    lines = _action_lines(done[:-1]) + _action_lines(done[-1:])
+    lines = _action_lines(done[:-1]) + _action_lines(done[-1:], whole=True)
     came = done[-1].outcome if done else None
     if came is not None and not came.failed and came.news:
         lines[-1] += f": {_one_line(came.news, LAST_RESULT_CHARS)}"
@@ -412,7 +366,28 @@ def current_work(units: Sequence[Unit], actions: Sequence[F.Call] | None = None)
     return items
 
 
+FINDINGS = 4  # the newest findings a summary states
 LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
+LAST_WORDS_CHARS = 400  # the assistant's last words, in whole sentences up to this length
+
+
+def _sentences_within(text: str, chars: int) -> str:
+    """The first sentences of `text` that fit `chars` (whitespace collapsed), whole; the first
+    sentence cut at a word, marked, when even it is longer; "" for a text with no words."""
+    flat = " ".join(text.replace("**", "").split())
+    if len(flat) <= chars:
+        return flat
+    out = ""
+    for sentence in iter_sentences(flat):
+        sentence = sentence.strip()
+        if not sentence:
+            continue
+        if len(out) + len(sentence) + 1 > chars:
+            break
+        out = f"{out} {sentence}".strip()
+    if out:
+        return out + " [...]"
+    return flat[:chars].rsplit(" ", 1)[0] + " [...]"
 
 
 def _current_work_section(items: list[str], action_first: bool = False) -> Section:
@@ -424,15 +399,58 @@ def _current_work_section(items: list[str], action_first: bool = False) -> Secti
     prose = [j for j in range(len(items)) if j not in then]
     newest = list(reversed(then))
     order = [*newest[:1], *prose, *newest[1:]] if action_first else [*prose, *newest]
-    return Section("Current work", items, first=2, preference=order)
+    return Section(WORK_TITLE, items, first=2, preference=order)
+
+
+def _changed_since_todo(units: Sequence[Unit]) -> bool:
+    """Whether a file was changed after the last todo-list update (the item it marked in
+    progress may be done: the list was not updated to say so)."""
+    at = max((i for i, u in enumerate(units) if any(_todo_call(c) for c in u.tool_calls)), default=-1)
+    if at < 0:
+        return False
+    changed = ("created", "edited", "written", "deleted", "moved")
+    return any(a in changed for c in F.calls(units[at:]) for _, a in c.paths)
+
+
+def without_sections(text: str, titles: Iterable[str]) -> str:
+    """A rendered summary without the `## Title` sections named (a newer task list or what
+    the messages after it show has replaced what they said)."""
+    drop = set(titles)
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            skipping = line[3:].split(" (verbatim")[0].strip() in drop
+        if not skipping:
+            out.append(line)
+    return "\n".join(out)
+
+
+def superseded(after: Sequence[Unit]) -> list[str]:
+    """The sections of a summary that the messages kept after it supersede: its task list
+    when they hold a newer one; its next step when they hold any step of the assistant (the
+    work went on past it)."""
+    titles: list[str] = []
+    if any(_todo_call(c) for u in after for c in u.tool_calls):
+        titles.append(TASKS_TITLE)
+    if any(u.role == "assistant" for u in after):
+        titles.append("Next step")
+    return titles
+
+
+def _todo_call(call: object) -> bool:
+    name = str(getattr(call, "name", "")).lower()
+    return "todo" in name or "plan" in name
 
 
 def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list[str]:
     """The step the units end on: a todo in progress, else a request nothing answered yet
     (`items`: the units' `open_items`, when the caller has them)."""
     doing = [t for t in _todo_items(units) if t.startswith("[in_progress]")]
-    if doing:
+    if doing and not _changed_since_todo(units):
         return [doing[0].removeprefix("[in_progress] ")]
+    if doing:
+        return []  # the work went on after the list said so: which step is next, it does not say
     unanswered = [t for t in (open_items(units) if items is None else items) if t.startswith("unanswered: ")]
     return [unanswered[-1].removeprefix("unanswered: ")] if unanswered else []
 
@@ -443,21 +461,27 @@ def next_step(units: Sequence[Unit], items: Sequence[str] | None = None) -> list
 # The sections of Claude Code's compaction prompt, filled from the transcript's structure.
 SECTIONS = (
     "Primary request and intent",
-    "Key technical concepts",
     "Files and code",
     "Errors and fixes",
-    "Problem solving",
-    "Commands run",
-    "Pending tasks",
-    "Current work",
+    "Task list (each item as last updated)",
+    "Where the work stood",
     "Next step",
+    "Findings and decisions",
+    "Earlier actions and what came back",
 )
 USER_MESSAGES_TITLE = "All user messages"
 EARLIER_TITLE = "Earlier summary"
 # what a summary lost of its span and the check added back (`summarize_old`): files, errors, todos
 CHECK_TITLE = "Also in the archived messages"
+TASKS_TITLE = "Task list (each item as last updated)"
+WORK_TITLE = "Where the work stood"
+# sections earlier versions wrote that say nothing a model acts on (tool tallies, command
+# strings, headlines): a summary that merges one leaves them out
+_RETIRED = frozenset({"Key technical concepts", "Problem solving", "Commands run", "Key points", "Decisions"})
+FINDINGS_TITLE = "Findings and decisions"
+ACTIONS_TITLE = "Earlier actions and what came back"
 # Sections whose items a newer summary replaces rather than adds to.
-_LATEST_ONLY = frozenset({"Current work", "Next step", "Pending tasks", "Key technical concepts"})
+_LATEST_ONLY = frozenset({WORK_TITLE, "Current work", "Next step", TASKS_TITLE, "Pending tasks"})
 
 
 @dataclass
@@ -566,12 +590,12 @@ def _merge(sections: list[Section], previous: str | None) -> list[Section]:
         if item.startswith("error: "):
             old.setdefault("Errors and fixes", []).append(item.removeprefix("error: "))
         elif item.startswith("todo: "):
-            old.setdefault("Pending tasks", []).append(item.removeprefix("todo: "))
+            old.setdefault(TASKS_TITLE, []).append(item.removeprefix("todo: "))
         else:
             old.setdefault("Files and code", []).append(item)
     for title, items in old.items():
-        if title == USER_MESSAGES_TITLE:
-            continue  # quoted again by the caller from its own record
+        if title == USER_MESSAGES_TITLE or title in _RETIRED:
+            continue  # quoted again by the caller from its own record; or a tally, not a fact
         section = by_title.get(title)
         if section is None:
             extra.extend(_earlier_lines(items))
@@ -699,7 +723,7 @@ def _newest_first(n: int) -> list[int]:
 
 
 def _work_sections(
-    units: Sequence[Unit], requests: Sequence[Unit], action_first: bool = False
+    units: Sequence[Unit], requests: Sequence[Unit], action_first: bool = False, chars: int = 0
 ) -> list[Section]:
     """The sections every summary shares: files, errors, actions, tasks, current work (with
     `action_first`, its last action before the assistant's last words)."""
@@ -711,19 +735,20 @@ def _work_sections(
         if line:
             errors.append(f"reported by the user: {line}")
     errors = list(dict.fromkeys(errors))
-    done = _action_lines(actions)
-    prose = [_prose(u) for u in units]  # read once for both
-    notes = narration(units, prose)
-    items = open_items(units, requests, prose)
-    todos = [t for t in items if not t.startswith("unanswered: ")]
+    items = open_items(units, requests)
+    tasks = [f"[{status}] {text}" for status, text in F.todo_list(units)]
+    # what was done and what came back, reads aside (the files section lists what was read):
+    # the older actions, the newest ones being the current work's `then:` lines
+    done = _action_lines([c for c in actions[:-3] if not _read_only(c)], news=True)
+    found = decisions(units)
     return [
         Section("Files and code", file_items, first=12, preference=file_pref),
         Section("Errors and fixes", errors, first=4, preference=_newest_first(len(errors))),
-        Section("Problem solving", notes, preference=_newest_first(len(notes))),
-        Section("Commands run", done, first=2, preference=_newest_first(len(done))),
-        Section("Pending tasks", todos, first=6),
-        _current_work_section(current_work(units, actions), action_first),
+        Section(TASKS_TITLE, tasks, first=8),
+        _current_work_section(current_work(units, actions, chars), action_first),
         Section("Next step", next_step(units, items), first=1),
+        Section(FINDINGS_TITLE, found[-FINDINGS:], preference=_newest_first(len(found[-FINDINGS:]))),
+        Section(ACTIONS_TITLE, done, preference=_newest_first(len(done))),
     ]
 
 
@@ -738,13 +763,11 @@ def summarize_extractive(
     tok = _tok(tok)
     requests = user_requests(units)
     primary = primary_request(units, requests)
-    intent = [f'"{_quote(primary.content)}"'] if primary is not None else []
+    intent = [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else []
     intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
-    used = tools_used(units)
     sections = [
         Section("Primary request and intent", intent, first=1),
-        Section("Key technical concepts", ["tools used: " + ", ".join(used[:12])] if used else []),
-        *_work_sections(units, requests),
+        *_work_sections(units, requests, chars=target_tokens * 4 // 3),
     ]
     return _fit(_merge(sections, previous_summary), target_tokens, tok)
 
@@ -783,15 +806,12 @@ def handover(
         named = [u.id for u in p1]
     primary = primary_request(units, requests)
     sections = [
-        Section("Task", [f'"{_quote(primary.content)}"'] if primary is not None else [], first=1),
+        Section("Task", [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
-        *_work_sections(units, requests, action_first=current_first),
-        Section("Decisions", decisions(units)),
+        *_work_sections(units, requests, action_first=current_first, chars=target_tokens * 4 // 3),
     ]
-    leading = ("Current work", "Files and code", "Task") if current_first else ()
-    return _fit(
-        sections, target_tokens, tok, fixed_tail=tail, filler=central_sentences(units), leading=leading
-    )
+    leading = (WORK_TITLE, "Files and code", "Task") if current_first else ()
+    return _fit(sections, target_tokens, tok, fixed_tail=tail, leading=leading)
 
 
 P1_TITLE = "Priority items (archived; recall by id)"
@@ -813,7 +833,6 @@ __all__ = [
     "USER_MESSAGE_TOKENS",
     "Section",
     "Summarizer",
-    "central_sentences",
     "commands_run",
     "decisions",
     "error_line",

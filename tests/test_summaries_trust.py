@@ -1,0 +1,267 @@
+"""Summaries a model can trust (issue 38, points 1-4), on real transcripts.
+
+Each test is a false or misplaced statement found by reading ctxkit's compactions of real logs
+as the agent continuing the task would; it fails if the statement comes back. The logs are in
+../shared/realdata (the tests skip without it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ctxkit import facts as F
+from ctxkit.archive.store import Archive
+from ctxkit.compaction import CompactSettings, compact
+from ctxkit.errors import UsageError
+from ctxkit.formats import read_path
+from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.structure import is_request, request_indices
+from ctxkit.summarizers.extractive import command_label, summarize_extractive, task_quote
+from ctxkit.tokens import count_transcript, get_tokenizer
+
+TOK = get_tokenizer("cl100k_base")
+SHARES = (3, 6, 10)
+
+DJANGO = "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json"
+DMUX = "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl"
+BOX = "claude-code/daniifrim__10-box-os__logs-chat-json@39f97266__session-fafb1fb2.jsonl"
+PONYC = "openhands/All-Hands-AI__OpenHands__multi_swe_bench-example-output__line0_ponylang__ponyc-4595.json"
+CODEX = "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl"
+GATOMIA = "opencode/eitatech__gatomia-vscode__checkpoints-v1__0f-1be78a364c-1@56c98fe2.export.json"
+TEMPLAR = "claude-code/conneroisu__templar__logs-chat-json@7c1b6b43__session-5fa42961.jsonl"
+# logs of five agents, compacted at each share for the placement and wording checks
+SEVERAL = (DJANGO, DMUX, BOX, PONYC, CODEX, TEMPLAR,
+           "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json")
+
+
+def _read(realdata: Path, rel: str) -> Transcript:
+    (t,) = list(read_path(str(realdata / rel)))
+    return t
+
+
+def _compact(t: Transcript, share: int, tmp_path: Path) -> Transcript:
+    limit = count_transcript(t, TOK).total // share
+    with Archive(str(tmp_path / f"a{share}.db")) as archive:
+        try:
+            result = compact(t, CompactSettings(limit=limit, tokenizer=TOK, use_usage=False), archive=archive)
+        except UsageError:  # a limit below the system prompt and the least a compaction leaves
+            return Transcript(units=[])
+    assert result.fits and result.invariants["ok"]
+    return result.transcript
+
+
+def _written(t: Transcript) -> str:
+    """What the compaction wrote: its summaries and handovers."""
+    return "\n".join(u.content for u in t.units if u.type == "summary" and "strategy" in u.meta)
+
+
+# --- 1. only true statements ----------------------------------------------------------------
+
+
+def test_a_backup_copy_is_written_not_edited(realdata: Path, tmp_path: Path) -> None:
+    """mini-swe-agent backed up sqlmigrate.py with `cp x x.backup && sed -i ... x`: summaries
+    said `sqlmigrate.py.backup (edited)`. The copy is written; its source is read; the file
+    `sed -i` changed is edited."""
+    t = _read(realdata, DJANGO)
+    done = F.files(t.units)
+    assert done["./django/core/management/commands/sqlmigrate.py.backup"][0] == "written"
+    assert "edited" in done["./django/core/management/commands/sqlmigrate.py"]
+    for share in SHARES:
+        text = _written(_compact(t, share, tmp_path))
+        assert "sqlmigrate.py.backup (edited" not in text, share
+
+
+@pytest.mark.parametrize(("command", "found"), [
+    ("cp src/a.py src/a.py.bak", [("src/a.py", "read"), ("src/a.py.bak", "written")]),
+    ("mv old.txt new.txt", [("old.txt", "moved"), ("new.txt", "written")]),
+    ("sed -i 's|Mozilla/5.0|Googlebot/2.1|' conf/ua.txt", [("conf/ua.txt", "edited")]),
+    ("perl -pi -e 's/a/b/' f.txt", [("f.txt", "edited")]),
+    ("sed -n 1,20p src/a.py | head", [("src/a.py", "read")]),
+    ('curl -A "Mozilla/5.0 (X11)" https://x.org/a', []),
+    ("task-master set-status --id=60.2/60.3/60.10 --status=done", []),
+    ("claude --system-prompt.md x", []),
+])
+def test_what_a_shell_command_wrote(command: str, found: list[tuple[str, str]]) -> None:
+    """A file is edited only where a call wrote it, and a string is a path only if it is one:
+    a user agent (`Mozilla/5.0`), a task number (`60.2/60.10`), an option are not files."""
+    assert F._command_paths(command) == found
+
+
+def test_a_read_of_a_file_that_mentions_a_failure_is_no_error() -> None:
+    """A successful Read of a script whose text says `exit code 259` and prints a traceback was
+    shown as the error `exit 259`; the log's own flag says the call went through. A Bash call
+    the log flags `is_error: false` did not fail either, whatever its output says."""
+    script = "#!/bin/sh\necho \"FATAL: no config\"\nexit code 259\nTraceback (most recent call last):\n  boom"
+    units = [
+        Unit("a", "assistant", tool_calls=[ToolCall("c1", "Read", json.dumps({"file_path": "run.sh"})),
+                                           ToolCall("c2", "Bash", json.dumps({"command": "cat crash.log"}))]),
+        Unit("r1", "user", type="tool_result", tool_call_id="c1", content=script),
+        Unit("r2", "user", type="tool_result", tool_call_id="c2", content=script, raw={
+            "message": {"content": [{"type": "tool_result", "tool_use_id": "c2", "is_error": False}]}}),
+    ]
+    assert [c.failed for c in F.calls(units)] == [False, False]
+    assert "## Errors and fixes" not in summarize_extractive(units, 300, tok=TOK)
+
+
+def test_a_write_that_failed_changed_nothing() -> None:
+    """opencode's apply_patch of eleven files failed ("The previous patch didn't land any
+    files"): its files were listed as created."""
+    patch = "*** Begin Patch\n*** Add File: src/new.ts\n+x\n*** End Patch"
+    units = [Unit("a", "assistant", tool_calls=[ToolCall("c", "apply_patch", json.dumps({"patchText": patch}))]),
+             Unit("r", "tool", tool_call_id="c", content="apply_patch verification failed", meta={"is_error": True})]
+    assert F.files(units) == {}
+
+
+def test_a_task_list_says_each_item_as_last_updated(realdata: Path, tmp_path: Path) -> None:
+    """dmux at a sixth: the summary said `[in_progress] Test the implementation` and `Next
+    step: Test the implementation`, while the TodoWrite kept after it marks every item done. A
+    summary's task list and next step give way to a newer list kept after it."""
+    t = _read(realdata, DMUX)
+    for share in (6, 10):
+        out = _compact(t, share, tmp_path)
+        ids = [u.id for u in out.units]
+        for s in (u for u in out.units if u.type == "summary"):
+            later = out.units[ids.index(s.id) + 1 :]
+            newer = any("todo" in c.name.lower() for u in later for c in u.tool_calls)
+            if newer:
+                assert "[in_progress]" not in s.content and "[pending]" not in s.content
+            assert "## Next step\n- Test the implementation" not in s.content
+
+
+def test_template_text_is_no_pending_work(realdata: Path, tmp_path: Path) -> None:
+    """A Codex rollout's AGENTS.md (`**Recommended Next Steps**`, `task_id, title, status, next
+    step`) was listed under pending tasks: instructions are not the user's work."""
+    t = _read(realdata, CODEX)
+    for share in SHARES:
+        text = _written(_compact(t, share, tmp_path))
+        assert "Recommended Next Steps" not in text and "task_id, title, status" not in text
+
+
+# --- 2. in the right place -----------------------------------------------------------------
+
+
+def test_a_session_command_is_not_the_request(realdata: Path, tmp_path: Path) -> None:
+    """10-box-os opens with `/clear`: it was taken for the first request (kept verbatim, the
+    summary before it, the task after: the context read as cleared and the task as new)."""
+    t = _read(realdata, BOX)
+    first = t.units[request_indices(t.units)[0]]
+    assert first.content.startswith("Okay, let's work on the style guide")
+    assert not any(is_request(u) for u in t.units if "<command-name>/clear" in u.content)
+    for share in SHARES:
+        out = _compact(t, share, tmp_path)
+        assert first.id in [u.id for u in out.units]
+        assert not any("<command-name>/clear" in u.content for u in out.units if u.type != "summary")
+
+
+def test_an_observation_is_no_request() -> None:
+    """OpenHands logs an error observation that answers no action as a user message (`Parameter
+    'command' is expected to be one of ...`): it was left as the current request."""
+    error = Unit("u9", "user", content="Parameter `command` is expected to be one of [view, create]",
+                 raw={"observation": "error", "content": "..."})
+    asked = Unit("u1", "user", content="Fix the segfault in the parser.", raw={"action": "message", "source": "user"})
+    assert is_request(asked) and not is_request(error)
+
+
+@pytest.mark.parametrize("rel", SEVERAL)
+def test_a_summary_stands_where_its_span_ended(realdata: Path, tmp_path: Path, rel: str) -> None:
+    """Every message after a summary came after everything the summary stands for, and a
+    compaction writes one summary (a re-compaction merges). An old request placed after a
+    summary of what answered it read as still open (tau-bench's "Yes, please go ahead with all
+    the downgrades")."""
+    t = _read(realdata, rel)
+    order = {u.id: k for k, u in enumerate(t.units)}
+    for share in SHARES:
+        out = _compact(t, share, tmp_path)
+        ids = [u.id for u in out.units]
+        summaries = [u for u in out.units if u.type == "summary" and "strategy" in u.meta]
+        assert len(summaries) <= 1, (share, [s.id for s in summaries])
+        for s in summaries:
+            placeholders = {x for u in out.units for x in u.meta.get("removed_ids", ())}
+            stands_for = s.meta.get("summarized_ids") or [
+                u.id for u in t.units if u.id not in ids and u.id not in placeholders
+            ]
+            last = max(order[x] for x in stands_for if x in order)
+            after = [x for x in ids[ids.index(s.id) + 1 :] if x in order]
+            assert all(order[x] > last for x in after), (share, s.id)
+        # the context never ends on a summary read as the assistant's own turn
+        assert not out.units or not (out.units[-1].type == "summary" and out.units[-1].role == "assistant")
+
+
+# --- 3. the task first, whole ----------------------------------------------------------------
+
+
+def test_the_issue_is_kept_whole_when_it_fits(realdata: Path, tmp_path: Path) -> None:
+    """OpenHands' ponyc task (the issue inside the harness's instructions) was cut head and
+    tail (`Consider the followi [...] ur changes`) though it fits: the first request is kept
+    verbatim wherever it takes at most a quarter of the room."""
+    t = _read(realdata, PONYC)
+    first = t.units[request_indices(t.units)[0]]
+    system = sum(TOK.count(u.content) for u in t.units if u.role == "system")
+    for share in SHARES:
+        limit = count_transcript(t, TOK).total // share
+        out = _compact(t, share, tmp_path)
+        if TOK.count(first.content) <= (limit - system) // 4:
+            assert [u.content for u in out.units if u.id == first.id] == [first.content], share
+
+
+def test_a_long_task_keeps_its_problem_statement_not_its_boilerplate() -> None:
+    """Cut, a task loses the harness's instructions around the issue, never the issue."""
+    issue = "ponyc segfaults when trying to match using a single element tuple form. " * 6
+    text = (
+        "<uploaded_files>\n/workspace/ponyc\n</uploaded_files>\nI've uploaded a C code repository. "
+        f"Consider the following issue description:\n\n<issue_description>\n{issue}\n</issue_description>\n\n"
+        + "Follow these steps to resolve the issue: 1. explore 2. reproduce 3. fix 4. rerun. " * 12
+    )
+    quoted = task_quote(text, 700)
+    assert " ".join(issue.split()) in quoted and "Follow these steps" not in quoted
+    assert "instructions around it left out" in quoted and len(quoted) <= 700
+
+
+# --- 4. worth its tokens ------------------------------------------------------------------
+
+
+_TALLY = re.compile(r"\b\w+ x\d+\b")
+
+
+@pytest.mark.parametrize("rel", [DMUX, GATOMIA, TEMPLAR, CODEX])
+def test_no_tallies_headlines_or_cut_commands(realdata: Path, tmp_path: Path, rel: str) -> None:
+    """`tools used: Read x6, TodoWrite x4`, 2,354 tokens of `shell(apply_patch *** Begin
+    Patch...) -> ok`, headline lists ("Updating App.tsx functionality"), fragments ("Actually,
+    wait."): none of it is a fact a model acts on."""
+    t = _read(realdata, rel)
+    for share in (6, 10):
+        text = _written(_compact(t, share, tmp_path))
+        for retired in ("tools used", "## Key technical concepts", "## Problem solving", "## Commands run",
+                        "*** Begin Patch", "Actually, wait"):
+            assert retired not in text, (share, retired)
+        assert not _TALLY.search(text.replace("x86", "")), share
+        # a command is whole, or its head then ` ...`: never cut in the middle of a word
+        for m in re.finditer(r"\w\((.*?)\) -> ", text):
+            assert not m.group(1).endswith("...") or m.group(1).endswith(" ..."), (share, m.group(0))
+
+
+def test_a_command_is_named_whole_or_said_to_be_cut() -> None:
+    """A command is quoted whole, or its head then ` ...`: a heredoc's body, a patch's hunks
+    and SWE-agent's edit body are not quoted, never cut in the middle as if whole."""
+    heredoc = "cat > /tmp/t.js << 'EOF'\nconst a = 1;\nconsole.log(a);\nEOF\nnode /tmp/t.js"
+    call = F.Call(0, "Bash", F.one_line(heredoc, 120), (("/tmp/t.js", "written"),), None, heredoc)
+    assert command_label(call) == "Bash(cat > /tmp/t.js << 'EOF' ...)"
+    patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-a\n+b\n*** End Patch"
+    call = F.Call(0, "apply_patch", "x", (("src/a.py", "edited"),), None, patch)
+    assert command_label(call) == "apply_patch(*** Update File: src/a.py ...)"
+    assert command_label(F.Call(0, "$", "x", (), None, "edit 287:295\n    x = 1\nend_of_edit")) == "$ edit 287:295 ..."
+    long = "ls " + "a " * 150
+    assert command_label(F.Call(0, "Bash", "x", (), None, long)).endswith(" a ...)")
+    assert command_label(F.Call(0, "Bash", "x", (), None, "git status")) == "Bash(git status)"
+
+
+def test_earlier_actions_say_what_came_back(realdata: Path, tmp_path: Path) -> None:
+    """templar's sub-agent analyses and the GitHub issues it filed: `Bash(gh issue create ...)
+    -> ok` said nothing of the issue made; the line says what came back (its URL)."""
+    t = _read(realdata, TEMPLAR)
+    text = _written(_compact(t, 3, tmp_path))
+    assert "-> ok: https://github.com/conneroisu/templar/issues/" in text
