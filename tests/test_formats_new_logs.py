@@ -135,7 +135,7 @@ def test_files_of_an_agent_that_no_format_reads_are_refused_with_the_file_to_rea
     assert read["output"] == ""
     r = _run(["count", str(events)])
     assert r.exit_code != 0 and "stream-json" in r.stderr and "--from gemini-cli-jsonl" in r.stderr
-    (chat,) = read_path(str(DATA / "gemini-cli-stream.chat.jsonl"))
+    (chat,) = read_path(str(Path(__file__).parent / "data" / "gemini_cli_jsonl" / "stream-run.jsonl"))
     assert chat.source_format == "gemini-cli-jsonl"
     (file_read,) = [u for u in chat.units if u.role == "tool" and u.name == "read_file"]
     assert file_read.content.strip() == "alpha\nbeta"
