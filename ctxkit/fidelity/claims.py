@@ -183,6 +183,7 @@ _PROSE_FILE = re.compile(
     r"`?(?P<path>[\w./~@+-]+\.[A-Za-z]\w{0,9}|[\w.~@+-]*/[\w./~@+-]+)`?"
 )
 _ERROR = re.compile(r"^(?:error|failed):\s+(?P<line>.+)$")
+_ERROR_CALL = re.compile(r"^(?:error|failed):\s+(?P<name>[\w.:/-]+|\$)\((?P<args>.*?) -> (?P<line>.*)$")
 _USER_ERROR = re.compile(r"^reported by the user:\s+(?P<line>.+)$")
 _TASK = re.compile(
     r"^(?:todo:\s+)?(?:\[(?P<st>pending|in_progress|in progress|completed|done|cancelled| |x|X)\]\s+)(?P<text>.+)$"
@@ -191,7 +192,11 @@ _UNANSWERED = re.compile(r"^unanswered:\s+(?P<text>.+)$")
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+(?P<h>.+?)\s*#*\s*$|\*\*(?P<b>[^*]{2,60}?):?\*\*:?\s*$|(?P<n>\d+\.\s+[A-Z][^:]{2,60}):\s*$)")
 _ITEM = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)")
 _ORDER_WORDS = re.compile(r"messages after this summary|after this summary are verbatim|continues from earlier work", re.I)
-_CUT_MARK = re.compile(r"\s*\[\.\.\.\]\s*|\s*\[…\]\s*|…")
+# where a quote was cut: `[...]`, or a bracketed note that says so ("[the harness's
+# instructions around it left out]", "[1,200 more characters]")
+_CUT_MARK = re.compile(
+    r"\s*\[(?:\.\.\.|…|[^\]\n]{0,80}\b(?:left out|cut|omitted|truncated|elided|more)\b[^\]\n]{0,80})\]\s*|…"
+)
 
 
 _FENCED = re.compile(r"```.*?```", re.DOTALL)
@@ -323,6 +328,12 @@ class _Checker:
         if m:
             self.unanswered_claim(pos, unit, item, m.group("text"))
             return
+        m = _ERROR_CALL.match(item)
+        if m:  # `error: Bash(go build) -> the line`: that call failed with that line
+            said = _CALL.match(f"{m.group('name')}({m.group('args')} -> error: {m.group('line')}")
+            if said:
+                self.call_claim(pos, unit, item, said)
+                return
         m = _ERROR.match(item)
         if m:
             self.error_line_claim(pos, unit, item, m.group("line"))
@@ -598,23 +609,27 @@ class _Checker:
             boundary = self.boundary(pos)
             before = [t for t in states if t.index < boundary]
             final = states[-1]
-            if not before:
+            shown = self.kept.get(self.original.units[final.index].id, -1) > pos  # after the summary
+            at = before[-1] if before else None
+            if at is not None and at.open == claimed_open and (final.open == claimed_open or shown):
+                self.add("task", item, unit, pos, True, f"{at.status} at this point in the log", at.text, [at.index])
+            elif final.open == claimed_open and shown:
+                # the state a message kept right after it sets: what the model reads next agrees
+                self.add("task", item, unit, pos, True, f"{final.status} in message #{final.index}, kept after it",
+                         final.text, [final.index])
+            elif at is None:
                 self.add("task", item, unit, pos, False,
                          f"the item first appears in the log after this point (message #{states[0].index})",
                          f"[{states[0].status}] {states[0].text}", [states[0].index])
-            elif before[-1].open != claimed_open:
-                t = before[-1]
+            elif at.open != claimed_open:
                 self.add("task", item, unit, pos, False,
-                         f"said to be {status}, but at this point the log has it {t.status} (message #{t.index})",
-                         f"[{t.status}] {t.text}", [t.index])
-            elif final.open != claimed_open and self.kept.get(self.original.units[final.index].id, -1) <= pos:
+                         f"said to be {status}, but at this point the log has it {at.status} (message #{at.index})",
+                         f"[{at.status}] {at.text}", [at.index])
+            else:
                 self.add("task", item, unit, pos, False,
                          f"said to be {status}, but the log later marks it {final.status} (message #{final.index}), "
                          "and the compacted context does not show that",
                          f"[{final.status}] {final.text}", [final.index])
-            else:
-                t = before[-1]
-                self.add("task", item, unit, pos, True, f"{t.status} at this point in the log", t.text, [t.index])
             return
         pieces = _pieces(text)
         if not pieces:

@@ -15,7 +15,8 @@ backed here (a test checks that nothing in `ctxkit.fidelity` imports `ctxkit.fac
   File:`); **deleted** by `rm` or `*** Delete File:`;
 - a result **failed** only when the log says so: its error flag (`is_error`), a non-zero exit
   code it records (`<returncode>`, `Exit code`, `Process exited with code`, an `exit_code`
-  field), or, in a log that records no exit code for it, a Python traceback;
+  field), or, in a log that records neither for it, a Python traceback or the tool's own
+  error status line (a log that records `is_error: false` is believed);
 - a **request** is a user message the user typed: not a tool result, not a command record
   (`<command-name>`), a slash command (`/clear`), a harness note or injected instructions.
 
@@ -194,19 +195,49 @@ class Result:
     how: str  # why it counts as failed: "is_error", "exit N", "traceback", or ""
 
 
+def _recorded_flag(u: Unit) -> bool | None:
+    """The error flag the source record holds for this result, when it holds one: Claude Code's
+    `is_error` on the tool_result block (false included), Copilot's `success`."""
+    raw = u.raw
+    if not isinstance(raw, dict):
+        return None
+    flag = _raw_flag(raw, "is_error")
+    if isinstance(flag, bool):
+        return flag
+    message = raw.get("message")
+    blocks = message.get("content") if isinstance(message, dict) else None
+    if isinstance(blocks, list):
+        for b in blocks:
+            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == u.tool_call_id:
+                return bool(b["is_error"]) if isinstance(b.get("is_error"), bool) else None
+    success = _raw_flag(raw, "success")
+    return (not success) if isinstance(success, bool) else None
+
+
+def _structured_code(u: Unit) -> bool:
+    """Whether the exit code comes from a field (the output's JSON, the source record), not
+    from a line of text."""
+    stripped = u.content.lstrip()
+    return (stripped.startswith("{") and '"exit_code"' in stripped[:4000]) or isinstance(
+        _raw_flag(u.raw, "exit_code"), int)
+
+
 def read_result(i: int, u: Unit) -> Result:
     text, code = result_text(u.content)
     if code is None:
         raw_code = _raw_flag(u.raw, "exit_code")
         code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
-    flagged = bool(u.meta.get("is_error")) or bool(_raw_flag(u.raw, "is_error") is True)
+    recorded = True if u.meta.get("is_error") else _recorded_flag(u)
+    if recorded is False and code is not None and not _structured_code(u):
+        code = None  # "Exit status 1" printed by a program whose call the log says passed
+    flagged = recorded is True
     if flagged:
         how = "is_error"
     elif code is not None and code != 0:
         how = f"exit {code}"
-    elif code is None and _TRACEBACK.search(text):
-        how = "traceback"
-    elif code is None and _STATUS.match(text):
+    elif code is None and recorded is None and _TRACEBACK.search(text):
+        how = "traceback"  # a log that records no outcome at all: what the output says
+    elif code is None and recorded is None and _STATUS.match(text):
         how = "the tool's error status"
     else:
         how = ""
