@@ -481,7 +481,14 @@ class _Checker:
                 ok = [a for a in with_result if a.result is not None and a.result.exit_code == code]
             if not ok:
                 a = with_result[0] if with_result else acts[0]
-                why = "no result in the log" if not with_result else "the log flags this call as failed"
+                res = a.result
+                if not with_result:
+                    why = "no result in the log"
+                elif out != "ok":
+                    said = f"exit {res.exit_code}" if res is not None and res.exit_code is not None else "no exit code"
+                    why = f"no run of it ended with {out.removeprefix('no match (').rstrip(')')} in the log ({said})"
+                else:
+                    why = f"the log flags this call as failed ({res.how if res is not None else ''})"
                 self.add(kind, item, unit, pos, False, why, _first_line(a.result.text) if a.result else a.label, [a.index])
                 return
             if line and not self.line_in(line, ok):
