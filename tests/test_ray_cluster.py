@@ -324,3 +324,36 @@ def test_memory_reserved_for_each_task_is_checked_and_reported(cluster: RayClust
     assert run.returncode == 1
     assert len(run.stderr.splitlines()) == 1
     assert run.stderr.startswith("Error: --ray-task-mb 100,000,000: no Ray node has that much memory")
+
+
+def _can_unshare() -> bool:
+    try:
+        return subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (a mount namespace of its own)")
+def test_inputs_the_nodes_cannot_read_are_one_line_and_leave_nothing(
+    cluster: RayCluster, folder: Path, tmp_path: Path
+) -> None:
+    """The dataset on storage only the driver sees (a tmpfs in a mount namespace of the driver's
+    own), as on a cluster without a shared filesystem: the first shard a node cannot open fails
+    the run with one line that says what to do, and the -o DIR/ the run made is gone."""
+    private, out = tmp_path / "private", tmp_path / "out"
+    private.mkdir()
+    for args in (["count", f"{private}/data"], ["compact", f"{private}/data", *LIMIT, "-o", str(out)]):
+        script = (
+            f"mount -t tmpfs none {private} && cp -r {folder} {private}/data && "
+            f"exec {sys.executable} -m ctxkit {' '.join(args)} --engine ray --ray-address {cluster.address}"
+        )
+        run = subprocess.run(["unshare", "-m", "sh", "-c", script], env=cluster.env, capture_output=True,
+                             text=True, timeout=600)
+        assert run.returncode == 1, run.stderr
+        lines = run.stderr.splitlines()
+        assert len(lines) == 1, run.stderr
+        assert lines[0].startswith(f"Error: {private}/data/")
+        assert lines[0].endswith(": cannot read on a Ray node (No such file or directory); the inputs and "
+                                 "-o DIR must be on storage every node mounts at the same path")
+    assert not out.exists()
+    assert os.listdir(private) == []  # the nodes' view: the tmpfs was the driver's alone
