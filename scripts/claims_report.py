@@ -45,7 +45,8 @@ def _files(args: argparse.Namespace) -> list[tuple[str, str]]:
     if args.files:
         return [("given", f) for f in args.files]
     skip = ("README.md", "SOURCES.json", "SOURCES.md")
-    out += [("realdata", f) for f in sorted(glob.glob(str(REALDATA / "*" / "*"))) if not f.endswith(skip)]
+    realdata = Path(args.realdata) if args.realdata else REALDATA
+    out += [("realdata", f) for f in sorted(glob.glob(str(realdata / "*" / "*"))) if not f.endswith(skip)]
     for d in args.unseen or []:
         out += [("unseen", f) for f in sorted(glob.glob(str(Path(d) / "**" / "*"), recursive=True))
                 if Path(f).is_file() and not f.endswith(skip)]
@@ -211,6 +212,7 @@ def main() -> None:
     ap.add_argument("files", nargs="*")
     ap.add_argument("--budgets", default="3,6,10", help="budgets as 1/N of each transcript's tokens")
     ap.add_argument("--min-tokens", type=int, default=3000)
+    ap.add_argument("--realdata", help="the real logs (default ../shared/realdata beside the checkout)")
     ap.add_argument("--unseen", action="append", help="a folder of logs the project has never seen (repeatable)")
     ap.add_argument("--json", help="write every row here")
     ap.add_argument("--notes", help="a markdown file put under the report's header (how to read it)")
