@@ -454,3 +454,15 @@ def test_no_two_formats_claim_one_real_log(path: Path) -> None:
     assert len(claims) <= 1, claims
     if path.name == "gemini-cli-stream.jsonl":
         assert claims == []  # refused, with the file to read instead
+
+
+def test_a_cursor_agent_transcript_is_no_prompt(tmp_path: Path) -> None:
+    # Cursor's agent transcripts (~/.cursor/projects/<path>/agent-transcripts/<id>.txt: `user:` /
+    # `assistant:` lines, `<user_query>`, `[Tool call]`, as public readers of them describe the
+    # layout; no real one was found, and no format reads it): refused, never a system prompt
+    turns = "".join(f"user:\n<user_query>\nstep {k}\n</user_query>\n\nassistant:\n[Tool call] Read\n  path: a{k}.py\n\n"
+                    f"[Tool result] Read\nprint({k})\n\nassistant:\nDone {k}.\n\n" for k in range(3))
+    path = tmp_path / "0b1c.txt"
+    path.write_text(turns)
+    r = _run(["count", str(path)])
+    assert r.exit_code == 1 and "a chat transcript (3 user and 6 assistant headings)" in r.stderr
