@@ -269,8 +269,8 @@ def test_cli_sft_budget_reports_what_it_skipped() -> None:
     kept = lines(r.stdout)
     assert len(kept) == 1 and example_tokens(kept[0], get_tokenizer(None)) == budget
     assert r.stderr.splitlines()[-2:] == [
-        "1 fine-tuning lines written to stdout (oneshot, 3 actions)",
-        f"1 fine-tuning lines over --max-example-tokens {budget:,} skipped",
+        f"1 fine-tuning line over --max-example-tokens {budget:,} skipped",
+        "1 fine-tuning line written to stdout (oneshot, 3 actions)",
     ]
 
 

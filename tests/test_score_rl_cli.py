@@ -279,3 +279,96 @@ def test_warns_once_when_a_transcript_matches_no_record(tmp_path: Path) -> None:
     assert len(warnings) == 1
     assert str(other) in warnings[0] and "x#1" in warnings[0]
     assert all(row["outcome"]["needles_total"] is None for row in lines(r.stdout))
+
+
+DMUX = "claude-code/applab-nl__dmux__logs-chat-json@eef6c282__session-a9185eb7.jsonl"
+AIDER_SMALL = "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md"
+CODEX = "codex/AcidicSoil__codex-session-view__rollout-2025-11-17T15-30-28-019a93b9-f380-7600-98ff-940e6b99603c.jsonl"
+FEW = ["--action", "default", "--action", "summarize_old", "--action", "prioritize_recent"]
+
+
+def _own_limit_and_tokens(path: Path) -> tuple[int, int]:
+    """The log's own target's limit and the figure `count` gives it, as score-rl must say them."""
+    from ctxkit.config.settings import compact_settings
+    from ctxkit.counting import measure
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(path))
+    settings = compact_settings().for_transcript(t)
+    return settings.limit, measure(t, settings.tok).total
+
+
+def test_no_pair_says_why_per_transcript_writes_nothing_and_exits_3(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """Real logs that fit their own target (no --limit): each is named with its tokens, its
+    limit and where that came from, and the --limit that makes it compact (or why none does);
+    no dataset is written (an old one stays as it was) and the exit is 3."""
+    import re
+
+    out = tmp_path / "pairs.jsonl"
+    out.write_text("an older dataset\n")
+    dmux, aider = realdata / DMUX, realdata / AIDER_SMALL
+    r = run(str(dmux), str(aider), *FEW, "--export", "dpo", "-o", str(out))
+    assert r.exit_code == 3, r.stderr
+    assert out.read_text() == "an older dataset\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["pairs.jsonl"]  # no temporary left
+    limit, tokens = _own_limit_and_tokens(dmux)
+    lines_ = r.stderr.splitlines()
+    said = next(line for line in lines_ if line.startswith(f"{dmux}: no preference pair: "))
+    assert f"fits its limit {limit:,} (its log's own target, claude-sonnet-4-5 under claude-code)" in said
+    assert f": {tokens:,} tokens, nothing to compact; give --limit " in said
+    suggested = int(re.search(r"give --limit ([\d,]+) ", said).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert suggested < tokens
+    small = next(line for line in lines_ if line.startswith(f"{aider}: no preference pair: "))
+    assert "and no --limit makes it compact: " in small
+    assert "of its tokens are what no compaction removes" in small
+    assert lines_[-1] == (
+        "no preference pair to write (2 transcripts scored, none gave one; oneshot, 3 actions): "
+        f"nothing written to {out} (exit 3)"
+    )
+    # to stdout: nothing, and the same exit
+    r = run(str(aider), *FEW, "--export", "sft")
+    assert r.exit_code == 3 and r.stdout == ""
+    assert r.stderr.splitlines()[-1].startswith("no fine-tuning line to write (1 transcript scored")
+    # the limit it named makes pairs of that log
+    r = run(str(dmux), *FEW, "--export", "dpo", "--limit", str(suggested), "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert len(lines(out.read_text())) == 1
+    assert r.stderr.splitlines()[-1] == f"1 preference pair written to {out} (oneshot, 3 actions)"
+
+
+def test_no_parquet_dataset_either(realdata: Path, tmp_path: Path) -> None:
+    pytest.importorskip("polars")
+    out = tmp_path / "pairs.parquet"
+    r = run(str(realdata / AIDER_SMALL), *FEW, "--export", "dpo", "-o", str(out))
+    assert r.exit_code == 3, r.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_log_that_outgrows_its_own_target_gives_pairs_without_a_limit(
+    realdata: Path, tmp_path: Path
+) -> None:
+    """The log's own target holds when no limit is given (config semantics of ca8de89): a real
+    Codex rollout, as Codex writes it on a model with a 48,000-token window (the rollout
+    records the window; here rewritten from 258,400), outgrows it and is compacted to it."""
+    text = (realdata / CODEX).read_text(encoding="utf-8")
+    assert text.count('"model_context_window":258400') > 1
+    log = tmp_path / "rollout.jsonl"
+    log.write_text(text.replace('"model_context_window":258400', '"model_context_window":48000'))
+    limit, tokens = _own_limit_and_tokens(log)
+    assert tokens > limit  # it outgrows the limit Codex itself works to
+    out = tmp_path / "pairs.jsonl"
+    r = run(str(log), "--export", "dpo", "--dpo-shape", "trl", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    (pair,) = lines(out.read_text())
+    assert pair["chosen"] != pair["rejected"]
+    assert pair["chosen_reward"] > pair["rejected_reward"]
+    # the budget the pair teaches is the log's own, against the figure the compaction decided on
+    prompt = pair["prompt"][1]["content"]
+    assert prompt.startswith(f"Budget: {limit:,} tokens; the transcript takes {tokens:,}.")
+    r = run(str(log), *FEW[:2], "-o", str(tmp_path / "rl.jsonl"))
+    for row in lines((tmp_path / "rl.jsonl").read_text()):
+        assert row["state_before"]["limit"] == row["outcome"]["limit"] == limit
+        assert row["state_before"]["tokens"] == row["outcome"]["original_tokens"] == tokens
+        assert row["state_after"]["tokens"] == row["outcome"]["final_tokens"] < limit

@@ -167,7 +167,19 @@ _engine_options = section(
 )
 
 
-@click.command("score-rl", cls=SectionedCommand)
+SHOWN_REASONS = 10  # transcripts named with why they gave no example; the rest counted
+
+EXIT_HELP = """\b
+Exit codes:
+  0    written
+  1    runtime error: nothing written
+  2    usage error: nothing written
+  3    no row, pair or line to write (each transcript that gave none is named on stderr with
+       why, and the --limit that makes it compact): nothing written, -o left as it was
+  130  interrupted (Ctrl-C): nothing written"""
+
+
+@click.command("score-rl", cls=SectionedCommand, epilog=EXIT_HELP)
 @_budget_options
 @_transcripts_options
 @_actions_options
@@ -188,8 +200,9 @@ def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
     from ctxkit import rl
     from ctxkit.config.settings import SettingsSpec
     from ctxkit.engines.request import ScoreRequest
-    from ctxkit.engines.score import KINDS, score
+    from ctxkit.engines.score import EMPTY_EXIT, KIND_NOUNS, score
     from ctxkit.formats import expand_paths
+    from ctxkit.report.tables import counted
 
     actions = rl.select_actions(f["actions_path"], f["action_names"])
     if f["list_actions"]:
@@ -230,18 +243,29 @@ def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
         progress=want_progress(f["progress"]),
     )
     outcome = score(request, echo_err)
-    echo_err(outcome.summary.table())
-    kind = KINDS[request.export]
+    if outcome.transcripts or outcome.shards:
+        echo_err(outcome.summary.table())
+    noun = KIND_NOUNS[request.export]
     where = "stdout" if output == "-" else output
-    shards = f" in {outcome.shards:,} shards" if outcome.shards else ""
-    echo_err(
-        f"{outcome.rows:,} {kind} written to {where}{shards} ({request.mode}, {len(actions)} actions)"
-    )
-    if outcome.no_example:
-        why = "no preference" if request.export == "dpo" else "no successful action"
-        echo_err(f"{outcome.no_example:,} transcript(s) gave none: nothing to compact, or {why}")
+    for label, why in outcome.reasons[:SHOWN_REASONS]:
+        echo_err(f"{label}: no {noun}: {why}")
+    if len(outcome.reasons) > SHOWN_REASONS:
+        echo_err(f"... and {counted(len(outcome.reasons) - SHOWN_REASONS, 'more transcript')} without one")
     if outcome.over_budget:
         echo_err(
-            f"{outcome.over_budget:,} {kind} over --max-example-tokens "
+            f"{counted(outcome.over_budget, noun)} over --max-example-tokens "
             f"{request.max_example_tokens:,} skipped"
         )
+    done = f"{request.mode}, {counted(len(actions), 'action')}"
+    if not outcome.written:
+        scored = counted(outcome.transcripts, "transcript")
+        why = f"{scored} scored, none gave one" if outcome.transcripts else "no transcript to score"
+        echo_err(
+            f"no {noun} to write ({why}; {done}): nothing written to {where} (exit {EMPTY_EXIT})"
+        )
+        raise click.exceptions.Exit(EMPTY_EXIT)
+    shards = f" in {counted(outcome.shards, 'shard')}" if outcome.shards else ""
+    line = f"{counted(outcome.rows, noun)} written to {where}{shards} ({done})"
+    if outcome.no_example:
+        line += f"; {outcome.no_example:,} of {counted(outcome.transcripts, 'transcript')} gave none"
+    echo_err(line)

@@ -19,6 +19,7 @@ from ctxkit.model import Transcript
 
 Say = Callable[[str], None]
 KINDS = {"rl": "rows", "dpo": "preference pairs", "sft": "fine-tuning lines"}
+KIND_NOUNS = {"rl": "row", "dpo": "preference pair", "sft": "fine-tuning line"}  # one of them
 
 
 @dataclass
@@ -32,6 +33,17 @@ class ScoreOutcome:
     no_example: int = 0
     over_budget: int = 0
     notes: list[str] = field(default_factory=list)
+    # (transcript, why) for each that gave no example (`rl.no_example_reason`)
+    reasons: list[tuple[str, str]] = field(default_factory=list)
+    written: bool = True  # False: no row, so nothing was written (`EMPTY_EXIT`)
+    transcripts: int = 0  # transcripts scored
+
+
+EMPTY_EXIT = 3  # `score-rl`: no row to write, so nothing was written
+
+
+class _NothingToWrite(Exception):
+    """Raised inside the writer when no row came: the target is left as it was."""
 
 
 def score(request: ScoreRequest, say: Say) -> ScoreOutcome:
@@ -55,11 +67,11 @@ def score(request: ScoreRequest, say: Say) -> ScoreOutcome:
 
     settings = settings.replace(embedder=get_embedder(request.embedder or DEFAULT_EMBEDDER, warn=say))
 
-    def limit_for(t: Transcript) -> int:
+    def limit_for(t: Transcript) -> int | None:
         truth = t.metadata.get("ground_truth")
         if not request.fixed_limit and truth and truth.get("limit"):
             return int(truth["limit"])
-        return int(settings.limit)
+        return None  # the settings' limit, or the log's own target (`rl.run_action`)
 
     shape = request.dpo_shape or rl.DPO_SHAPES[0]
     options = rl.ExportOptions(request.export, shape, request.max_example_tokens)
@@ -67,21 +79,28 @@ def score(request: ScoreRequest, say: Say) -> ScoreOutcome:
     outcome = ScoreOutcome(rl.Summary())
     total = len(request.scenarios) * request.count if request.scenarios and not request.inputs else None
     bar = _bar(total) if request.progress else None
-    with rl.DatasetWriter(request.output, request.fmt, request.export) as writer:
-        trials_of = rl.score(
-            _transcripts(request, say), list(request.actions), settings,
-            limit_for=limit_for, mode=request.mode,
-        )
-        for trials in trials_of:
-            for tr in trials:
-                outcome.summary.add(tr)
-            writer.write(exporter.rows(trials))
-            if bar is not None:
-                bar.update(1)
+    try:
+        with rl.DatasetWriter(request.output, request.fmt, request.export) as writer:
+            trials_of = rl.score(
+                _transcripts(request, say), list(request.actions), settings,
+                limit_for=limit_for, mode=request.mode,
+            )
+            for trials in trials_of:
+                outcome.transcripts += 1
+                for tr in trials:
+                    outcome.summary.add(tr)
+                writer.write(exporter.rows(trials))
+                if bar is not None:
+                    bar.update(1)
+            if not writer.rows:
+                raise _NothingToWrite  # no empty dataset: the target stays as it was
+    except _NothingToWrite:
+        outcome.written = False
     if bar is not None:
         bar.close()
     outcome.rows = writer.rows
     outcome.no_example, outcome.over_budget = exporter.no_example, exporter.over_budget
+    outcome.reasons = list(exporter.reasons)
     return outcome
 
 

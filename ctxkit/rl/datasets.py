@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -82,8 +83,9 @@ def dpo_record(trials: Sequence[Trial], shape: str = OPENAI_DPO) -> dict[str, An
     """A preference pair, best vs worst compaction of one over-budget transcript, in OpenAI's
     preference fine-tuning shape (`input`, `preferred_output`, `non_preferred_output`) or TRL's
     conversational one (`prompt`, `chosen`, `rejected` and the rewards); None when there is no
-    preference (fewer than two actions, equal rewards or compactions, the best one failed, or
-    nothing needed compacting)."""
+    preference (fewer than two actions, equal rewards, every compaction scored below the best
+    the same as it, the best one failed, or nothing needed compacting). The rejected answer is
+    the lowest-scored compaction whose context differs from the best's."""
     if shape not in DPO_SHAPES:
         raise unknown_name("DPO shape", shape, DPO_SHAPES)
     if len(trials) < 2 or not _over_budget(trials):
@@ -94,8 +96,18 @@ def dpo_record(trials: Sequence[Trial], shape: str = OPENAI_DPO) -> dict[str, An
     refs: dict[str, str] = {}
     prompt = _prompt(best, refs)
     fmt = api_format(best.original)
-    chosen, rejected = _answer(best, fmt, refs), _answer(worst, fmt, refs)
-    if chosen["content"] == rejected["content"]:
+    chosen = _answer(best, fmt, refs)
+    # the worst compaction that differs from the best: two actions can leave the same context
+    # (a recovery that ends where another chain ends) and score apart, which prefers nothing
+    below = sorted(
+        (tr for tr in trials if tr.outcome.reward < best.outcome.reward),
+        key=lambda tr: (tr.outcome.reward, trials.index(tr)),
+    )
+    for worst in below:
+        rejected = _answer(worst, fmt, refs)
+        if rejected["content"] != chosen["content"]:
+            break
+    else:
         return None
     if shape == OPENAI_DPO:
         return {
@@ -127,6 +139,94 @@ def sft_record(trials: Sequence[Trial]) -> dict[str, Any] | None:
     refs: dict[str, str] = {}
     prompt = _prompt(best, refs)
     return {"messages": [*prompt, _answer(best, api_format(best.original), refs)]}
+
+
+def no_example_reason(
+    trials: Sequence[Trial], kind: str, shape: str = OPENAI_DPO, tok: Tokenizer | None = None
+) -> str:
+    """Why one transcript's trials gave no DPO pair or SFT line, and what to pass instead, with
+    the numbers (`Exporter` says it per transcript): too few actions, nothing to compact at its
+    limit (and a --limit that makes it compact), no action fit, or no preference."""
+    if not trials:
+        return "no action ran"
+    first = trials[0]
+    o = first.outcome
+    at = f"limit {o.limit:,} ({first.limit_source})" if first.limit_source else f"limit {o.limit:,}"
+    if kind == "dpo" and len(trials) < 2:
+        return f"a preference pair needs two actions or more, and {len(trials)} ran: give --action twice or more"
+    if not _over_budget(trials):
+        return _fits_reason(first, at, tok)
+    best, worst = best_and_worst(trials)
+    if not best.outcome.success:
+        errors = [tr.outcome.error for tr in trials if tr.outcome.error]
+        why = f": {errors[0]}" if errors else ""
+        return f"no action fit it within {at}{why}"
+    if best.outcome.reward <= worst.outcome.reward:
+        return (
+            f"every action scored the same reward ({best.outcome.reward:+.3f}) at {at}: no "
+            "preference between them; a smaller --limit, or other actions (--list-actions), "
+            "tells them apart"
+        )
+    return (
+        f"every compaction that scored below the best ({best.action.name}) at {at} came out the "
+        "same as it: no preference; other actions (--list-actions) may leave another context"
+    )
+
+
+def _fits_reason(trial: Trial, at: str, tok: Tokenizer | None) -> str:
+    """A transcript no action compacted: its tokens against its limit, and the --limit that
+    makes it compact (`compacting_limit`), or why none does."""
+    from ctxkit.budget import Thresholds
+
+    o = trial.outcome
+    why = f"fits its {at}: {o.original_tokens:,} tokens, nothing to compact"
+    thresholds = Thresholds()
+    fixed = _fixed_tokens(trial.original, tok)
+    suggest = compacting_limit(o.original_tokens, fixed, thresholds)
+    if suggest is None:
+        return (
+            f"{why}; and no --limit makes it compact: {fixed:,} of its tokens are what no "
+            f"compaction removes (system prompt, tools, what the log never shows)"
+        )
+    return f"{why}; give --limit {suggest:,} to score compactions of it"
+
+
+def _fixed_tokens(t: Any, tok: Tokenizer | None) -> int:
+    """What no compaction removes: the system prompt and schemas, and the fixed part of the
+    fit of the log's recorded usage (`counting.measure`)."""
+    from ctxkit.counting import measure
+    from ctxkit.tokens import count_transcript, get_tokenizer
+
+    tok = tok or get_tokenizer(None)
+    system = count_transcript(t.replace(units=[u for u in t.units if u.role == "system"]), tok)
+    return int(system.total + measure(t, tok).unlogged)
+
+
+# what a compaction needs to leave beside what no compaction removes, for the --limit suggested
+# (the bench's rule: `bench.harness.limit_for`)
+ROOM_TOKENS = 1_500
+
+
+def compacting_limit(tokens: int, fixed: int, thresholds: Any = None) -> int | None:
+    """A --limit at which a transcript of `tokens` tokens, `fixed` of them beyond any
+    compaction, is compacted: about half of it, rounded down to a thousand, with room for
+    ROOM_TOKENS of history under the warn threshold beside the fixed part (rounded up to a
+    thousand); None when that room
+    leaves nothing to compact (the limit it takes is at or above where compaction starts).
+
+    >>> compacting_limit(78_635, 30_820)
+    41000
+    >>> compacting_limit(9_949, 7_322) is None
+    True
+    """
+    from ctxkit.budget import Thresholds
+
+    th = thresholds or Thresholds()
+    least = math.floor((fixed + ROOM_TOKENS) / th.warn) + 1
+    limit = max(math.ceil(least / 1_000) * 1_000, tokens // 2 // 1_000 * 1_000)
+    if tokens < th.bounds(limit)["compact"]:
+        return None
+    return limit
 
 
 def example_tokens(record: dict[str, Any], tok: Tokenizer) -> int:
@@ -171,6 +271,8 @@ class Exporter:
         self.tok = tok
         self.over_budget = 0  # examples skipped for --max-example-tokens
         self.no_example = 0  # transcripts that gave no example (see dpo_record / sft_record)
+        # (transcript, why) for each of them (`no_example_reason`)
+        self.reasons: list[tuple[str, str]] = []
 
     def rows(self, trials: Sequence[Trial]) -> list[dict[str, Any]]:
         """The rows one transcript's trials give."""
@@ -182,6 +284,13 @@ class Exporter:
             record = sft_record(trials)
         if record is None:
             self.no_example += 1
+            if trials:
+                from ctxkit.counting import transcript_label
+
+                t = trials[0].original
+                label = transcript_label(t) if t.path else t.id
+                why = no_example_reason(trials, self.opts.kind, self.opts.dpo_shape, self.tok)
+                self.reasons.append((label, why))
             return []
         limit = self.opts.max_example_tokens
         if limit is not None:

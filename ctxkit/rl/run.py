@@ -130,10 +130,17 @@ class Outcome:
 
 
 def state_features(
-    t: Transcript, limit: int, tokenizer: Tokenizer, count_opts: CountOptions
+    t: Transcript,
+    limit: int,
+    tokenizer: Tokenizer,
+    count_opts: CountOptions,
+    tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The compact state an RL log records: tokens, limit, units, P1 count, type histogram."""
-    tokens = count_transcript(t, tokenizer, count_opts).total
+    """The compact state an RL log records: tokens, limit, units, P1 count, type histogram.
+    `tokens`: the figure the compaction decided on (`counting.measure`: a log's recorded usage
+    counts); default the transcript's own count."""
+    if tokens is None:
+        tokens = count_transcript(t, tokenizer, count_opts).total
     types = dict.fromkeys(TYPES, 0)
     for u in t.units:
         types[u.type if u.type in types else "other"] += 1
@@ -175,6 +182,8 @@ class Trial:
     outcome: Outcome
     state_before: dict[str, Any]
     state_after: dict[str, Any]
+    # where the limit came from, for people ("--limit", "its own target, ..."): not in the rows
+    limit_source: str = ""
 
     def row(self) -> dict[str, Any]:
         """The RL log line: {state_before, action, reward, state_after} plus the outcome."""
@@ -206,6 +215,12 @@ def run_action(
     if mode not in MODES:
         raise unknown_name("mode", mode, MODES)
     settings = CompactSettings.given(settings, limit, "run_action")
+    if limit is not None:
+        settings = settings.replace(from_log=False)  # a limit given here (ground truth) holds
+    source = limit_source(settings, t, given=limit is not None)
+    # the limit the compaction runs at, which the rows record: the log's own target, when the
+    # settings stand for it (`CompactSettings.for_transcript`)
+    settings = settings.for_transcript(t)
     settings = settings.replace(options=action.options(settings.options.seed))
     limit, tok, copts, embedder = (
         settings.limit,
@@ -218,7 +233,12 @@ def run_action(
         from ctxkit.fidelity.truth import truth_priorities
 
         t = truth_priorities(t, truth)
-    before = state_features(t, limit, tok, copts)
+    from ctxkit.counting import measure
+
+    # the figure the compaction decides on, which the limit is against: with a log's recorded
+    # usage (what the provider counted), as `count` and `guard` give it
+    measured = measure(t, tok, copts, usage=settings.use_usage).total
+    before = state_features(t, limit, tok, copts, tokens=measured)
     outcome = partial(Outcome, transcript_id=t.id, action=action.name, mode=mode, limit=limit)
     retention: dict[str, Any] | None = None
     if mode == "replay":
@@ -290,8 +310,29 @@ def run_action(
     out.fidelity = probes.score(probes.extract(t), result_t).recall if out.success else 0.0
     # what the compaction's own text says, checked against the original: a false claim costs
     out.false_claims = fidelity_claims.check(t, result_t).false if out.success else 0
-    after = state_features(result_t, limit, tok, copts)
-    return Trial(t, result_t, action, out, before, after)
+    after = state_features(result_t, limit, tok, copts, tokens=out.final_tokens)
+    return Trial(t, result_t, action, out, before, after, source)
+
+
+def limit_source(settings: CompactSettings, t: Transcript, *, given: bool = False) -> str:
+    """Where the limit `t` is scored at comes from, for people: its ground truth, --limit, the
+    log's own target (model and agent), --model, the configuration, or the default."""
+    if given:
+        return "its ground truth's limit"
+    if settings.from_log:
+        named = settings.for_transcript(t)
+        if named is not settings and named.budget is not None:
+            own = named.budget
+            return f"its log's own target, {own.name}" + (f" under {own.agent}" if own.agent else "")
+    b = settings.budget
+    if b is None:
+        return "the limit given"
+    if b.bound_by == "policy":
+        rule = b.policy_rule
+        return rule if rule.startswith("--limit") else f"the configuration's {rule}"
+    if b.name == "default":
+        return "the default limit (no --limit, and no model the log names)"
+    return f"--model {b.name}"
 
 
 def _oneshot(
@@ -318,7 +359,7 @@ def score(
     actions: Sequence[Action],
     settings: CompactSettings | None = None,
     *,
-    limit_for: Callable[[Transcript], int] | None = None,
+    limit_for: Callable[[Transcript], int | None] | None = None,
     mode: str = "oneshot",
 ) -> Iterator[list[Trial]]:
     """For each transcript (read lazily), the trials of every action, in action order.
