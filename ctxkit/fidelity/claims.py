@@ -217,7 +217,8 @@ def _section(heading: str) -> str:
         return "pending"
     if re.search(r"user messages|request|intent|\btask\b", h):
         return "user"
-    if re.search(r"current work|problem solving|key points|decisions|notes|earlier summary|where .* stand", h):
+    if re.search(r"current work|problem solving|key points|decisions|findings|notes|earlier summary|"
+                 r"where .* st(?:an|oo)d", h):
         return "words"
     return ""
 
