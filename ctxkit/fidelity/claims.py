@@ -209,6 +209,12 @@ _HELD = re.compile(
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s+-\s+(?=\S)")
 
 
+def _loose(text: str) -> str:
+    """Text without markdown's marks (backticks, emphasis stars, heading hashes): a quote
+    that lost them still says the same words."""
+    return norm(re.sub(r"[`*]+|(?:^|\s)#{1,6}(?=\s)", " ", text))
+
+
 def _section(heading: str) -> str:
     h = heading.lower()
     if re.search(r"\b(?:current|last|latest) (?:user )?request", h):
@@ -249,7 +255,8 @@ class _Checker:
         self.prose = [norm(_FENCED.sub(" ", u.content)) if "```" in u.content else t
                       for u, t in zip(original.units, self.texts, strict=True)]
         # and without backticks: a quote that lost a fence's marks still says the same words
-        self.loose = [norm(t.replace("`", " ")) for t in self.texts]
+        self.loose = [_loose(t) + " \n " + _loose(p) if p is not t else _loose(t)
+                      for t, p in zip(self.texts, self.prose, strict=True)]
         self.index: dict[str, int] = {}
         for i, u in enumerate(original.units):
             self.index.setdefault(u.id, i)
@@ -594,7 +601,7 @@ class _Checker:
                     return
         else:
             found = [next((i for i, (t, alt, loose) in enumerate(zip(self.texts, self.prose, self.loose, strict=True))
-                           if p in t or p in alt or norm(p.replace("`", " ")) in loose), None) for p in pieces]
+                           if p in t or p in alt or _loose(p) in loose), None) for p in pieces]
             if all(i is not None for i in found):
                 at = sorted({i for i in found if i is not None})
                 self.add("quote", item, unit, pos, True, whose, self.texts[at[0]], at)
