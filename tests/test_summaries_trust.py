@@ -19,7 +19,7 @@ from ctxkit.compaction import CompactSettings, compact
 from ctxkit.errors import UsageError
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.structure import is_request, request_indices
+from ctxkit.structure import is_request, pairs_intact, request_indices
 from ctxkit.summarizers.extractive import command_label, summarize_extractive, task_quote
 from ctxkit.tokens import count_transcript, get_tokenizer
 
@@ -35,7 +35,13 @@ GATOMIA = "opencode/eitatech__gatomia-vscode__checkpoints-v1__0f-1be78a364c-1@56
 TEMPLAR = "claude-code/conneroisu__templar__logs-chat-json@7c1b6b43__session-5fa42961.jsonl"
 # logs of five agents, compacted at each share for the placement and wording checks
 SEVERAL = (DJANGO, DMUX, BOX, PONYC, CODEX, TEMPLAR,
-           "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json")
+           "openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json",
+           # at a tenth a fresh start ran after summarize_old had put its summary after the last
+           # request: the handover and that summary both stood in the context
+           "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md",
+           # and there a handover that left the chain's masked outputs out split two calls
+           # from their results
+           "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__sqlfluff__sqlfluff-1763.traj.json")
 
 
 def _read(realdata: Path, rel: str) -> Transcript:
@@ -177,6 +183,7 @@ def test_a_summary_stands_where_its_span_ended(realdata: Path, tmp_path: Path, r
     for share in SHARES:
         out = _compact(t, share, tmp_path)
         ids = [u.id for u in out.units]
+        assert pairs_intact(t.units, out.units) == [], share
         summaries = [u for u in out.units if u.type == "summary" and "strategy" in u.meta]
         assert len(summaries) <= 1, (share, [s.id for s in summaries])
         for s in summaries:

@@ -196,7 +196,9 @@ def _recent_suffixes(
     last_i = _last_request_index(original)
     if last_i is None:
         return
-    current = [u for u in state.units if u.role != "system"]
+    # a summary the chain wrote is no recent message: the handover stands for what it covered
+    # (one summary per compaction; it now stands after a request it kept, at the tail)
+    current = [u for u in state.units if u.role != "system" and not _chain_summary(u)]
     request_at = next((k for k, u in enumerate(current) if u.id == original[last_i].id), None)
     if request_at is None:
         return
@@ -238,6 +240,12 @@ def _recent_suffixes(
         if fits(tail, sizes[request_at] + sum(sizes[start:])):
             tries += 1
             yield tail
+
+
+def _chain_summary(u: Unit) -> bool:
+    """A summary a strategy of this run wrote (no record of the log; a placeholder that stands
+    for one tool output stays, with its call)."""
+    return u.type == "summary" and u.raw is None and u.tool_call_id is None and "strategy" in u.meta
 
 
 def _with_handover(
@@ -361,7 +369,7 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
     if action:
         # the assistant's last word after its last action (the answer it ended on) stays with
         # it: summarized, the handover would have to stand after it, at the very end
-        action = [*action, *_closing_reply(state, action)]
+        action = [*action, *_closing_reply(state, original, action)]
     if action:
         action = _cut_to(state, action, room // 2)
     action_cost = sum(state.with_units(action).units_tokens()) if action else 0
@@ -433,13 +441,17 @@ def _cut_to(state: State, units: list[Unit], room: int) -> list[Unit]:
     return out if sum(state.with_units(out).units_tokens()) <= room else []
 
 
-def _closing_reply(state: State, action: Sequence[Unit]) -> list[Unit]:
-    """The assistant message (no tool call) that ends the session after `action`, if it is the
-    last unit: what the agent said it had done."""
+def _closing_reply(state: State, original: Sequence[Unit], action: Sequence[Unit]) -> list[Unit]:
+    """The assistant message (no tool call) of the log that ends the session after `action`,
+    if it is the last unit: what the agent said it had done (never a summary the chain wrote)."""
     ids = {u.id for u in action}
+    logged = {u.id for u in original}
     at = max((k for k, u in enumerate(state.units) if u.id in ids), default=-1)
     rest = list(state.units[at + 1 :])
-    if len(rest) == 1 and rest[0].role == "assistant" and not rest[0].tool_calls and rest[0].content.strip():
+    if (
+        len(rest) == 1 and rest[0].id in logged and rest[0].type not in ("summary", "placeholder")
+        and rest[0].role == "assistant" and not rest[0].tool_calls and rest[0].content.strip()
+    ):
         return rest
     return []
 
