@@ -410,3 +410,19 @@ def test_compare_gives_precision_beside_recall() -> None:
     assert lines["ctxkit"]["claims"] == by["ctxkit"].claims.total
     assert lines["ctxkit"]["precision"] == round(by["ctxkit"].claims.precision, 3)
     assert "false_claims" not in by["ctxkit"].to_dict(claims=False)["claims"]
+
+
+def test_a_state_the_next_kept_message_sets(realdata: Path) -> None:
+    """10-box-os: "Create new theme..." is in_progress at #68 and completed at #72. A summary of
+    #3-#69 that says it is completed is true when #72 is kept after it (what the model reads
+    next agrees), false when no list after it shows that."""
+    t = _realdata(realdata, BOX_OS)
+    text = "## Pending tasks\n- [completed] Create new theme-warm-orange theme class in globals.css"
+    claim = "[completed] Create new theme-warm-orange theme class in globals.css"
+    v = _verdicts(t, text, upto=69, keep_before=3)
+    assert v[claim][1] and "kept after it" in v[claim][2]
+    hidden = {t.units[72].id, t.units[76].id}
+    small = _compacted(t, text, upto=69, keep_before=3)
+    small = small.replace(units=[u for u in small.units if u.id not in hidden])
+    (c,) = [c for c in C.check(t, small).claims if c.kind == "task"]
+    assert not c.true and "in_progress (message #68)" in c.why
