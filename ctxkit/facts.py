@@ -339,7 +339,8 @@ _QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")
 _PATCH_FILE = re.compile(
     r"^\*\*\* (Update|Add|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE
 )
-_WRITE_TARGET = re.compile(r"(?:>>?|\btee(?:\s+-a)?)\s*['\"]?([\w./~@+-]+)")
+# a redirect (not an arrow: `=> import`, `-> x`) or tee, and what it writes
+_WRITE_TARGET = re.compile(r"(?:(?<![=\-<>])>>?|\btee(?:\s+-a)?)\s*['\"]?([\w./~@+-]+)")
 _DELETE = re.compile(r"\brm\s+(?:-\w+\s+)*")
 _RUN = re.compile(r"^\s*(?:python3?|pytest|node|npx|go\s+(?:run|test)|cargo|npm|pnpm|yarn|make|bash|sh)\b")
 
@@ -435,8 +436,11 @@ def _command_paths(command: str) -> list[tuple[str, str]]:
     `tee` or as the target of `cp`/`mv`; a `cp` source is read, a `mv` source moved."""
     found: dict[str, str] = {}
     body = _HEREDOC.sub(" ", command)
-    for m in _WRITE_TARGET.finditer(_QUOTED.sub(" ", body)):
+    unquoted = _QUOTED.sub(" ", body)
+    for m in _WRITE_TARGET.finditer(unquoted):
         target = m.group(1)
+        if unquoted[m.end() : m.end() + 1] in ("$", "{", "`", "*"):
+            continue  # a name a variable or a glob completes (`> /tmp/paths.$g`): no one file
         if target not in ("/dev/null", "&1", "&2") and not target.isdigit() and len(target) > 2:
             found[target] = "written"
     for segment in _segments(body):
@@ -750,6 +754,8 @@ def files(units: Sequence[Unit], actions: Sequence[Call] | None = None) -> dict[
                 # EOF ... EOF && python t.py` wrote t.py, then the run failed)
                 continue
             done = out.setdefault(path, [])
+            if action == "created" and done:
+                action = "written"  # written over a file an earlier call had named: it was there
             if action not in done:
                 done.append(action)
     full = [p for p in out if "/" in p.lstrip("./")]

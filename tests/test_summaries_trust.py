@@ -90,6 +90,8 @@ def test_a_backup_copy_is_written_not_edited(realdata: Path, tmp_path: Path) -> 
     ('curl -A "Mozilla/5.0 (X11)" https://x.org/a', []),
     ("task-master set-status --id=60.2/60.3/60.10 --status=done", []),
     ("claude --system-prompt.md x", []),
+    ("test -f a.js && echo a => import", [("a.js", "read")]),  # an arrow is no redirect
+    ("ls > out.txt", [("out.txt", "written")]),
 ])
 def test_what_a_shell_command_wrote(command: str, found: list[tuple[str, str]]) -> None:
     """A file is edited only where a call wrote it, and a string is a path only if it is one:
@@ -111,6 +113,16 @@ def test_a_read_of_a_file_that_mentions_a_failure_is_no_error() -> None:
     ]
     assert [c.failed for c in F.calls(units)] == [False, False]
     assert "## Errors and fixes" not in summarize_extractive(units, 300, tok=TOK)
+
+
+def test_a_file_written_over_was_not_created() -> None:
+    """session-bridge's Write of media/logo.svg, which an earlier Read had shown: `(created)`
+    said the file was new; it was written over."""
+    units = [Unit("a1", "assistant", tool_calls=[ToolCall("c1", "Read", json.dumps({"file_path": "media/logo.svg"}))]),
+             Unit("r1", "user", type="tool_result", tool_call_id="c1", content="<svg/>"),
+             Unit("a2", "assistant", tool_calls=[ToolCall("c2", "Write", json.dumps({"file_path": "media/logo.svg", "content": "<svg></svg>"}))]),
+             Unit("r2", "user", type="tool_result", tool_call_id="c2", content="File written")]
+    assert F.files(units) == {"media/logo.svg": ["written", "read"]}
 
 
 def test_a_write_that_failed_changed_nothing() -> None:
