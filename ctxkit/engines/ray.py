@@ -373,8 +373,20 @@ def _address_as_given() -> Iterator[None]:
         services.resolve_ip_for_localhost = resolve
 
 
+SHARED = "the inputs and -o DIR must be on storage every node mounts at the same path"
+
+
 def _shard_task(fn: Callable[[Shard, Any], Any], shard: Shard, job: Any) -> Any:
-    """One Ray task: `fn(shard, job)`, or the ctxkit error it raised as a result."""
+    """One Ray task: `fn(shard, job)`, or the ctxkit error it raised as a result. A shard or
+    an -o DIR this node cannot see (the driver could) is said as such: no shared storage."""
+    try:
+        open(shard.path, "rb").close()
+    except OSError as exc:
+        where = f"{shard.label or shard.path}: cannot read on a Ray node ({exc.strerror or exc}); {SHARED}"
+        return {_ERROR: (where, 1, False)}
+    out_dir = getattr(job, "out_dir", None)
+    if out_dir and not os.path.isdir(out_dir):
+        return {_ERROR: (f"-o {out_dir}: no such directory on a Ray node; {SHARED}", 1, False)}
     try:
         return fn(shard, job)
     except CtxkitError as exc:
@@ -392,10 +404,7 @@ def _task_failure(exc: BaseException, shard: Shard) -> CtxkitError:
     time)."""
     cause = getattr(exc, "cause", None)
     if isinstance(cause, OSError) and cause.filename:
-        return CtxkitError(
-            f"{cause.filename}: cannot read on a Ray node ({cause.strerror or cause}); the inputs "
-            "and -o DIR must be on storage every node mounts at the same path"
-        )
+        return CtxkitError(f"{cause.filename}: cannot read on a Ray node ({cause.strerror or cause}); {SHARED}")
     if cause is not None:
         first = (f"{type(cause).__name__}: {cause}".strip().splitlines() or ["?"])[0]
         return CtxkitError(f"shard {shard.name} failed on Ray: {first}")
@@ -646,11 +655,11 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
                 missing.append(t.id)
             yield t
 
-    def limit_for(t: Any) -> int | None:
+    def limit_for(t: Any) -> int:
         truth = t.metadata.get("ground_truth")
         if not job.fixed_limit and truth and truth.get("limit"):
             return int(truth["limit"])
-        return None  # the settings' limit, or the log's own target (`rl.run_action`)
+        return int(settings.limit)
 
     summary = rl.Summary()
     name = shard.name.removesuffix(".jsonl") + (".parquet" if job.fmt == "parquet" else ".jsonl")
