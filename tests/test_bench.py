@@ -360,7 +360,9 @@ def test_a_saved_report_charts_again(tmp_path: Path, repo_root: Path) -> None:
 
     saved = orjson.loads((repo_root / "docs" / "benchmarks.json").read_bytes())
     report = bench.BenchReport.from_dict(saved)
-    assert report.to_dict() == saved
+    again = report.to_dict()
+    assert again.pop("targets")["total"] > 0  # derived from the figures, so never read back
+    assert again == saved
     png = tmp_path / "again.png"
     bench.plot(report, str(png))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -379,3 +381,124 @@ def test_fresh_processes_import_this_ctxkit_from_any_directory(
     out = python_subprocess("import ctxkit; print(ctxkit.__file__)", timeout_s=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ctxkit.__file__
+
+
+def _report(*figures: tuple[str, bench.Figure], left_out: dict[str, str] | None = None) -> bench.BenchReport:
+    """A report of the given (suite, figure) pairs, as a run would return it."""
+    suites: dict[str, bench.SuiteResult] = {}
+    for name, f in figures:
+        suites.setdefault(name, bench.SuiteResult(name)).figures.append(f)
+    machine = {
+        "date_utc": "2026-11-29T00:00:00Z", "cpu_count": 2, "cpu": "test", "python": "3.11.7",
+        "packages": {}, "load_average_start": None, "load_average_end": None,
+    }
+    return bench.BenchReport(machine, {"left_out": left_out or {}}, suites)
+
+
+MET = ("guard", bench.Figure("guard decision", 0.5, "ms", 2.0))
+NO_TARGET = ("count", bench.Figure("raw tiktoken throughput", 3e6, "tokens/s"))
+MISSED_LOW = ("startup", bench.Figure("`ctxkit count` / `import tiktoken`", 2.31, "x", 2.0))
+MISSED_HIGH = ("count", bench.Figure("count throughput / raw tiktoken", 4.2, "ratio", 5.0, "higher"))
+
+
+def test_summary_line_counts_targets_and_names_each_missed() -> None:
+    from ctxkit.bench.harness import summary_line, targets
+
+    report = _report(MET, NO_TARGET, MISSED_LOW, MISSED_HIGH)
+    total, missed = targets(report)
+    assert total == 3  # a figure without a target is not one
+    assert [(s, f.name) for s, f in missed] == [  # in report order: suites, then figures
+        ("count", MISSED_HIGH[1].name), ("startup", MISSED_LOW[1].name)
+    ]
+    assert summary_line(report) == (
+        "bench: 1 of 3 targets met; missed: "
+        "count: count throughput / raw tiktoken 4.20 ratio (target >= 5.00); "
+        "startup: `ctxkit count` / `import tiktoken` 2.31 x (target < 2.00)"
+    )
+    assert summary_line(_report(MET)) == "bench: 1 of 1 target met"
+    assert summary_line(_report(NO_TARGET)) == "bench: 0 of 0 targets met"
+    left = _report(MET, left_out={"ray": "Ray's start-up alone takes 10-20 s"})
+    assert summary_line(left) == (
+        "bench: 1 of 1 target met; left out by --quick: ray (Ray's start-up alone takes 10-20 s)"
+    )
+    d = _report(MET, MISSED_LOW).to_dict()["targets"]
+    assert d["total"] == 2 and d["met"] == 1
+    assert d["missed"] == [{"suite": "startup", "figure": MISSED_LOW[1].name}]
+
+
+@pytest.mark.parametrize(
+    ("figures", "code"), [((MET, NO_TARGET), 0), ((MET, MISSED_LOW), 3), ((MISSED_HIGH,), 3)]
+)
+def test_cli_ends_with_the_summary_and_exits_3_on_a_missed_target(
+    figures: tuple[tuple[str, bench.Figure], ...], code: int, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run's results are set here: the exit code and the last line follow from them alone."""
+    from ctxkit.bench.harness import summary_line
+
+    report = _report(*figures)
+    monkeypatch.setattr(bench, "run", lambda *_a, **_k: report)
+    for args in ([], ["--json"], ["-o", str(tmp_path / "b.txt")]):
+        result = CliRunner().invoke(cli, ["bench", "--quick", *args], catch_exceptions=False)
+        assert result.exit_code == code, result.stderr
+        assert result.stderr.splitlines()[-1] == summary_line(report)
+    printed = json.loads(CliRunner().invoke(cli, ["bench", "--json"]).stdout)
+    assert printed["targets"] == report.to_dict()["targets"]
+
+
+def test_quick_leaves_ray_out_of_all_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxkit.bench import suites
+
+    ran: list[str] = []
+
+    def fake(name: str) -> Any:
+        def measure(_opts: bench.BenchOptions, _say: Any) -> bench.SuiteResult:
+            ran.append(name)
+            return bench.SuiteResult(name)
+
+        return measure
+
+    for name in list(suites.SUITES):
+        monkeypatch.setitem(suites.SUITES, name, fake(name))
+    report = bench.run(["all"], bench.BenchOptions(quick=True, realdata=NO_REALDATA))
+    assert "ray" not in ran and "ray" not in report.suites and "scale" in ran
+    assert list(report.options["left_out"]) == ["ray"]
+    assert "== ray: left out by --quick (" in bench.render_table(report)
+    ran.clear()
+    report = bench.run(["ray"], bench.BenchOptions(quick=True, realdata=NO_REALDATA))
+    assert ran == ["ray"] and report.options["left_out"] == {}  # named, it runs
+    ran.clear()
+    bench.run(["all"], bench.BenchOptions(realdata=NO_REALDATA))
+    assert ran == list(suites.SUITES)  # the full run keeps every suite
+
+
+@pytest.mark.slow  # every quick suite, fresh processes included: about a minute on 2 cores
+def test_cli_quick_on_a_tiny_corpus_ends_with_its_summary(tmp_path: Path, repo_root: Path) -> None:
+    """`bench --quick` end to end, on two real logs (the bundled Claude Code and tau-bench
+    samples): every suite but Ray runs, the last line is the summary, the exit code is whether
+    a target missed (which depends on the machine, so it is read from the report, never
+    assumed)."""
+    for folder, name in (("claude-code", "claude-code-session.jsonl"), ("openai-chat", "tau-bench-airline.json")):
+        logs = tmp_path / "realdata" / folder
+        logs.mkdir(parents=True)
+        (logs / name).write_bytes((repo_root / "sample_transcripts" / name).read_bytes())
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(
+        cli,
+        ["bench", "--quick", "--repeat", "1", "--realdata", str(tmp_path / "realdata"),
+         "--json", "-o", str(out)],
+        catch_exceptions=False,
+    )
+    report = json.loads(out.read_text())
+    assert set(report["suites"]) == {n for n in bench.SUITES if n != "ray"}
+    assert report["options"]["left_out"].keys() == {"ray"}
+    assert_measured(report)
+    missed = report["targets"]["missed"]
+    assert result.exit_code == (3 if missed else 0), result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last == report["targets"]["summary"]
+    assert last.startswith(f"bench: {report['targets']['met']} of {report['targets']['total']} targets met")
+    assert all(f"{m['suite']}: {m['figure']}" in last for m in missed)
+    # what the quick run measured it on is in the report: the two real logs
+    count = {f["name"]: f for f in report["suites"]["count"]["figures"]}
+    assert count["raw tiktoken throughput (cl100k_base)"]["note"].startswith("2 real transcripts (quick")

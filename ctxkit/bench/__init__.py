@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 from ctxkit.bench.harness import (
+    MISSED_EXIT,
     PACKAGES,
     QUICK_SCENARIOS,
     REAL_MIN_TOKENS,
@@ -67,6 +68,7 @@ __all__ = [
     "BenchOptions",
     "BenchReport",
     "FIDELITY_COLUMNS",
+    "MISSED_EXIT",
     "Figure",
     "PACKAGES",
     "PEERS",

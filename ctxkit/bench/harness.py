@@ -8,7 +8,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -125,10 +125,17 @@ class BenchReport:
     suites: dict[str, SuiteResult]
 
     def to_dict(self) -> dict[str, Any]:
+        total, missed = targets(self)
         return {
             "machine": self.machine,
             "options": self.options,
             "suites": {name: s.to_dict() for name, s in self.suites.items()},
+            "targets": {
+                "total": total,
+                "met": total - len(missed),
+                "missed": [{"suite": suite, "figure": f.name} for suite, f in missed],
+                "summary": summary_line(self),
+            },
         }
 
     @classmethod
@@ -157,6 +164,48 @@ class BenchReport:
                 float(s.get("time_s") or 0.0),
             )
         return cls(dict(d.get("machine") or {}), dict(d.get("options") or {}), suites)
+
+
+MISSED_EXIT = 3  # `bench`: the run finished and some figure missed its target
+
+
+def targets(report: BenchReport) -> tuple[int, list[tuple[str, Figure]]]:
+    """(figures that have a target, those that missed it as (suite, figure)), in report order."""
+    total = 0
+    missed: list[tuple[str, Figure]] = []
+    for name, suite in report.suites.items():
+        for f in suite.figures:
+            if f.passed is None:
+                continue
+            total += 1
+            if not f.passed:
+                missed.append((name, f))
+    return total, missed
+
+
+def summary_line(report: BenchReport) -> str:
+    """The one line a run ends with: how many targets were met, which were missed (suite,
+    figure, value against target), and the suites a quick run left out."""
+    from ctxkit.bench.render import fmt_value as _fmt
+    from ctxkit.report.tables import counted
+
+    total, missed = targets(report)
+    met = total - len(missed)
+    line = f"bench: {met:,} of {counted(total, 'target')} met"
+    if missed:
+        shown = "; ".join(
+            f"{suite}: {f.name} {_fmt(f.value)} {f.unit} (target {_sign(f)} {_fmt(f.target)})"
+            for suite, f in missed
+        )
+        line += f"; missed: {shown}"
+    left_out = report.options.get("left_out") or {}
+    if left_out:
+        line += "; left out by --quick: " + "; ".join(f"{n} ({why})" for n, why in left_out.items())
+    return line
+
+
+def _sign(f: Figure) -> str:
+    return "<" if f.better == "lower" else ">="
 
 
 @dataclass(frozen=True)
@@ -311,27 +360,43 @@ def standard_transcript() -> Transcript:
     return generate(scenario, seed=seed, tokens=tokens)
 
 
-def real_transcripts(root: Path | None, min_tokens: int = 0) -> list[Transcript]:
-    """Every transcript ctxkit reads under `root` (skipping other formats), at least min_tokens."""
+def _read_real(root: Path) -> Iterator[Transcript]:
+    """The transcripts ctxkit reads under `root` (skipping other formats), in path order, as
+    they are read."""
     from ctxkit.formats import read_path
-    from ctxkit.tokens import count_transcript
 
-    if root is None or not root.is_dir():
-        return []
-    out: list[Transcript] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and p.parent != root):
         try:
             found = list(read_path(str(path)))
         except (InputError, CtxkitError):
             continue
         for t in found:
-            if not t.units:
-                continue
-            if min_tokens and count_transcript(t, _tok()).total < min_tokens:
-                continue
-            t.metadata.setdefault("bench_source", f"{path.parent.name}/{path.name}")
-            out.append(t)
-    return out
+            if t.units:
+                t.metadata.setdefault("bench_source", f"{path.parent.name}/{path.name}")
+                yield t
+
+
+# what real_transcripts read, by folder: every suite of a run reads the same files once
+_REAL: dict[str, list[tuple[Transcript, int]]] = {}
+
+
+def real_transcripts(root: Path | None, min_tokens: int = 0) -> list[Transcript]:
+    """Every transcript ctxkit reads under `root` (skipping other formats), at least min_tokens.
+
+    The folder is read once per process; each call gets units of its own (the per-unit caches
+    of `ctxkit.memo` key by identity, so what one suite computed is not warm for the next)."""
+    from ctxkit.tokens import count_transcript
+
+    if root is None or not root.is_dir():
+        return []
+    key = str(root.resolve())
+    if key not in _REAL:
+        _REAL[key] = [(t, count_transcript(t, _tok()).total) for t in _read_real(root)]
+    return [
+        t.replace(units=[u.replace(raw=u.raw) for u in t.units])
+        for t, tokens in _REAL[key]
+        if tokens >= min_tokens
+    ]
 
 
 def real_chain(tokens: int, root: Path | None = None) -> Transcript | None:
@@ -343,15 +408,26 @@ def real_chain(tokens: int, root: Path | None = None) -> Transcript | None:
     from ctxkit.model import ToolCall
     from ctxkit.tokens import count_units
 
-    corpus = real_transcripts(root if root is not None else REALDATA)
-    if not corpus:
+    folder = root if root is not None else REALDATA
+    if not folder.is_dir():
         return None
+    read = _read_real(folder)  # read as far as the size needs (a fresh process per size)
+    corpus: list[Transcript] = []
+
+    def logs() -> Iterator[Transcript]:
+        yield from corpus
+        for t in read:
+            corpus.append(t)
+            yield t
+
     tok = _tok()
     units: list[Any] = []
     total = 0
     copy = 0
     while total < tokens:
-        for k, t in enumerate(corpus):
+        if copy and not corpus:
+            return None
+        for k, t in enumerate(logs()):
             prefix = f"c{copy}.{k}-"
             for u in t.units:
                 if u.role == "system" and units:

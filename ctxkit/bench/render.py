@@ -77,6 +77,8 @@ def render_table(report: BenchReport) -> str:
             lines += _table(head, rows)
         for why in s.skipped:
             lines.append(f"  skipped: {why}")
+    for name, why in (report.options.get("left_out") or {}).items():
+        lines += ["", f"== {name}: left out by --quick ({why}) =="]
     return "\n".join(lines) + "\n"
 
 

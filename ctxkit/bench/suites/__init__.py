@@ -47,6 +47,11 @@ _MODULES: tuple[ModuleType, ...] = (
     _ray,
 )
 
+# Suites `--quick` leaves out of `all` (each still runs when named): why, for the report
+QUICK_LEAVES_OUT = {
+    "ray": "Ray's start-up alone takes 10-20 s; --suite ray --quick runs it",
+}
+
 SUITES: dict[str, Callable[[BenchOptions, Progress], SuiteResult]] = {
     m.NAME: m.measure for m in _MODULES
 }
@@ -62,9 +67,14 @@ def run(
     opts = options or BenchOptions()
     say = progress or (lambda _m: None)
     names: list[str] = []
+    left_out: dict[str, str] = {}
     for name in suites:
         if name == "all":
-            names.extend(n for n in SUITES if n not in names)
+            for n in SUITES:
+                if opts.quick and n in QUICK_LEAVES_OUT:
+                    left_out[n] = QUICK_LEAVES_OUT[n]
+                elif n not in names:
+                    names.append(n)
         elif name in SUITES:
             if name not in names:
                 names.append(name)
@@ -81,6 +91,7 @@ def run(
             "quick": opts.quick,
             "realdata": str(opts.realdata) if opts.realdata and opts.realdata.is_dir() else None,
             "embedder": DEFAULT_EMBEDDER,  # what ctxkit's chain scores relevance with
+            "left_out": {n: why for n, why in left_out.items() if n not in names},
         },
         suites={},
     )

@@ -11,7 +11,7 @@ from ctxkit.bench.processes import DATASET_LIMIT, local_cpus, run_ctxkit, simula
 
 NAME = "archive"
 ARCHIVE_TARGET = 1.0  # an archive no bigger than its input
-ARCHIVE_MB, QUICK_ARCHIVE_MB = 200.0, 4.0
+ARCHIVE_MB, QUICK_ARCHIVE_MB = 200.0, 2.0
 
 
 def measure(opts: BenchOptions, say: Progress) -> SuiteResult:

@@ -21,6 +21,7 @@ from ctxkit.bench.harness import (
     standard_transcript,
 )
 from ctxkit.model import Transcript
+from ctxkit.report.tables import counted
 from ctxkit.tokens import CountOptions, speaker_name, unit_texts
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
@@ -86,10 +87,13 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     )
 
     corpus = real_transcripts(opts.realdata)
-    source = f"{len(corpus)} real transcripts"
+    source = counted(len(corpus), "real transcript")
     if opts.quick and corpus:
-        corpus = corpus[:40]
-        source = f"{len(corpus)} real transcripts (quick: first 40)"
+        corpus = _first(corpus, QUICK_COUNT_TOKENS)
+        source = (
+            f"{counted(len(corpus), 'real transcript')} (quick: the first "
+            f"{QUICK_COUNT_TOKENS:,} tokens' worth of {source})"
+        )
     if not corpus:
         from ctxkit.simulate import generate
 
@@ -100,6 +104,26 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     for name in COUNT_ENCODINGS:
         res.figures += _against_tiktoken(name, corpus, batches, source, copts, reps)
     return res
+
+
+# --quick times counting on the first real transcripts up to this many tokens (the full run on
+# all of them, 1.8M tokens)
+QUICK_COUNT_TOKENS = 600_000
+
+
+def _first(corpus: Sequence[Transcript], tokens: int) -> list[Transcript]:
+    """The first transcripts of `corpus` until they hold `tokens` tokens (at least one)."""
+    from ctxkit.tokens import count_transcript, get_tokenizer
+
+    tok = get_tokenizer(DEFAULT_TOKENIZER)
+    out: list[Transcript] = []
+    total = 0
+    for t in corpus:
+        if out and total >= tokens:
+            break
+        out.append(t)
+        total += count_transcript(t, tok).total
+    return out
 
 
 COUNT_ENCODINGS = (DEFAULT_TOKENIZER, O200K)

@@ -80,6 +80,11 @@ def _static_load_subprocess() -> tuple[float | None, str]:
     return float(out.stdout.strip().splitlines()[-1]), ""
 
 
+# torch's import and the weights take 10-30 s on 2 cores, and torch in the process slows every
+# suite after it (each garbage collection walks its objects): --quick leaves MiniLM out
+QUICK_NO_MINILM = "not in --quick (loading torch takes 10-30 s on 2 cores); the full run measures it"
+
+
 def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     """MiniLM load (fresh process) and batched embedding per unit; static and lexical beside it."""
     from ctxkit import embedders
@@ -118,8 +123,11 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 note=f"{source}, {tokens:,} tokens, cold word cache, median of {st['runs']}",
             )
         )
-    say("embed: loading MiniLM in a fresh process")
-    load_s, why = _minilm_load_subprocess()
+    if opts.quick:
+        load_s, why = None, QUICK_NO_MINILM
+    else:
+        say("embed: loading MiniLM in a fresh process")
+        load_s, why = _minilm_load_subprocess()
     if load_s is None:
         res.skipped.append(f"minilm: {why}")
     else:

@@ -51,6 +51,8 @@ REPEAT_UNDER_S = 0.5  # compactions shorter than this (CPU) are timed REPEATS ti
 # sizes is that short), so the sizes whose slope is its figure are all timed alike.
 REPEAT_UNDER_S_TOKENS = 2.0
 REPEATS = 3
+# --quick: one simulated scenario beside the real logs chained and the tiny messages
+QUICK_SCALE_SCENARIOS = ("agent_session",)
 
 
 def _vm_kib(field_name: str) -> int | None:
@@ -259,9 +261,9 @@ FILE_PASS = (
 )
 
 
-def _process_pair(path: str, limit: int, work: str) -> dict[str, Any]:
+def _process_pair(path: str, limit: int, work: str, repeats: int = REPEATS) -> dict[str, Any]:
     """`ctxkit compact FILE --limit L -o OUT` and one tiktoken pass over FILE (`FILE_PASS`),
-    each a fresh process: CPU and wall seconds, best of REPEATS interleaved runs after one of
+    each a fresh process: CPU and wall seconds, best of `repeats` interleaved runs after one of
     each to warm the page cache. Each compaction writes a new output and archive in `work`."""
     from ctxkit.bench.processes import run_timed
     from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, OFFLINE_ENCODINGS
@@ -270,7 +272,7 @@ def _process_pair(path: str, limit: int, work: str) -> dict[str, Any]:
     encoding = OFFLINE_ENCODINGS.get(DEFAULT_TOKENIZER, DEFAULT_TOKENIZER)
     tiktoken_cmd = [sys.executable, "-c", FILE_PASS, path, encoding]
     runs: dict[str, list[tuple[float, float]]] = {"compact": [], "tiktoken": []}
-    for i in range(REPEATS + 1):
+    for i in range(repeats + 1):
         out = os.path.join(work, f"out-{i}.jsonl")
         compact_cmd = [sys.executable, "-m", "ctxkit", "compact", path, "--limit", str(limit), "-o", out]
         c, t = run_timed(compact_cmd, env), run_timed(tiktoken_cmd, env)
@@ -285,13 +287,15 @@ def _process_pair(path: str, limit: int, work: str) -> dict[str, Any]:
         "process_tiktoken_cpu_s": round(best["tiktoken"][1], 4),
         "process_over_tiktoken_cpu": round(best["compact"][1] / best["tiktoken"][1], 2),
         "file_bytes": os.path.getsize(path),
+        "process_runs": repeats,
     }
 
 
 def _axes(opts: BenchOptions) -> list[tuple[str, tuple[int, ...], bool]]:
     """(kind, sizes, light) of each axis the scale suite runs."""
     sizes = opts.sizes or tuple(s for s in SCALE_SIZES if not opts.quick or s <= 100_000)
-    axes = [(scenario, sizes, False) for scenario in opts.scale_scenarios or SCALE_SCENARIOS]
+    scenarios = opts.scale_scenarios or (QUICK_SCALE_SCENARIOS if opts.quick else SCALE_SCENARIOS)
+    axes = [(scenario, sizes, False) for scenario in scenarios]
     if opts.scale_scenarios is None:
         real = tuple(s for s in REAL_CHAIN_SIZES if not opts.quick or s <= 100_000)
         axes.append((REAL_CHAIN, opts.sizes or real, False))
@@ -312,7 +316,8 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         for size in sizes:
             say(f"scale: {scenario} {size:,} {axis}")
             # from 10k tokens on, the same input as a file, for the whole processes
-            files = axis == "tokens" and size >= 10_000
+            # (--quick: at the largest size only)
+            files = axis == "tokens" and size >= 10_000 and (not opts.quick or size == max(sizes))
             with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as work:
                 path = os.path.join(work, "input.jsonl") if files else None
                 try:
@@ -324,7 +329,8 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 if path is not None:
                     say(f"scale: {scenario} {size:,} {axis}, whole processes")
                     try:
-                        row.update(_process_pair(path, row["limit"], work))
+                        repeats = opts.repeat or (1 if opts.quick else REPEATS)
+                        row.update(_process_pair(path, row["limit"], work, repeats))
                     except RuntimeError as exc:  # the in-process figures stand without it
                         res.skipped.append(f"scale: {scenario} {size:,} as a file: {exc}")
         res.rows.extend(rows)
@@ -374,7 +380,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                         PASS_TARGET,
                         note=f"{r['process_compact_cpu_s']:.3g} s CPU against "
                         f"{r['process_tiktoken_cpu_s']:.3g} s for {r['file_bytes']:,} bytes "
-                        f"(best of {REPEATS}); wall {r['process_compact_s']:.3g} s against "
+                        f"(best of {r.get('process_runs', REPEATS)}); wall {r['process_compact_s']:.3g} s against "
                         f"{r['process_tiktoken_s']:.3g} s",
                     )
                 )
