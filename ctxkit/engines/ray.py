@@ -655,11 +655,11 @@ def score_shard(shard: Shard, job: ScoreJob) -> dict[str, Any]:
                 missing.append(t.id)
             yield t
 
-    def limit_for(t: Any) -> int:
+    def limit_for(t: Any) -> int | None:
         truth = t.metadata.get("ground_truth")
         if not job.fixed_limit and truth and truth.get("limit"):
             return int(truth["limit"])
-        return int(settings.limit)
+        return None  # the settings' limit, or the log's own target (`rl.run_action`)
 
     summary = rl.Summary()
     name = shard.name.removesuffix(".jsonl") + (".parquet" if job.fmt == "parquet" else ".jsonl")
