@@ -210,6 +210,20 @@ def test_a_summary_stands_where_its_span_ended(realdata: Path, tmp_path: Path, r
         assert not out.units or not (out.units[-1].type == "summary" and out.units[-1].role == "assistant")
 
 
+def test_the_reply_that_ends_the_session_stays_after_the_summary(realdata: Path, tmp_path: Path) -> None:
+    """OpenHands ponyc at a sixth: the agent's closing message came after its last action; it
+    was summarized, so the summary stood last, after the action, and the context ended on it.
+    The closing reply stays with the last action, and the summary stands before both."""
+    t = _read(realdata, PONYC)
+    closing = t.units[-1]
+    assert closing.role == "assistant" and not closing.tool_calls
+    out = _compact(t, 6, tmp_path)
+    assert out.units[-1].id == closing.id and out.units[-1].content == closing.content
+    ids = [u.id for u in out.units]
+    summary = next(u for u in out.units if u.type == "summary")
+    assert ids.index(summary.id) < ids.index(t.units[-3].id)  # before the last action
+
+
 # --- 3. the task first, whole ----------------------------------------------------------------
 
 

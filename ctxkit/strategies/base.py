@@ -212,8 +212,17 @@ def last_reply(state: State) -> set[int]:
 
 def where_work_stands(state: State) -> set[int]:
     """What no strategy that removes units may take: the last action and what came back
-    (`last_action`), or in a session without actions the last reply (`last_reply`)."""
-    return last_action(state) or last_reply(state)
+    (`last_action`) with the assistant's reply that ends the session after it (what it said it
+    had done: summarized, the summary would stand after the action, at the very end), or in a
+    session without actions the last reply (`last_reply`)."""
+    action = last_action(state)
+    if not action:
+        return last_reply(state)
+    units = state.units
+    end = len(units) - 1
+    if end > max(action) and units[end].role == "assistant" and not units[end].tool_calls and units[end].content:
+        return action | {end}
+    return action
 
 
 def make_ref(scope: str, unit: Unit) -> str:

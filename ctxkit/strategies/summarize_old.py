@@ -262,13 +262,16 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
                 "verbatim": [[uid, text] for uid, text in quoted],
             },
         )
-        # The protected units of the span (the first request, a last request, P1 units) precede
-        # the summary, in their order: it stands where the span ended, so every message after
-        # it came after what it summarizes (a request placed after a summary of its answer
-        # would read as not yet answered). A user's message brought next to another one joins
-        # its turn, as the writers put joined units in one message.
-        kept = _joined([*units[:first], *[units[i] for i in span if i in keep]])[first:]
-        built = state.with_units([*units[:first], *kept, summary, *units[cut:]])
+        # The summary stands where what it summarizes ended: the protected units of the span
+        # from before its last summarized unit (the first request, a last request, P1 units)
+        # precede it, those after it (the last action and the reply that ends the session)
+        # follow, so every message after it came after what it summarizes (a request placed
+        # after a summary of its answer would read as not yet answered). A user's message
+        # brought next to another one joins its turn, as the writers put joined units in one
+        # message.
+        before = _joined([*units[:first], *[units[i] for i in span if i in keep and i < gone[-1]]])[first:]
+        after = [units[i] for i in span if i in keep and i > gone[-1]]
+        built = state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
         if not check:
             sizes[cut] = built.tokens()
         return built
