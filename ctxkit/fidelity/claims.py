@@ -212,7 +212,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\s+-\s+(?=\S)")
 def _loose(text: str) -> str:
     """Text without markdown's marks (backticks, emphasis stars, heading hashes): a quote
     that lost them still says the same words."""
-    return norm(re.sub(r"[`*]+|(?:^|\s)#{1,6}(?=\s)", " ", text))
+    return norm(re.sub(r"(?:^|\s)#{1,6}(?=\s)", " ", re.sub(r"[`*]+", "", text)))
 
 
 def _section(heading: str) -> str:
