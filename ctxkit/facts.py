@@ -823,3 +823,145 @@ def todos(units: Sequence[Unit]) -> list[tuple[str, str]]:
                     out.append((str(item.get("status", "pending")), one_line(text)))
             return out
     return []
+
+
+# --- the names of the current work ------------------------------------------------------------
+
+RECENT_REPLIES = 3  # the assistant messages, newest first, whose names are the current work's
+MAX_NAMES = 20  # names of the current work read from the log
+
+# what a model continuing the work refers to by name: a URL, a path or file name, a code name
+# (snake_case, camelCase, PascalCase, kebab-case, dotted), an id that mixes letters and digits
+# (ZFA04Y, W2378156, a commit hash), an issue or order number (#123, 4521), a `quoted` name
+_URL = re.compile(r"https?://[^\s<>\"'`)\]}]+")
+_BACKTICKED = re.compile(r"`([^`\n]{3,40})`")
+_TOKEN = re.compile(r"(?:~?/\.?|\.\.?/|#)?[A-Za-z0-9_][\w./@-]*[A-Za-z0-9_]")
+_CODE_NAME = re.compile(
+    r"[A-Za-z_]\w*_\w+"  # snake_case
+    r"|[a-z][a-z0-9]*[A-Z]\w*"  # camelCase
+    r"|[A-Z][a-z0-9]+[A-Z]\w*"  # PascalCase
+    r"|[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+"  # kebab-case
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"  # dotted: a module, a file name
+)
+_ID = re.compile(r"#?(?=[A-Za-z0-9]*\d)(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{4,}|#?\d{3,}(?:\.\d+)?")
+_TEMPLATE = re.compile(r"[<>{}$]")  # `python <script_name>.py`, `${label}`: a template, no name
+_PLAIN = frozenset(
+    "e.g i.e etc. utf-8 utf8 http https json yaml true false null none self this that".split()
+)
+
+
+def _name_kind(token: str) -> bool:
+    """Whether `token` (a run of name characters) is a name a model would refer to."""
+    if "/" in token:
+        # a path: from the root, home or here, of three parts, or with a part no word says (a
+        # file name, `deberta-v3`); not `</canvas>`'s `/canvas`, `n/a`, `UI/UX` or `read/write`
+        parts = [p for p in token.split("/") if p not in ("", ".", "..", "~")]
+        if not parts or not any(c.isalpha() for c in token):
+            return False
+        rooted = token.startswith(("/", "~", "./", "../")) and (len(parts) >= 2 or "." in parts[0])
+        return rooted or len(parts) >= 3 or any(not p.isalpha() for p in parts)
+    return bool(_CODE_NAME.fullmatch(token) or _ID.fullmatch(token))
+
+
+def names_in(text: str) -> list[str]:
+    """The names `text` mentions, in order, each once: URLs, `quoted` names, paths and file
+    names, code names, ids and numbers of three digits or more."""
+    out: dict[str, None] = {}
+    for m in _URL.finditer(text):
+        out[m.group(0).rstrip(".,;:!?")] = None
+    for m in _BACKTICKED.finditer(text):
+        inner = m.group(1).strip()
+        # a quoted name, not a plain word (`main`, `false`) nor a sentence
+        if len(inner.split()) <= 3 and inner.lower() not in _PLAIN and not _TEMPLATE.search(inner) and (
+            not inner.isalpha() or _name_kind(inner)
+        ):
+            out[inner] = None
+    rest = _URL.sub(" ", text)
+    for m in _TOKEN.finditer(rest):
+        token = m.group(0).rstrip(".-")
+        if len(token) >= 3 and token.lower() not in _PLAIN and _name_kind(token):
+            out[token] = None
+    return list(out)
+
+
+def named(name: str, text: str) -> bool:
+    """Whether `text` holds `name` as a whole name: not inside a longer word, path or number."""
+    at = text.find(name)
+    while at >= 0:
+        before = text[at - 1] if at else " "
+        end = at + len(name)
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-"):
+            return True
+        at = text.find(name, at + 1)
+    return False
+
+
+def unit_words(u: Unit) -> list[str]:
+    """A unit's text as the model reads it: its content and the string values of its calls'
+    arguments (a command, a path, an id; not the tool's name, which is no name of the work)."""
+    out = [u.content] if u.content else []
+    for c in u.tool_calls:
+        out.extend(_arg_strings(decoded_args(c.arguments)))
+    return out
+
+
+def _arg_strings(data: Any) -> list[str]:
+    if isinstance(data, str):
+        return [data]
+    if isinstance(data, dict):
+        return [s for v in data.values() for s in _arg_strings(v)]
+    if isinstance(data, list):
+        return [s for v in data for s in _arg_strings(v)]
+    return [str(data)] if isinstance(data, (int, float)) and not isinstance(data, bool) else []
+
+
+def latest_positions(units: Sequence[Unit]) -> list[int]:
+    """The messages that say what the work is now: the last request and the last
+    `RECENT_REPLIES` assistant messages, newest first after the request."""
+    request = next((i for i in range(len(units) - 1, -1, -1) if is_request(units[i])), None)
+    replies = [i for i, u in enumerate(units) if u.role == "assistant" and (u.content or u.tool_calls)]
+    out = [] if request is None else [request]
+    out += [i for i in reversed(replies[-RECENT_REPLIES:]) if i != request]
+    return out
+
+
+def _name_cost(name: str) -> int:
+    """0 for an id, a number or a code name, 1 for a path or a file name, 2 for a URL or a
+    quoted phrase."""
+    if "://" in name or " " in name:
+        return 2
+    return 1 if "/" in name or _HAS_EXT.search(name) else 0
+
+
+def current_names(units: Sequence[Unit], limit: int = 3 * MAX_NAMES) -> list[str]:
+    """The names of the current work: those the last request and the latest assistant messages
+    mention that the conversation had used before them (an id, a file, a function the work is
+    about, not one it just made up), none part of a longer one listed, at most `limit`. The
+    short ones first (an id, a function: a line holds many), then paths and file names, then
+    URLs and quoted phrases; in each, the request's first, then the newest message's.
+
+    >>> current_names([
+    ...     Unit("u1", "user", content="Cancel reservation ZFA04Y, please."),
+    ...     Unit("a1", "assistant", content="Reservation ZFA04Y holds flight HAT170; cancel it?"),
+    ...     Unit("u2", "user", content="Yes, cancel ZFA04Y and keep HAT001."),
+    ... ])
+    ['ZFA04Y']
+    """
+    positions = latest_positions(units)
+    if not positions:
+        return []
+    earliest = min(positions)
+    before = "\n".join(t for u in units[:earliest] for t in unit_words(u))
+    found: dict[str, None] = {}
+    for i in positions:
+        u = units[i]
+        texts = [request_text(u)] if u.role == "user" else unit_words(u)
+        for text in texts:
+            for name in names_in(text):
+                if name not in found and named(name, before):
+                    found[name] = None
+    names = sorted(found, key=_name_cost)
+    # a name inside a longer one listed says less (`v2` of `model-v2`, `Foo` of `Foo.bar`)
+    names = [n for n in names if not any(n != o and n in o for o in names)]
+    return names[:limit]

@@ -298,3 +298,65 @@ def test_earlier_actions_say_what_came_back(realdata: Path, tmp_path: Path) -> N
     t = _read(realdata, TEMPLAR)
     text = _written(_compact(t, 3, tmp_path))
     assert "-> ok: https://github.com/conneroisu/templar/issues/" in text
+
+
+NAMES_LINE = "- names in the current work: "
+
+
+@pytest.mark.parametrize(
+    ("rel", "share", "name"),
+    [
+        # a fresh start of an airline chat: the reservations the agent was changing when the
+        # room ran out (its last messages name them; the handover's sections do not)
+        ("openai-chat/sierra-research__tau-bench__gpt-4o-airline__idx033_task33_trial0_reward0.json", 6, "H8Q05L"),
+        # summarize_old of an aider chat resizing a chart: the code names its last reply edits
+        ("aider/Aider-AI__aider__chat-history__session0618_2024-08-13T134245.md", 6, "blameData"),
+    ],
+)
+def test_a_summary_names_the_ids_of_the_current_work(
+    realdata: Path, tmp_path: Path, rel: str, share: int, name: str
+) -> None:
+    """Issue 38 / issue 33 point 4: a summary keeps the ids and names of the current work that
+    the last request and the latest assistant messages use, on one line, read from the log by
+    `ctxkit.facts` (not the judge's probes, issue 35). Each name on it is one the summarized
+    messages say, and none is said anywhere else in the context: without the line it is lost."""
+    t = _read(realdata, rel)
+    out = _compact(t, share, tmp_path)
+    lines = [(u, line) for u in out.units if u.type == "summary"
+             for line in u.content.splitlines() if line.startswith(NAMES_LINE)]
+    assert len(lines) == 1
+    summary, line = lines[0]
+    names = line[len(NAMES_LINE):].split(", ")
+    assert name in names and 0 < len(names) <= F.MAX_NAMES and len(set(names)) == len(names)
+    # the current work: the last request and the latest assistant messages say the id
+    recent = "\n".join(x for i in F.latest_positions(list(t.units)) for x in F.unit_words(t.units[i]))
+    assert F.named(name, recent)
+    # true of the log: every name is said by the messages the compaction took out of the context
+    kept_ids = {u.id for u in out.units}
+    span = "\n".join(x for u in t.units if u.id not in kept_ids for x in F.unit_words(u))
+    assert all(F.named(n, span) for n in names), [n for n in names if not F.named(n, span)]
+    # worth its tokens: no name the context already says elsewhere
+    elsewhere = "\n".join([*(x for u in out.units if u is not summary for x in F.unit_words(u)),
+                           summary.content.replace(line, "")])
+    assert not [n for n in names if n in elsewhere]
+
+
+def test_the_names_of_the_current_work_are_read_from_the_latest_messages() -> None:
+    """`facts.current_names`: ids, code names, files and URLs the last request and the latest
+    assistant messages use that the conversation had used before them; not the words of the
+    prose, not a name the latest messages made up, not a name inside a longer one listed."""
+    units = [
+        Unit("u1", "user", content="Order #W2378156 failed in `place_order`; see https://x.example/o/1"),
+        Unit("a1", "assistant", tool_calls=[ToolCall("c1", "Read", json.dumps({"file_path": "src/shop/orders.py"}))]),
+        Unit("r1", "tool", content="def place_order(order_id): ...", tool_call_id="c1"),
+        Unit("a2", "assistant", content="I found the function."),
+        Unit("a3", "assistant", content="It has no retry."),
+        Unit("a4", "assistant", content="place_order in src/shop/orders.py raises for #W2378156 (see "
+                                        "https://x.example/o/1); I will add retry_order, a new helper."),
+        Unit("u2", "user", content="Go ahead, and keep the commit small."),
+    ]
+    names = F.current_names(units)
+    assert names == ["place_order", "#W2378156", "src/shop/orders.py", "https://x.example/o/1"]
+    assert "retry_order" not in names  # the latest message made it up: no name the work used before
+    # plain words, `n/a`, `UI/UX` and the `/canvas` of `</canvas>` are no names; ids and hashes are
+    assert F.names_in("The `main` one: n/a UI/UX </canvas> ZFA04Y 4f86393 HAT170.") == ["ZFA04Y", "4f86393", "HAT170"]

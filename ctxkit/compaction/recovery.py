@@ -15,6 +15,9 @@ from ctxkit.strategies.base import (
     user_messages_kept,
 )
 from ctxkit.strategies.summarize_old import (
+    CHECK_MIN_TOKENS,
+    CHECK_SHARE,
+    current_names,
     preamble,
     verbatim_section,
     with_missing_facts,
@@ -258,6 +261,7 @@ def _with_handover(
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
     from ctxkit.summarizers.extractive import (
+        WORK_TITLE,
         distinct_sizes,
         handover,
         newest_within,
@@ -278,29 +282,48 @@ def _with_handover(
     sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
     stale = superseded(tail)
-    while size >= 16:
-        text = handover(
-            dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
-        )
-        # what the messages kept after it show is newer (a later task list, the next steps)
-        text = without_sections(text, stale)
-        quotes = verbatim_section(quoted)
+    names = current_names(state, dropped, [*system, *tail])  # as summarize_old checks its summary
+
+    def checked(text: str, quotes: str, size: int, spare: int = 0, names: Sequence[str] = names) -> State:
         # checked against the dropped messages' own facts, as summarize_old checks its summary
-        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state)
-        text = "\n".join(p for p in (head, text, quotes) if p)
-        summary = _handover_unit(text, refs)
-        candidate = State(
+        text = with_missing_facts(text, quotes, dropped, [*system, *tail], size, state, spare, names=names)
+        summary = _handover_unit("\n".join(p for p in (head, text, quotes) if p), refs)
+        return State(
             units=tuple(placed(original, system, tail, summary, dropped)),
             target=state.target, ctx=state.ctx, in_recovery=True,
         )
-        over = candidate.tokens() - state.target
-        if over <= 0:
-            return candidate
-        if quoted and size <= 64:
-            quoted = quoted[1:]  # the oldest quote goes before the sections get any smaller
-            continue
-        size -= over + 8
-    return None
+
+    def fitted(size: int, quoted: list[Unit], named: Sequence[str]) -> tuple[State, str] | None:
+        while size >= 16:
+            text = handover(
+                dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+            )
+            # what the messages kept after it show is newer (a later task list, the next steps)
+            text = without_sections(text, stale)
+            quotes = verbatim_section(quoted)
+            candidate = checked(text, quotes, size, names=named)
+            over = candidate.tokens() - state.target
+            if over <= 0:
+                if names and over < 0:
+                    # what the goal leaves beside it goes to the facts and names the check left out
+                    fuller = checked(text, quotes, size, max(CHECK_MIN_TOKENS, size // CHECK_SHARE) - over)
+                    if fuller.fits():
+                        return fuller, text
+                return candidate, text
+            if quoted and size <= 64:
+                quoted = quoted[1:]  # the oldest quote goes before the sections get any smaller
+                continue
+            size -= over + 8
+        return None
+
+    found = fitted(size, quoted, names)
+    if names and found is not None and WORK_TITLE not in found[1]:
+        # the names are not worth where the work stood (the last actions and what came back):
+        # without them, in what the handover leaves of the room
+        plain = fitted(size, quoted, ())
+        if plain is not None and WORK_TITLE in plain[1]:
+            found = plain
+    return found[0] if found is not None else None
 
 
 def placed(
@@ -540,10 +563,13 @@ def _minimal(
     p1 = [u for u in body if u.is_p1]
     tok = state.ctx.tokenizer
     # The names of the current work that neither the handover nor what stays beside it says
-    # are added on a line of their own, as the fuller handover and summarize_old add theirs;
-    # left out when even the smallest handover with them does not fit. Not the handed-over
+    # are added on a line of their own, as the fuller handover and summarize_old add theirs:
+    # in what the handover leaves of the room, else in a smaller handover that still hands
+    # something over, else as many as the room leaves (none at worst). Not the handed-over
     # facts: the handover's own sections hold its files and failures first, and a check's
     # share of this small room would shrink them to re-add a few.
+    rest = [*system, *lead, *([request] if request is not None else []), *action]
+    names = current_names(state, body, rest)
     body_tokens = sum(state.with_units(body).units_tokens())
     opening = preamble(len(body), body_tokens, refs)
     # in a room that the usual opening line would take a third of, the short one
@@ -556,20 +582,30 @@ def _minimal(
 
     # the user's own words in what it hands over, newest first within a quarter of the room
     # (what users most miss after a compaction), before the sections shrink
-    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
+    from ctxkit.summarizers.extractive import WORK_TITLE, distinct_sizes, newest_within
 
     quoted = _quoted(state, original, body)
     sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
     # (in a room of a few hundred tokens the handover's sections need it all)
     quoted = [quoted[k] for k in newest_within(sizes, room // 4)] if room >= 4 * MIN_HANDOVER_TOKENS else []
 
-    def shrunk() -> State:
+    def built(head: str, body_text: str) -> State:
+        text = "\n".join(p for p in (head, body_text, verbatim_section(quoted)) if p)
+        summary = _handover_unit(text, refs)
+        kept = [*lead, *([request] if request is not None else [])]
+        if action:
+            at = len(kept) if after or request is None else len(kept) - 1
+            kept[at:at] = list(action)
+        units = placed(original, system, kept, summary, body)
+        return State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+
+    def shrunk(checked: bool) -> tuple[State, str, str]:
         # The handover gets what the system prompt and the last request leave, up to its own
         # size; the summarizer's length is approximate, so shrink it until the whole fits.
         nonlocal quoted
         size = max(16, min(options.handover_tokens, room))
         candidate = state
-        head = opening
+        head, body_text = opening, ""
         for _ in range(6 + len(quoted)):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
@@ -580,14 +616,8 @@ def _minimal(
                 # nothing handed over but where the messages went: in a tiny room, the shortest
                 # line that says so (the least a fresh start leaves, `smallest_form`)
                 head = archive_line(refs) if short else preamble(len(body), body_tokens, refs, summarized=False)
-            text = "\n".join(p for p in (head, body_text, verbatim_section(quoted)) if p)
-            summary = _handover_unit(text, refs)
-            kept = [*lead, *([request] if request is not None else [])]
-            if action:
-                at = len(kept) if after or request is None else len(kept) - 1
-                kept[at:at] = list(action)
-            units = placed(original, system, kept, summary, body)
-            candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+            candidate = built(head, with_missing_facts(body_text, "", (), rest, size, state, names=names)
+                              if checked and body_text else body_text)
             over = candidate.tokens() - state.target
             if over <= 0:
                 break
@@ -597,9 +627,30 @@ def _minimal(
             if size <= 16:
                 break
             size = max(16, size - over - 8)
-        return candidate
+        return candidate, head, body_text
 
-    return shrunk()
+    quotable = quoted
+    plain, head, body_text = shrunk(checked=False)
+    if not (names and body_text and plain.fits()):
+        return plain
+    # the names of the current work in what the handover leaves of the room, as many as fit;
+    # when not all do, the handover shrinks for them if it still hands something over
+    left = state.target - plain.tokens()
+    fitting = plain
+    for k in range(len(names), 0, -1):
+        named = built(head, with_missing_facts(body_text, "", (), rest, 0, state, spare=left, names=names[:k]))
+        if named.fits():
+            if k == len(names):
+                return named
+            fitting = named
+            break
+    plain_quoted, quoted = quoted, quotable
+    candidate, _, shorter = shrunk(checked=True)
+    # not at the cost of where the work stood (the last actions and what came back)
+    if candidate.fits() and shorter and (WORK_TITLE in shorter or WORK_TITLE not in body_text):
+        return candidate
+    quoted = plain_quoted
+    return fitting
 
 
 def _truncate_marker(state: State, dropped: Sequence[Unit]) -> Unit:

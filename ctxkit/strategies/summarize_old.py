@@ -244,7 +244,8 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
             rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
             span_units = [state.ctx.original(units[i]) for i in gone]
             text = with_missing_facts(
-                text, quotes, span_units, rest, length, state, spare, todos=TASKS_TITLE not in stale
+                text, quotes, span_units, rest, length, state, spare, todos=TASKS_TITLE not in stale,
+                names=current_names(state, span_units, rest),
             )
         parts = [head, text.strip(), quotes]
         digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
@@ -362,13 +363,15 @@ def with_missing_facts(
     spare: int = 0,
     *,
     todos: bool = True,
+    names: Sequence[str] = (),
 ) -> str:
     """The summary with the span's facts it lost that no message staying in the context
     carries either, added in a section of their own within a third of the summary's length,
     or within `spare` (what the goal leaves beside the summary) when that is more: the files
     the span changed (`facts.files`), its failures with their error lines, (`todos`) the open
-    items of its last todo list, then the files it only read or ran. Read from the log (`ctxkit.facts`), as the summary is,
-    so what is added is as true as the summary; Gemini CLI has the model verify its snapshot."""
+    items of its last todo list, then the `names` of the current work (`current_names`) on one
+    line, then the files it only read or ran. Read from the log (`ctxkit.facts`), as the summary
+    is, so what is added is as true as the summary; Gemini CLI has the model verify its snapshot."""
     from ctxkit import facts as F
     from ctxkit.summarizers.extractive import CHECK_TITLE, command_label
 
@@ -380,9 +383,10 @@ def with_missing_facts(
     looked_at = [p for p, a in F.files(span, actions).items() if p not in changed and a[0] in ("read", "ran", "used")]
     failures = [c for c in actions if c.failed and c.error]
     open_todos = F.todos(span) if todos else []
-    if not (changed or failures or open_todos or looked_at):
-        return text
     said = f"{text}\n{quotes}"
+    names = [n for n in names if n not in said]
+    if not (changed or failures or open_todos or looked_at or names):
+        return text
     rest_actions = F.calls(rest)
     rest_changed = {
         p for c in rest_actions for p, a in c.paths if a in ("created", "edited", "written", "deleted", "moved")
@@ -405,9 +409,11 @@ def with_missing_facts(
     for status, item in open_todos:
         if item not in said and not in_rest(item):
             lines.append((1, f"- todo: [{status}] {item}"))
+    if names:
+        lines.append((2, NAMES))  # filled below with the names the room holds
     unread = [p for p in looked_at if p not in said and not in_rest(p)]
     for k in range(0, len(unread), 6):
-        lines.append((2, "- read: " + ", ".join(unread[k : k + 6])))
+        lines.append((3, "- read: " + ", ".join(unread[k : k + 6])))
     if not lines:
         return text
     lines = sorted(dict.fromkeys(lines), key=lambda x: x[0])
@@ -416,6 +422,10 @@ def with_missing_facts(
     used = tok.count(f"## {CHECK_TITLE}\n")
     chosen: list[str] = []
     for _, line in lines:
+        if line == NAMES:
+            line = _names_line(names, room - used, tok)
+            if not line:
+                continue
         n = tok.count(line + "\n")
         if used + n > room:
             continue
@@ -424,6 +434,49 @@ def with_missing_facts(
     if not chosen:
         return text
     return f"{text.rstrip()}\n## {CHECK_TITLE}\n" + "\n".join(chosen)
+
+
+NAMES = "- names in the current work: "  # the check's one line of names (`current_names`)
+
+
+def current_names(state: State, span: Sequence[Unit], rest: Sequence[Unit]) -> list[str]:
+    """The names of the current work (`facts.current_names`: ids, files, code names the last
+    request and the latest assistant messages of the transcript as read use, which the
+    conversation had used before them) that `span` says (or the messages an earlier summary in
+    it stands for) and no message of `rest` does, at most `facts.MAX_NAMES`, in their order.
+    The transcript's names are read once per run: an earlier step may have cut the messages
+    that say them."""
+    from ctxkit import facts as F
+
+    ctx = state.ctx
+    names = ctx.once.get("current_names")
+    if names is None:
+        read = list(ctx.originals.values()) or [ctx.original(u) for u in state.units]
+        names = ctx.once["current_names"] = F.current_names(read)
+    if not names:
+        return []
+    # an earlier summary in the span stands for the messages it summarized: their names are
+    # the span's too
+    inner = [ctx.originals[i] for u in span if u.type == "summary"
+             for i in u.meta.get("summarized_ids", ()) if i in ctx.originals]
+    span_text = "\n".join(t for u in [*span, *inner] for t in F.unit_words(u))
+    out = [n for n in names if F.named(n, span_text)]
+    if out:
+        rest_text = "\n".join(t for u in rest for t in F.unit_words(u))
+        out = [n for n in out if n not in rest_text]
+    return out[: F.MAX_NAMES]
+
+
+def _names_line(names: Sequence[str], room: int, tok: Any) -> str:
+    """The names line with as many of `names`, in their order, as `room` tokens hold; empty
+    when not even one does."""
+    line = ""
+    for k in range(1, len(names) + 1):
+        longer = NAMES + ", ".join(names[:k])
+        if tok.count(longer + "\n") > room:
+            break
+        line = longer
+    return line
 
 
 CHECK_SHARE = 3  # the facts a check adds take at most a third of the summary's length
