@@ -38,8 +38,11 @@ def loopback_node(ray_params: Any, head: bool) -> None:
 class RayCluster:
     """A head and `workers` worker nodes, `num_cpus` CPUs each, their files under `root`."""
 
-    def __init__(self, root: Path, *, workers: int = 1, num_cpus: int = 1) -> None:
+    def __init__(self, root: Path, *, workers: int = 1, num_cpus: int = 1, temp: Path | None = None) -> None:
         self.root = root
+        # Ray's session folder, whose sockets must fit AF_UNIX's 107 bytes with Ray's 61-byte tail
+        # (session_<date>_<time>_<us>_<pid>/sockets/plasma_store): a short path of its own
+        self.temp = temp or root / "t"
         self.token = secrets.token_hex(32)
         self.marker = secrets.token_hex(8)
         self.nodes: list[subprocess.Popen[bytes]] = []
@@ -73,9 +76,8 @@ class RayCluster:
         return node
 
     def start(self) -> RayCluster:
-        temp = self.root / "t"  # Ray's sockets want a short path
         self._ray_start("head", "--head", "--port=0", "--include-dashboard=false",
-                        f"--temp-dir={temp}", "--node-ip-address=127.0.0.1")
+                        f"--temp-dir={self.temp}", "--node-ip-address=127.0.0.1")
         self.address = self._wait_for(lambda: self._printed_address(), "the head's address")
         for i in range(self.workers):
             self._ray_start(f"worker{i}", f"--address={self.address}", "--node-ip-address=127.0.0.1")

@@ -337,7 +337,7 @@ def test_llm_failure_falls_back_to_extractive(
     summary = next(
         orjson.loads(line) for line in out.read_bytes().splitlines() if b'"summary"' in line
     )
-    assert "the consumer acks too early" in summary["content"]  # extractive, from the units
+    assert "- Fix it and go on with part 1." in summary["content"]  # extractive, from the units
 
 
 def test_fitting_transcript_does_not_load_the_model(tmp_path: Path) -> None:
@@ -365,13 +365,13 @@ def _steps(t: Transcript, limit: int, **summarize: object) -> list[tuple[str, bo
 
 
 def test_a_summary_undone_for_coherence_is_tried_again_shorter() -> None:
-    """long_chat at 2,000 tokens: the summary of all the goal needs drops coherence below 0.7
+    """long_chat at 2,000 tokens (seed 1): the summary of all the goal needs drops coherence below 0.7
     and is undone; summarize_old runs again at once on at most 60% of the history (then the
     later strategies and a second pass reach the goal without a fresh start). With the retry
     share no shorter than the first, nothing is tried again."""
     from ctxkit.simulate import generate
 
-    t = generate("long_chat", seed=0, tokens=2000)
+    t = generate("long_chat", seed=1, tokens=2000)
     limit = int(t.metadata["ground_truth"]["limit"])
     steps = _steps(t, limit)
     assert steps[1][0] == "summarize_old" and steps[1][2].startswith("undone: coherence")

@@ -114,8 +114,9 @@ def test_registry_names_live_in_their_registry() -> None:
         # as its log format is
         # (and the APIs they speak, and the providers opencode and Copilot CLI are pointed at)
         "agents/drivers.py": {
-            "claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "anthropic", "gemini",
-            "openai",
+            "claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "qwen-code", "anthropic",
+            "gemini", "openai",
+            "claude-code-stream", "codex-exec",  # the JSON events their headless runs print
         },
         "budget/agents.py": {"claude-code", "codex", "gemini-cli", "gemini-cli-jsonl", "opencode"},
         # the provider APIs the recording provider speaks, named as the providers name them
@@ -123,6 +124,7 @@ def test_registry_names_live_in_their_registry() -> None:
         "agents/regions.py": {"anthropic", "gemini"},
         "budget/models.py": {"gemini"},  # a model family
         "budget/resolve.py": {"codex"},  # Codex records the window it allows
+        "fidelity/evidence.py": {"truncate"},  # the shell command (`truncate -s 0 f` writes f)
 
     }
     # "error" and "units" are also ordinary words (severities, token units)

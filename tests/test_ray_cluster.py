@@ -21,6 +21,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,10 +43,23 @@ REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 LIMIT = ["--limit", "1500", "--no-usage"]  # the real logs compacted on their content too
 
 
+def short_temp(factory: pytest.TempPathFactory) -> Path:
+    """A folder for Ray's session with as short a path as pytest's temporary folders give: under
+    the run's own folder rather than an xdist worker's (`.../pytest-N/popen-gwK/rc0/t` put the
+    plasma store's socket at 108 bytes, over AF_UNIX's 107, and the head did not start)."""
+    base = factory.getbasetemp()
+    if base.name.startswith("popen-gw"):
+        base = base.parent
+    temp = Path(tempfile.mkdtemp(prefix="r", dir=base))
+    sock = temp / "session_2026-11-29_10-48-26_910194_1234567" / "sockets" / "plasma_store"
+    assert len(str(sock)) <= 107, f"Ray's sockets would not fit AF_UNIX's 107 bytes under {temp}"
+    return temp
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
     root = tmp_path_factory.mktemp("rc", numbered=True)
-    running = RayCluster(root, workers=1, num_cpus=1)
+    running = RayCluster(root, workers=1, num_cpus=1, temp=short_temp(tmp_path_factory))
     try:
         yield running.start()
     finally:

@@ -183,10 +183,30 @@ def targets(report: BenchReport) -> tuple[int, list[tuple[str, Figure]]]:
     return total, missed
 
 
+def fmt_value(x: Any) -> str:
+    """A figure as the tables show it: thousands separators, three significant figures when small."""
+    if x is None:
+        return "-"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        if x == 0:
+            return "0"
+        if abs(x) >= 1000:
+            return f"{x:,.0f}"
+        if abs(x) >= 10:
+            return f"{x:.1f}"
+        if abs(x) >= 0.1:
+            return f"{x:.2f}"
+        return f"{x:.3g}"
+    return str(x)
+
+
 def summary_line(report: BenchReport) -> str:
     """The one line a run ends with: how many targets were met, which were missed (suite,
     figure, value against target), and the suites a quick run left out."""
-    from ctxkit.bench.render import fmt_value as _fmt
     from ctxkit.report.tables import counted
 
     total, missed = targets(report)
@@ -194,7 +214,7 @@ def summary_line(report: BenchReport) -> str:
     line = f"bench: {met:,} of {counted(total, 'target')} met"
     if missed:
         shown = "; ".join(
-            f"{suite}: {f.name} {_fmt(f.value)} {f.unit} (target {_sign(f)} {_fmt(f.target)})"
+            f"{suite}: {f.name} {fmt_value(f.value)} {f.unit} (target {_sign(f)} {fmt_value(f.target)})"
             for suite, f in missed
         )
         line += f"; missed: {shown}"

@@ -6,31 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxkit.bench.harness import BenchReport, Figure, SuiteResult, Table
+from ctxkit.bench.harness import BenchReport, Figure, SuiteResult, Table, fmt_value
 from ctxkit.bench.peers import PEER_LABELS, PEERS
 from ctxkit.bench.suites import TABLES
 from ctxkit.errors import UsageError
-
-
-def fmt_value(x: Any) -> str:
-    """A figure as the tables show it: thousands separators, three significant figures when small."""
-    if x is None:
-        return "-"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if x == 0:
-            return "0"
-        if abs(x) >= 1000:
-            return f"{x:,.0f}"
-        if abs(x) >= 10:
-            return f"{x:.1f}"
-        if abs(x) >= 0.1:
-            return f"{x:.2f}"
-        return f"{x:.3g}"
-    return str(x)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
