@@ -480,7 +480,7 @@ def test_restore_with_unknown_ref_fails(tmp_path: Path, archive: Archive) -> Non
         small = compacted_of(t, other)
     ref = small.units[3].meta["ref"]
     with pytest.raises(
-        ArchiveError, match=f"1 ref\\(s\\) of transcript 'sess-1' are not in .*: {ref}"
+        ArchiveError, match=f"1 ref of transcript 'sess-1' is not in .*: {ref}"
     ):
         archive.restore(small)
 
@@ -513,7 +513,7 @@ def test_restore_refs_in_plain_text_and_ambiguity(archive: Archive) -> None:
     assert archive.restore(small.replace(units=[*small.units[:3], plain, chatty])) == t
     # but when nothing resolves, it is an error
     with pytest.raises(
-        ArchiveError, match="1 ref\\(s\\) of transcript 'x' are not in .*ref-00000000"
+        ArchiveError, match="1 ref of transcript 'x' is not in .*ref-00000000"
     ):
         archive.restore(Transcript(units=[chatty], id="x"))
     # refs into two transcripts

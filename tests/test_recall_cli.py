@@ -145,7 +145,7 @@ def test_recall_list_table_and_jsonl(archived: tuple[str, str]) -> None:
     assert lines[1].split()[:8] == [ref, "session-1", "r7", "log", "Bash", "612", "100", "1"]
     assert lines[1].endswith("pytest output")
     assert len(lines) == 3
-    assert r.stderr == f"2 archived unit(s) from 2 transcript(s) in {path}\n"
+    assert r.stderr == f"2 archived units from 2 transcripts in {path}\n"
     r = run("recall", "--list", "--transcript", "session-2", "--format", "jsonl", "--archive", path)
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(x["transcript_id"], x["unit_id"], x["tool_name"], x["chars"]) for x in rows] == [
@@ -219,7 +219,7 @@ def test_expand_restores_a_single_transcript(tmp_path: Path) -> None:
     back = tmp_path / "back.json"
     r = run("expand", str(small), "-o", str(back))  # archive found beside the input
     assert r.exit_code == 0 and r.stdout == ""
-    assert r.stderr == f"Expanded 1 transcript(s) from {small}.ctx.db\n"
+    assert r.stderr == f"Expanded 1 transcript from {small}.ctx.db\n"
     assert back.read_bytes() == original.read_bytes()
     # to stdout, from stdin, another format
     r = run("expand", "-", "--archive", f"{small}.ctx.db", "--to", "units", input=small.read_text())
@@ -247,7 +247,7 @@ def test_expand_dataset_with_untouched_lines(tmp_path: Path) -> None:
     assert r.exit_code == 0
     assert (
         r.stderr
-        == f"Expanded 3 transcript(s) from {archive} (2 had nothing archived and are written as read)\n"
+        == f"Expanded 3 transcripts from {archive} (2 had nothing archived and are written as read)\n"
     )
     assert back.read_bytes() == original.read_bytes()
 
@@ -275,7 +275,7 @@ def test_expand_errors_write_nothing(tmp_path: Path) -> None:
     r = run("expand", str(small), "--archive", wrong, "-o", str(back))
     assert r.exit_code == 1
     assert (
-        "1 ref(s) of transcript 'small' are not in" in r.stderr and "another --archive" in r.stderr
+        "1 ref of transcript 'small' is not in" in r.stderr and "another --archive" in r.stderr
     )
     assert not back.exists() and not (tmp_path / "missing.ctx.db").exists()
 

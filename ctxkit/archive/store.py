@@ -70,6 +70,7 @@ from ctxkit.archive.refs import (  # noqa: F401 - re-exported: their home before
 )
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
+from ctxkit.report.tables import counted
 
 if TYPE_CHECKING:
     from ctxkit.tokens import Tokenizer
@@ -1384,7 +1385,8 @@ class Archive:
             missing = unknown or unknown_loose
             shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
             raise ArchiveError(
-                f"{len(missing)} ref(s) of transcript {compacted.id!r} are not in {self.path}: "
+                f"{counted(len(missing), 'ref')} of transcript {compacted.id!r} "
+                f"{'is' if len(missing) == 1 else 'are'} not in {self.path}: "
                 f"{shown}; was it compacted with another --archive?"
             )
         # Several owners: a compacted transcript compacted again keeps the first run's refs;

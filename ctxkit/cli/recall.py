@@ -13,6 +13,7 @@ from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths, check_stdout, spooled_input
 from ctxkit.formats import FORMATS, WRITABLE
+from ctxkit.report.tables import counted
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
@@ -177,7 +178,7 @@ def _list(archive: Archive | ShardedArchive, transcript: str | None, fmt: str) -
         click.echo("  ".join(cells).rstrip())
     transcripts = len({it.transcript_id for it in items})
     echo_err(
-        f"{len(items):,} archived unit(s) from {transcripts:,} transcript(s) in {archive.path}"
+        f"{counted(len(items), 'archived unit')} from {counted(transcripts, 'transcript')} in {archive.path}"
     )
 
 
@@ -272,8 +273,11 @@ def expand(
             if tally["untouched"] == tally["read"]:
                 sink.keep_input()  # nothing was compacted: the input, byte for byte
     n, untouched = tally["read"], tally["untouched"]
-    note = f" ({untouched:,} had nothing archived and are written as read)" if untouched else ""
-    echo_err(f"Expanded {n:,} transcript(s) from {path}{note}")
+    note = (
+        f" ({untouched:,} had nothing archived and {'is' if untouched == 1 else 'are'} written as read)"
+        if untouched else ""
+    )
+    echo_err(f"Expanded {counted(n, 'transcript')} from {path}{note}")
 
 
 def _written_as_read(
@@ -292,7 +296,7 @@ def _written_as_read(
         with transcript_output(output, source, to_format) as sink:
             sink.write(iter(found))
             sink.keep_input()
-    echo_err(f"Expanded {len(found):,} transcript(s): none was compacted (no refs, no archive), written as read")
+    echo_err(f"Expanded {counted(len(found), 'transcript')}: none was compacted (no refs, no archive), written as read")
     return True
 
 
@@ -306,7 +310,6 @@ def _expand_shards(
     from ctxkit.engines.shards import indexed_outputs
     from ctxkit.fileio import output_directory
     from ctxkit.formats import expand_paths, read_path
-    from ctxkit.report.tables import counted
 
     files = indexed_outputs(directory)
     if files is None:

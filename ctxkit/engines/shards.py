@@ -39,6 +39,7 @@ from ctxkit.engines import SHARD_MB
 from ctxkit.errors import ArchiveError, InputError
 from ctxkit.formats import ReadOptions, ReadStats, read_dataset_line, read_path
 from ctxkit.model import Transcript
+from ctxkit.report.tables import counted
 
 SHARD_BYTES = int(SHARD_MB * 2**20)  # a task's slice of a JSONL dataset (whole lines)
 PARQUET_SHARD_ROWS = 10_000  # a task's rows of a Parquet dataset (whole row groups)
@@ -546,7 +547,7 @@ class ShardedArchive:
         if error is not None and not refs:
             raise error
         if refs or any(_made_by_compaction(u) for u in compacted.units):
-            what = f"{len(refs)} ref(s)" if refs else "its original"
+            what = counted(len(refs), "ref") if refs else "its original"
             raise ArchiveError(
                 f"transcript {compacted.id!r} was compacted, but {what} is in no shard of "
                 f"{self.path}; was it compacted with another --archive?"
