@@ -331,6 +331,9 @@ def validate(data: Any) -> list[str]:
     seen: set[Any] = set()
     calls: set[str] = set()
     for n, rec in enumerate(records[1:], 2):
+        if _header(rec):  # the next session of a file written with several, one after the other
+            seen, calls = set(), set()
+            continue
         if not _entry(rec):
             out.append(f"line {n}: expected a Pi entry {{type, id, parentId}} of a known type")
             continue
