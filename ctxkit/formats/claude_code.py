@@ -42,6 +42,7 @@ from ctxkit.formats.common import (
     first_context,
     joins,
     link_group_sizes,
+    provider_usage,
     raw_groups,
     source_records,
     timestamp_of,
@@ -319,9 +320,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         units, usage_calls = _after_compaction(units, usage_calls, compacted_at, compacted, src)
     metadata: dict[str, Any] = {}
     if usage_calls:
-        metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
-        if first_call is not None and first_call["input_tokens"] != usage_calls[0]["input_tokens"]:
-            metadata["provider_usage"]["first"] = first_call
+        metadata["provider_usage"] = provider_usage(NAME, usage_calls, first_call)
     models = [c["model"] for c in usage_calls if "model" in c]
     if models:
         metadata["model"] = models[-1]  # the model of the last call: the one to fit

@@ -36,6 +36,7 @@ from ctxkit.formats.common import (
     first_context,
     joins,
     link_group_sizes,
+    provider_usage,
     raw_groups,
     source_records,
 )
@@ -198,9 +199,7 @@ def read(records: list[Any], src: Source) -> Transcript:
                               "left out (the model no longer sees them)")
     metadata: dict[str, Any] = {}
     if usage_calls:
-        metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
-        if first_call is not None and first_call["input_tokens"] != usage_calls[0]["input_tokens"]:
-            metadata["provider_usage"]["first"] = first_call
+        metadata["provider_usage"] = provider_usage(NAME, usage_calls, first_call)
     if model:
         metadata["model"] = model
     if window:

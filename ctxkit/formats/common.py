@@ -425,3 +425,13 @@ def first_context(units: list[Unit], calls: list[dict[str, Any]]) -> dict[str, A
     for u in units[: max(0, int(first.get("after_unit", -1)) + 1)]:
         texts += [u.content, u.reasoning, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
     return {"input_tokens": int(first["input_tokens"]), "texts": [x for x in texts if x]}
+
+
+def provider_usage(source: str, calls: list[dict[str, Any]], first: dict[str, Any] | None) -> dict[str, Any]:
+    """A log's `provider_usage` metadata: its recorded calls, and the whole log's first call
+    (`first_context`) where the reader kept only what follows the agent's compaction, so the
+    kept calls start later."""
+    out: dict[str, Any] = {"source": source, "calls": calls}
+    if first is not None and calls and first["input_tokens"] != calls[0]["input_tokens"]:
+        out["first"] = first
+    return out

@@ -60,6 +60,7 @@ from ctxkit.formats.common import (
     first_context,
     joins,
     link_group_sizes,
+    provider_usage,
     raw_groups,
     source_records,
     timestamp_of,
@@ -394,9 +395,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             stats.warnings.append(f"{src.path}: {len(hidden):,} messages before Qwen Code's last compression "
                                   "left out (the model no longer sees them)")
     if calls:
-        metadata["provider_usage"] = {"source": NAME, "calls": calls}
-        if first_call is not None and first_call["input_tokens"] != calls[0]["input_tokens"]:
-            metadata["provider_usage"]["first"] = first_call
+        metadata["provider_usage"] = provider_usage(NAME, calls, first_call)
     if model:
         metadata["model"] = model
     if window:
