@@ -325,7 +325,7 @@ def test_a_registered_strategy_is_configurable_without_touching_config(tmp_path:
     from types import SimpleNamespace
 
     from ctxkit import strategies
-    from ctxkit.config.fields import integer, setting
+    from ctxkit.fields import integer, setting
 
     @dc.dataclass(frozen=True)
     class Params:

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.config.fields import integer, setting
+from ctxkit.fields import integer, setting
 from ctxkit.strategies.base import State
 
 NAME = "toy"

@@ -1,6 +1,7 @@
-"""Configuration: the YAML file (`file`), its typed fields and parsers (`fields`), and the settings
-of one run built from flags and the file (`settings`).
+"""Configuration: the YAML file (`file`) and the settings of one run built from flags and the
+file (`settings`).
 
-`fields` is a leaf that strategies and summarizers declare their parameters with; `file` is built
-from their registries, so this package's `__init__` imports nothing.
+Its typed fields and parsers are `ctxkit.fields`, a leaf that strategies and summarizers declare
+their parameters with; `file` is built from their registries and sits above them, so this
+package's `__init__` imports nothing.
 """

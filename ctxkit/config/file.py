@@ -65,7 +65,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ctxkit.budget import Thresholds
-from ctxkit.config.fields import (
+from ctxkit.embedders import DEFAULT_EMBEDDER
+from ctxkit.errors import ConfigError, InputError
+from ctxkit.fields import (
     boolean,
     choice,
     fail,
@@ -80,8 +82,6 @@ from ctxkit.config.fields import (
     str_list,
     text,
 )
-from ctxkit.embedders import DEFAULT_EMBEDDER
-from ctxkit.errors import ConfigError, InputError
 from ctxkit.strategies import DEFAULT_CHAIN, PARAMS, STRATEGIES
 
 DEFAULT_PATH = "ctxkit.yaml"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from ctxkit.config.fields import plain
 from ctxkit.errors import unknown_name
+from ctxkit.fields import plain
 from ctxkit.strategies import content_type_chunking as _chunking
 from ctxkit.strategies import discard_low_rel as _discard
 from ctxkit.strategies import mask_observations as _mask

@@ -26,7 +26,7 @@ from typing import Any
 from ctxkit.archive.store import REF_PROBE
 from ctxkit.compress import compress, detect_kind
 from ctxkit.compress.json import is_json, with_note
-from ctxkit.config.fields import number, plain, section, setting
+from ctxkit.fields import number, plain, section, setting
 from ctxkit.model import Unit
 from ctxkit.strategies._common import describe, is_compacted, tool_names
 from ctxkit.strategies.base import State, archive_unit, archived_as, fmt_int, merged, untouchable
@@ -106,7 +106,7 @@ def never_shortened(units: Sequence[Unit]) -> set[int]:
     """What the model reads first when it resumes, kept word for word: the last assistant
     message with text, the last user request, the last tool call; and every command an agent
     wrote as text (SWE-agent's `edit 287:296 ... end_of_edit`): cut, the action is lost."""
-    from ctxkit.facts import acted
+    from ctxkit.log_events import acted
     from ctxkit.structure import request_indices
 
     out: set[int] = set()
@@ -137,7 +137,7 @@ MIN_ANCHOR_CHARS = 12
 def _shows_edited_lines(units: Sequence[Unit]) -> set[int]:
     """Outputs that show a line a later edit changed (an Edit's old string, a `sed -i`
     pattern): cut, they would lose exactly the line the fix is about."""
-    from ctxkit.facts import decoded_args, is_output
+    from ctxkit.log_events import decoded_args, is_output
 
     out: set[int] = set()
     anchors: list[str] = []  # the lines later edits changed, seen walking back from the end

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.config.fields import choice, number, plain, setting
 from ctxkit.errors import ConfigError
+from ctxkit.fields import choice, number, plain, setting
 from ctxkit.strategies._runs import linked_text, removable_blocks, remove_runs, run_text
 from ctxkit.strategies.base import State, merged, untouchable, where_work_stands
 from ctxkit.strategies.prioritize_recent import block_scores

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxkit.archive.store import REF_PROBE
-from ctxkit.config.fields import integer, plain, setting
+from ctxkit.fields import integer, plain, setting
 from ctxkit.strategies._common import (
     failure_note,
     is_compacted,

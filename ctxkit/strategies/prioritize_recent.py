@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.config.fields import number, plain, setting
+from ctxkit.fields import number, plain, setting
 from ctxkit.strategies._common import block_text
 from ctxkit.strategies._runs import removable_blocks, remove_runs, run_text
 from ctxkit.strategies.base import State, merged, untouchable, where_work_stands

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.config.fields import integer, number, plain, setting
+from ctxkit.fields import integer, number, plain, setting
 from ctxkit.model import Unit
 from ctxkit.strategies._common import fmt_refs
 from ctxkit.strategies.base import (
@@ -447,6 +447,7 @@ def current_names(state: State, span: Sequence[Unit], rest: Sequence[Unit]) -> l
     The transcript's names are read once per run: an earlier step may have cut the messages
     that say them."""
     from ctxkit import facts as F
+    from ctxkit.log_events import named
 
     ctx = state.ctx
     names = ctx.once.get("current_names")
@@ -460,7 +461,7 @@ def current_names(state: State, span: Sequence[Unit], rest: Sequence[Unit]) -> l
     inner = [ctx.originals[i] for u in span if u.type == "summary"
              for i in u.meta.get("summarized_ids", ()) if i in ctx.originals]
     span_text = "\n".join(t for u in [*span, *inner] for t in F.unit_words(u))
-    out = [n for n in names if F.named(n, span_text)]
+    out = [n for n in names if named(n, span_text)]
     if out:
         rest_text = "\n".join(t for u in rest for t in F.unit_words(u))
         out = [n for n in out if n not in rest_text]
