@@ -20,7 +20,7 @@ _EXPORTS = {
     "write_transcripts": "ctxkit.formats",
     "get_tokenizer": "ctxkit.tokens",
     "count_transcript": "ctxkit.tokens",
-    "evaluate": "ctxkit.guard",
+    "evaluate": "ctxkit.engines.guard",
     "compact": "ctxkit.compaction",
 }
 

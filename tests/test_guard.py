@@ -11,7 +11,7 @@ from ctxkit.budget import STATUSES, Target, status_rank
 from ctxkit.budget.targets import resolve_target
 from ctxkit.config.file import Config
 from ctxkit.errors import TokenizerError
-from ctxkit.guard import (
+from ctxkit.engines.guard import (
     GuardSettings,
     PendingOutput,
     evaluate,
@@ -229,7 +229,7 @@ def test_the_replay_walks_through_every_recorded_call_to_the_verdict(realdata) -
 
     from ctxkit.counting import measure
     from ctxkit.formats import read_path
-    from ctxkit.guard import walk_tokens
+    from ctxkit.engines.guard import walk_tokens
     from ctxkit.tokens import count_transcript
 
     tok = get_tokenizer("cl100k_base")

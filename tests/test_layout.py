@@ -102,7 +102,7 @@ def test_registry_names_live_in_their_registry() -> None:
         # the builtin actions: deliberate parameter variants of named strategies
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
         "bench/suites/embed.py": {"claude-code"},  # real Claude Code logs to embed
-        "guard.py": {"offload"},  # a pending output's planned action
+        "engines/guard_pending.py": {"offload"},  # a pending output's planned action
         # the agents of those names (guard --as)
         "recipes/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
         # the agent policy registry (ctxkit replay --as), its edits named as the agents name them

@@ -22,7 +22,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
 )
 from ctxkit.errors import InputError
-from ctxkit.guard import FAIL_ON, combine_exit_codes
+from ctxkit.gates.exits import FAIL_ON, combine_exit_codes
 from ctxkit.recipes.triggers import RULES
 
 # a table for people, one JSON verdict per transcript, and the CI formats (`report.ci`)
@@ -273,7 +273,7 @@ def guard(ctx: click.Context, paths: tuple[str, ...], read_opts: Any, **f: Any) 
       ctxkit guard prompts/system.md 'fixtures/*.jsonl' --baseline ctx-baseline.json --format github
     """
     from ctxkit.formats import ReadStats, expand_paths
-    from ctxkit.guard import evaluate_paths
+    from ctxkit.engines.guard import evaluate_paths
 
     trace = (lambda msg: echo_err(f"debug: {msg}")) if f["debug"] else None
     settings = guard_settings(f, trace)
@@ -300,7 +300,7 @@ def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
     from ctxkit.budget.resolve import from_log_applies
     from ctxkit.config.file import load_config
     from ctxkit.formats.extras import load_tools, read_text_file
-    from ctxkit.guard import GuardSettings, load_pending
+    from ctxkit.engines.guard import GuardSettings, load_pending
     from ctxkit.tokens import CountOptions
 
     config = with_threshold_flags(

@@ -71,7 +71,7 @@ def verdict_cases(
     cases fail exactly when the guard's exit code does.
     """
     from ctxkit.budget.tools import schemas_over
-    from ctxkit.guard import exit_code_for
+    from ctxkit.gates.exits import exit_code_for
 
     key, path, line = _where(verdict.transcript)
     chosen = verdict.chosen

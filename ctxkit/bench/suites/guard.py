@@ -22,7 +22,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Time of one guard decision (count + budget + status) with a warm and a cold cache."""
     from ctxkit.budget.targets import resolve_target
     from ctxkit.config.file import Config
-    from ctxkit.guard import GuardSettings, evaluate
+    from ctxkit.engines.guard import GuardSettings, evaluate
     from ctxkit.tokens import TokenizerCache
 
     res = SuiteResult("guard")
