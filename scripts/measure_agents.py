@@ -14,7 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from ctxkit.agents.drivers import AGENTS, installed_version
+from ctxkit.agents.catalog import AGENTS
+from ctxkit.agents.drivers import installed_version
 from ctxkit.agents.session import ProbeOptions, probe
 
 OUT = Path(__file__).resolve().parent.parent / "ctxkit" / "budget" / "agents.toml"

@@ -18,7 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ctxkit.agents.drivers import AGENTS, installed_version
+from ctxkit.agents.catalog import AGENTS
+from ctxkit.agents.drivers import installed_version
 from ctxkit.agents.session import ProbeOptions, resume
 from ctxkit.counting import measure
 from ctxkit.errors import CtxkitError

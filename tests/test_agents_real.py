@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ctxkit.agents.drivers import AGENTS, DUMMY_KEY, Agent, agents_dir, installed_version
+from ctxkit.agents.catalog import AGENTS
+from ctxkit.agents.drivers import DUMMY_KEY, Agent, agents_dir, installed_version
 from ctxkit.agents.regions import is_reminder
 from ctxkit.agents.session import AgentReport, ProbeOptions, drive, probe, resume
 from ctxkit.cli import cli

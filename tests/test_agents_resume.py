@@ -25,7 +25,8 @@ LOGS = {
 
 
 def _agent(name: str):
-    from ctxkit.agents.drivers import get_agent, installed_version
+    from ctxkit.agents.catalog import get_agent
+    from ctxkit.agents.drivers import installed_version
 
     agent = get_agent(name)
     if shutil.which("node") is None:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from ctxkit.agents.drivers import CLAUDE_CODE, installed_version
+from ctxkit.agents.catalog import CLAUDE_CODE
+from ctxkit.agents.drivers import installed_version
 from ctxkit.agents.regions import is_reminder
 from ctxkit.agents.session import ProbeOptions, resume
 from ctxkit.formats import ReadOptions, read_path, read_text, write_transcripts

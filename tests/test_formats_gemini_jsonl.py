@@ -316,7 +316,8 @@ def test_gemini_cli_resumes_a_compacted_chat(tmp_path: Path, monkeypatch: pytest
     import shutil
     import tempfile
 
-    from ctxkit.agents.drivers import GEMINI_CLI, installed_version
+    from ctxkit.agents.catalog import GEMINI_CLI
+    from ctxkit.agents.drivers import installed_version
     from ctxkit.agents.session import ProbeOptions, resume
 
     if not os.environ.get("CTXKIT_AGENTS_DIR"):  # conftest moved $HOME: the user's own cache

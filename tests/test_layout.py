@@ -104,7 +104,7 @@ def test_registry_names_live_in_their_registry() -> None:
         "bench/suites/embed.py": {"claude-code"},  # real Claude Code logs to embed
         "engines/guard_pending.py": {"offload"},  # a pending output's planned action
         # the agents of those names (guard --as)
-        "recipes/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
+        "budget/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
         # the agent policy registry (ctxkit replay --as), its edits named as the agents name them
         "recipes/policies.py": {"claude-code", "codex", "gemini-cli", "openhands", "opencode", "truncate"},
         # the log shapes forensics reads: Claude Code's compact_boundary, Codex's replacement_history
@@ -113,7 +113,7 @@ def test_registry_names_live_in_their_registry() -> None:
         # the agents registries (the real agents, each agent's own budget): an agent is named
         # as its log format is
         # (and the APIs they speak, and the providers opencode and Copilot CLI are pointed at)
-        "agents/drivers.py": {
+        "agents/catalog.py": {
             "claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "qwen-code", "anthropic",
             "gemini", "openai",
             "claude-code-stream", "codex-exec",  # the JSON events their headless runs print

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from ctxkit.agents.drivers import AGENTS
+from ctxkit.agents.catalog import AGENTS
 from ctxkit.agents.session import MODES
 from ctxkit.cli.options import echo_err
 from ctxkit.report.tables import FORMATS, default_format, write_rows
@@ -83,7 +83,8 @@ def list_agents(fmt: str | None) -> None:
 @click.argument("names", nargs=-1, type=_NAMES)
 def install_agents(names: tuple[str, ...]) -> None:
     """Install the pinned versions from npm (all of them without NAMES)."""
-    from ctxkit.agents.drivers import agents_dir, get_agent, install, is_installed
+    from ctxkit.agents.catalog import get_agent
+    from ctxkit.agents.drivers import agents_dir, install, is_installed
 
     chosen = [get_agent(n) for n in names] or list(AGENTS.values())
     missing = [a for a in chosen if not is_installed(a)]
@@ -111,7 +112,7 @@ def probe_cmd(name: str, prompt: str, fmt: str | None, **flags: Any) -> None:
     server), skills (the skills listing), reminders (what the agent adds around the prompt:
     environment, attachments, reminders), messages (the conversation).
     """
-    from ctxkit.agents.drivers import get_agent
+    from ctxkit.agents.catalog import get_agent
     from ctxkit.agents.session import ProbeOptions, probe
 
     report = probe(get_agent(name), ProbeOptions(prompt=prompt, **flags))
@@ -129,7 +130,7 @@ def probe_cmd(name: str, prompt: str, fmt: str | None, **flags: Any) -> None:
 def resume_cmd(name: str, log: str, prompt: str, limit: int | None, fmt: str | None, **flags: Any) -> None:
     """Resume LOG in the agent and count the request it sends: does it carry the log's messages in
     order, with every tool call beside its result, and does it fit?"""
-    from ctxkit.agents.drivers import get_agent
+    from ctxkit.agents.catalog import get_agent
     from ctxkit.agents.session import ProbeOptions, resume
 
     report = resume(get_agent(name), log, ProbeOptions(prompt=prompt, **flags))
@@ -156,7 +157,7 @@ def session_cmd(name: str, output: str, **flags: Any) -> None:
     """Drive the agent through a short scripted session (it writes, reads, edits and runs a file,
     for real, in its temporary home) and keep the log it wrote (--mode stream: the JSON events it
     printed)."""
-    from ctxkit.agents.drivers import get_agent
+    from ctxkit.agents.catalog import get_agent
     from ctxkit.agents.session import ProbeOptions, drive
 
     report = drive(get_agent(name), output, ProbeOptions(**flags))
