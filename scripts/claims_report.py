@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxkit.archive.store import Archive
+from ctxkit.atomic import atomic_writer
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.errors import CtxkitError
 from ctxkit.fidelity import claims as C
 from ctxkit.fidelity import probes as P
-from ctxkit.fileio import atomic_writer
 from ctxkit.formats import read_path
 from ctxkit.tokens import count_transcript, get_tokenizer
 

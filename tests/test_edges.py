@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from ctxkit import fileio
+from ctxkit import atomic
 from ctxkit.archive.patterns import MAX_PATTERN_CHARS, Pattern
 from ctxkit.archive.store import Archive
 from ctxkit.cli import cli, one_line
@@ -227,7 +227,7 @@ def test_a_symlink_output_is_written_through(work: Path) -> None:
 
 def test_a_dangling_symlink_output_creates_its_target(work: Path) -> None:
     (work / "link.json").symlink_to("made.json")
-    fileio.write_bytes_atomic(work / "link.json", b"[]\n")
+    atomic.write_bytes_atomic(work / "link.json", b"[]\n")
     assert (work / "made.json").read_bytes() == b"[]\n" and (work / "link.json").is_symlink()
 
 
@@ -247,10 +247,10 @@ def test_a_dev_stdout_style_path_writes_to_stdout(work: Path) -> None:
     assert json.loads((work / "captured.json").read_text())
 
 
-@pytest.mark.skipif(not fileio._ANONYMOUS, reason="needs O_TMPFILE and /proc")
+@pytest.mark.skipif(not atomic._ANONYMOUS, reason="needs O_TMPFILE and /proc")
 def test_an_output_has_no_name_until_it_is_whole(tmp_path: Path) -> None:
     # a run killed by SIGKILL mid-write leaves nothing: the temp file has no name yet
-    with fileio.atomic_writer(tmp_path / "out.json") as out:
+    with atomic.atomic_writer(tmp_path / "out.json") as out:
         out.write("half")
         assert list(tmp_path.iterdir()) == []
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
@@ -262,7 +262,7 @@ def test_an_atomic_set_writes_a_fifo_at_its_commit(tmp_path: Path) -> None:
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
-    with fileio.atomic_set() as files:
+    with atomic.atomic_set() as files:
         with files.open(tmp_path / "a.txt") as f:
             f.write("a")
         with files.open(fifo) as f:
@@ -328,19 +328,19 @@ def test_an_existing_file_is_never_made_an_archive(work: Path, content: bytes) -
     assert sorted(p.name for p in work.iterdir()) == ["X", "a.json"]
 
 
-@pytest.mark.skipif(not fileio._ANONYMOUS, reason="needs O_TMPFILE and /proc")
+@pytest.mark.skipif(not atomic._ANONYMOUS, reason="needs O_TMPFILE and /proc")
 def test_a_new_archive_has_no_name_until_it_is_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # a SIGKILL while an archive is made left `.X.ctx.db.*.tmp` and its journal beside it
     seen: list[list[str]] = []
-    write_all = fileio._write_all
+    write_all = atomic._write_all
 
     def spy(fd: int, data: bytes) -> None:
         seen.append(sorted(p.name for p in tmp_path.iterdir()))
         write_all(fd, data)
 
-    monkeypatch.setattr(fileio, "_write_all", spy)
+    monkeypatch.setattr(atomic, "_write_all", spy)
     path = tmp_path / "a.ctx.db"
     with Archive(str(path)) as a:
         assert a.transcript_ids() == []
@@ -351,8 +351,8 @@ def test_a_new_archive_has_no_name_until_it_is_whole(
 
 def test_create_whole_never_replaces_a_file(tmp_path: Path) -> None:
     path = tmp_path / "x"
-    assert fileio.create_whole(str(path), b"first") is True
-    assert fileio.create_whole(str(path), b"second") is False
+    assert atomic.create_whole(str(path), b"first") is True
+    assert atomic.create_whole(str(path), b"second") is False
     assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["x"]
 
 
@@ -682,13 +682,13 @@ def test_a_full_archive_stops_a_dataset_run(tmp_path: Path) -> None:
 
 def test_output_directory_is_removed_when_the_run_fails(tmp_path: Path) -> None:
     target = tmp_path / "shards"
-    with pytest.raises(InputError), fileio.output_directory(str(target)):
+    with pytest.raises(InputError), atomic.output_directory(str(target)):
         (target / "part-0.jsonl").write_text("{}\n")
         raise InputError("x", None, "failed")
     assert not target.exists()
     target.mkdir()
     (target / "keep.txt").write_text("mine")
-    with pytest.raises(InputError), fileio.output_directory(str(target)):
+    with pytest.raises(InputError), atomic.output_directory(str(target)):
         raise InputError("x", None, "failed")
     assert (target / "keep.txt").read_text() == "mine"
 

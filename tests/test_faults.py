@@ -22,7 +22,7 @@ import orjson
 import pytest
 from click.testing import CliRunner, Result
 
-from ctxkit import fileio
+from ctxkit import atomic
 from ctxkit.cli import cli
 from ctxkit.errors import CtxkitError, UsageError
 from ctxkit.fileio import check_paths
@@ -280,7 +280,7 @@ def full_disk(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
 
     def fill(room: int = 0) -> None:
         real = os.fdopen
-        monkeypatch.setattr(fileio, "_fdopen", lambda fd, *a, **kw: _FullFile(real(fd, *a, **kw), room))
+        monkeypatch.setattr(atomic, "_fdopen", lambda fd, *a, **kw: _FullFile(real(fd, *a, **kw), room))
 
     return fill
 
@@ -353,7 +353,7 @@ def test_simulate_set_is_all_or_nothing(work: Path, full_disk: Callable[[int], N
         opened.append(fd)
         return _FullFile(real(fd, *a, **kw), 10**9 if len(opened) < 3 else 0)
 
-    monkeypatch.setattr(fileio, "_fdopen", second_fails)
+    monkeypatch.setattr(atomic, "_fdopen", second_fails)
     (work / "sims").mkdir()
     result = run(["simulate", "-s", "long_chat", "-s", "fragmented", "-o", "sims/"])
     assert result.exit_code == 1
@@ -577,12 +577,12 @@ def test_broken_pipe_in_process_is_quiet(work: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_atomic_set_renames_all_or_none(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError), fileio.atomic_set() as fs:
+    with pytest.raises(RuntimeError), atomic.atomic_set() as fs:
         with fs.open(tmp_path / "a") as f:
             f.write("a")
         raise RuntimeError("the second file failed")
     assert list(tmp_path.iterdir()) == []
-    with fileio.atomic_set() as fs:
+    with atomic.atomic_set() as fs:
         for name in "ab":
             with fs.open(tmp_path / name) as f:
                 f.write(name)
@@ -590,14 +590,14 @@ def test_atomic_set_renames_all_or_none(tmp_path: Path) -> None:
 
 
 def test_spooled_input_of_a_regular_file_is_the_file(tmp_path: Path) -> None:
-    with fileio.spooled_input(str(SAMPLE)) as path:
+    with atomic.spooled_input(str(SAMPLE)) as path:
         assert path == str(SAMPLE)
 
 
 def test_full_disk_at_the_writer_boundary(tmp_path: Path, full_disk: Callable[[int], None]) -> None:
     full_disk(3)
     with pytest.raises(CtxkitError, match=f"^cannot write {tmp_path / 'x'}: {ENOSPC_TEXT}$"):
-        fileio.write_bytes_atomic(tmp_path / "x", b"more than three")
+        atomic.write_bytes_atomic(tmp_path / "x", b"more than three")
     assert list(tmp_path.iterdir()) == []
     _ = io  # io and socket are used by the network tests below
     _ = socket

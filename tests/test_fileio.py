@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from ctxkit.atomic import atomic_writer, write_bytes_atomic
 from ctxkit.errors import CtxkitError
-from ctxkit.fileio import atomic_writer, check_writable, write_bytes_atomic
+from ctxkit.fileio import check_writable
 
 
 def test_whole_file_with_plain_permissions(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from ctxkit.agents.drivers import Agent, AgentError, Home, Run, new_home, run, run_interactive
 from ctxkit.agents.provider import Recorded, RecordingProvider, Step
 from ctxkit.agents.regions import RequestCount, count_request
-from ctxkit.fileio import write_bytes_atomic
+from ctxkit.atomic import write_bytes_atomic
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, Tokenizer, get_tokenizer
 

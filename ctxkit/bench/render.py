@@ -136,7 +136,7 @@ def plot(report: BenchReport, path: str) -> None:
         fontsize=11,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.97))
-    from ctxkit.fileio import atomic_writer
+    from ctxkit.atomic import atomic_writer
 
     with atomic_writer(path, "wb") as fh:
         fig.savefig(fh, format=suffix[1:], dpi=100)

@@ -81,10 +81,11 @@ def bench(
       ctxkit bench --suite quality --suite scale --plot bench.png
       ctxkit bench --suite all --json -o bench.json
     """
+    from ctxkit.atomic import write_bytes_atomic
     from ctxkit.bench import MISSED_EXIT, REALDATA, BenchOptions, plot, render_table, run
     from ctxkit.bench.harness import summary_line, targets
     from ctxkit.errors import UsageError
-    from ctxkit.fileio import check_paths, write_bytes_atomic
+    from ctxkit.fileio import check_paths
 
     if plot_path is not None and Path(plot_path).suffix.lower() not in (".png", ".svg"):
         raise UsageError(f"--plot {plot_path}: give a .png or .svg file name")

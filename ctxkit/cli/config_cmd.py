@@ -6,10 +6,11 @@ import os
 
 import click
 
+from ctxkit.atomic import write_bytes_atomic
 from ctxkit.cli.options import echo_err
 from ctxkit.config.file import DUMP_FORMATS
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_paths, write_bytes_atomic
+from ctxkit.fileio import check_paths
 
 
 @click.command("config")

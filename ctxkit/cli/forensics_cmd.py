@@ -63,7 +63,8 @@ def forensics(
       ctxkit forensics logs/*.jsonl --model claude-sonnet-4 --format json
       ctxkit forensics session.jsonl --html forensics.html
     """
-    from ctxkit.fileio import check_paths, check_writable, write_output
+    from ctxkit.atomic import write_output
+    from ctxkit.fileio import check_paths, check_writable
     from ctxkit.recipes.forensics import ForensicsRequest, analyze_paths
     from ctxkit.report.agents import forensics_page, forensics_text
     from ctxkit.tokens import get_tokenizer

@@ -108,7 +108,8 @@ def replay(
       ctxkit replay session.jsonl --as claude-code --as codex --window 128000 --format json
       ctxkit replay session.jsonl --as all --html replay.html
     """
-    from ctxkit.fileio import check_paths, check_writable, write_output
+    from ctxkit.atomic import write_output
+    from ctxkit.fileio import check_paths, check_writable
     from ctxkit.recipes.session import replay_paths
     from ctxkit.report.agents import replay_page, replay_text
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ctxkit.fileio import check_paths, check_writable, write_output
+from ctxkit.atomic import write_output
+from ctxkit.fileio import check_paths, check_writable
 from ctxkit.report.html import render_file
 
 

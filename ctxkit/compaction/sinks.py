@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
-from ctxkit.fileio import rewindable_output, rewrite_with
+from ctxkit.atomic import rewindable_output, rewrite_with
 from ctxkit.formats import write_transcripts
 from ctxkit.formats.parquet import SUFFIX, ParquetWriter, is_parquet
 from ctxkit.model import Transcript

@@ -19,19 +19,12 @@ from typing import Any
 
 import orjson
 
+from ctxkit.atomic import AtomicSet, atomic_set, atomic_writer, spooled_input, write_output
 from ctxkit.compaction.result import CompactResult, Event, Failure
 from ctxkit.compaction.run import ArchiveTarget, RunSummary, run
 from ctxkit.engines.request import CompactRequest
 from ctxkit.errors import UsageError
-from ctxkit.fileio import (
-    AtomicSet,
-    atomic_set,
-    atomic_writer,
-    check_paths,
-    check_writable,
-    spooled_input,
-    write_output,
-)
+from ctxkit.fileio import check_paths, check_writable
 from ctxkit.formats import ReadStats
 from ctxkit.report.tables import reading_note
 

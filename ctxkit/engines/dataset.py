@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ctxkit.atomic import output_directory
 from ctxkit.config.settings import SettingsSpec
 from ctxkit.engines.shards import Shard, archive_shard_path, read_shard, write_index
-from ctxkit.fileio import output_directory
 from ctxkit.formats import ReadOptions, ReadStats
 from ctxkit.model import Transcript
 
@@ -207,7 +207,7 @@ class _ShardOutput:
 
 @contextmanager
 def _shard_sink(output: str, to_format: str | None) -> Iterator[_ShardOutput]:
-    from ctxkit.fileio import atomic_writer
+    from ctxkit.atomic import atomic_writer
 
     with atomic_writer(output) as out:
         yield _ShardOutput(out, to_format)
@@ -216,7 +216,7 @@ def _shard_sink(output: str, to_format: str | None) -> Iterator[_ShardOutput]:
 def copy_shard(shard: Shard, job: CompactJob) -> dict[str, Any]:
     """The shard's own bytes as its output (atomic): `compact` writes an input in which nothing
     changed as it was, byte for byte."""
-    from ctxkit.fileio import atomic_writer
+    from ctxkit.atomic import atomic_writer
 
     with open(shard.path, "rb") as f, atomic_writer(os.path.join(job.out_dir, shard.name), "wb") as out:
         f.seek(shard.start)

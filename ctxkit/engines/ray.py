@@ -685,7 +685,7 @@ def score_dataset(
     shards: Sequence[Shard], job: ScoreJob, opts: RayOptions = RayOptions()
 ) -> Iterator[dict[str, Any]]:
     """Each shard's `score_shard` result, in input order."""
-    from ctxkit.fileio import output_directory
+    from ctxkit.atomic import output_directory
 
     with output_directory(job.out_dir):
         yield from run_shards(score_shard, shards, job, opts)

@@ -50,8 +50,9 @@ from typing import IO, Any
 
 import orjson
 
+from ctxkit.atomic import atomic_writer
 from ctxkit.errors import CtxkitError, InputError, UsageError
-from ctxkit.fileio import atomic_writer, check_writable, copy_limited, max_input_bytes
+from ctxkit.fileio import check_writable, copy_limited, max_input_bytes
 from ctxkit.formats.base import Format
 from ctxkit.formats.common import ReadOptions, ReadStats, snippet_of
 from ctxkit.model import Transcript

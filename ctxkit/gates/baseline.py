@@ -275,7 +275,7 @@ def load_baseline(path: str) -> Baseline:
 
 def save_baseline(path: str, baseline: Baseline) -> None:
     """Write a baseline atomically (an interrupted run leaves the old file whole)."""
-    from ctxkit.fileio import write_output
+    from ctxkit.atomic import write_output
 
     write_output(path, baseline.dumps())
 

@@ -7,9 +7,9 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from ctxkit.atomic import atomic_set
 from ctxkit.errors import CtxkitError, unknown_name
 from ctxkit.fidelity.truth import truth_lines
-from ctxkit.fileio import atomic_set
 from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.model import Transcript
 
