@@ -17,9 +17,10 @@ from ctxkit.budget import (
     status_for,
     status_rank,
 )
+from ctxkit.budget.limits import AgentPolicy, ModelOverride, PerLLM
 from ctxkit.budget.models import find_model, load_models
 from ctxkit.budget.targets import resolve_model_budget, resolve_policy, resolve_target
-from ctxkit.config.file import AgentPolicy, Config, ModelOverride, PerLLM
+from ctxkit.config.file import Config
 from ctxkit.errors import UsageError
 
 

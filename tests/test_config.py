@@ -11,9 +11,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from ctxkit.budget.limits import AgentPolicy
 from ctxkit.cli import cli
 from ctxkit.config.file import (
-    AgentPolicy,
     Config,
     RetryPolicy,
     default_config_text,

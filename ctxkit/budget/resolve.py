@@ -23,9 +23,9 @@ from typing import Any
 
 from ctxkit.budget import Target, Thresholds
 from ctxkit.budget.agents import agent_budget, agent_of_format, thresholds_for
+from ctxkit.budget.limits import BudgetConfig
 from ctxkit.budget.models import ModelInfo, find_family, find_model
 from ctxkit.budget.targets import resolve_target
-from ctxkit.config.file import Config
 from ctxkit.model import Transcript
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
@@ -67,13 +67,13 @@ def model_of(t: Transcript) -> tuple[ModelInfo | None, str, list[str]]:
 
 
 def log_target(
-    t: Transcript, *, config: Config | None = None, tokenizer: str | None = None
+    t: Transcript, *, config: BudgetConfig | None = None, tokenizer: str | None = None
 ) -> Target | None:
     """The target the log names (see the module doc), or None when it names no known model."""
     info, matched, notes = model_of(t)
     if info is None:
         return None
-    config = config or Config()
+    config = config or BudgetConfig()
     # counted as `count` counts it (its tokenizer, unless one is asked for): the fit of the
     # log's recorded usage carries the provider's own tokenizer in its ratio
     base = resolve_target(matched, config=config, tokenizer=tokenizer or DEFAULT_TOKENIZER)
@@ -118,7 +118,7 @@ def log_target(
 
 
 def from_log_applies(
-    config: Config,
+    config: BudgetConfig,
     *,
     models: Any = (),
     limit: int | None = None,

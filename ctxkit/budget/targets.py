@@ -20,8 +20,8 @@ from ctxkit.budget import (
     default_max_output,
     effective_limit,
 )
+from ctxkit.budget.limits import BudgetConfig, ModelOverride
 from ctxkit.budget.models import find_model, model_suggestions
-from ctxkit.config.file import Config, ModelOverride
 from ctxkit.errors import UsageError
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
@@ -33,7 +33,7 @@ def resolve_model_budget(
     max_output_tokens: int | None = None,
     buffer_tokens: int | None = None,
     tokenizer: str | None = None,
-    config: Config | None = None,
+    config: BudgetConfig | None = None,
 ) -> ModelBudget:
     """Resolve window, output reserve, buffer and tokenizer: flags, per-model config,
     per-provider config, models.toml, default.
@@ -41,7 +41,7 @@ def resolve_model_budget(
     >>> resolve_model_budget("gpt-4o").effective_limit
     103424
     """
-    config = config or Config()
+    config = config or BudgetConfig()
     info, matched = find_model(model) if model else (None, "")
     given = (context_window, max_output_tokens, buffer_tokens)
     name = model or ("custom" if any(v is not None for v in given) else "default")
@@ -126,7 +126,7 @@ def _lookup(
 
 
 def policy_applies(
-    config: Config, *, limit: int | None = None, agent: str | None = None, llm: str | None = None
+    config: BudgetConfig, *, limit: int | None = None, agent: str | None = None, llm: str | None = None
 ) -> bool:
     """Policy limits are in play when the configuration sets `default_limit` or a policy flag
     is given (a file that leaves default_limit unset leaves each log its own target)."""
@@ -134,7 +134,7 @@ def policy_applies(
 
 
 def resolve_policy(
-    config: Config,
+    config: BudgetConfig,
     *,
     limit: int | None = None,
     agent: str | None = None,
@@ -190,7 +190,7 @@ def resolve_policy(
 def resolve_target(
     model: str | None = None,
     *,
-    config: Config | None = None,
+    config: BudgetConfig | None = None,
     context_window: int | None = None,
     max_output_tokens: int | None = None,
     buffer_tokens: int | None = None,
@@ -204,7 +204,7 @@ def resolve_target(
     >>> resolve_target(context_window=128000, buffer_tokens=8192, max_output_tokens=16384).limit
     103424
     """
-    config = config or Config()
+    config = config or BudgetConfig()
     mb = resolve_model_budget(
         model,
         context_window=context_window,

@@ -64,7 +64,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ctxkit.budget import Thresholds
+from ctxkit.budget.limits import BudgetConfig
 from ctxkit.embedders import DEFAULT_EMBEDDER
 from ctxkit.errors import ConfigError, InputError
 from ctxkit.fields import (
@@ -73,9 +73,7 @@ from ctxkit.fields import (
     fail,
     integer,
     mapping,
-    named_map,
     number,
-    optional,
     plain,
     section,
     setting,
@@ -111,15 +109,6 @@ def _recovery_modes() -> Sequence[str]:
     from ctxkit.compaction.recovery import RECOVERY_MODES
 
     return RECOVERY_MODES
-
-
-def _priority(value: Any, path: str) -> int | None:
-    if value is None:
-        return None
-    text = str(value).strip().upper()
-    if isinstance(value, bool) or text.lstrip("P") not in ("1", "2", "3"):
-        raise fail(path, value, "is not a priority", "1, 2, 3, P1, P2, P3 or null")
-    return int(text.lstrip("P"))
 
 
 def _strategy_list(value: Any, path: str) -> tuple[str, ...]:
@@ -253,88 +242,10 @@ class Embedder:
 
 
 @dataclass(frozen=True)
-class AgentPolicy:
-    """An agent's policy limit; a P1 agent gets 20% more."""
+class Config(BudgetConfig):
+    """The effective configuration; `source` is the file it came from (None = defaults only).
+    Its first keys, the budget's, are `BudgetConfig`'s (`ctxkit.budget.limits`)."""
 
-    limit: int = setting(5000, integer(1))
-    priority: int | None = setting(None, _priority)
-
-
-def _agent(value: Any, path: str) -> AgentPolicy:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return AgentPolicy(limit=integer(1)(value, path))
-    data = mapping(value, path)
-    if "limit" not in data:
-        raise ConfigError(
-            f"{path}: missing key limit; allowed: an integer limit, or a mapping with limit and priority"
-        )
-    return section(AgentPolicy)(data, path)  # type: ignore[no-any-return]
-
-
-@dataclass(frozen=True)
-class PerLLM:
-    """A limit for one LLM type; `follow_default` means "use default_limit"."""
-
-    type: str = setting("", text(optional=False))
-    limit: int | None = setting(None, optional(integer(1)))
-    follow_default: bool = setting(False, boolean)
-
-
-def _per_llm(value: Any, path: str) -> tuple[PerLLM, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise fail(
-            path, value, "is not a list", "a list of {type, limit} or {type, follow_default: true}"
-        )
-    out = []
-    for i, item in enumerate(value):
-        where = f"{path}[{i}]"
-        entry = section(PerLLM)(item, where)
-        if not entry.type:
-            raise ConfigError(
-                f"{where}: missing key type; allowed: a mapping with type and limit or follow_default"
-            )
-        if entry.limit is None and not entry.follow_default:
-            raise ConfigError(
-                f"{where}: neither limit nor follow_default; allowed: limit: <integer> or follow_default: true"
-            )
-        out.append(entry)
-    return tuple(out)
-
-
-@dataclass(frozen=True)
-class ModelOverride:
-    """Budget values for one model or provider; unset values fall through to the next source."""
-
-    context_window: int | None = setting(None, optional(integer(1)))
-    max_output_tokens: int | None = setting(None, optional(integer(0)))
-    buffer_tokens: int | None = setting(None, optional(integer(0)))
-    tokenizer: str | None = setting(None, text())
-
-
-DEFAULT_AGENTS = {"verification": AgentPolicy(limit=4000), "coding": AgentPolicy(limit=5000)}
-
-
-@dataclass(frozen=True)
-class Config:
-    """The effective configuration; `source` is the file it came from (None = defaults only)."""
-
-    min_limit: int = setting(3500, integer(1))
-    # unset (None): no policy limit; each log is checked against the target it names (its model
-    # under its agent's budget), else the model's effective limit
-    default_limit: int | None = setting(None, optional(integer(1)))
-    warning_threshold: float = setting(Thresholds.warn, number(0.0, 1.0, low_open=True))
-    # unset (None): 0.95, except against a coding agent's own budget, where the guard says
-    # compact one call's growth before the agent compacts itself (`budget.agents.thresholds_for`)
-    compact_threshold: float | None = setting(
-        None, optional(number(0.0, 1.0, low_open=True))
-    )
-    block_threshold: float = setting(Thresholds.block, number(0.0, 1.0, low_open=True))
-    per_llm: tuple[PerLLM, ...] = setting((), _per_llm)
-    agents: dict[str, AgentPolicy] = setting(DEFAULT_AGENTS, named_map(_agent))
-    models: dict[str, ModelOverride] = setting({}, named_map(section(ModelOverride)))
-    providers: dict[str, ModelOverride] = setting({}, named_map(section(ModelOverride)))
     # built per Config, so a strategy registered after import has its section
     breaking_strategy: BreakingStrategy = field(
         default_factory=BreakingStrategy, metadata={"parse": _breaking_strategy, "help": ""}
@@ -348,12 +259,6 @@ class Config:
     embedder: Embedder = setting(Embedder(), section(Embedder))
     priority_areas: tuple[str, ...] = setting((), str_list)
     source: str | None = field(default=None, compare=False, metadata={"internal": True})
-
-    @property
-    def thresholds(self) -> Thresholds:
-        """The warn, compact and block fractions this configuration sets (compact 0.95 unset)."""
-        compact = Thresholds.compact if self.compact_threshold is None else self.compact_threshold
-        return Thresholds(self.warning_threshold, compact, self.block_threshold)
 
     def to_dict(self) -> dict[str, Any]:
         """The `context_config` mapping (plain types; what `config --show` prints)."""
