@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ctxkit.budget.models import call_cost
 from ctxkit.counting import provider_calls
 from ctxkit.model import Transcript
 
@@ -45,18 +46,6 @@ class Cost:
             "next_call_cold_usd": round(self.next_call_cold_usd, 6),
             "next_call_warm_usd": round(self.next_call_warm_usd, 6),
         }
-
-
-def call_cost(model: Any, uncached: int, cache_read: int, cache_write: int, output: int) -> float:
-    """USD for one call's tokens on `model`'s prices (per million tokens; a price the model does
-    not list is billed as plain input)."""
-    inp = model.input_per_mtok
-    if inp is None or model.output_per_mtok is None:
-        raise ValueError(f"{model.name} has no prices in models.toml")
-    cached = model.cached_input_per_mtok if model.cached_input_per_mtok is not None else inp
-    write = model.cache_write_per_mtok if model.cache_write_per_mtok is not None else inp
-    usd = uncached * inp + cache_read * cached + cache_write * write
-    return (usd + output * model.output_per_mtok) / 1_000_000
 
 
 def transcript_cost(t: Transcript, model: Any, context_tokens: int) -> Cost:

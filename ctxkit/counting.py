@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ctxkit import lazy_names
@@ -21,8 +21,9 @@ from ctxkit.tokens.accounting import (
     _count_parts,
     attachment_texts,
     count_tool_schemas,
+    count_units,
 )
-from ctxkit.tokens.loaders import Tokenizer
+from ctxkit.tokens.base import Tokenizer
 
 if TYPE_CHECKING:
     from ctxkit.budget.fit import UsageFit
@@ -490,6 +491,56 @@ def recorded_usage(
 
 
 _MAX_ARCHIVE_DEPTH = 16
+
+
+@dataclass
+class Fit:
+    """How a budget is judged: tokenizer, counting options, and each unit's cost, cached.
+
+    Where a log records the provider's usage, `extra` is what every call carries that the log
+    never shows (the fixed part of its fit), `ratio` the provider's tokens per counted token,
+    and `unseen` what the log does not hold, by the unit it came with (`unit_key`):
+    a unit costs its count at the ratio, plus its unseen content while it is kept unchanged."""
+
+    tok: Tokenizer
+    copts: CountOptions = CountOptions()
+    extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
+    ratio: float = 1.0
+    unseen: dict[str, int] = field(default_factory=dict)
+    _costs: dict[int, tuple[Unit, float]] = field(default_factory=dict)
+
+    def unit(self, u: Unit) -> float:
+        """One unit's tokens (message overhead included) at the ratio, its unseen content
+        added, cached for that very unit; a whole number without recorded usage."""
+        hit = self._costs.get(id(u))
+        if hit is None or hit[0] is not u:
+            n: float = count_units([u], self.tok, self.copts)[0].total
+            if self.ratio != 1.0:
+                n *= self.ratio
+            if self.unseen:
+                n += self.unseen.get(unit_key(u), 0)
+            hit = self._costs[id(u)] = (u, n)
+        return hit[1]
+
+    def fixed(self, t: Transcript) -> float:
+        """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
+        local = count_tool_schemas(t.tools, self.tok, self.copts) + (
+            self.copts.reply_priming if t.units else 0
+        )
+        return self.extra + local * self.ratio
+
+    def total(self, t: Transcript, units: Sequence[Unit] | None = None) -> int:
+        """A context's tokens: the fixed part and every unit, rounded once."""
+        units = t.units if units is None else units
+        return round(self.fixed(t) + sum(self.unit(u) for u in units))
+
+    @classmethod
+    def recorded(cls, t: Transcript, tok: Tokenizer, copts: CountOptions = CountOptions()) -> Fit:
+        """The fit of `t`'s recorded usage (`recorded_usage`), or a plain count."""
+        usage = recorded_usage(t, tok, copts)
+        if usage is None:
+            return cls(tok, copts)
+        return cls(tok, copts, usage.unlogged, usage.ratio, dict(usage.unseen_units))
 
 
 def usage_original(

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ctxkit.counting import Fit
 from ctxkit.formats import ReadOptions, read_path
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.recipes import policies as P
-from ctxkit.recipes.baselines import CLEARED, Fit
+from ctxkit.recipes.baselines import CLEARED
 from ctxkit.recipes.session import (
     AGENTS,
     CTXKIT,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from ctxkit.budget.triggers import RULES, forecast, get_rule
 from ctxkit.cli import cli
 from ctxkit.errors import UsageError
-from ctxkit.recipes.triggers import RULES, forecast, get_rule
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ A log of an agent is checked against that agent's budget on the log's model: Cla
 claude-opus-4-6 compacts at W - min(O, 20k) - 13k and sends up to W - 3k (its room for a manual
 /compact; real logs show 178,144 tokens sent on a 200,000-token window), so `guard` of its log
 says "compact" where Claude Code itself compacted and nothing before. The rules are read from
-each agent's source (cited per entry; the triggers are `recipes.triggers.RULES`) and checked
+each agent's source (cited per entry; the triggers are `budget.triggers.RULES`) and checked
 against real logs (the compaction points their `compact_boundary` records hold). The guard's
 compact threshold sits one call's growth (1% of the window) below the agent's trigger: the
 agent decides on its own estimate, which counts the call about to be made.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ctxkit.recipes.triggers import RULES
+from ctxkit.budget.triggers import RULES
 
 
 @dataclass(frozen=True)

@@ -185,7 +185,7 @@ def layout_cost(layout: CacheLayout, model: Any) -> LayoutCost:
     """Price a layout on `model` (a `budget.models.ModelInfo` with prices): a warm call reads the
     cached prefix at the cached-input price and pays the rest as input; the first call writes
     the prefix (Anthropic bills cache writes; OpenAI and Google bill them as input)."""
-    from ctxkit.costs import call_cost
+    from ctxkit.budget.models import call_cost
 
     total = layout.total_tokens
     warm = call_cost(model, total - layout.prefix_tokens, layout.prefix_tokens, 0, 0)

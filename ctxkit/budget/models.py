@@ -161,6 +161,18 @@ def priced_model(name: str, flag: str = "--cost") -> ModelInfo:
     return info
 
 
+def call_cost(model: Any, uncached: int, cache_read: int, cache_write: int, output: int) -> float:
+    """USD for one call's tokens on `model`'s prices (per million tokens; a price the model does
+    not list is billed as plain input)."""
+    inp = model.input_per_mtok
+    if inp is None or model.output_per_mtok is None:
+        raise ValueError(f"{model.name} has no prices in models.toml")
+    cached = model.cached_input_per_mtok if model.cached_input_per_mtok is not None else inp
+    write = model.cache_write_per_mtok if model.cache_write_per_mtok is not None else inp
+    usd = uncached * inp + cache_read * cached + cache_write * write
+    return (usd + output * model.output_per_mtok) / 1_000_000
+
+
 def model_suggestions(name: str, n: int = 3) -> list[str]:
     """The known model names (and aliases) closest to `name`, best first."""
     import difflib

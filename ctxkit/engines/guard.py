@@ -36,6 +36,7 @@ from ctxkit.budget import Target, compaction_goal, status_for
 from ctxkit.budget.targets import resolve_target
 from ctxkit.budget.tools import DEFAULT_THRESHOLD as DEFAULT_TOOL_THRESHOLD
 from ctxkit.budget.tools import schemas_over
+from ctxkit.budget.triggers import forecast, get_rule
 from ctxkit.config.file import Config
 from ctxkit.counting import ArchiveRef, measure
 from ctxkit.engines.guard_history import ThresholdHistory, threshold_history, walk_tokens
@@ -50,7 +51,6 @@ from ctxkit.engines.guard_verdict import TargetResult, Verdict
 from ctxkit.errors import CtxkitError
 from ctxkit.gates.exits import FAIL_ON, combine_exit_codes, exit_code_for
 from ctxkit.model import Transcript, Unit
-from ctxkit.recipes.triggers import forecast, get_rule
 from ctxkit.tokens import CountOptions, TokenizerCache, count_transcript
 
 __all__ = [
@@ -127,7 +127,7 @@ def evaluate(
     the `unlogged` region (what the log never shows), a fixed region added to the count
     (`counting.measure`, the figure `count` and `compact` use too; a file ctxkit compacted is
     measured on its original in `archive`, by default the one beside it); `use_usage=False`
-    ignores recorded usage. `as_agents` names coding agents (`ctxkit.recipes.triggers.RULES`)
+    ignores recorded usage. `as_agents` names coding agents (`ctxkit.budget.triggers.RULES`)
     whose own auto-compaction trigger is applied to each target's window; with `replay` also
     at which unit each would first have compacted and how many times. When the tool schemas alone pass `tool_threshold` of a target's effective
     window, its notes say so (None: never). `tokenizers` caches tokenizers across calls;

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.budget import Target, used_fraction
+from ctxkit.budget.triggers import AgentForecast
 from ctxkit.counting import RecordedUsage
 from ctxkit.engines.guard_history import ThresholdHistory
 from ctxkit.engines.guard_pending import PendingPlan
 from ctxkit.gates.exits import EXIT_PROBLEMS, exit_code_for
 from ctxkit.model import Transcript
-from ctxkit.recipes.triggers import AgentForecast
 
 
 @dataclass

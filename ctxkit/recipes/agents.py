@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ctxkit.counting import Fit
 from ctxkit.model import Transcript, Unit
-from ctxkit.recipes.baselines import Fit, drop_oldest, is_result, with_meta
+from ctxkit.recipes.baselines import drop_oldest, is_result, with_meta
 from ctxkit.structure import is_request
 
 SUMMARY_BY = "ctxkit extractive summarizer (standing in for the agent's LLM summary)"

@@ -13,69 +13,14 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.counting import Fit
 from ctxkit.model import Transcript, Unit
 from ctxkit.structure import blocks
-from ctxkit.tokens import CountOptions, Tokenizer, count_tool_schemas, count_units
 
 MASKED = "[Old tool output omitted]"  # JetBrains' observation masking placeholder, in words
 CLEARED = "[Old tool result content cleared]"  # Anthropic's clear_tool_uses placeholder
-
-
-@dataclass
-class Fit:
-    """How a budget is judged: tokenizer, counting options, and each unit's cost, cached.
-
-    Where a log records the provider's usage, `extra` is what every call carries that the log
-    never shows (the fixed part of its fit), `ratio` the provider's tokens per counted token,
-    and `unseen` what the log does not hold, by the unit it came with (`counting.unit_key`):
-    a unit costs its count at the ratio, plus its unseen content while it is kept unchanged."""
-
-    tok: Tokenizer
-    copts: CountOptions = CountOptions()
-    extra: int = 0  # tokens every call carries that the log never shows (a system prompt)
-    ratio: float = 1.0
-    unseen: dict[str, int] = field(default_factory=dict)
-    _costs: dict[int, tuple[Unit, float]] = field(default_factory=dict)
-
-    def unit(self, u: Unit) -> float:
-        """One unit's tokens (message overhead included) at the ratio, its unseen content
-        added, cached for that very unit; a whole number without recorded usage."""
-        hit = self._costs.get(id(u))
-        if hit is None or hit[0] is not u:
-            n: float = count_units([u], self.tok, self.copts)[0].total
-            if self.ratio != 1.0:
-                n *= self.ratio
-            if self.unseen:
-                from ctxkit.counting import unit_key
-
-                n += self.unseen.get(unit_key(u), 0)
-            hit = self._costs[id(u)] = (u, n)
-        return hit[1]
-
-    def fixed(self, t: Transcript) -> float:
-        """Tokens no message removal changes: tool schemas, reply priming and `extra`."""
-        local = count_tool_schemas(t.tools, self.tok, self.copts) + (
-            self.copts.reply_priming if t.units else 0
-        )
-        return self.extra + local * self.ratio
-
-    def total(self, t: Transcript, units: Sequence[Unit] | None = None) -> int:
-        """A context's tokens: the fixed part and every unit, rounded once."""
-        units = t.units if units is None else units
-        return round(self.fixed(t) + sum(self.unit(u) for u in units))
-
-    @classmethod
-    def recorded(cls, t: Transcript, tok: Tokenizer, copts: CountOptions = CountOptions()) -> Fit:
-        """The fit of `t`'s recorded usage (`counting.recorded_usage`), or a plain count."""
-        from ctxkit.counting import recorded_usage
-
-        usage = recorded_usage(t, tok, copts)
-        if usage is None:
-            return cls(tok, copts)
-        return cls(tok, copts, usage.unlogged, usage.ratio, dict(usage.unseen_units))
 
 
 Recipe = Callable[[Transcript, int, Fit], Transcript]

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.costs import call_cost
+from ctxkit.budget.models import call_cost
 
 
 @dataclass

@@ -27,10 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.budget.triggers import RULES
+from ctxkit.counting import Fit
 from ctxkit.errors import unknown_name
 from ctxkit.model import Transcript, Unit
-from ctxkit.recipes.baselines import CLEARED, Fit, is_result
-from ctxkit.recipes.triggers import RULES
+from ctxkit.recipes.baselines import CLEARED, is_result
 from ctxkit.structure import is_request
 
 SUMMARY_TOKENS = 3_000

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.counting import Fit
 from ctxkit.errors import unknown_name
 from ctxkit.fidelity.probes import Probe, ProbeScore, extract
 from ctxkit.model import Transcript, Unit
-from ctxkit.recipes.baselines import Fit
 from ctxkit.recipes.policies import POLICIES, SUMMARY_BY, AgentPolicy, Edit, Env, Summarize
 from ctxkit.recipes.probing import score_in, session_cwd
 from ctxkit.replay import call_points
@@ -369,7 +369,7 @@ def calls_cost(run: AgentRun, model: Any) -> dict[str, Any]:
     """What a run's calls cost on `model` with prompt caching (each call reads the prefix it
     shares with the call before and writes the rest), plus the summarizing calls its LLM
     compactions make (their input read from the cache, the summary as output)."""
-    from ctxkit.costs import call_cost
+    from ctxkit.budget.models import call_cost
 
     writes = model.cache_write_per_mtok is not None
 
