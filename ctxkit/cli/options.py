@@ -38,7 +38,9 @@ class FiniteFloat(click.FloatRange):
         return str(super()._describe_range())
 
 
-def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+def stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """One decorator of several, applied in the order they would be written."""
+
     def apply(f: F) -> F:
         for d in reversed(decorators):
             f = d(f)
@@ -71,7 +73,7 @@ def input_options(f: F) -> F:
         )
         return f(*args, read_opts=read_opts, **kwargs)
 
-    return _stack(
+    return stack(
         click.argument("paths", nargs=-1, type=str, metavar="[PATH]..."),
         click.option(
             "--from",
@@ -111,7 +113,7 @@ def input_options(f: F) -> F:
 
 def tokenizer_options(f: F) -> F:
     """--tokenizer, --image-tokens, --tool-schema-scale."""
-    return _stack(
+    return stack(
         click.option(
             "--tokenizer",
             default=None,
@@ -136,7 +138,7 @@ def tokenizer_options(f: F) -> F:
 
 def budget_options(f: F) -> F:
     """--limit, --model, --target, --config: the budget a compaction aims for, as the guard sees it."""
-    return _stack(
+    return stack(
         click.option(
             "--limit",
             type=click.IntRange(min=1),
@@ -191,7 +193,7 @@ def engine_options(f: F) -> F:
             raise click.UsageError("--ray-address, --ray-workers and --ray-task-mb go with --engine ray")
         return f(*args, engine=engine, ray_opts=ray_opts, **kwargs)
 
-    return _stack(
+    return stack(
         click.option(
             "--engine",
             type=click.Choice(sorted(ENGINES)),
@@ -281,7 +283,7 @@ def section(title: str, *decorators: Callable[[F], F]) -> Callable[[F], F]:
 
     def apply(f: F) -> F:
         before = len(getattr(f, "__click_params__", []))
-        f = _stack(*decorators)(f)
+        f = stack(*decorators)(f)
         params = getattr(f, "__click_params__", [])
         for param in params[before:]:
             param.section = title  # type: ignore[attr-defined]

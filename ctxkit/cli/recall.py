@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -11,18 +10,15 @@ import orjson
 
 from ctxkit.cli.options import echo_err
 from ctxkit.errors import UsageError
-from ctxkit.fileio import check_paths, check_stdout, spooled_input
+from ctxkit.fileio import check_stdout
 from ctxkit.formats import FORMATS, WRITABLE
 from ctxkit.report.tables import counted
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from ctxkit.archive.store import Archive
     from ctxkit.engines.shards import ShardedArchive
-    from ctxkit.model import Transcript
 
 _PREVIEW_CHARS = 48
 
@@ -31,15 +27,6 @@ def _parse_lines(text: str | None) -> tuple[int, int] | None:
     from ctxkit.archive.recall_tool import parse_lines
 
     return parse_lines(text, "--lines")
-
-
-def _open_for_reading(path: str) -> Archive | ShardedArchive:
-    """Open an existing archive, or a directory of archive shards (`compact --engine ray`);
-    read-only when the file cannot be written (no access stats then)."""
-    from ctxkit.engines.shards import open_archive
-
-    readonly = os.path.exists(path) and not os.access(path, os.W_OK)
-    return open_archive(path, readonly=readonly)
 
 
 @click.command("recall")
@@ -103,6 +90,7 @@ def recall(
       ctxkit recall --list --archive small.json.ctx.db
     """
     from ctxkit.archive.store import default_archive_path
+    from ctxkit.engines.expand import open_for_reading
 
     path = archive_path or default_archive_path(None)
     if list_:
@@ -114,7 +102,7 @@ def recall(
         raise UsageError("--transcript goes with --list")
     line_range = _parse_lines(lines)
 
-    with _open_for_reading(path) as archive:
+    with open_for_reading(path) as archive:
         if list_:
             _list(archive, transcript, fmt)
             return
@@ -234,116 +222,10 @@ def expand(
       ctxkit expand small.jsonl > original.jsonl      # archive: small.jsonl.ctx.db
       ctxkit expand small/ -o restored/               # `compact logs/ -o small/`, file by file
     """
-    from ctxkit.archive.refs import archives_for
-    from ctxkit.archive.store import Archive, default_archive_path
     from ctxkit.cli.compact import refuse_terminal
-    from ctxkit.compaction.sinks import transcript_output
-    from ctxkit.formats import read_path
+    from ctxkit.engines.expand import ExpandRequest
+    from ctxkit.engines.expand import expand as expand_transcripts
 
     refuse_terminal(output, "expand")
-    if os.path.isdir(compacted):
-        # `compact --engine ray -o DIR`: its output shards in order, its archive shards beside
-        _expand_shards(compacted, archive_path or compacted, output, from_format, to_format)
-        return
-    path = archive_path or default_archive_path(None if compacted == "-" else compacted)
-    if not archive_path and not os.path.exists(path):
-        # a file compact wrote to stdout: its archive is the user's piped one
-        path = next((p for p in archives_for(compacted) if os.path.exists(p)), path)
-    check_paths({"COMPACTED": compacted, "--archive": path}, {"-o": output})
-    if not os.path.exists(path):
-        if not archive_path and _written_as_read(compacted, output, from_format, to_format):
-            return  # compact changed nothing and so archived nothing: no archive to read
-        Archive(path, create=False)  # raises the clear error
-    with spooled_input(compacted) as source, _open_for_reading(path) as archive:
-        label = None if source == compacted else ("<stdin>" if compacted == "-" else compacted)
-        tally = {"read": 0, "untouched": 0}
-
-        def restored() -> Iterator[Transcript]:
-            # one conversation at a time: a dataset is never held whole
-            for t in read_path(source, from_format, label=label):
-                original = archive.restore(t)
-                tally["read"] += 1
-                tally["untouched"] += original is t
-                yield original
-
-        with transcript_output(output, source, to_format) as sink:
-            sink.write(restored())
-            if not tally["read"]:
-                raise UsageError(f"{compacted}: no transcript to expand")
-            if tally["untouched"] == tally["read"]:
-                sink.keep_input()  # nothing was compacted: the input, byte for byte
-    n, untouched = tally["read"], tally["untouched"]
-    note = (
-        f" ({untouched:,} had nothing archived and {'is' if untouched == 1 else 'are'} written as read)"
-        if untouched else ""
-    )
-    echo_err(f"Expanded {counted(n, 'transcript')} from {path}{note}")
-
-
-def _written_as_read(
-    compacted: str, output: str, from_format: str | None, to_format: str | None
-) -> bool:
-    """A file compact left unchanged (no unit names an archive, so it wrote none): written as
-    read, and said; False when some unit was compacted (its archive is needed)."""
-    from ctxkit.archive.refs import first_compacted
-    from ctxkit.compaction.sinks import transcript_output
-    from ctxkit.formats import read_path
-
-    with spooled_input(compacted) as source:
-        found = list(read_path(source, from_format, label=None if source == compacted else compacted))
-        if not found or any(first_compacted(t.units) is not None for t in found):
-            return False
-        with transcript_output(output, source, to_format) as sink:
-            sink.write(iter(found))
-            sink.keep_input()
-    echo_err(f"Expanded {counted(len(found), 'transcript')}: none was compacted (no refs, no archive), written as read")
-    return True
-
-
-def _expand_shards(
-    directory: str, archive_path: str, output: str, from_format: str | None, to_format: str | None
-) -> None:
-    """Every output of a directory run restored, in input order (its index's; without one, name
-    order): into one output, or with `-o DIR/` each into a file of its own name there (a file
-    in which nothing was compacted as it was, byte for byte)."""
-    from ctxkit.compaction.sinks import transcript_output
-    from ctxkit.engines.shards import indexed_outputs
-    from ctxkit.fileio import output_directory
-    from ctxkit.formats import expand_paths, read_path
-
-    files = indexed_outputs(directory)
-    if files is None:
-        files = expand_paths([directory])
-    elif not files:
-        raise UsageError(f"{directory}: no transcript to expand (the run that wrote it wrote no output)")
-    to_dir = output.endswith(os.sep) or os.path.isdir(output)
-    check_paths({"COMPACTED": files, "--archive": archive_path}, {"-o": None if to_dir else output})
-    tally = {"read": 0, "untouched": 0}
-
-    def restored(archive: Archive | ShardedArchive, paths: list[str]) -> Iterator[Transcript]:
-        for path in paths:
-            for t in read_path(path, from_format):
-                original = archive.restore(t)
-                tally["read"] += 1
-                tally["untouched"] += original is t
-                yield original
-
-    with _open_for_reading(archive_path) as archive:
-        if to_dir:
-            if os.path.realpath(output) == os.path.realpath(directory):
-                raise UsageError(f"-o {output} is the directory expanded: give another -o DIR/")
-            with output_directory(output):
-                for path in files:
-                    before = dict(tally)
-                    with transcript_output(os.path.join(output, os.path.basename(path)), path, to_format) as sink:
-                        sink.write(restored(archive, [path]))
-                        if tally["untouched"] - before["untouched"] == tally["read"] - before["read"]:
-                            sink.keep_input()  # nothing compacted in it: the file as it was
-        else:
-            with transcript_output(output, directory, to_format) as sink:
-                sink.write(restored(archive, files))
-                if not tally["read"]:
-                    raise UsageError(f"{directory}: no transcript to expand")
-    n = tally["read"]
-    where = f" into {output}" if to_dir else ""
-    echo_err(f"Expanded {counted(n, 'transcript')} from {counted(len(files), 'file')} of {archive_path}{where}")
+    done = expand_transcripts(ExpandRequest(compacted, archive_path, output, from_format, to_format))
+    echo_err(done.describe())

@@ -1,0 +1,129 @@
+"""`count`'s flags, section by section, as one decorator (`count_flags`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ctxkit.cli.options import (
+    debug_option,
+    engine_options,
+    input_options,
+    progress_option,
+    section,
+    stack,
+    tokenizer_options,
+)
+from ctxkit.counting import BREAKDOWNS
+from ctxkit.report.tables import FORMATS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+_breakdown_options = section(
+    "Breakdown",
+    click.option(
+        "--by",
+        type=click.Choice((*BREAKDOWNS, "section")),
+        default=None,
+        help="Break the total down by role, type, turn, message or tool, or the system prompt by "
+        "section (default: regions).",
+    ),
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=None,
+        help="Output format (default: table on a terminal, else jsonl).",
+    ),
+    click.option(
+        "--cost",
+        "cost_models",
+        multiple=True,
+        metavar="MODEL",
+        help="Price the log's recorded calls (with prompt caching, and without) and the next call on "
+        "MODEL's prices from models.toml; repeat for several models.",
+    ),
+    click.option(
+        "--calibrate",
+        is_flag=True,
+        help="Compare estimates of several tokenizers with the provider's recorded input tokens.",
+    ),
+)
+
+
+_what_the_call_sends_options = section(
+    "What the call sends",
+    click.option(
+        "--system",
+        "system_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A text file with the system prompt the log does not record; counted as system.",
+    ),
+    click.option(
+        "--tools",
+        "tools_file",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="A JSON list of tool schemas the log does not record; counted as tools.",
+    ),
+    click.option(
+        "--no-usage",
+        "no_usage",
+        is_flag=True,
+        help="Ignore the provider usage a log records (by default its gap to the local count is "
+        "the `unlogged` region).",
+    ),
+    click.option(
+        "--archive",
+        "archive_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+        "archive beside it, FILE.ctx.db).",
+    ),
+)
+
+
+_baseline_ci_options = section(
+    "Baseline (CI)",
+    click.option(
+        "--save-baseline",
+        "baseline_out",
+        default=None,
+        metavar="FILE",
+        help="Record each input's regions as a checked-in budget for `guard --baseline` (its "
+        "allowances are kept when FILE exists).",
+    ),
+    click.option(
+        "--diff",
+        "diff_pair",
+        nargs=2,
+        default=None,
+        metavar="A B",
+        help="The region diff of B against A: baseline files, transcripts or prompt files.",
+    ),
+    click.option(
+        "--allow",
+        "allow",
+        multiple=True,
+        metavar="REGION=N|P%",
+        help="How much a region may grow over the baseline (tokens, or percent of it); `*` is every "
+        "region. Repeatable; stored by --save-baseline (default *=2%).",
+    ),
+)
+
+
+def count_flags(f: F) -> F:
+    """Every flag of `count`, under its --help heading, in the order --help lists them."""
+    return stack(
+        _breakdown_options,
+        _what_the_call_sends_options,
+        _baseline_ci_options,
+        section("Input", input_options),
+        section("Tokens", tokenizer_options),
+        section("Engine", engine_options, progress_option, debug_option),
+    )(f)

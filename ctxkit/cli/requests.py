@@ -1,0 +1,92 @@
+"""Flags as the frozen records the engines take: the count options of every command that counts,
+and guard's `GuardSettings` and targets. One place, so each command reads a flag the same way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxkit.tokens import CountOptions
+
+
+def count_opts(image_tokens: int | None, tool_schema_scale: float | None) -> CountOptions:
+    """The `CountOptions` of --image-tokens and --tool-schema-scale (None: the default)."""
+    defaults = CountOptions()
+    return CountOptions(
+        image_tokens=defaults.image_tokens if image_tokens is None else image_tokens,
+        tool_schema_scale=defaults.tool_schema_scale if tool_schema_scale is None else tool_schema_scale,
+    )
+
+
+def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:
+    """The flags as one `GuardSettings` (config with the threshold flags, the files read)."""
+    from ctxkit.config.file import load_config
+    from ctxkit.engines.guard import GuardSettings, load_pending
+    from ctxkit.formats.extras import load_tools, read_text_file
+
+    config = with_threshold_flags(
+        load_config(f["config_path"]), f["warn_threshold"], f["compact_threshold"], f["block_threshold"]
+    )
+    if trace:
+        trace(f"config: {config.source or 'defaults'}")
+    return GuardSettings(
+        config=config,
+        system=read_text_file(f["system_file"]) if f["system_file"] else None,
+        tools=tuple(load_tools(f["tools_file"])) if f["tools_file"] else None,
+        pending=tuple(load_pending(f["pending_file"])) if f["pending_file"] else (),
+        replay=f["do_replay"],
+        check=f["do_check"],
+        fail_on=f["fail_on"],
+        count_opts=count_opts(f["image_tokens"], f["tool_schema_scale"]),
+        use_usage=not f["no_usage"],
+        as_agents=tuple(f["as_agents"]),
+        tool_threshold=f["tool_threshold"],
+        archive=f["archive_path"],
+        from_log=not f["models"] and budget_request(config, f).from_log,
+    )
+
+
+def budget_request(config: Any, f: dict[str, Any]) -> Any:
+    """The budget flags (all but --model) and the configuration as one `BudgetRequest`."""
+    from ctxkit.budget.resolve import BudgetRequest
+
+    return BudgetRequest(
+        context_window=f["window"],
+        max_output_tokens=f["max_output"],
+        buffer_tokens=f["buffer"],
+        limit=f["limit"],
+        agent=f["agent"],
+        llm=f["llm"],
+        tokenizer=f["tokenizer"],
+        config=config,
+    )
+
+
+def guard_targets(config: Any, f: dict[str, Any]) -> list[Any]:
+    """The targets in order of preference: each --model, else the one the flags and config give
+    (`budget.resolve.resolve_budget`)."""
+    from ctxkit.budget.resolve import resolve_budget
+
+    request = budget_request(config, f)
+    return [resolve_budget(request.for_model(m)) for m in f["models"]] or [resolve_budget(request)]
+
+
+def with_threshold_flags(
+    config: Any, warn: float | None, compact: float | None, block: float | None
+) -> Any:
+    """The config with threshold flags applied; a bad value names the flag."""
+    from ctxkit.config.file import ROOT
+    from ctxkit.errors import ConfigError, UsageError
+
+    try:
+        return config.with_overrides(
+            warning_threshold=warn, compact_threshold=compact, block_threshold=block
+        )
+    except ConfigError as exc:
+        text = str(exc)
+        for key, flag in (
+            ("warning_threshold", "--warn-threshold"),
+            ("compact_threshold", "--compact-threshold"),
+            ("block_threshold", "--block-threshold"),
+        ):
+            text = text.replace(f"{ROOT}.{key}", flag).replace(key, flag)
+        raise UsageError(text) from None
