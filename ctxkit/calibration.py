@@ -16,7 +16,8 @@ from ctxkit.counting import estimate_calls, provider_calls
 from ctxkit.errors import CtxkitError, TokenizerError
 from ctxkit.model import Transcript
 from ctxkit.tokens.accounting import CountOptions
-from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, Tokenizer, get_tokenizer
+from ctxkit.tokens.base import Tokenizer
+from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, get_tokenizer
 
 CALIBRATION_TOKENIZERS = (DEFAULT_TOKENIZER, "o200k_base", "approx", f"max:{DEFAULT_TOKENIZER}")
 

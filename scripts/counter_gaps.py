@@ -25,7 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ctxkit.tokens import bpe
-from ctxkit.tokens.loaders import FAST_COUNTERS, _tiktoken_encoding
+from ctxkit.tokens.encodings import tiktoken_encoding
+from ctxkit.tokens.fast import FAST_COUNTERS
 
 OUT = Path(__file__).resolve().parents[1] / "ctxkit" / "data"
 
@@ -61,7 +62,7 @@ def _write(kind: str, name: str, found: list[tuple[int, int]]) -> None:
 
 def main(names: list[str]) -> None:
     for name in names or ["cl100k_base", "o200k_base"]:
-        enc = _tiktoken_encoding(name)
+        enc = tiktoken_encoding(name)
         reference = _count_by(lambda text, enc=enc: len(enc.encode_ordinary(text)))
         for counter, load in FAST_COUNTERS.items():
             if importlib.util.find_spec(counter) is not None:

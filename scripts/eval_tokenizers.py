@@ -21,7 +21,7 @@ from typing import Any
 
 from ctxkit.formats import ReadOptions, read_path
 from ctxkit.tokens import get_tokenizer, unit_texts
-from ctxkit.tokens.loaders import FAST_COUNTERS
+from ctxkit.tokens.fast import FAST_COUNTERS
 
 
 def texts_of(root: Path) -> list[str]:

@@ -65,7 +65,7 @@ def test_cl100k_counts_equal_tiktoken_encode_ordinary():
 def test_large_batches_take_the_threaded_path_and_agree():
     tok = tokens.TiktokenTokenizer("cl100k_base", ENC)
     texts = [f"line {i}: " + "the quick brown fox jumps over the lazy dog " * 40 for i in range(40)]
-    assert sum(map(len, texts)) > tokens.loaders._SERIAL_MAX_CHARS
+    assert sum(map(len, texts)) > tokens.encodings._SERIAL_MAX_CHARS
     assert tok.count_many(texts) == [raw(t) for t in texts]
 
 
@@ -97,7 +97,7 @@ def test_cache_is_used_and_bounded(monkeypatch):
 
     from ctxkit import memo
 
-    monkeypatch.setattr(tokens.loaders, "CACHE_MAX_ENTRIES", 5)
+    monkeypatch.setattr(tokens.base, "CACHE_MAX_ENTRIES", 5)
     monkeypatch.setattr(memo, "_capacity", [1])  # no large transcript compacted here
     many = [f"text number {i}" for i in range(4)]
     assert tok.count_many(many) == [raw(t) for t in many]
@@ -465,7 +465,7 @@ def test_o200k_is_bundled_offline_and_the_fast_counter_counts_tiktokens_ids(tmp_
 
 
 # the fast counters installed here (toktok-rs on Python 3.11+, quicktok-v1 in the dev extra)
-COUNTERS = [c for c in tokens.loaders.FAST_COUNTERS if importlib.util.find_spec(c) is not None]
+COUNTERS = [c for c in tokens.fast.FAST_COUNTERS if importlib.util.find_spec(c) is not None]
 
 
 @pytest.mark.parametrize("counter", COUNTERS)
@@ -506,32 +506,32 @@ def test_each_fast_counter_counts_any_text_as_tiktoken(counter: str, texts: list
 
 
 @functools.cache
-def _fast(counter: str) -> tokens.loaders.FastTokenizer:
+def _fast(counter: str) -> tokens.fast.FastTokenizer:
     tok = _fresh("cl100k_base", counter)
     assert tok.counter is not None  # loaded, so the Python BPE never counts
     return tok
 
 
 def test_the_counter_is_chosen_by_the_environment(monkeypatch):
-    loaders = tokens.loaders
-    monkeypatch.setenv(loaders.COUNTER_ENV, "tiktoken")
-    assert loaders.fast_counter_name("cl100k_base") is None
-    monkeypatch.setenv(loaders.COUNTER_ENV, "nosuch")
+    fast = tokens.fast
+    monkeypatch.setenv(fast.COUNTER_ENV, "tiktoken")
+    assert fast.fast_counter_name("cl100k_base") is None
+    monkeypatch.setenv(fast.COUNTER_ENV, "nosuch")
     with pytest.raises(TokenizerError, match="CTXKIT_COUNTER='nosuch' is no counter; known: toktok, quicktok, tiktoken"):
-        loaders.fast_counter_name("cl100k_base")
+        fast.fast_counter_name("cl100k_base")
     for counter in COUNTERS:
-        monkeypatch.setenv(loaders.COUNTER_ENV, counter)
-        assert loaders.fast_counter_name("o200k_base") == counter
-        assert loaders.fast_counter_name("p50k_base") is None  # not one the counters ship
-    monkeypatch.delenv(loaders.COUNTER_ENV)
-    assert loaders.fast_counter_name("cl100k_base") == COUNTERS[0]
+        monkeypatch.setenv(fast.COUNTER_ENV, counter)
+        assert fast.fast_counter_name("o200k_base") == counter
+        assert fast.fast_counter_name("p50k_base") is None  # not one the counters ship
+    monkeypatch.delenv(fast.COUNTER_ENV)
+    assert fast.fast_counter_name("cl100k_base") == COUNTERS[0]
 
 
 @pytest.mark.parametrize("counter", ["toktok", "quicktok", "bpe"])
 def test_the_gap_test_finds_exactly_the_listed_characters(counter: str):
     """The fast gap test (UTF-8 lead bytes first) agrees with the exact character class on every
     code point, inside a text and alone."""
-    from ctxkit.tokens.loaders import _gaps
+    from ctxkit.tokens.fast import _gaps
 
     for name in ("cl100k_base", "o200k_base"):
         gaps = _gaps(counter, name)
@@ -574,21 +574,20 @@ def test_every_realdata_text_counts_as_tiktoken_in_both_encodings():
             wrong = [t[:60] for t, n, w in zip(texts, counted, want, strict=True) if n != w]
             assert wrong == [], (name, counter)
         # and the Python BPE that counts a process's first texts, on every text
-        small = tokens.loaders._bpe_counter(name)  # its table written here if no test wrote it yet
+        small = tokens.fast._bpe_counter(name)  # its table written here if no test wrote it yet
         assert small is not None
-        gaps = tokens.loaders._gaps("bpe", name)
+        gaps = tokens.fast._gaps("bpe", name)
         plain = [(t, w) for t, w in zip(texts, want, strict=True) if not gaps.held_by(t)]
         assert len(plain) > 0.99 * len(texts)
         wrong = [t[:60] for t, w in plain if small.count(t) != w]
         assert wrong == [], name
 
 
-def _fresh(name: str, counter: str | None = None) -> tokens.loaders.FastTokenizer:
+def _fresh(name: str, counter: str | None = None) -> tokens.fast.FastTokenizer:
     """A tokenizer as `get_tokenizer` makes it, but not shared with other tests."""
-    loaders = tokens.loaders
-    counter = counter or loaders.fast_counter_name(name)
+    counter = counter or tokens.fast.fast_counter_name(name)
     assert counter is not None
-    return loaders.FastTokenizer(name, counter, lambda: loaders._tiktoken_encoding(name))
+    return tokens.fast.FastTokenizer(name, counter, lambda: tokens.encodings.tiktoken_encoding(name))
 
 
 @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
@@ -605,7 +604,7 @@ def test_a_process_counts_its_first_texts_without_loading_the_fast_counter(name:
     assert tok._counter is not None
     # past SMALL_WORK_CHARS, the fast counter counts
     other = _fresh(name)
-    big = [f"{i} lorem ipsum dolor " * 1000 for i in range(tokens.loaders.SMALL_WORK_CHARS // 20_000 + 1)]
+    big = [f"{i} lorem ipsum dolor " * 1000 for i in range(tokens.fast.SMALL_WORK_CHARS // 20_000 + 1)]
     assert other.count_many(big) == [len(enc.encode_ordinary(t)) for t in big]
     assert other._counter is not None
 
@@ -630,9 +629,9 @@ def test_rank_table_holds_every_token_and_nothing_else(tmp_path: Path):
 @settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300))
 def test_the_python_bpe_counts_any_text_as_tiktoken(text: str):
-    small = bpe_module.load_counter("cl100k_base") or tokens.loaders._bpe_counter("cl100k_base")
-    gaps = tokens.loaders._gaps("bpe", "cl100k_base")
-    text = tokens.loaders._without_surrogates(text)
+    small = bpe_module.load_counter("cl100k_base") or tokens.fast._bpe_counter("cl100k_base")
+    gaps = tokens.fast._gaps("bpe", "cl100k_base")
+    text = tokens.fast._without_surrogates(text)
     if not gaps.held_by(text):
         assert small.count(text) == raw(text)
 
@@ -651,7 +650,7 @@ def test_the_ascii_split_is_tiktokens_split_on_every_short_ascii_text(name: str)
 
     import regex
 
-    pattern = tokens.loaders._encoding_kwargs(name)["pat_str"]
+    pattern = tokens.encodings.encoding_kwargs(name)["pat_str"]
     narrowed = bpe_module.ascii_pattern(pattern)
     assert narrowed is not None and "\\p{" not in narrowed
     ascii_split, split = re.compile(narrowed).findall, regex.compile(pattern).findall
@@ -664,7 +663,7 @@ def test_the_ascii_split_is_tiktokens_split_on_every_short_ascii_text(name: str)
 @settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
 def test_the_python_bpe_counts_any_ascii_text_as_tiktoken(text: str):
-    small = bpe_module.load_counter("cl100k_base") or tokens.loaders._bpe_counter("cl100k_base")
+    small = bpe_module.load_counter("cl100k_base") or tokens.fast._bpe_counter("cl100k_base")
     # ASCII text is split by re where it has possessive quantifiers (3.11 on), else by regex
     assert (small._ascii_split is not None) is (sys.version_info >= (3, 11))
     assert small.count(text) == raw(text)

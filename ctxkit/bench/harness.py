@@ -330,12 +330,13 @@ def raw_encoding(name: str | None = None) -> Any:
     code around it."""
     import tiktoken
 
-    from ctxkit.tokens.loaders import DEFAULT_TOKENIZER, OFFLINE_ENCODINGS, _tiktoken_encoding
+    from ctxkit.tokens.encodings import OFFLINE_ENCODINGS, tiktoken_encoding
+    from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
     name = name or DEFAULT_TOKENIZER
     if name in OFFLINE_ENCODINGS:
         return tiktoken.get_encoding(OFFLINE_ENCODINGS[name])
-    return _tiktoken_encoding(name)
+    return tiktoken_encoding(name)
 
 
 def _tok() -> Any:

@@ -38,16 +38,14 @@ from ctxkit.tokens.accounting import (
     speaker_name,
     unit_texts,
 )
+from ctxkit.tokens.base import CACHE_MAX_ENTRIES, Tokenizer
+from ctxkit.tokens.encodings import OFFLINE_ENCODINGS, TiktokenTokenizer
 from ctxkit.tokens.loaders import (
     ACCEPTED_FORMS,
-    CACHE_MAX_ENTRIES,
     DEFAULT_TOKENIZER,
-    OFFLINE_ENCODINGS,
     ApproxTokenizer,
     HFTokenizer,
     MaxTokenizer,
-    TiktokenTokenizer,
-    Tokenizer,
     TokenizerCache,
     clear_caches,
     count_text,

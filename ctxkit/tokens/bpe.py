@@ -6,7 +6,7 @@ tiktoken does (its split pattern, then its byte-pair merge, `_byte_pair_merge` i
 src/lib.rs) in Python, over a rank table read from a file by memory map: a lookup costs one
 crc32 and a probe, and nothing is built at load. It is slower per text than quicktok, so a
 tokenizer uses it only until its texts add up to enough to pay for quicktok's load
-(`loaders.QuicktokTokenizer`).
+(`fast.FastTokenizer`).
 
 The table is written once per encoding from tiktoken's own ranks, into the user cache
 (`<cache>/bpe/<encoding>.ranks`, 2 MB for cl100k_base, 4 MB for o200k_base), and checked by

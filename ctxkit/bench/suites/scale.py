@@ -137,7 +137,7 @@ def scale_worker(
     enc = raw_encoding()
     # Warm up on a small input first, so lazy imports are not billed to the first size, and
     # load the fast counter: a process counts its first characters with the Python BPE and
-    # loads the counter past them (`tokens.loaders.SMALL_WORK_CHARS`), and whichever size
+    # loads the counter past them (`tokens.fast.SMALL_WORK_CHARS`), and whichever size
     # crossed that line was billed the load (a 10,000-token compaction took 0.11 s, not 0.006).
     # The tiktoken pass it is held against has its encoding loaded as well.
     small = 200 if scenario == TINY_MESSAGES else 2_000
