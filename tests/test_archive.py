@@ -15,20 +15,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proptest import examples
 
-from ctxkit.archive.store import (
-    Archive,
-    default_archive_path,
-    long_ref,
-    make_ref,
-    parse_ref,
-    refs_in,
+from ctxkit.archive.originals import refs_in
+from ctxkit.archive.records import (
     transcript_from_json,
     transcript_to_json,
     unit_from_json,
     unit_to_json,
 )
+from ctxkit.archive.refs import default_archive_path
+from ctxkit.archive.store import Archive, make_ref
 from ctxkit.errors import ArchiveError
 from ctxkit.model import ToolCall, Transcript, Unit
+from ctxkit.refs import long_ref, parse_ref
 
 LOG = "\n".join(
     f"line {i} ERROR disk full" if i % 10 == 0 else f"line {i} ok" for i in range(1, 61)
@@ -1201,9 +1199,9 @@ def test_records_written_together_read_back_as_each_alone(records: list[Unit]) -
     import math
 
     from ctxkit.archive import packing
-    from ctxkit.archive.store import _unit_record
+    from ctxkit.archive.records import unit_record
 
-    dicts = [packing.stored(_unit_record(u)) for u in records]
+    dicts = [packing.stored(unit_record(u)) for u in records]
     together, moved = packing.records_json(dicts)
     alone = [packing.unit_json(d) for d in dicts]
     if any(used is None for _, used in alone):
@@ -1225,7 +1223,7 @@ def test_records_written_together_read_back_as_each_alone(records: list[Unit]) -
         return bool(x == y)
 
     assert [u.id for u in back.units] == [u.id for u in records]
-    assert all(same(_unit_record(a), _unit_record(b)) for a, b in zip(back.units, records, strict=True))
+    assert all(same(unit_record(a), unit_record(b)) for a, b in zip(back.units, records, strict=True))
 
 
 def test_each_text_is_stored_once_and_compressed(tmp_path: Path) -> None:

@@ -566,10 +566,10 @@ def test_an_app_log_with_its_own_compaction_that_fits_expands_as_it_is(tmp_path:
     r = _run(["expand", str(out), "-o", str(back)])
     assert r.exit_code == 0, r.stderr
     assert back.read_bytes() == src.read_bytes()
-    from ctxkit.archive.store import _PREAMBLE
+    from ctxkit.archive.originals import PREAMBLE
     from ctxkit.strategies.summarize_old import preamble
 
-    assert preamble(2, 10, ["ref-1"]).startswith(_PREAMBLE)  # how a summary of ours is told apart
+    assert preamble(2, 10, ["ref-1"]).startswith(PREAMBLE)  # how a summary of ours is told apart
 
 
 def _repeated_id_chat(path: Path) -> Path:

@@ -209,7 +209,8 @@ def test_a_file_that_is_no_jsonl_dataset_is_one_shard(tmp_path: Path, sims: Path
 
 
 def test_sharded_archive_restores_and_recalls_through_its_index(tmp_path: Path) -> None:
-    from ctxkit.archive.store import Archive, refs_in
+    from ctxkit.archive.originals import refs_in
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.engines.shards import write_index
     from ctxkit.simulate import generate

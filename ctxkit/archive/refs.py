@@ -1,21 +1,19 @@
 """How a compacted transcript points into its archive, without opening one: the refs in its
 text and where `compact` puts the archive. `count` and `guard` ask this of every input, so it
-imports neither SQLite nor hashlib (`archive.store` does, and re-exports these names)."""
+imports neither SQLite nor hashlib (`archive.store` does). What a ref looks like is
+`ctxkit.refs`, below the formats."""
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 
 from ctxkit.model import Unit
+from ctxkit.refs import carries_ref_text
 
 # The archive `compact` writes when its output goes to stdout: one per user, in the user's data
 # folder, where `count`, `guard`, `recall` and `expand` of a file made through a pipe find it.
 DEFAULT_STDOUT_ARCHIVE = "piped.ctx.db"
-
-# refs inside placeholder text: short refs, and long refs up to whitespace or a closing bracket
-REFS_IN_TEXT = re.compile(r"ref-[0-9a-f]{8,80}(?![0-9a-f])|ctx://[^\s\]\)>\"']+")
 
 
 def first_compacted(units: Sequence[Unit]) -> int | None:
@@ -34,13 +32,6 @@ def carries_ref(u: Unit) -> bool:
     if "ref" in u.meta or u.meta.get("refs"):
         return True
     return carries_ref_text(u.content)
-
-
-def carries_ref_text(text: str) -> bool:
-    """Whether `text` names a ref into an archive."""
-    # the pattern only where its text can be: a substring test reads a message at memchr's
-    # speed, the pattern is tried at every position
-    return ("ref-" in text or "ctx://" in text) and REFS_IN_TEXT.search(text) is not None
 
 
 def user_data_dir() -> str:

@@ -34,11 +34,13 @@ from typing import Any
 
 import orjson
 
-from ctxkit.archive.store import Archive, _digest, _made_by_compaction, parse_ref, refs_in
+from ctxkit.archive.originals import made_by_compaction, refs_in, text_digest
+from ctxkit.archive.store import Archive
 from ctxkit.engines import SHARD_MB
 from ctxkit.errors import ArchiveError, InputError
 from ctxkit.formats import ReadOptions, ReadStats, read_dataset_line, read_path
 from ctxkit.model import Transcript
+from ctxkit.refs import parse_ref
 from ctxkit.report.tables import counted
 
 SHARD_BYTES = int(SHARD_MB * 2**20)  # a task's slice of a JSONL dataset (whole lines)
@@ -546,7 +548,7 @@ class ShardedArchive:
                 return restored
         if error is not None and not refs:
             raise error
-        if refs or any(_made_by_compaction(u) for u in compacted.units):
+        if refs or any(made_by_compaction(u) for u in compacted.units):
             what = counted(len(refs), "ref") if refs else "its original"
             raise ArchiveError(
                 f"transcript {compacted.id!r} was compacted, but {what} is in no shard of "
@@ -559,7 +561,7 @@ class ShardedArchive:
         from ctxkit.structure import is_user_request
 
         assert self._index is not None
-        digests = {_digest(u.content) for u in compacted.units if is_user_request(u) and u.content}
+        digests = {text_digest(u.content) for u in compacted.units if is_user_request(u) and u.content}
         found: builtins.list[str] = []
         for d in sorted(digests):
             rows = self._index.execute("SELECT shard FROM transcripts WHERE last_request = ?", (d,))

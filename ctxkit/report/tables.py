@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from ctxkit.english import counted
+
 FORMATS = ("table", "json", "jsonl", "csv")
 
 
@@ -121,15 +123,6 @@ def write_rows(
         writer.writeheader()
         for row in rows:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """`n` and its noun in English: "1 check", "2 checks", "1,200 conversations".
-
-    >>> counted(1, "check"), counted(2, "check"), counted(3, "match", "matches")
-    ('1 check', '2 checks', '3 matches')
-    """
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def reading_summary(stats: Any) -> str:
