@@ -116,7 +116,8 @@ def recall_tool_for(fmt: str) -> dict[str, Any] | None:
     own = FORMATS.get(fmt)
     if own is not None and not own.holds_tools:
         return None
-    return tools_as(fmt, [{"type": "function", "function": dict(RECALL_TOOL)}])[0]
+    shape = own.tool_shape if own is not None else None
+    return tools_as(shape, [{"type": "function", "function": dict(RECALL_TOOL)}])[0]
 
 
 def tool_name(tool: Mapping[str, Any]) -> str | None:

@@ -460,4 +460,5 @@ FORMAT = Format(
     suffix=SUFFIX,
     holds_tools=False,
     omits=OMITS,
+    suffixes=(),  # its *.md files are told by their first bytes
 )

@@ -304,7 +304,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 open_rec = {"role": "user", "content": u.content}
                 records.append(open_rec)
     if t.tools:
-        extras["tools"] = tools_as(NAME, t.tools)
+        extras["tools"] = tools_as(FORMAT.tool_shape, t.tools)
     return records, extras
 
 
@@ -349,4 +349,5 @@ FORMAT = Format(
     validate=validate,
     detect_object=detect_object,
     extension=EXTENSION,
+    tool_shape="anthropic",
 )

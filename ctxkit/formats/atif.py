@@ -254,7 +254,7 @@ def _root(t: Transcript) -> dict[str, Any]:
     if isinstance(model, str):
         agent["model_name"] = model
     if t.tools:
-        agent["tool_definitions"] = tools_as("openai", t.tools)
+        agent["tool_definitions"] = tools_as(FORMAT.tool_shape, t.tools)
     return {
         "schema_version": "ATIF-v1.5" if t.tools else VERSION,
         "session_id": str(t.metadata.get("session_id") or t.id),
@@ -575,4 +575,5 @@ FORMAT = Format(
     validate=validate,
     detect_object=detect,
     item_key="steps",
+    tool_shape="openai",  # its agent's tool_definitions
 )

@@ -37,17 +37,18 @@ the parsed records); [] means it loads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ctxkit.formats.common import Source
 from ctxkit.model import Transcript
 
-__all__ = ["SHAPES", "Format", "Shape", "agents", "never", "no_hint"]
+__all__ = ["SHAPES", "Format", "Shape", "ToolShape", "agents", "never", "newest_model", "no_hint", "recorded_model"]
 
 Shape = Literal["messages", "log", "object", "text"]
 SHAPES: tuple[Shape, ...] = ("messages", "log", "object", "text")
+ToolShape = Literal["openai", "anthropic"]  # OpenAI `function` or Anthropic `input_schema` tool schemas
 
 
 def never(_: Any) -> bool:
@@ -57,6 +58,23 @@ def never(_: Any) -> bool:
 
 def no_hint(_: Any) -> str | None:
     """A format that knows no file beside its own (see `Format.hint`)."""
+    return None
+
+
+def recorded_model(t: Transcript) -> str | None:
+    """The model a transcript's reader found in its file (`metadata["model"]`), or None."""
+    return newest_model(t, (), never)
+
+
+def newest_model(t: Transcript, records: Iterable[Any], name_in: Callable[[dict[str, Any]], Any]) -> str | None:
+    """The model a transcript's reader recorded, else the newest its source records name
+    (`name_in(record)`, asked from the last record back), else None."""
+    found = t.metadata.get("model")
+    if isinstance(found, str):
+        return found
+    for rec in reversed(list(records)):
+        if isinstance(rec, dict) and isinstance(model := name_in(rec), str):
+            return model
     return None
 
 
@@ -114,6 +132,13 @@ class Format:
     # file's first 8 KB (str). Says what it is and what to read instead ("Cline's UI messages:
     # read api_conversation_history.json beside it (--from cline)"); None when it is none.
     hint: Callable[[Any], str | None] = no_hint
+    # the shape its tool schemas are written in (`common.tools_as`); None: kept as they came
+    tool_shape: ToolShape | None = None
+    # the file suffixes a folder argument expands to (a text format's *.md files are found by
+    # `looks_like` instead); Parquet datasets (*.parquet) hold any format and are found as well
+    suffixes: tuple[str, ...] = (".json", ".jsonl")
+    # the model a transcript read from the format names (the newest it records), or None
+    model: Callable[[Transcript], str | None] = recorded_model
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:

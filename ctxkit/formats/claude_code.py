@@ -30,11 +30,10 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ctxkit.archive.refs import carries_ref_text
 from ctxkit.classify import classify
 from ctxkit.formats import claude_attachments
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
-from ctxkit.formats.base import Format
+from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
     Source,
@@ -42,6 +41,7 @@ from ctxkit.formats.common import (
     first_context,
     joins,
     link_group_sizes,
+    message_model,
     provider_usage,
     raw_groups,
     source_records,
@@ -50,6 +50,7 @@ from ctxkit.formats.common import (
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, names, place
 from ctxkit.model import Transcript, Unit
+from ctxkit.refs import carries_ref_text
 
 NAME = "claude-code"
 APP_LABEL = "Claude Code"
@@ -749,6 +750,11 @@ def _results_only(blocks: Any) -> bool:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks)
 
 
+def named_model(t: Transcript) -> str | None:
+    """The model the log names: its reader's, else the newest assistant message's."""
+    return newest_model(t, (u.raw for u in t.units), message_model)
+
+
 FORMAT = Format(
     name=NAME,
     label=APP_LABEL,
@@ -763,4 +769,5 @@ FORMAT = Format(
     omits=OMITS,
     sidechains=True,
     compaction=True,
+    model=named_model,
 )

@@ -27,7 +27,7 @@ import uuid as uuidlib
 from typing import Any
 
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
-from ctxkit.formats.base import Format
+from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
     Source,
@@ -36,6 +36,7 @@ from ctxkit.formats.common import (
     first_context,
     joins,
     link_group_sizes,
+    message_model,
     provider_usage,
     raw_groups,
     source_records,
@@ -356,6 +357,11 @@ def _rules(messages: list[tuple[str, str, Any]]) -> list[str]:
     return anthropic_rules(messages, "")
 
 
+def named_model(t: Transcript) -> str | None:
+    """The model the stream names: its reader's, else the newest assistant message's."""
+    return newest_model(t, (u.raw for u in t.units), message_model)
+
+
 FORMAT = Format(
     name=NAME,
     label="Claude Code stream-json",
@@ -370,4 +376,5 @@ FORMAT = Format(
     omits="the system prompt, the tool schemas or the -p prompt",
     sidechains=True,
     compaction=True,
+    model=named_model,
 )

@@ -27,7 +27,7 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ctxkit.formats.base import Format
+from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, app_records, validate_type
 from ctxkit.formats.common import (
     ReadStats,
@@ -44,6 +44,7 @@ from ctxkit.formats.common import (
 )
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, place
+from ctxkit.formats.kept import records as kept_records
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "codex"
@@ -655,6 +656,16 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+def named_model(t: Transcript) -> str | None:
+    """The model the rollout names: its reader's, else the newest `turn_context`'s."""
+    return newest_model(t, kept_records(t), _payload_model)
+
+
+def _payload_model(rec: dict[str, Any]) -> Any:
+    payload = rec.get("payload")
+    return payload.get("model") if isinstance(payload, dict) else None
+
+
 FORMAT = Format(
     name=NAME,
     label=APP_LABEL,
@@ -667,4 +678,5 @@ FORMAT = Format(
     strict=True,
     holds_tools=False,
     compaction=True,
+    model=named_model,
 )

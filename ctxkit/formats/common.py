@@ -366,15 +366,15 @@ def raw_groups(units: Sequence[Unit]) -> list[tuple[Any, list[Unit]]]:
     return runs
 
 
-def tools_as(fmt: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool schemas in the shape a format expects (OpenAI `function` or Anthropic `input_schema`);
-    schemas already in that shape, or of unknown shape, pass through unchanged."""
+def tools_as(shape: str | None, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas in a format's `tool_shape` (OpenAI `function` or Anthropic `input_schema`);
+    schemas already in that shape, or of unknown shape, or for no shape (None), pass through."""
     out: list[dict[str, Any]] = []
     for tool in tools:
         if not isinstance(tool, dict):
             out.append(tool)
             continue
-        if fmt == "anthropic" and (isinstance(tool.get("function"), dict) or (
+        if shape == "anthropic" and (isinstance(tool.get("function"), dict) or (
                 "name" in tool and "parameters" in tool and "input_schema" not in tool)):
             fn = tool["function"] if isinstance(tool.get("function"), dict) else tool
             conv: dict[str, Any] = {"name": fn.get("name", "")}
@@ -382,18 +382,26 @@ def tools_as(fmt: str, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 conv["description"] = fn["description"]
             conv["input_schema"] = fn.get("parameters") or {"type": "object", "properties": {}}
             out.append(conv)
-        elif fmt == "openai" and "input_schema" in tool:
+        elif shape == "openai" and "input_schema" in tool:
             fn = {"name": tool.get("name", "")}
             if "description" in tool:
                 fn["description"] = tool["description"]
             fn["parameters"] = tool["input_schema"]
             out.append({"type": "function", "function": fn})
-        elif fmt == "openai" and "name" in tool and "parameters" in tool and "function" not in tool:
+        elif shape == "openai" and "name" in tool and "parameters" in tool and "function" not in tool:
             # Bare function schemas (ShareGPT's `tools` string holds these).
             out.append({"type": "function", "function": tool})
         else:
             out.append(tool)
     return out
+
+
+def message_model(record: dict[str, Any]) -> str | None:
+    """The model an app log's record of an Anthropic message names (`message.model`); None for
+    `<synthetic>`, the app's own messages."""
+    msg = record.get("message")
+    model = msg.get("model") if isinstance(msg, dict) else None
+    return model if isinstance(model, str) and not model.startswith("<") else None
 
 
 def source_records(u: Unit) -> list[dict[str, Any]]:

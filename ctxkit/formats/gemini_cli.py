@@ -22,7 +22,7 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ctxkit.formats.base import Format, never
+from ctxkit.formats.base import Format, never, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import (
     Source,
@@ -338,6 +338,11 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+def named_model(t: Transcript) -> str | None:
+    """The model the session names: its reader's, else the newest message's `model`."""
+    return newest_model(t, (u.raw for u in t.units), lambda rec: rec.get("model"))
+
+
 FORMAT = Format(
     name=NAME,
     label="Gemini CLI session",
@@ -350,4 +355,5 @@ FORMAT = Format(
     agent="Gemini CLI",
     holds_tools=False,
     omits="the system prompt or tool schemas",
+    model=named_model,
 )

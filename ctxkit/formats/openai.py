@@ -293,7 +293,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 continue
             records.append(rec)
             built.append(rec)
-    extras: dict[str, Any] = {"tools": tools_as(NAME, t.tools)} if t.tools else {}
+    extras: dict[str, Any] = {"tools": tools_as(FORMAT.tool_shape, t.tools)} if t.tools else {}
     return records, extras
 
 
@@ -318,4 +318,5 @@ FORMAT = Format(
     validate=validate,
     detect_object=detect_object,
     extension=EXTENSION,
+    tool_shape="openai",
 )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from ctxkit.formats.base import Format, never
+from ctxkit.formats.base import Format, never, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import (
     Source,
@@ -403,6 +403,16 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
+def named_model(t: Transcript) -> str | None:
+    """The model the export names: its reader's, else the newest message's `info.modelID`."""
+    return newest_model(t, (u.raw for u in t.units), _model_id)
+
+
+def _model_id(rec: dict[str, Any]) -> Any:
+    info = rec.get("info")
+    return info.get("modelID") if isinstance(info, dict) else None
+
+
 FORMAT = Format(
     name=NAME,
     label="OpenCode session",
@@ -416,4 +426,5 @@ FORMAT = Format(
     holds_tools=False,
     omits="the system prompt or tool schemas",
     compaction=True,
+    model=named_model,
 )

@@ -726,7 +726,7 @@ def _made(w: _Writer, u: Unit, t: Transcript) -> None:
         if t.tools:
             from ctxkit.formats.common import tools_as
 
-            args["tools"] = tools_as("openai", t.tools)
+            args["tools"] = tools_as(FORMAT.tool_shape, t.tools)
         w.made({"source": "agent", "message": u.content, "action": "system", "args": args}, u.timestamp)
     elif u.role == "tool":
         action = w.calls.get(u.tool_call_id or "")
@@ -851,4 +851,5 @@ FORMAT = Format(
     detect_object=detect_conversation,
     key=MESSAGES_KEY,
     compaction=True,
+    tool_shape="openai",  # the system action's tools
 )

@@ -41,7 +41,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
@@ -83,17 +82,11 @@ ROW_GROUP_ROWS = 256  # rows per row group written: what a streaming reader hold
 _FOREIGN = ("trajectory",)
 
 
-@functools.cache
 def own_columns() -> tuple[str, ...]:
     """The formats' keys of their records, the default first (see above)."""
-    from ctxkit.formats.registry import FORMATS
+    from ctxkit.formats.registry import record_keys
 
-    keys = [Format.key]
-    for f in FORMATS.values():
-        for k in (f.item_key, *((f.key, *f.also_keys) if f.shape == "messages" else ())):
-            if k is not None and k not in keys:
-                keys.append(k)
-    return tuple(keys)
+    return record_keys()
 
 
 def message_columns() -> tuple[str, ...]:

@@ -36,14 +36,19 @@ __all__ = [
     "read_path",
     "read_text",
     "reads_datasets",
+    "suffixes",
 ]
 
 # Transcript.metadata: the key a conversation object held its records under, when it was one of
 # its format's `also_keys`
 RECORDS_KEY = "records_key"
 
-# File suffixes a directory argument expands to (and *.md files of a text format).
-_SUFFIXES = (".json", ".jsonl", ".traj", ".parquet")
+
+def suffixes() -> tuple[str, ...]:
+    """The file suffixes a directory argument expands to: every format's (`Format.suffixes`), in
+    registry order, then Parquet's (a text format's *.md files are found by their first bytes)."""
+    out = [s for f in FORMATS.values() for s in f.suffixes]
+    return tuple(dict.fromkeys([*out, parquet.SUFFIX]))
 
 _SNIFF_BYTES = 8192
 _CHUNK = 1 << 20  # a line is read in pieces of this size
@@ -78,12 +83,14 @@ def expand_paths(paths: Sequence[str]) -> list[str]:
                 raise InputError(p, None, "no file matches this pattern")
             out.extend(hits)
         elif os.path.isdir(p):
+            known = suffixes()
             hits = sorted(
                 str(h) for h in Path(p).iterdir()
-                if h.is_file() and (h.suffix in _SUFFIXES or (h.suffix == ".md" and _is_text_transcript(h)))
+                if h.is_file() and (h.suffix in known or (h.suffix == ".md" and _is_text_transcript(h)))
             )
             if not hits:
-                raise InputError(p, None, "directory holds no *.json, *.jsonl, *.traj, *.parquet or aider *.md file")
+                globs = ", ".join(f"*{s}" for s in known)
+                raise InputError(p, None, f"directory holds no {globs} or aider *.md file")
             out.extend(hits)
         elif os.path.exists(p):
             out.append(p)

@@ -4,17 +4,21 @@ A format is its module's `FORMAT` record (`formats.base.Format`, the written con
 one is its module plus one line below. Detection asks the formats in this order and the first
 that claims an input reads it, so a format whose records would also pass for another's (Cline's
 Anthropic messages, Copilot's events) comes before that one, and the plain chat formats come
-last: `openai` is the fallback for a bare list of {role, content} messages.
+last: `openai` is the fallback for a bare list of {role, content} messages. Formats of other
+distributions (entry points of the group `ctxkit.formats`, see `ctxkit.plugins`) come after.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
+from ctxkit import plugins
+from ctxkit.errors import UsageError
 from ctxkit.formats.base import Format
 
-__all__ = ["FORMATS", "WRITABLE", "detect_format", "is_conversation"]
+__all__ = ["FORMATS", "WRITABLE", "detect_format", "is_conversation", "load_plugins", "register", "unregister"]
 
 _MODULES = (
     "units",
@@ -49,6 +53,52 @@ def _load(module: str) -> Format:
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in map(_load, _MODULES)}
+
+
+def register(fmt: Format) -> None:
+    """Add a format after those registered (a plugin's, a test's fake); its name must be new."""
+    if fmt.name in FORMATS:
+        raise UsageError(f"format {fmt.name!r} is registered already")
+    FORMATS[fmt.name] = fmt
+    _changed()
+
+
+def unregister(name: str) -> Format:
+    """Take a registered format out again (what `register` added)."""
+    fmt = FORMATS.pop(name)
+    _changed()
+    return fmt
+
+
+def _changed() -> None:
+    record_keys.cache_clear()
+
+
+@functools.cache
+def record_keys() -> tuple[str, ...]:
+    """Every key a conversation object may hold its records under (`Format.key`, `item_key`,
+    `also_keys`): the default `messages` first, then in registry order (Parquet's columns)."""
+    keys = [Format.key]
+    for f in FORMATS.values():
+        for k in (f.item_key, *((f.key, *f.also_keys) if f.shape == "messages" else ())):
+            if k is not None and k not in keys:
+                keys.append(k)
+    return tuple(keys)
+
+
+def load_plugins() -> list[str]:
+    """Register the formats other distributions give (entry points of the group
+    `ctxkit.formats`, see `ctxkit.plugins`) that are not registered yet; their names."""
+    found = plugins.load("ctxkit.formats", lambda obj: isinstance(obj, Format) and obj.name not in FORMATS,
+                         "a ctxkit.formats.base.Format of a new name")
+    for _, fmt in found:
+        register(fmt)
+    return [fmt.name for _, fmt in found]
+
+
+load_plugins()
+
+# The --from/--to choices: every format known when the CLI starts, plugins included.
 WRITABLE: tuple[str, ...] = tuple(FORMATS)
 
 

@@ -847,4 +847,5 @@ FORMAT = Format(
     holds_tools=False,
     omits="the system prompt or tool schemas",
     sidechains=True,
+    suffixes=(),  # its *.md files are told by their first bytes
 )

@@ -261,4 +261,5 @@ FORMAT = Format(
     detect_object=detect_conversation,
     key=MESSAGES_KEY,
     bare=False,
+    suffixes=(".json", ".jsonl", ".traj"),
 )

@@ -12,11 +12,11 @@ from collections.abc import Iterable
 from itertools import chain
 from typing import IO, Any
 
+from ctxkit.atomic import atomic_writer
 from ctxkit.errors import InputError, unknown_name
-from ctxkit.fileio import atomic_writer
 from ctxkit.formats import parquet
 from ctxkit.formats.common import dumps
-from ctxkit.formats.registry import FORMATS, WRITABLE
+from ctxkit.formats.registry import FORMATS
 from ctxkit.model import Transcript
 
 __all__ = [
@@ -72,10 +72,10 @@ def check_depth(t: Transcript) -> Transcript:
 def output_format_for(t: Transcript, fmt: str | None) -> str:
     """The format a transcript is written in: `fmt`, else its source format if writable, else units."""
     if fmt is not None:
-        if fmt not in WRITABLE:
-            raise unknown_name("output format", fmt, WRITABLE)
+        if fmt not in FORMATS:
+            raise unknown_name("output format", fmt, FORMATS)
         return fmt
-    return t.source_format if t.source_format in WRITABLE else "units"
+    return t.source_format if t.source_format in FORMATS else "units"
 
 
 def _dump(obj: Any, *, indent: bool = False) -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxkit import plugins
+from ctxkit.counting import Fit
 from ctxkit.errors import unknown_name
 from ctxkit.recipes import agents, baselines
-from ctxkit.recipes.baselines import Fit, Recipe
+from ctxkit.recipes.baselines import Recipe
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ RECIPES: dict[str, Peer] = {
     "codex_cli": Peer(agents.codex, "Codex CLI recipe*", summarizes=True),
     "gemini_cli": Peer(agents.gemini_cli, "Gemini CLI recipe*", summarizes=True),
 }
+
+# Peers of other distributions: entry points of the group `ctxkit.peers` (see `ctxkit.plugins`).
+RECIPES.update(plugins.load("ctxkit.peers", lambda obj: isinstance(obj, Peer), "a ctxkit.recipes.Peer"))
 
 
 def get_recipe(name: str) -> Peer:

@@ -28,6 +28,8 @@ from typing import Any
 
 from ctxkit.facts import calls as fact_calls
 from ctxkit.fidelity.probes import ProbeScore, extract
+from ctxkit.formats import FORMATS
+from ctxkit.formats.base import recorded_model
 from ctxkit.model import Transcript, Unit
 from ctxkit.recipes.economics import CompactionEconomics, compaction_economics, points_economics
 from ctxkit.recipes.probing import score_in, session_cwd
@@ -224,29 +226,9 @@ def _trigger(meta: dict[str, Any]) -> str | None:
 
 
 def log_model(t: Transcript) -> str | None:
-    """The model the log names (Claude Code's `message.model`, Gemini CLI's `model`, opencode's
-    `modelID`, Codex's `turn_context` model: the newest), or None."""
-    if isinstance(t.metadata.get("model"), str):
-        return str(t.metadata["model"])
-    for u in reversed(t.units):
-        raw = u.raw if isinstance(u.raw, dict) else None
-        msg = raw.get("message") if raw else None
-        if (
-            isinstance(msg, dict)
-            and isinstance(msg.get("model"), str)
-            and not msg["model"].startswith("<")
-        ):
-            return str(msg["model"])
-        if raw and isinstance(raw.get("model"), str):  # Gemini CLI
-            return str(raw["model"])
-        info = raw.get("info") if raw else None  # opencode
-        if isinstance(info, dict) and isinstance(info.get("modelID"), str):
-            return str(info["modelID"])
-    for r in reversed(kept_records(t)):
-        payload = r.get("payload") if isinstance(r, dict) else None
-        if isinstance(payload, dict) and isinstance(payload.get("model"), str):
-            return str(payload["model"])
-    return None
+    """The model the log names (its format's `Format.model`: the newest it records), or None."""
+    fmt = FORMATS.get(t.source_format)
+    return fmt.model(t) if fmt is not None else recorded_model(t)
 
 
 _SEARCH_WORDS = frozenset(("grep", "glob", "search", "list", "ls", "find", "dir", "directory"))

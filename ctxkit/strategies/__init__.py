@@ -9,7 +9,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from ctxkit.errors import unknown_name
+from ctxkit import plugins
+from ctxkit.errors import UsageError, unknown_name
 from ctxkit.fields import plain
 from ctxkit.strategies import content_type_chunking as _chunking
 from ctxkit.strategies import discard_low_rel as _discard
@@ -37,10 +38,47 @@ _MODULES: tuple[ModuleType, ...] = (
     _discard,
 )
 
-STRATEGIES: dict[str, Strategy] = {m.NAME: getattr(m, m.NAME) for m in _MODULES}
-PARAMS: dict[str, type] = {m.NAME: m.Params for m in _MODULES}
-LABELS: dict[str, str] = {m.NAME: m.LABEL for m in _MODULES}
-DEFAULT_PARAMS: dict[str, dict[str, Any]] = {name: plain(p()) for name, p in PARAMS.items()}
+STRATEGIES: dict[str, Strategy] = {}
+PARAMS: dict[str, type] = {}
+LABELS: dict[str, str] = {}
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {}
+
+
+def register(module: ModuleType) -> None:
+    """Add a strategy module (`NAME`, its function, `Params`, `LABEL`): a plugin's, a test's fake."""
+    name = module.NAME
+    if name in STRATEGIES:
+        raise UsageError(f"strategy {name!r} is registered already")
+    STRATEGIES[name] = getattr(module, name)
+    PARAMS[name] = module.Params
+    LABELS[name] = module.LABEL
+    DEFAULT_PARAMS[name] = plain(module.Params())
+
+
+def unregister(name: str) -> None:
+    """Take a registered strategy out again (what `register` added)."""
+    for table in (STRATEGIES, PARAMS, LABELS, DEFAULT_PARAMS):
+        table.pop(name, None)
+
+
+def _is_strategy(obj: object) -> bool:
+    name = getattr(obj, "NAME", None)
+    return (isinstance(obj, ModuleType) and isinstance(name, str) and name not in STRATEGIES
+            and callable(getattr(obj, name, None)) and hasattr(obj, "Params") and hasattr(obj, "LABEL"))
+
+
+def load_plugins() -> list[str]:
+    """Register the strategies other distributions give (entry points of the group
+    `ctxkit.strategies`, see `ctxkit.plugins`) that are not registered yet; their names."""
+    found = plugins.load("ctxkit.strategies", _is_strategy, "a strategy module of a new NAME")
+    for _, module in found:
+        register(module)
+    return [module.NAME for _, module in found]
+
+
+for _module in _MODULES:
+    register(_module)
+load_plugins()
 
 # Offloading first keeps huge outputs one `recall` away; summarizing old turns next keeps the most
 # meaning per token (measured with score-rl over every scenario and on the real transcripts:
@@ -74,6 +112,9 @@ __all__ = [
     "Strategy",
     "archive_unit",
     "get_strategy",
+    "load_plugins",
     "placeholder",
     "protected",
+    "register",
+    "unregister",
 ]
