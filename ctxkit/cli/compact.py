@@ -7,16 +7,15 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import (
-    SectionedCommand,
     budget_options,
     echo_err,
     engine_options,
     input_options,
     progress_option,
-    section,
     tokenizer_options,
     want_progress,
 )
+from ctxkit.cli.sections import SectionedCommand, section
 from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import WRITABLE, ReadOptions

@@ -13,8 +13,9 @@ from typing import Any
 import click
 
 from ctxkit.cli.count_options import count_flags
-from ctxkit.cli.options import SectionedCommand, echo_err, reading_note, want_progress
+from ctxkit.cli.options import echo_err, reading_note, want_progress
 from ctxkit.cli.requests import count_opts
+from ctxkit.cli.sections import SectionedCommand
 from ctxkit.counting import Breakdown, transcript_label
 from ctxkit.engines.count import count_rows, ray_rows, region_table
 from ctxkit.errors import UsageError

@@ -12,10 +12,10 @@ from ctxkit.cli.options import (
     engine_options,
     input_options,
     progress_option,
-    section,
     stack,
     tokenizer_options,
 )
+from ctxkit.cli.sections import section
 from ctxkit.counting import BREAKDOWNS
 from ctxkit.report.tables import FORMATS
 

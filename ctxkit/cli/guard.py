@@ -14,8 +14,9 @@ import click
 import orjson
 
 from ctxkit.cli.guard_options import EXIT_HELP, guard_options
-from ctxkit.cli.options import SectionedCommand, echo_err, reading_note
+from ctxkit.cli.options import echo_err, reading_note
 from ctxkit.cli.requests import guard_settings, guard_targets
+from ctxkit.cli.sections import SectionedCommand
 from ctxkit.errors import InputError
 from ctxkit.gates.exits import combine_exit_codes
 from ctxkit.report.guard import dataset_summary, failing_row, render_verdict

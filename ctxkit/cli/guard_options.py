@@ -13,10 +13,10 @@ from ctxkit.cli.options import (
     FiniteFloat,
     debug_option,
     input_options,
-    section,
     stack,
     tokenizer_options,
 )
+from ctxkit.cli.sections import section
 from ctxkit.gates.exits import FAIL_ON
 
 F = TypeVar("F", bound=Callable[..., Any])

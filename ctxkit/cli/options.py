@@ -19,7 +19,6 @@ from ctxkit.report.tables import reading_note, reading_summary  # noqa: F401  (t
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
 class FiniteFloat(click.FloatRange):
     """A float flag that refuses nan and inf (which pass every range check)."""
 
@@ -65,12 +64,9 @@ def input_options(f: F) -> F:
         **kwargs: Any,
     ) -> Any:
         read_opts = ReadOptions(
-            format=from_format,
-            include_sidechains=include_sidechains,
-            include_compacted=include_compacted,
-            skip_invalid=skip_invalid,
-            max_input_mb=max_input_mb,
-        )
+            format=from_format, include_sidechains=include_sidechains, include_compacted=include_compacted,
+            skip_invalid=skip_invalid, max_input_mb=max_input_mb,
+        )  # fmt: skip
         return f(*args, read_opts=read_opts, **kwargs)
 
     return stack(
@@ -178,19 +174,9 @@ def engine_options(f: F) -> F:
         shard_mb: float,
         **kwargs: Any,
     ) -> Any:
-        ray_opts = None
-        if engine == "ray":
-            from ctxkit.engines.ray import RayOptions
+        from ctxkit.cli.requests import ray_options
 
-            ray_opts = RayOptions(
-                address=ray_address,
-                workers=ray_workers,
-                shard_bytes=max(1, int(shard_mb * 2**20)),
-                report=True,
-                task_mb=ray_task_mb,
-            )
-        elif ray_address is not None or ray_workers is not None or ray_task_mb is not None:
-            raise click.UsageError("--ray-address, --ray-workers and --ray-task-mb go with --engine ray")
+        ray_opts = ray_options(engine, ray_address, ray_workers, ray_task_mb, shard_mb)
         return f(*args, engine=engine, ray_opts=ray_opts, **kwargs)
 
     return stack(
@@ -260,33 +246,3 @@ def want_progress(flag: bool | None) -> bool:
 def echo_err(message: str) -> None:
     """A message for people: stderr."""
     click.echo(message, err=True)
-
-
-class SectionedCommand(click.Command):
-    """A command whose --help lists its options under headings (`section`), in the order the
-    headings first appear; options outside any section come last, under "Other options"."""
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        sections: dict[str, list[tuple[str, str]]] = {}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
-            if record is not None:
-                title = getattr(param, "section", "Other options")
-                sections.setdefault(title, []).append(record)
-        for title, records in sections.items():
-            with formatter.section(title):
-                formatter.write_dl(records)
-
-
-def section(title: str, *decorators: Callable[[F], F]) -> Callable[[F], F]:
-    """Option decorators whose options --help shows under `title` (with `SectionedCommand`)."""
-
-    def apply(f: F) -> F:
-        before = len(getattr(f, "__click_params__", []))
-        f = stack(*decorators)(f)
-        params = getattr(f, "__click_params__", [])
-        for param in params[before:]:
-            param.section = title  # type: ignore[attr-defined]
-        return f
-
-    return apply

@@ -1,9 +1,12 @@
 """Flags as the frozen records the engines take: the count options of every command that counts,
-and guard's `GuardSettings` and targets. One place, so each command reads a flag the same way."""
+the Ray options of --engine ray, guard's `GuardSettings` and targets. One place, so each command
+reads a flag the same way."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import click
 
 from ctxkit.tokens import CountOptions
 
@@ -90,3 +93,23 @@ def with_threshold_flags(
         ):
             text = text.replace(f"{ROOT}.{key}", flag).replace(key, flag)
         raise UsageError(text) from None
+
+
+def ray_options(
+    engine: str, address: str | None, workers: int | None, task_mb: int | None, shard_mb: float
+) -> Any:
+    """The `engines.ray.RayOptions` of --engine ray and its flags; None on another engine, where
+    the Ray flags are refused."""
+    if engine != "ray":
+        if address is not None or workers is not None or task_mb is not None:
+            raise click.UsageError("--ray-address, --ray-workers and --ray-task-mb go with --engine ray")
+        return None
+    from ctxkit.engines.ray import RayOptions
+
+    return RayOptions(
+        address=address,
+        workers=workers,
+        shard_bytes=max(1, int(shard_mb * 2**20)),
+        report=True,
+        task_mb=task_mb,
+    )

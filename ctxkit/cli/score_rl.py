@@ -8,16 +8,15 @@ import click
 
 from ctxkit.cli.options import (
     FiniteFloat,
-    SectionedCommand,
     budget_options,
     echo_err,
     engine_options,
     input_options,
     progress_option,
-    section,
     tokenizer_options,
     want_progress,
 )
+from ctxkit.cli.sections import SectionedCommand, section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions

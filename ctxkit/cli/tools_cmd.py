@@ -92,8 +92,9 @@ def tools(
     """
     from ctxkit.budget.targets import resolve_target
     from ctxkit.budget.tools import load_tool_file, tool_budget
+    from ctxkit.cli.requests import count_opts
     from ctxkit.formats import ReadStats, expand_paths, read_path
-    from ctxkit.tokens import CountOptions, TokenizerCache
+    from ctxkit.tokens import TokenizerCache
 
     given = [t for f in tool_files for t in load_tool_file(f)]
     for spec in mcp_files:
@@ -107,11 +108,7 @@ def tools(
         raise click.ClickException("no conversation found in the input")
     log_model = next((t.metadata.get("model") for t in transcripts if t.metadata.get("model")), None)
     target = resolve_target(model or _known(log_model), context_window=window, tokenizer=tokenizer)
-    defaults = CountOptions()
-    opts = CountOptions(
-        image_tokens=defaults.image_tokens if image_tokens is None else image_tokens,
-        tool_schema_scale=defaults.tool_schema_scale if tool_schema_scale is None else tool_schema_scale,
-    )
+    opts = count_opts(image_tokens, tool_schema_scale)
     tok, label, warning = TokenizerCache().get(target)
     if warning:
         echo_err(warning)
