@@ -9,6 +9,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -577,3 +578,18 @@ def python_subprocess(code: str, timeout_s: float) -> Any:
         check=False,
         cwd=home,
     )
+
+
+@contextmanager
+def cache_dir_env(cache_dir: str) -> Iterator[None]:
+    """$CTXKIT_CACHE_DIR set to `cache_dir` inside the block (an embedder's SQLite cache there,
+    not in the user's cache), restored after."""
+    old = os.environ.get("CTXKIT_CACHE_DIR")
+    os.environ["CTXKIT_CACHE_DIR"] = cache_dir
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CTXKIT_CACHE_DIR", None)
+        else:
+            os.environ["CTXKIT_CACHE_DIR"] = old

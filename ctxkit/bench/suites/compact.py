@@ -3,7 +3,6 @@ embedder, and compaction time against one tiktoken pass over the same texts."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import tempfile
@@ -25,6 +24,7 @@ from ctxkit.bench.harness import (
     _repeat,
     _timed,
     _tok,
+    cache_dir_env,
     limit_for,
     raw_encoding,
     real_transcripts,
@@ -51,24 +51,26 @@ def _cached_minilm(cache_dir: str) -> Any:
     """A MiniLM embedder whose SQLite cache lives in `cache_dir` (not the user's cache)."""
     from ctxkit.embedders import get_embedder
 
-    old = os.environ.get("CTXKIT_CACHE_DIR")
-    os.environ["CTXKIT_CACHE_DIR"] = cache_dir
-    try:
+    with cache_dir_env(cache_dir):
         return get_embedder("minilm")
-    finally:
-        if old is None:
-            os.environ.pop("CTXKIT_CACHE_DIR", None)
-        else:
-            os.environ["CTXKIT_CACHE_DIR"] = old
 
 
 def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     """Summarization, the full chain on 50 units, and compaction against one tiktoken pass."""
+    res = SuiteResult("compact")
+    _summary(opts, res)
+    _chain_per_embedder(opts, res)
+    say("compact: compaction against one tiktoken pass")
+    _against_tiktoken(opts, res)
+    return res
+
+
+def _summary(opts: BenchOptions, res: SuiteResult) -> None:
+    """The extractive summary of a 2,000-token session, cold cache."""
     from ctxkit.simulate import generate
     from ctxkit.summarizers.extractive import summarize_extractive
     from ctxkit.tokens import count_transcript
 
-    res = SuiteResult("compact")
     tok = _tok()
     small = generate("agent_session", seed=0, tokens=2_000)
     units = small.history_units
@@ -86,12 +88,11 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         )
     )
 
-    std = standard_transcript()
-    limit = limit_for(std)
-    std_tokens = count_transcript(std, tok).total
+
+def _embedders(opts: BenchOptions, cache_dir: str) -> list[tuple[str, Callable[[], Any] | None, str]]:
+    """(label, make a fresh embedder or None for the default one, what its caches hold)."""
     from ctxkit.embedders import DEFAULT_EMBEDDER, get_embedder
 
-    # (label, make a fresh embedder or None for the default one, what its caches hold)
     embedders: list[tuple[str, Callable[[], Any] | None, str]] = [
         (f"{DEFAULT_EMBEDDER} (default)", None, "cold token cache")
     ]
@@ -99,9 +100,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
         embedders.append(
             ("lexical", partial(get_embedder, "lexical", cache=False), "cold token cache")
         )
-    cache_dir = tempfile.mkdtemp(prefix="ctxkit-bench-embeddings-")
     if not opts.quick:
-
         embedders.append(
             ("minilm", partial(get_embedder, "minilm", cache=False), "embeddings computed")
         )
@@ -112,6 +111,18 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 "embeddings from the SQLite cache",
             )
         )
+    return embedders
+
+
+def _chain_per_embedder(opts: BenchOptions, res: SuiteResult) -> None:
+    """The default and the relevance-first chain on the standard transcript, with each embedder."""
+    from ctxkit.tokens import count_transcript
+
+    std = standard_transcript()
+    limit = limit_for(std)
+    std_tokens = count_transcript(std, _tok()).total
+    cache_dir = tempfile.mkdtemp(prefix="ctxkit-bench-embeddings-")
+    embedders = _embedders(opts, cache_dir)
     chains = [
         ("default chain", None),
         ("relevance-first chain", "discard_low_rel,prioritize_recent,summarize_old"),
@@ -152,13 +163,14 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                     detail={"fits": last.fits, "tokens_after": last.tokens_after, **stats},
                 )
             )
-
     shutil.rmtree(cache_dir, ignore_errors=True)
 
-    say("compact: compaction against one tiktoken pass")
-    enc = raw_encoding()
-    from ctxkit.simulate import SCENARIOS
 
+def _against_tiktoken(opts: BenchOptions, res: SuiteResult) -> None:
+    """Each transcript's compaction time against one tiktoken pass over its texts."""
+    from ctxkit.simulate import SCENARIOS, generate
+
+    enc = raw_encoding()
     names = list(QUICK_SCENARIOS if opts.quick else SCENARIOS)
     corpus = [generate(s, seed=0) for s in names]
     real = real_transcripts(opts.realdata, REAL_MIN_TOKENS)
@@ -207,7 +219,6 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 f"range {min(multiples):.1f}-{max(multiples):.1f}x",
             )
         )
-    return res
 
 
 def tables(s: SuiteResult) -> list[Table]:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +128,6 @@ def scale_worker(
     before it (the kernel's high-water mark, reset first), plus (unless `light`) the Python heap
     peak that tracemalloc sees in a second, traced run and the time with an archive file.
     """
-    import tracemalloc
-
-    from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.tokens import count_transcript
 
@@ -155,42 +153,12 @@ def scale_worker(
     _clear()
     count_s = _timed(lambda: count_transcript(t, tok))[0]
     s = _settings(limit)
-
-    def run(on_disk: bool = False, source: Transcript = t) -> Any:
-        with (
-            tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as tmp,
-            Archive(os.path.join(tmp, "a.ctx.db") if on_disk else ":memory:") as archive,
-        ):
-            return compact(source, s, archive=archive)
-
-    _clear()
-    gc.collect()
-    rss_before = _vm_kib("VmRSS")
-    reset = _reset_peak_rss()
-    wall, cpu, result = _timed(run)
-    peak = _vm_kib("VmHWM") if reset else None
-    if cpu < (REPEAT_UNDER_S if scenario == TINY_MESSAGES else REPEAT_UNDER_S_TOKENS):
-        # A short compaction is timed twice more, cold each time (`cold_copy`), and the best
-        # kept, as the tiktoken pass it is held against is the best of its runs: one reading
-        # of a 10-15 ms compaction moved by a tenth from run to run.
-        for _ in range(REPEATS - 1):
-            fresh = cold_copy(t)
-            again = _timed(lambda: run(source=fresh))  # noqa: B023 (called at once)
-            wall, cpu = min(wall, again[0]), min(cpu, again[1])
-    heap_peak = disk_wall = None
-    if not light:
-        _clear()
-        gc.collect()
-        tracemalloc.start()
-        run()
-        heap_peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        _clear()
-        # What `ctxkit compact` pays on top: an archive file created, written and synced.
-        disk_wall = _timed(lambda: run(on_disk=True))[0]
+    repeat_under_s = REPEAT_UNDER_S if scenario == TINY_MESSAGES else REPEAT_UNDER_S_TOKENS
+    m = _measure_compaction(t, s, repeat_under_s, light)
     import resource
 
     maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result, wall, cpu = m.result, m.wall_s, m.cpu_s
     return {
         "scenario": scenario,
         "tokens_asked": tokens,
@@ -207,16 +175,72 @@ def scale_worker(
         "count_s": round(count_s, 5),
         "compact_s": round(wall, 5),
         "compact_cpu_s": round(cpu, 5),
-        "compact_file_archive_s": None if disk_wall is None else round(disk_wall, 5),
+        "compact_file_archive_s": None if m.disk_wall_s is None else round(m.disk_wall_s, 5),
         "compact_over_tiktoken": round(wall / one, 2) if one else None,
         "compact_over_tiktoken_cpu": round(cpu / one_cpu, 2) if one_cpu else None,
-        "rss_before_mb": round(rss_before / 1024, 1) if rss_before else None,
-        "compact_peak_rss_delta_mb": round(max(0, peak - rss_before) / 1024, 2)
-        if peak and rss_before
+        "rss_before_mb": round(m.rss_before_kib / 1024, 1) if m.rss_before_kib else None,
+        "compact_peak_rss_delta_mb": round(max(0, m.peak_kib - m.rss_before_kib) / 1024, 2)
+        if m.peak_kib and m.rss_before_kib
         else None,
-        "compact_heap_peak_mb": None if heap_peak is None else round(heap_peak / 2**20, 2),
+        "compact_heap_peak_mb": None if m.heap_peak is None else round(m.heap_peak / 2**20, 2),
         "process_maxrss_mb": round(maxrss_kib / 1024, 1),
     }
+
+
+@dataclass
+class _CompactionRun:
+    """One size's compaction as `scale_worker` measured it: the result, its best time, memory."""
+
+    result: Any
+    wall_s: float
+    cpu_s: float
+    rss_before_kib: int | None
+    peak_kib: int | None
+    heap_peak: int | None = None  # bytes, the Python heap's peak under tracemalloc
+    disk_wall_s: float | None = None  # the same run with an archive file
+
+
+def _measure_compaction(t: Transcript, s: Any, repeat_under_s: float, light: bool) -> _CompactionRun:
+    """Compact `t` cold: its time (the best of REPEATS when under `repeat_under_s` of CPU), the
+    peak RSS over it, and unless `light` the traced heap peak and the time with an archive file."""
+    import tracemalloc
+
+    from ctxkit.archive.store import Archive
+    from ctxkit.compaction import compact
+
+    def run(on_disk: bool = False, source: Transcript = t) -> Any:
+        with (
+            tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as tmp,
+            Archive(os.path.join(tmp, "a.ctx.db") if on_disk else ":memory:") as archive,
+        ):
+            return compact(source, s, archive=archive)
+
+    _clear()
+    gc.collect()
+    rss_before = _vm_kib("VmRSS")
+    reset = _reset_peak_rss()
+    wall, cpu, result = _timed(run)
+    peak = _vm_kib("VmHWM") if reset else None
+    if cpu < repeat_under_s:
+        # A short compaction is timed twice more, cold each time (`cold_copy`), and the best
+        # kept, as the tiktoken pass it is held against is the best of its runs: one reading
+        # of a 10-15 ms compaction moved by a tenth from run to run.
+        for _ in range(REPEATS - 1):
+            fresh = cold_copy(t)
+            again = _timed(lambda: run(source=fresh))  # noqa: B023 (called at once)
+            wall, cpu = min(wall, again[0]), min(cpu, again[1])
+    out = _CompactionRun(result, wall, cpu, rss_before, peak)
+    if not light:
+        _clear()
+        gc.collect()
+        tracemalloc.start()
+        run()
+        out.heap_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        _clear()
+        # What `ctxkit compact` pays on top: an archive file created, written and synced.
+        out.disk_wall_s = _timed(lambda: run(on_disk=True))[0]
+    return out
 
 
 SCALE_TIMEOUT_S = 1800  # one size in its process; past this the size is reported as not done
@@ -312,27 +336,7 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
             res.skipped.append("real logs: not found (--realdata)")
             continue
         axis = "messages" if scenario == TINY_MESSAGES else "tokens"
-        rows = []
-        for size in sizes:
-            say(f"scale: {scenario} {size:,} {axis}")
-            # from 10k tokens on, the same input as a file, for the whole processes
-            # (--quick: at the largest size only)
-            files = axis == "tokens" and size >= 10_000 and (not opts.quick or size == max(sizes))
-            with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as work:
-                path = os.path.join(work, "input.jsonl") if files else None
-                try:
-                    row = _scale_subprocess(scenario, size, light, opts.realdata, path)
-                except CtxkitError as exc:
-                    res.skipped.append(str(exc))
-                    continue
-                rows.append(row)
-                if path is not None:
-                    say(f"scale: {scenario} {size:,} {axis}, whole processes")
-                    try:
-                        repeats = opts.repeat or (1 if opts.quick else REPEATS)
-                        row.update(_process_pair(path, row["limit"], work, repeats))
-                    except RuntimeError as exc:  # the in-process figures stand without it
-                        res.skipped.append(f"scale: {scenario} {size:,} as a file: {exc}")
+        rows = _measure_sizes(opts, say, res, scenario, sizes, light)
         res.rows.extend(rows)
         # Fixed costs dominate the smallest size; the slope is taken from 10k up when it can be.
         key_x = "units" if axis == "messages" else "tokens"
@@ -354,71 +358,120 @@ def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
                 res.summary.append(
                     {"scenario": scenario, "measure": label, "slope": round(slope, 3), "span": span}
                 )
-        for r in rows:
-            if axis == "tokens" and r["tokens_asked"] < 10_000:
-                continue
-            at = f"{r['tokens_asked']:,} {axis}"
-            res.figures.append(
-                Figure(
-                    f"{scenario}: compaction at {at} / one tiktoken pass (CPU)",
-                    r["compact_over_tiktoken_cpu"] or 0.0,
-                    "x",
-                    PASS_TARGET if axis == "tokens" else None,
-                    note=f"{r['compact_cpu_s']:.3g} s CPU for {r['tokens']:,} tokens in "
-                    f"{r['units']:,} units, pass {r['tiktoken_pass_cpu_s']:.3g} s; wall "
-                    f"{r['compact_s']:.3g} s, {r['compact_over_tiktoken']}x; peak RSS "
-                    f"+{r['compact_peak_rss_delta_mb']} MB",
-                )
-            )
-            if r.get("process_over_tiktoken_cpu") is not None:
-                res.figures.append(
-                    Figure(
-                        f"{scenario}: `ctxkit compact` of the file at {at} / one tiktoken pass "
-                        "over the same file, whole processes (CPU)",
-                        r["process_over_tiktoken_cpu"],
-                        "x",
-                        PASS_TARGET,
-                        note=f"{r['process_compact_cpu_s']:.3g} s CPU against "
-                        f"{r['process_tiktoken_cpu_s']:.3g} s for {r['file_bytes']:,} bytes "
-                        f"(best of {r.get('process_runs', REPEATS)}); wall {r['process_compact_s']:.3g} s against "
-                        f"{r['process_tiktoken_s']:.3g} s",
-                    )
-                )
-        slope = next(
-            (
-                x["slope"]
-                for x in res.summary
-                if x["scenario"] == scenario and x["measure"] == "compaction CPU time"
-            ),
-            None,
-        )
-        if slope is not None:
-            res.figures.append(
-                Figure(
-                    f"{scenario}: growth exponent of compaction CPU time in {axis}",
-                    slope,
-                    "log-log slope",
-                    LINEAR_SLOPE if axis == "messages" else None,
-                    note=f"1.0 is linear; {span}",
-                )
-            )
-        # The same growth against one tiktoken pass over the same texts, measured beside each
-        # size: on a shared machine the pass itself grows faster than linearly with the texts
-        # (caches, memory), and what is ctxkit's own is what it adds to that.
-        relative = loglog_slope(xs, [float(r["compact_over_tiktoken_cpu"] or 0) for r in fit])
-        pass_slope = loglog_slope(xs, [float(r["tiktoken_pass_cpu_s"] or 0) for r in fit])
-        if relative is not None and axis == "messages":
-            res.figures.append(
-                Figure(
-                    f"{scenario}: growth exponent in {axis} of compaction CPU time per tiktoken pass",
-                    round(1.0 + relative, 3),
-                    "log-log slope",
-                    LINEAR_SLOPE,
-                    note=f"1.0: grows as one tiktoken pass does (that pass's own exponent "
-                    f"{pass_slope:.2f}); {span}" if pass_slope is not None else span,
-                )
-            )
+        _size_figures(res, scenario, axis, rows)
+        _growth_figures(res, scenario, axis, fit, xs, span)
     return res
+
+
+def _measure_sizes(
+    opts: BenchOptions,
+    say: Progress,
+    res: SuiteResult,
+    scenario: str,
+    sizes: Sequence[int],
+    light: bool,
+) -> list[dict[str, Any]]:
+    """Each size of one axis in a fresh process, and from 10k tokens on also as a file in whole
+    processes; a size that fails is a skipped line."""
+    axis = "messages" if scenario == TINY_MESSAGES else "tokens"
+    rows = []
+    for size in sizes:
+        say(f"scale: {scenario} {size:,} {axis}")
+        # from 10k tokens on, the same input as a file, for the whole processes
+        # (--quick: at the largest size only)
+        files = axis == "tokens" and size >= 10_000 and (not opts.quick or size == max(sizes))
+        with tempfile.TemporaryDirectory(prefix="ctxkit-bench-") as work:
+            path = os.path.join(work, "input.jsonl") if files else None
+            try:
+                row = _scale_subprocess(scenario, size, light, opts.realdata, path)
+            except CtxkitError as exc:
+                res.skipped.append(str(exc))
+                continue
+            rows.append(row)
+            if path is not None:
+                say(f"scale: {scenario} {size:,} {axis}, whole processes")
+                try:
+                    repeats = opts.repeat or (1 if opts.quick else REPEATS)
+                    row.update(_process_pair(path, row["limit"], work, repeats))
+                except RuntimeError as exc:  # the in-process figures stand without it
+                    res.skipped.append(f"scale: {scenario} {size:,} as a file: {exc}")
+    return rows
+
+
+def _size_figures(res: SuiteResult, scenario: str, axis: str, rows: list[dict[str, Any]]) -> None:
+    """Per size (from 10k tokens on), compaction against one tiktoken pass, in this process and
+    as whole processes on the file."""
+    for r in rows:
+        if axis == "tokens" and r["tokens_asked"] < 10_000:
+            continue
+        at = f"{r['tokens_asked']:,} {axis}"
+        res.figures.append(
+            Figure(
+                f"{scenario}: compaction at {at} / one tiktoken pass (CPU)",
+                r["compact_over_tiktoken_cpu"] or 0.0,
+                "x",
+                PASS_TARGET if axis == "tokens" else None,
+                note=f"{r['compact_cpu_s']:.3g} s CPU for {r['tokens']:,} tokens in "
+                f"{r['units']:,} units, pass {r['tiktoken_pass_cpu_s']:.3g} s; wall "
+                f"{r['compact_s']:.3g} s, {r['compact_over_tiktoken']}x; peak RSS "
+                f"+{r['compact_peak_rss_delta_mb']} MB",
+            )
+        )
+        if r.get("process_over_tiktoken_cpu") is not None:
+            res.figures.append(
+                Figure(
+                    f"{scenario}: `ctxkit compact` of the file at {at} / one tiktoken pass "
+                    "over the same file, whole processes (CPU)",
+                    r["process_over_tiktoken_cpu"],
+                    "x",
+                    PASS_TARGET,
+                    note=f"{r['process_compact_cpu_s']:.3g} s CPU against "
+                    f"{r['process_tiktoken_cpu_s']:.3g} s for {r['file_bytes']:,} bytes "
+                    f"(best of {r.get('process_runs', REPEATS)}); wall {r['process_compact_s']:.3g} s against "
+                    f"{r['process_tiktoken_s']:.3g} s",
+                )
+            )
+
+
+def _growth_figures(
+    res: SuiteResult, scenario: str, axis: str, fit: list[dict[str, Any]], xs: list[Any], span: str
+) -> None:
+    """The growth exponent of compaction CPU time over one axis, alone and (tiny messages)
+    against one tiktoken pass."""
+    slope = next(
+        (
+            x["slope"]
+            for x in res.summary
+            if x["scenario"] == scenario and x["measure"] == "compaction CPU time"
+        ),
+        None,
+    )
+    if slope is not None:
+        res.figures.append(
+            Figure(
+                f"{scenario}: growth exponent of compaction CPU time in {axis}",
+                slope,
+                "log-log slope",
+                LINEAR_SLOPE if axis == "messages" else None,
+                note=f"1.0 is linear; {span}",
+            )
+        )
+    # The same growth against one tiktoken pass over the same texts, measured beside each
+    # size: on a shared machine the pass itself grows faster than linearly with the texts
+    # (caches, memory), and what is ctxkit's own is what it adds to that.
+    relative = loglog_slope(xs, [float(r["compact_over_tiktoken_cpu"] or 0) for r in fit])
+    pass_slope = loglog_slope(xs, [float(r["tiktoken_pass_cpu_s"] or 0) for r in fit])
+    if relative is not None and axis == "messages":
+        res.figures.append(
+            Figure(
+                f"{scenario}: growth exponent in {axis} of compaction CPU time per tiktoken pass",
+                round(1.0 + relative, 3),
+                "log-log slope",
+                LINEAR_SLOPE,
+                note=f"1.0: grows as one tiktoken pass does (that pass's own exponent "
+                f"{pass_slope:.2f}); {span}" if pass_slope is not None else span,
+            )
+        )
 
 
 LINEAR_SLOPE = 1.15  # "linear in messages": time grows no faster than this power of them
