@@ -10,7 +10,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -160,28 +160,24 @@ def create_whole(path: str, data: bytes, mode: int = 0o600) -> bool:
                     # linkat(AT_SYMLINK_FOLLOW) through /proc: the file gets its one name, or
                     # FileExistsError when that name is taken
                     name = os.path.basename(path)
-                    os.link(f"/proc/self/fd/{fd}", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-                    return True
-                except FileExistsError:
-                    return False
-                except OSError as exc:
-                    if exc.errno not in (errno.ENOENT, errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP):
-                        raise
+                    linked = _link_new(
+                        lambda: os.link(f"/proc/self/fd/{fd}", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd),
+                        (errno.ENOENT, errno.EPERM, errno.EXDEV, errno.EOPNOTSUPP),
+                    )
                 finally:
                     os.close(dir_fd)
+                if linked is not None:
+                    return linked
             finally:
                 os.close(fd)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         _fill(fd, data, mode)
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
-                raise
+        linked = _link_new(
+            lambda: os.link(tmp, path), (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK)
+        )
+        if linked is not None:
+            return linked
         # a filesystem without hard links: claim the name, then fill it
         try:
             claimed = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -199,6 +195,20 @@ def create_whole(path: str, data: bytes, mode: int = 0o600) -> bool:
             os.unlink(tmp)
         except OSError:
             pass
+
+
+def _link_new(link: Callable[[], None], unsupported: tuple[int, ...]) -> bool | None:
+    """Give a whole file its one name with `link`: True when linked, False when the name is
+    taken, None when this way of linking fails with an errno of `unsupported` (try another)."""
+    try:
+        link()
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in unsupported:
+            raise
+        return None
 
 
 def _fill(fd: int, data: bytes, mode: int) -> None:
