@@ -133,7 +133,6 @@ _engine_options = section(
 )
 
 
-
 @click.command("compact", cls=SectionedCommand, epilog=EXIT_HELP)
 @section(
     "Budget",
@@ -165,18 +164,19 @@ def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> Non
       ctxkit compact sessions/ --limit 8000 -o small/     # an output and an archive per input
       ctxkit compact 'data/*.jsonl' --limit 8000 --engine ray -o small/   # shards as Ray tasks
     """
+    from ctxkit.cli.requests import compact_request
     from ctxkit.engines import compact as engine
+    from ctxkit.report.compact import directory_run_lines, file_run_lines, replay_lines
 
-    request = _request(paths, read_opts, flags)
+    request = compact_request(paths, read_opts, flags, want_progress(flags["progress"]))
     refuse_terminal(request.output, "compact", request.dry_run or request.replay)
     if request.replay:
-        _render_replay(engine.replay(request, echo_err))
+        for line in replay_lines(engine.replay(request, echo_err)):
+            echo_err(line)
         return
     outcome = engine.compact(request, echo_err)
-    if outcome.shards:
-        _render_directory(request, outcome)
-    else:
-        _render_file(request, outcome)
+    for line in (directory_run_lines if outcome.shards else file_run_lines)(request, outcome):
+        echo_err(line)
     if outcome.exit_code:
         s = outcome.summary
         what = "are left out" if s.written else "nothing is written"
@@ -199,121 +199,3 @@ def refuse_terminal(output: str, command: str, writes_nothing: bool = False) -> 
             f"{command} writes a transcript to stdout, and stdout is a terminal: give -o FILE "
             f"(ctxkit {command} ... -o small.jsonl), or pipe it (| ... or > small.jsonl)"
         )
-
-
-def _request(paths: tuple[str, ...], read_opts: ReadOptions, f: dict[str, Any]) -> Any:
-    """The flags as one `CompactRequest` (whose checks refuse a bad combination)."""
-    from ctxkit.config.settings import SettingsSpec
-    from ctxkit.engines.request import CompactRequest
-    from ctxkit.formats import expand_paths
-
-    settings = SettingsSpec(
-        limit=f["limit"],
-        model=f["model"],
-        target=f["target"],
-        config_path=f["config_path"],
-        tokenizer=f["tokenizer"],
-        image_tokens=f["image_tokens"],
-        tool_schema_scale=f["tool_schema_scale"],
-        chain=f["chain"],
-        recovery=f["recovery"],
-        embedder=f["embedder"],
-        embedder_model=f["embedder_model"],
-        embedding_cache=False if f["no_cache"] else None,
-        summarizer=f["summarizer"],
-        llm_url=f["llm_url"],
-        llm_model=f["summarizer_model"],
-        use_usage=not f["no_usage"],
-    )
-    return CompactRequest(
-        inputs=tuple(expand_paths(paths)),  # globs and directories, as count and guard take them
-        output=f["output"],
-        settings=settings,
-        read_opts=read_opts,
-        to_format=f["to_format"],
-        archive=f["archive_path"],
-        recall_tool=f["recall_tool"],
-        dry_run=f["dry_run"],
-        jobs=f["jobs"],
-        engine=f["engine"],
-        ray=f["ray_opts"],
-        report=f["report_path"],
-        html=f["html_path"],
-        events=f["events_path"],
-        explain=f["explain"],
-        verbose=f["verbose"],
-        progress=want_progress(f["progress"]),
-        replay=f["replay"],
-        cost_models=tuple(f["cost_models"]),
-    )
-
-
-def _render_file(request: Any, outcome: Any) -> None:
-    s = outcome.summary
-    several = s.conversations > 1
-    for who, line in outcome.lines:
-        if not several:
-            echo_err(line)
-        elif request.verbose or line.startswith("left out: "):
-            echo_err(f"{who}: {line}")  # a dataset: what was left out, each line with -v
-    if several and s.written:  # (nothing written: the exit line says so)
-        echo_err(_tally(s, f"{s.conversations:,} conversations"))
-    if outcome.archive and not request.dry_run:
-        echo_err(f"Archive: {outcome.archive} (ctxkit recall --list --archive {outcome.archive})")
-    if request.dry_run:
-        echo_err("Dry run: nothing written.")
-
-
-def _tally(s: Any, head: str) -> str:
-    """A run's one line: "300 conversations: 12 compacted, 288 unchanged; 1,200 -> 900 tokens"."""
-    what = [f"{s.changed:,} compacted", f"{s.written - s.changed:,} unchanged"]
-    if s.failures:
-        what.append(f"{len(s.failures):,} left out")
-    return f"{head}: {', '.join(what)}; {s.tokens_before:,} -> {s.tokens_after:,} tokens"
-
-
-def _render_directory(request: Any, outcome: Any) -> None:
-    from ctxkit.report.tables import counted
-
-    s = outcome.summary
-    for who, line in outcome.lines:
-        echo_err(f"{who}: {line}")
-    shards = f" ({counted(outcome.shards, 'shard')})" if outcome.shards != outcome.inputs else ""
-    echo_err(_tally(s, f"{counted(s.conversations, 'conversation')} from {counted(outcome.inputs, 'file')}{shards}"))
-    out = request.output
-    archives = f" and {counted(outcome.archives, 'archive')}" if outcome.archives else ""
-    echo_err(
-        f"Output: {out}, {counted(outcome.outputs, 'file')}{archives} "
-        f"(ctxkit expand {out} -o restored/; ctxkit recall --list --archive {out})"
-    )
-
-
-def _render_replay(outcome: Any) -> None:
-    for r in outcome.results:
-        echo_err(r.summary_line())
-        for c in r.compaction_log:
-            what = c.error or (
-                f"{c.tokens_before:,} -> {c.tokens_after:,} ({', '.join(c.strategies) or 'none'}), "
-                f"the next call reads {c.cache_read_tokens:,} from the cache and writes "
-                f"{c.cache_write_tokens:,}"
-            )
-            echo_err(f"  before call {c.call} (after unit {c.unit_id}): {what}, {c.time_ms:.0f} ms")
-    for cost in outcome.costs:
-        for m in cost:
-            echo_err(
-                f"cost on {m['model']}: ${m['usd']:.4f} with compaction, "
-                f"${m['usd_without_compaction']:.4f} without (input, prompt caching priced)"
-            )
-            for c in m["compactions"]:
-                n = c["break_even_calls"]
-                paid = (
-                    "not paid back within the session"
-                    if n is None
-                    else "paid back by that call itself"
-                    if n == 0
-                    else f"paid back after {n} more call{'s' if n != 1 else ''}"
-                )
-                echo_err(
-                    f"  compaction before call {c['call']}: ${c['invalidation_usd']:.4f} more than "
-                    f"a cached call (the rewritten prefix is written, not read); {paid}"
-                )

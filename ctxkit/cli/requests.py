@@ -1,6 +1,6 @@
 """Flags as the frozen records the engines take: the count options of every command that counts,
-the Ray options of --engine ray, guard's `GuardSettings` and targets. One place, so each command
-reads a flag the same way."""
+the Ray options of --engine ray, guard's `GuardSettings` and targets, compact's `CompactRequest`.
+One place, so each command reads a flag the same way."""
 
 from __future__ import annotations
 
@@ -112,4 +112,52 @@ def ray_options(
         shard_bytes=max(1, int(shard_mb * 2**20)),
         report=True,
         task_mb=task_mb,
+    )
+
+
+def compact_request(paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], progress: bool) -> Any:
+    """The flags as one `CompactRequest` (whose checks refuse a bad combination); `progress`:
+    whether to show a progress bar."""
+    from ctxkit.config.settings import SettingsSpec
+    from ctxkit.engines.request import CompactRequest
+    from ctxkit.formats import expand_paths
+
+    settings = SettingsSpec(
+        limit=f["limit"],
+        model=f["model"],
+        target=f["target"],
+        config_path=f["config_path"],
+        tokenizer=f["tokenizer"],
+        image_tokens=f["image_tokens"],
+        tool_schema_scale=f["tool_schema_scale"],
+        chain=f["chain"],
+        recovery=f["recovery"],
+        embedder=f["embedder"],
+        embedder_model=f["embedder_model"],
+        embedding_cache=False if f["no_cache"] else None,
+        summarizer=f["summarizer"],
+        llm_url=f["llm_url"],
+        llm_model=f["summarizer_model"],
+        use_usage=not f["no_usage"],
+    )
+    return CompactRequest(
+        inputs=tuple(expand_paths(paths)),  # globs and directories, as count and guard take them
+        output=f["output"],
+        settings=settings,
+        read_opts=read_opts,
+        to_format=f["to_format"],
+        archive=f["archive_path"],
+        recall_tool=f["recall_tool"],
+        dry_run=f["dry_run"],
+        jobs=f["jobs"],
+        engine=f["engine"],
+        ray=f["ray_opts"],
+        report=f["report_path"],
+        html=f["html_path"],
+        events=f["events_path"],
+        explain=f["explain"],
+        verbose=f["verbose"],
+        progress=progress,
+        replay=f["replay"],
+        cost_models=tuple(f["cost_models"]),
     )
