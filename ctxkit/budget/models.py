@@ -173,6 +173,15 @@ def call_cost(model: Any, uncached: int, cache_read: int, cache_write: int, outp
     return (usd + output * model.output_per_mtok) / 1_000_000
 
 
+def prefix_call_cost(model: Any, tokens: int, cached: int) -> float:
+    """USD for one call's `tokens` of input on `model` when `cached` of them are a prefix read
+    from the prompt cache and the rest is written to it (billed as a cache write where the
+    provider bills one, else as input); output left out."""
+    rest = tokens - cached
+    writes = model.cache_write_per_mtok is not None
+    return call_cost(model, 0 if writes else rest, cached, rest if writes else 0, 0)
+
+
 def model_suggestions(name: str, n: int = 3) -> list[str]:
     """The known model names (and aliases) closest to `name`, best first."""
     import difflib

@@ -1,4 +1,5 @@
-"""The target a log names: the model it records, under the budget of the agent that wrote it.
+"""The one budget resolver (`resolve_budget`): what flags and the configuration name, else the
+target a log names: the model it records, under the budget of the agent that wrote it.
 
 With no model, window or limit given (and no `default_limit` in the configuration), `count`,
 `guard`, `compact`, `fidelity`, `score-rl` and `replay` check a log against what it ran on: its
@@ -14,11 +15,15 @@ own (Claude Code keeps min(max output, 20k)), not a share of the window.
     >>> target = log_target(t)
     >>> target.name, target.limit, target.thresholds.compact
     ('claude-opus-4-6', 197000, 0.8375)
+
+Every command and the replays ask `resolve_budget` with one `BudgetRequest` and pass the
+`Target` it gives whole: model, window, output reserve, buffer, limit and thresholds, each
+value with where it came from (`Target.sources`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxkit.budget import Target, Thresholds
@@ -132,3 +137,61 @@ def from_log_applies(
     output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
     named = any(v is not None for v in (limit, window, max_output, buffer)) or bool(models)
     return not named and not agent and not llm and config.default_limit is None
+
+
+@dataclass(frozen=True)
+class BudgetRequest:
+    """What names a budget: the budget flags of a command and the configuration (None: not
+    given). With none of them, a log names its own (`log_target`)."""
+
+    model: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    buffer_tokens: int | None = None
+    limit: int | None = None
+    agent: str | None = None
+    llm: str | None = None
+    tokenizer: str | None = None
+    config: BudgetConfig = field(default_factory=BudgetConfig)
+
+    @property
+    def from_log(self) -> bool:
+        """Whether a log's own target applies (`from_log_applies`)."""
+        return from_log_applies(
+            self.config,
+            models=(self.model,) if self.model else (),
+            limit=self.limit,
+            window=self.context_window,
+            max_output=self.max_output_tokens,
+            buffer=self.buffer_tokens,
+            agent=self.agent,
+            llm=self.llm,
+        )
+
+    def for_model(self, model: str | None) -> BudgetRequest:
+        """The same request naming `model` (guard checks each --model in turn)."""
+        return replace(self, model=model)
+
+
+def resolve_budget(request: BudgetRequest, t: Transcript | None = None) -> Target:
+    """The one budget: the target the log `t` names when the request names no other (and the
+    log a known model), else the target of the flags, the configuration and models.toml.
+
+    >>> resolve_budget(BudgetRequest(context_window=128000, max_output_tokens=16384)).limit
+    103424
+    """
+    if t is not None and request.from_log:
+        named = log_target(t, config=request.config, tokenizer=request.tokenizer)
+        if named is not None:
+            return named
+    return resolve_target(
+        request.model,
+        config=request.config,
+        context_window=request.context_window,
+        max_output_tokens=request.max_output_tokens,
+        buffer_tokens=request.buffer_tokens,
+        limit=request.limit,
+        agent=request.agent,
+        llm=request.llm,
+        tokenizer=request.tokenizer,
+    )

@@ -1,8 +1,8 @@
 """Flags + configuration -> the settings of one compaction run.
 
-`compact`, `score-rl` and `bench` resolve their budget here, through the guard's own
-`resolve_target`, so a transcript that `ctxkit compact --model X` produces is one that
-`ctxkit guard --model X` passes.
+`compact`, `score-rl` and `bench` resolve their budget here, through the one budget resolver
+(`budget.resolve.resolve_budget`, the guard's too), so a transcript that
+`ctxkit compact --model X` produces is one that `ctxkit guard --model X` passes.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ctxkit.budget.targets import resolve_target
+from ctxkit.budget.resolve import BudgetRequest, resolve_budget
 from ctxkit.compaction import ChainOptions, CompactSettings, expand_chain
 from ctxkit.config.file import Config, load_config
 from ctxkit.errors import UsageError
@@ -98,12 +98,12 @@ def compact_settings(
 ) -> CompactSettings:
     """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
     budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
-    from ctxkit.budget.resolve import from_log_applies
     from ctxkit.tokens import TokenizerCache
 
     cfg = config or load_config(config_path)
-    budget = resolve_target(model, config=cfg, limit=limit, tokenizer=tokenizer)
-    from_log = target is None and from_log_applies(cfg, models=(model,) if model else (), limit=limit)
+    request = BudgetRequest(model=model, limit=limit, tokenizer=tokenizer, config=cfg)
+    budget = resolve_budget(request)
+    from_log = target is None and request.from_log
     tok, label, warning = TokenizerCache().get(budget)
     if warning and warn:
         warn(warning)

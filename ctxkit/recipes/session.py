@@ -369,15 +369,11 @@ def calls_cost(run: AgentRun, model: Any) -> dict[str, Any]:
     """What a run's calls cost on `model` with prompt caching (each call reads the prefix it
     shares with the call before and writes the rest), plus the summarizing calls its LLM
     compactions make (their input read from the cache, the summary as output)."""
-    from ctxkit.budget.models import call_cost
+    from ctxkit.budget.models import call_cost, prefix_call_cost
 
-    writes = model.cache_write_per_mtok is not None
-
-    def billed(tokens: int, cached: int) -> float:
-        rest = tokens - cached
-        return call_cost(model, 0 if writes else rest, cached, rest if writes else 0, 0)
-
-    calls = sum(billed(n, c) for n, c in zip(run.call_tokens, run.call_cached, strict=True))
+    calls = sum(
+        prefix_call_cost(model, n, c) for n, c in zip(run.call_tokens, run.call_cached, strict=True)
+    )
     summaries = sum(
         call_cost(model, 0, c.tokens_before, 0, c.summary_tokens)
         for c in run.compaction_log
@@ -455,51 +451,43 @@ class ReplayOptions:
     config_path: str | None = None
 
 
-DEFAULT_WINDOW = (
-    131_072  # DESIGN's default context window, when neither flags nor the log name a model
-)
-
-
-def model_window(name: str, flag: str = "--model") -> Any:
-    """The models.toml row of `name`; an unknown name is a usage error with suggestions."""
-    from ctxkit.budget.models import find_model, model_suggestions
-    from ctxkit.errors import UsageError
-
-    info, _ = find_model(name)
-    if info is None:
-        close = model_suggestions(name)
-        hint = f"; did you mean {' or '.join(close)}?" if close else " (see `ctxkit models`)"
-        raise UsageError(f"{flag}: unknown model {name!r}{hint}")
-    return info
-
-
 def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> SessionRequest:
-    """The replay of one session: the window from --window, else --model, else the model the
-    log names (when models.toml knows it), else the default; prices from that model's row."""
-    from ctxkit.budget import default_buffer, default_max_output, effective_limit
+    """The replay of one session under the one budget (`budget.resolve.resolve_budget`, as
+    `guard` and `compact` resolve it): --window and --max-output, else --model, else the model
+    the log names under its agent's budget, else the default window; prices from that model's
+    row. The agents' own rules read the model's max output (`max_output`), ctxkit's chain the
+    budget's limit less what the log never shows."""
+    from ctxkit.budget import default_max_output
     from ctxkit.budget.models import find_model
-    from ctxkit.budget.resolve import log_target, model_of
+    from ctxkit.budget.resolve import BudgetRequest, model_of, resolve_budget
+    from ctxkit.config.file import load_config
     from ctxkit.config.settings import compact_settings
     from ctxkit.recipes.forensics import log_model
 
-    info = model_window(options.model) if options.model else None
-    notes: list[str] = []
-    if info is None and options.window is None:
-        # the model the log records, by name or by family (`budget.resolve`)
+    config = load_config(options.config_path)
+    request = BudgetRequest(
+        model=options.model,
+        context_window=options.window,
+        max_output_tokens=options.max_output,
+        config=config,
+    )
+    budget = resolve_budget(request, t)  # an unknown --model is a usage error here
+    info = find_model(options.model)[0] if options.model else None
+    window = budget.context_window
+    if options.model is None and options.window is None:
+        # the model the log records, by name or by family (`budget.resolve.model_of`)
         info, _, notes = model_of(t)
         if info is None and log_model(t):
-            found, _ = find_model(str(log_model(t)))
-            info = found
-    if warn is not None:
-        for note in notes:
-            warn(f"ctxkit: {note}")
-    # the one budget resolver's reading of the log (its model, its agent's rule, the window a
-    # Codex rollout records), when no flag names another
-    named = log_target(t) if options.window is None and options.model is None else None
-    window = options.window or (
-        named.context_window if named is not None
-        else info.context_window if info is not None else DEFAULT_WINDOW
-    )
+            info, _ = find_model(str(log_model(t)))
+        if info is not None and budget.name == "default":
+            # a model only the log's records name, or a policy limit in the configuration: the
+            # agents' rules run on the model's window all the same
+            window = info.context_window
+            if request.from_log:
+                budget = resolve_budget(request.for_model(info.name))
+        if warn is not None:
+            for note in notes:
+                warn(f"ctxkit: {note}")
     max_output = options.max_output
     if max_output is None:
         known = info.max_output_tokens if info is not None and options.window is None else None
@@ -515,7 +503,7 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
         summarizer=options.summarizer,
         llm_url=options.llm_url,
         llm_model=options.llm_model,
-        config_path=options.config_path,
+        config=config,
         warn=warn,
     )
     tok = settings.tokenizer or get_tokenizer(options.tokenizer)
@@ -523,12 +511,10 @@ def request_for(t: Transcript, options: ReplayOptions, warn: Any = None) -> Sess
         fit = Fit.recorded(t, tok, settings.count_opts)
     else:
         fit = Fit(tok, settings.count_opts, extra=options.unlogged)
-    unlogged = fit.extra
-    # ctxkit's limit is the window's (not the configured default model's), less what no
-    # compaction can remove, in the tokens ctxkit counts (the fit's ratio); ctxkit's chain does
-    # not add recorded usage's again (use_usage=False)
-    whole = named.limit if named is not None else effective_limit(window, default_buffer(window), max_output)
-    room = whole - unlogged
+    # ctxkit's limit is the budget's, less what no compaction can remove, in the tokens ctxkit
+    # counts (the fit's ratio); ctxkit's chain does not add recorded usage's again
+    # (use_usage=False)
+    room = budget.limit - fit.extra
     limit = int(room / fit.ratio) if fit.ratio > 0 else room
     settings = settings.replace(limit=max(1, limit), use_usage=False)
     by = SUMMARY_BY
@@ -578,30 +564,17 @@ def replay_paths(
     return out
 
 
-def unlogged_tokens(t: Transcript, tok: Tokenizer, opts: CountOptions = CountOptions()) -> int:
-    """What the log never shows but every call carries (Claude Code's system prompt and tool
-    schemas): the provider's count at the first recorded call less ctxkit's count of the same
-    context; 0 when the log records no usage."""
-    from ctxkit.counting import estimate_calls, provider_calls
-
-    calls = provider_calls(t)
-    if not calls:
-        return 0
-    return max(0, int(calls[0]["input_tokens"]) - estimate_calls(t, tok, opts)[0])
-
-
 def _ctxkit_settings(request: SessionRequest, tok: Tokenizer, unlogged: int = 0) -> Any:
-    """ctxkit's default chain under the budget of the request's window and max output (less what
-    the log never shows, which no compaction can remove, so not counted again from recorded
-    usage)."""
-    from ctxkit.budget import default_buffer, effective_limit
+    """ctxkit's default chain under the budget of the request's window and max output
+    (`budget.resolve.resolve_budget`), less what the log never shows, which no compaction can
+    remove, so not counted again from recorded usage."""
+    from ctxkit.budget.resolve import BudgetRequest, resolve_budget
     from ctxkit.compaction import CompactSettings
 
-    limit = max(
-        1,
-        effective_limit(request.window, default_buffer(request.window), request.max_output)
-        - unlogged,
+    budget = resolve_budget(
+        BudgetRequest(context_window=request.window, max_output_tokens=request.max_output)
     )
+    limit = max(1, budget.limit - unlogged)
     return CompactSettings(limit=limit, tokenizer=tok, count_opts=request.count_opts, use_usage=False)
 
 
@@ -619,5 +592,4 @@ __all__ = [
     "replay_paths",
     "replay_session",
     "request_for",
-    "unlogged_tokens",
 ]
