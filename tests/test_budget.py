@@ -447,3 +447,33 @@ def test_every_model_the_real_logs_record_resolves(realdata: Path) -> None:
     from ctxkit.budget.models import find_family
 
     assert sorted(n for n in recorded if find_model(n)[0] is None and find_family(n)[0] is None) == []
+
+
+def test_one_resolver_for_flags_and_logs() -> None:
+    """`resolve_budget` gives the target a log names when nothing names another, else the
+    flags' target; a flag, or `default_limit` in the configuration, names another."""
+    from ctxkit.budget.resolve import BudgetRequest, log_target, resolve_budget
+    from ctxkit.model import Transcript
+
+    t = Transcript(units=[], source_format="claude-code", metadata={"model": "claude-opus-4-6"})
+    assert resolve_budget(BudgetRequest(), t) == log_target(t)
+    assert resolve_budget(BudgetRequest(), t).bound_by == "agent"
+    assert resolve_budget(BudgetRequest(model="gpt-4o"), t) == resolve_target("gpt-4o")
+    assert resolve_budget(BudgetRequest(context_window=50_000), t) == resolve_target(context_window=50_000)
+    policy = Config(default_limit=6000)
+    assert resolve_budget(BudgetRequest(config=policy), t).limit == 6000
+    assert resolve_budget(BudgetRequest()) == resolve_target()  # no log: the default
+
+
+@pytest.mark.parametrize("model", ["gpt-4", "claude-opus-4-6", "gpt-4o"])
+def test_replay_compacts_to_the_limit_guard_checks(model: str) -> None:
+    """`ctxkit replay --model X` gives ctxkit's chain the limit `guard --model X` checks (a log
+    with no recorded usage adds nothing): gpt-4's 8,192 max output is reserved as half its
+    window, as the guard reserves it (the replay left it a limit of 1 token)."""
+    from ctxkit.model import Transcript, Unit
+    from ctxkit.recipes.session import ReplayOptions, request_for
+
+    t = Transcript(units=[Unit("u0", "user", content="hello")], source_format="openai")
+    request = request_for(t, ReplayOptions(model=model, agents=("ctxkit",)))
+    assert request.ctxkit_settings.limit == resolve_target(model).limit
+    assert request.window == resolve_target(model).context_window
