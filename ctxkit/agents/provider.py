@@ -27,7 +27,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -430,29 +430,30 @@ def _responses(p: RecordingProvider, rec: Recorded, step: Step) -> Iterable[tupl
                 "part": dict(part, text=text),
             }
         elif item["type"] == "function_call":
-            yield "response.function_call_arguments.delta", {
-                "type": "response.function_call_arguments.delta", "sequence_number": next(seq),
-                "item_id": item["id"], "output_index": i, "delta": item["arguments"],
-            }
-            yield "response.function_call_arguments.done", {
-                "type": "response.function_call_arguments.done", "sequence_number": next(seq),
-                "item_id": item["id"], "output_index": i, "arguments": item["arguments"],
-            }
+            yield from _call_input_events("function_call_arguments", "arguments", item, i, seq)
         else:
-            yield "response.custom_tool_call_input.delta", {
-                "type": "response.custom_tool_call_input.delta", "sequence_number": next(seq),
-                "item_id": item["id"], "output_index": i, "delta": item["input"],
-            }
-            yield "response.custom_tool_call_input.done", {
-                "type": "response.custom_tool_call_input.done", "sequence_number": next(seq),
-                "item_id": item["id"], "output_index": i, "input": item["input"],
-            }
+            yield from _call_input_events("custom_tool_call_input", "input", item, i, seq)
         yield "response.output_item.done", {
             "type": "response.output_item.done", "sequence_number": next(seq), "output_index": i,
             "item": item,
         }
     yield "response.completed", {
         "type": "response.completed", "sequence_number": next(seq), "response": response,
+    }
+
+
+def _call_input_events(
+    kind: str, key: str, item: dict[str, Any], i: int, seq: Iterator[int]
+) -> Iterable[tuple[str, Any]]:
+    """The delta and done events of a call's input (`arguments`, a custom tool's `input`),
+    streamed whole in one delta."""
+    yield f"response.{kind}.delta", {
+        "type": f"response.{kind}.delta", "sequence_number": next(seq),
+        "item_id": item["id"], "output_index": i, "delta": item[key],
+    }
+    yield f"response.{kind}.done", {
+        "type": f"response.{kind}.done", "sequence_number": next(seq),
+        "item_id": item["id"], "output_index": i, key: item[key],
     }
 
 

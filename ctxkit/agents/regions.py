@@ -174,6 +174,20 @@ def count_request(api: str, body: Any, tok: Tokenizer, opts: CountOptions = Coun
     return rc
 
 
+def _conversation(
+    rc: RequestCount, tally: _Tally, n_messages: int, records: Any, fmt: str, opts: CountOptions
+) -> None:
+    """What a request's conversation costs once its reminders and skills are taken out: those
+    two regions, its messages read as `fmt` (the transcript kept) and counted."""
+    rc.regions["reminders"] += tally.reminders
+    rc.regions["skills"] += tally.skills
+    rc.messages = n_messages
+    if n_messages:
+        t = _read(records, fmt)
+        rc.transcript = t
+        rc.regions["messages"] += _history(t, tally.tok, opts)
+
+
 def _read(records: Any, fmt: str) -> Transcript:
     from ctxkit.formats import ReadOptions, read_text
 
@@ -219,13 +233,7 @@ def _anthropic(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
                 blocks.append(block)
         if blocks:
             messages.append({**m, "content": blocks})
-    rc.regions["reminders"] += tally.reminders
-    rc.regions["skills"] += tally.skills
-    rc.messages = len(messages)
-    if messages:
-        t = _read({"messages": messages}, ANTHROPIC)
-        rc.transcript = t
-        rc.regions["messages"] += _history(t, tok, opts)
+    _conversation(rc, tally, len(messages), {"messages": messages}, ANTHROPIC, opts)
 
 
 # --- OpenAI Responses (Codex) -------------------------------------------------------------------
@@ -268,14 +276,8 @@ def _responses(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
                     tally.reminder(text)
                 continue
         items.append(item)
-    rc.regions["reminders"] += tally.reminders
-    rc.regions["skills"] += tally.skills
-    rc.messages = len(items)
-    if items:
-        records = [{"timestamp": "", "type": "response_item", "payload": i} for i in items]
-        t = _read(records, CODEX)
-        rc.transcript = t
-        rc.regions["messages"] += _history(t, tok, opts)
+    records = [{"timestamp": "", "type": "response_item", "payload": i} for i in items]
+    _conversation(rc, tally, len(items), records, CODEX, opts)
 
 
 # --- Chat Completions ---------------------------------------------------------------------------
@@ -320,13 +322,7 @@ def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestC
                 continue
             m = {**m, "content": parts}
         messages.append(m)
-    rc.regions["reminders"] += tally.reminders
-    rc.regions["skills"] += tally.skills
-    rc.messages = len(messages)
-    if messages:
-        t = _read(messages, OPENAI)
-        rc.transcript = t
-        rc.regions["messages"] += _history(t, tok, opts)
+    _conversation(rc, tally, len(messages), messages, OPENAI, opts)
 
 
 # --- Gemini generateContent ---------------------------------------------------------------------
@@ -364,13 +360,7 @@ def _gemini(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Reques
                 kept.append(p)
         if kept:
             contents.append({**c, "parts": kept})
-    rc.regions["reminders"] += tally.reminders
-    rc.regions["skills"] += tally.skills
-    rc.messages = len(contents)
-    if contents:
-        t = _read({"contents": contents}, GEMINI)
-        rc.transcript = t
-        rc.regions["messages"] += _history(t, tok, opts)
+    _conversation(rc, tally, len(contents), {"contents": contents}, GEMINI, opts)
 
 
 _COUNTERS = {"anthropic": _anthropic, "responses": _responses, "chat": _chat, "gemini": _gemini}

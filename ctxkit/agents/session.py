@@ -100,6 +100,17 @@ def _usage_counter(tok: Tokenizer, opts: CountOptions):
     return usage
 
 
+def _count_requests(provider: RecordingProvider, tok: Tokenizer, opts: CountOptions) -> list[RequestCount]:
+    """Each main request the provider recorded, counted by region (its model as recorded when
+    the body names none)."""
+    counts = []
+    for rec in provider.main_requests():
+        rc = count_request(rec.api, rec.body, tok, opts)
+        rc.model = rc.model or rec.model
+        counts.append(rc)
+    return counts
+
+
 def _headless(agent: Agent, options: ProbeOptions, prompt: str) -> list[str]:
     """The arguments of a headless run on `prompt`: its JSON event stream in the stream mode."""
     if options.mode != "stream":
@@ -133,11 +144,7 @@ def _go(
             done = run(agent, home, args_for(session), timeout_s=options.timeout_s)
         done.session = session
     seconds = time.perf_counter() - started
-    counts = []
-    for rec in provider.main_requests():
-        rc = count_request(rec.api, rec.body, tok, opts)
-        rc.model = rc.model or rec.model
-        counts.append(rc)
+    counts = _count_requests(provider, tok, opts)
     report = AgentReport(
         agent=agent.name,
         label=agent.label,
@@ -224,11 +231,7 @@ def _go_scripted(agent: Agent, options: ProbeOptions, prompt: str) -> tuple[Agen
     with RecordingProvider(agent.script(home.workdir), usage=_usage_counter(tok, opts)) as provider:
         agent.configure(home, provider.url, model, options.here)
         done = run(agent, home, args, timeout_s=options.timeout_s)
-    counts = []
-    for rec in provider.main_requests():
-        rc = count_request(rec.api, rec.body, tok, opts)
-        rc.model = rc.model or rec.model
-        counts.append(rc)
+    counts = _count_requests(provider, tok, opts)
     report = AgentReport(
         agent.name, agent.label, agent.version, model, "stream" if options.mode == "stream" else "print",
         list(provider.requests), counts, done,
