@@ -1,6 +1,6 @@
 """Flags as the frozen records the engines take: the count options of every command that counts,
-the Ray options of --engine ray, guard's `GuardSettings` and targets, compact's `CompactRequest`.
-One place, so each command reads a flag the same way."""
+the Ray options of --engine ray, guard's `GuardSettings` and targets, compact's `CompactRequest`,
+score-rl's `ScoreRequest`. One place, so each command reads a flag the same way."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ctxkit.errors import UsageError
 from ctxkit.tokens import CountOptions
 
 
@@ -161,3 +162,66 @@ def compact_request(paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], p
         replay=f["replay"],
         cost_models=tuple(f["cost_models"]),
     )
+
+
+def score_request(
+    paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], actions: tuple[Any, ...], progress: bool
+) -> Any:
+    """The flags of `score-rl` as one `ScoreRequest`, with the actions selected and whether to
+    show a progress bar."""
+    from ctxkit.config.settings import SettingsSpec
+    from ctxkit.engines.request import ScoreRequest
+    from ctxkit.formats import expand_paths
+
+    output = f["output"]
+    return ScoreRequest(
+        inputs=tuple(expand_paths(list(paths))) if paths else (),
+        scenarios=tuple(scenario_names(f["scenario"], f["scenarios"])),
+        actions=actions,
+        actions_file=f["actions_path"],
+        settings=SettingsSpec(
+            limit=f["limit"],
+            model=f["model"],
+            target=f["target"],
+            config_path=f["config_path"],
+            tokenizer=f["tokenizer"],
+            image_tokens=f["image_tokens"],
+            tool_schema_scale=f["tool_schema_scale"],
+            seed=f["seed"],
+        ),
+        read_opts=read_opts,
+        truth=f["truth_path"],
+        seed=f["seed"],
+        count=f["count"],
+        tokens=f["tokens"],
+        p1_ratio=f["p1_ratio"],
+        mode=f["mode"],
+        embedder=f["embedder"],
+        export=f["export"],
+        dpo_shape=f["dpo_shape"],
+        max_example_tokens=f["max_example_tokens"],
+        fmt=f["fmt"] or ("parquet" if output.endswith(".parquet") else "jsonl"),
+        output=output,
+        engine=f["engine"],
+        ray=f["ray_opts"],
+        progress=progress,
+    )
+
+
+def scenario_names(values: tuple[str, ...], scenarios: str | None = None) -> list[str]:
+    """The simulator's scenarios named by --scenario (repeatable) and --scenarios (a comma list),
+    `all` for every one, each once, in order; an unknown name lists the known ones."""
+    from ctxkit.simulate import SCENARIOS
+
+    wanted = list(values)
+    if scenarios:
+        wanted += [s.strip() for s in scenarios.split(",") if s.strip()]
+    names: list[str] = []
+    for v in wanted:
+        if v != "all" and v not in SCENARIOS:
+            known = ", ".join(sorted(SCENARIOS))
+            raise UsageError(f"unknown scenario {v!r}; known: {known}, all")
+        for name in sorted(SCENARIOS) if v == "all" else [v]:
+            if name not in names:
+                names.append(name)
+    return names

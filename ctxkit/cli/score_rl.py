@@ -18,28 +18,10 @@ from ctxkit.cli.options import (
 )
 from ctxkit.cli.sections import SectionedCommand, section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
-from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.rl.actions import MODES
 from ctxkit.rl.datasets import DPO_SHAPES, EXPORTS, FORMATS
-from ctxkit.simulate import SCENARIOS
 from ctxkit.simulate.builder import MAX_TOKENS, MIN_TOKENS
-
-
-def _scenario_names(values: tuple[str, ...], scenarios: str | None) -> list[str]:
-    wanted = list(values)
-    if scenarios:
-        wanted += [s.strip() for s in scenarios.split(",") if s.strip()]
-    names: list[str] = []
-    for v in wanted:
-        if v != "all" and v not in SCENARIOS:
-            known = ", ".join(sorted(SCENARIOS))
-            raise UsageError(f"unknown scenario {v!r}; known: {known}, all")
-        for name in sorted(SCENARIOS) if v == "all" else [v]:
-            if name not in names:
-                names.append(name)
-    return names
-
 
 _budget_options = section(
     "Budget",
@@ -197,10 +179,8 @@ def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
       ctxkit score-rl 'data/*.jsonl' --limit 16000 --engine ray -o rl/   # a shard per task
     """
     from ctxkit import rl
-    from ctxkit.config.settings import SettingsSpec
-    from ctxkit.engines.request import ScoreRequest
+    from ctxkit.cli.requests import score_request
     from ctxkit.engines.score import EMPTY_EXIT, KIND_NOUNS, score
-    from ctxkit.formats import expand_paths
     from ctxkit.report.tables import counted
 
     actions = rl.select_actions(f["actions_path"], f["action_names"])
@@ -209,38 +189,7 @@ def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
             click.echo(f"{a.name}\t{','.join(a.chain)}\t{a.recovery_mode}\t{a.to_dict()['params']}")
         return
     output = f["output"]
-    request = ScoreRequest(
-        inputs=tuple(expand_paths(list(paths))) if paths else (),
-        scenarios=tuple(_scenario_names(f["scenario"], f["scenarios"])),
-        actions=tuple(actions),
-        actions_file=f["actions_path"],
-        settings=SettingsSpec(
-            limit=f["limit"],
-            model=f["model"],
-            target=f["target"],
-            config_path=f["config_path"],
-            tokenizer=f["tokenizer"],
-            image_tokens=f["image_tokens"],
-            tool_schema_scale=f["tool_schema_scale"],
-            seed=f["seed"],
-        ),
-        read_opts=read_opts,
-        truth=f["truth_path"],
-        seed=f["seed"],
-        count=f["count"],
-        tokens=f["tokens"],
-        p1_ratio=f["p1_ratio"],
-        mode=f["mode"],
-        embedder=f["embedder"],
-        export=f["export"],
-        dpo_shape=f["dpo_shape"],
-        max_example_tokens=f["max_example_tokens"],
-        fmt=f["fmt"] or ("parquet" if output.endswith(".parquet") else "jsonl"),
-        output=output,
-        engine=f["engine"],
-        ray=f["ray_opts"],
-        progress=want_progress(f["progress"]),
-    )
+    request = score_request(paths, read_opts, f, tuple(actions), want_progress(f["progress"]))
     outcome = score(request, echo_err)
     if outcome.transcripts or outcome.shards:
         echo_err(outcome.summary.table())

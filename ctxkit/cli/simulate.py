@@ -7,6 +7,7 @@ import sys
 import click
 
 from ctxkit.cli.options import FiniteFloat, echo_err
+from ctxkit.cli.requests import scenario_names
 from ctxkit.fidelity.truth import write_truth
 from ctxkit.simulate import (
     MAX_TOKENS,
@@ -19,15 +20,6 @@ from ctxkit.simulate import (
     save,
     truth_path_for,
 )
-
-
-def _scenario_names(values: tuple[str, ...]) -> list[str]:
-    names: list[str] = []
-    for v in values:
-        for name in sorted(SCENARIOS) if v == "all" else [v]:
-            if name not in names:
-                names.append(name)
-    return names
 
 
 @click.command("simulate")
@@ -114,7 +106,7 @@ def simulate(
         for s in SCENARIOS.values():
             click.echo(f"{s.name:20s} {s.default_tokens:>7,} {s.limit:>7,}  {s.description}")
         return
-    names = _scenario_names(scenarios)
+    names = scenario_names(scenarios)
     if not names:
         raise click.UsageError("name a scenario with --scenario (see --list), or --scenario all")
     from ctxkit.fileio import check_paths
