@@ -27,6 +27,7 @@ another format, the records form one chain (`parentUuid` of each is the record b
 from __future__ import annotations
 
 import uuid as uuidlib
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -134,6 +135,25 @@ def _message_record(rec: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+@dataclass
+class _Thread:
+    """What reading a log has gathered so far: its units, the records kept beside them, tool
+    names by call id, unit index by message id and the provider calls by message id."""
+
+    units: list[Unit] = field(default_factory=list)
+    keeper: Keeper = field(default_factory=Keeper)
+    names: dict[str, str] = field(default_factory=dict)
+    by_message: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    boundaries: set[Any] = field(default_factory=set)  # uuids of compact_boundary records
+    # 2.1.x: tool name -> left to ToolSearch (sent by name only)
+    deferred: dict[str, bool] = field(default_factory=dict)
+    # 2.1.x: main-thread attachments, the index of the unit before each
+    attached: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    # 2.1.3xx: tool_use id -> the preview the model got instead of its result
+    replaced: dict[str, str] = field(default_factory=dict)
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The main thread as units: split assistant records merged by message id, tool results
     one unit each, every other record kept in place (see the module doc) and counted.
@@ -141,23 +161,15 @@ def read(records: list[Any], src: Source) -> Transcript:
     After a compaction Claude Code sends the model only its summary and what follows, so the
     units before the last compaction summary are left out (kept as records, and counted) unless
     `src.include_compacted`."""
-    units: list[Unit] = []
-    keeper = Keeper()
+    th = _Thread()
+    units, keeper = th.units, th.keeper
     compacted_at: int | None = None  # unit index of the last main-thread compaction summary
     root: Any = None  # that summary's parentUuid: null, or Claude Code's compact_boundary record
     taken = 0  # message records read into units so far
     main = 0  # of them, on the main thread
     compacted = 0  # message records before the last compaction summary
-    names: dict[str, str] = {}
-    by_message: dict[str, int] = {}  # message id -> unit index
-    calls: dict[str, dict[str, Any]] = {}
     answered_by: str | None = None  # the model of the last main-thread answer, usage or not
     session: str | None = None
-    boundaries: set[Any] = set()  # uuids of compact_boundary records
-    deferred: dict[str, bool] = {}  # 2.1.x: tool name -> left to ToolSearch (sent by name only)
-    attached: list[tuple[int, dict[str, Any]]] = []  # 2.1.x: main-thread attachments, unit before each
-    replaced: dict[str, str] = {}  # 2.1.3xx: tool_use id -> the preview the model got instead of its result
-    stats = src.stats
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             src.bad(i, "expected a Claude Code record object", rec)
@@ -166,19 +178,10 @@ def read(records: list[Any], src: Source) -> Transcript:
         inner = _message_record(rec)
         progress = inner is not None and inner is not rec  # a sub-agent's turn, 2.x
         if inner is None:
-            if kind == "system" and rec.get("subtype") == "compact_boundary":
-                boundaries.add(rec.get("uuid"))
-            elif kind == "content-replacement" and not rec.get("agentId"):
-                _note_replaced(rec, replaced)
-            elif kind == "attachment":
-                _note_deferred(rec, deferred)
-                if not rec.get("isSidechain"):
-                    attached.append((len(units) - 1, rec))
-            stats.skip(str(kind))
-            keeper.keep(i, rec, name=rec.get("uuid"))
+            _other_record(th, i, rec, src)
             continue
         if (rec.get("isSidechain") or progress) and not src.include_sidechains:
-            stats.skipped_sidechain += 1
+            src.stats.skipped_sidechain += 1
             keeper.keep(i, rec, name=rec.get("uuid"))
             continue
         msg = inner.get("message")
@@ -197,7 +200,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         meta: dict[str, Any] = {"sidechain": True} if rec.get("isSidechain") or progress else {}
         if not meta:
             parent = rec.get("parentUuid")
-            if main and (parent is None or parent in boundaries):
+            if main and (parent is None or parent in th.boundaries):
                 # A new chain on the main thread: Claude Code sends the model the chain its last
                 # message hangs from, so what came before is out of the context. Its compaction
                 # summary starts one (no parent, or a compact_boundary record), and so does what
@@ -205,116 +208,18 @@ def read(records: list[Any], src: Source) -> Transcript:
                 # ctxkit writes one within a context) cuts nothing.
                 compacted_at, compacted, root = len(units), taken - 1, parent
             main += 1
-        content = msg.get("content")
         if kind == "assistant":
-            mid = msg.get("id")
-            texts, thinking, tool_calls, images = assistant_parts(content, names, src)
-            index = by_message.get(mid) if isinstance(mid, str) else None
-            if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
-                unit = units[index]
-                # Another content block of the same API response, written as its own record.
-                if texts:
-                    unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
-                if thinking:
-                    unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
-                unit.tool_calls.extend(tool_calls)
-                unit.images += images
-                unit.meta["records"] = unit.meta.get("records", 1) + 1
-                unit.source.append(rec)
-                keeper.also(unit.id, i, rec.get("uuid"))
-            else:
-                unit = Unit(
-                    id=uid,
-                    role="assistant",
-                    content="\n".join(texts),
-                    timestamp=ts,
-                    tool_calls=tool_calls,
-                    reasoning="\n".join(thinking),
-                    images=images,
-                    raw=rec,
-                    source=[rec],  # every record of the response, for the writer
-                    group=i,
-                    meta=meta,
-                )
-                index = len(units)
-                if isinstance(mid, str):
-                    by_message[mid] = index
-                units.append(unit)
-                keeper.unit(uid, [i], rec.get("uuid"))
-            usage = msg.get("usage")
-            if isinstance(mid, str) and isinstance(usage, dict) and not meta:
-                got = _usage(usage)
-                call = calls.get(mid)
-                if call is None:
-                    # The model had seen everything before the first record of its response.
-                    calls[mid] = {"after_unit": index - 1, **got}
-                    if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-                        calls[mid]["model"] = msg["model"]
-                else:
-                    # Usage repeats on every record of a response; the last one is final.
-                    for key, value in got.items():
-                        call[key] = max(call[key], value)
-            continue
-        summary = bool(inner.get("isCompactSummary"))
-        if inner.get("isMeta"):
-            meta["is_meta"] = True
-        if not isinstance(content, list):
-            text, images = blocks_text(content, src=src)
-            units.append(_user(uid, text, images, ts, rec, i, meta, summary))
-            keeper.unit(uid, [i], rec.get("uuid"))
-            continue
-        rest: list[Any] = []
-        k = 0
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                unit = tool_units(
-                    block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=names, ts=ts, src=src
-                )
-                if meta:
-                    unit.meta.update(meta)
-                if unit.tool_call_id not in names:
-                    src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
-                units.append(unit)
-                keeper.unit(unit.id, [i], rec.get("uuid"))
-                k += 1
-            else:
-                rest.append(block)
-        text_blocks = [b for b in rest if isinstance(b, dict) and b.get("type") == "text"]
-        if summary and k == 0 and len(text_blocks) == len(rest) >= 2:
-            # A summary and the request joined to it in one record (as ctxkit writes them, in
-            # either order): the block that names ctxkit's archive is the summary, the others
-            # stay requests; with none named, the last block is the summary.
-            read_blocks = [blocks_text([b], src=src) for b in rest]
-            named = [carries_ref_text(text) for text, _ in read_blocks]
-            if not any(named) or all(named):
-                named = [j == len(read_blocks) - 1 for j in range(len(read_blocks))]
-            runs: list[tuple[bool, list[int]]] = []
-            for j, is_summary in enumerate(named):
-                if runs and runs[-1][0] == is_summary:
-                    runs[-1][1].append(j)
-                else:
-                    runs.append((is_summary, [j]))
-            for n, (is_summary, js) in enumerate(runs):
-                text = "\n".join(read_blocks[j][0] for j in js)
-                images = sum(read_blocks[j][1] for j in js)
-                unit_id = uid if n == 0 else f"{uid}#{n}"
-                units.append(_user(unit_id, text, images, ts, rec, i, meta, is_summary))
-                if n == 0:
-                    keeper.unit(unit_id, [i], rec.get("uuid"))
-                else:
-                    keeper.unit(unit_id, [i])
-        elif rest or not content:
-            text, images = blocks_text(rest, src=src)
-            units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
-            keeper.unit(units[-1].id, [i], rec.get("uuid"))
+            _assistant(th, i, rec, msg, uid, ts, meta, src)
+        else:
+            _user_record(th, i, rec, inner, msg.get("content"), uid, ts, meta, src)
     for u in units:
-        if replaced and u.role == "tool" and u.tool_call_id in replaced and not u.meta.get("sidechain"):
+        if th.replaced and u.role == "tool" and u.tool_call_id in th.replaced and not u.meta.get("sidechain"):
             # what the model read (and reads again on resume): the record keeps the whole output
             u.meta["replaced_chars"] = len(u.content)
-            u.content = replaced[u.tool_call_id]
+            u.content = th.replaced[u.tool_call_id]
         u.type = classify(u)
     link_group_sizes(units)
-    usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
+    usage_calls = [c for c in th.calls.values() if c["input_tokens"] > 0]
     first_call = first_context(units, usage_calls)
     if compacted_at and not src.include_compacted:
         keeper.hide(units[:compacted_at])
@@ -331,11 +236,11 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata["session_id"] = session
     if compacted_at and not src.include_compacted:
         metadata[ROOT] = root  # what the context's first record hangs from, for the writer
-    if deferred:
-        metadata["deferred_tools"] = sorted(name for name, on in deferred.items() if on)
+    if th.deferred:
+        metadata["deferred_tools"] = sorted(name for name, on in th.deferred.items() if on)
     # What the attachments of the context add to it (see claude_attachments), for the count.
     start = compacted_at if compacted_at and not src.include_compacted else 0
-    attachments = claude_attachments.entries(attached, metadata.get("model"), start)
+    attachments = claude_attachments.entries(th.attached, metadata.get("model"), start)
     if attachments:
         metadata[claude_attachments.KEY] = attachments
     metadata[KEPT] = keeper.metadata()
@@ -348,6 +253,140 @@ def read(records: list[Any], src: Source) -> Transcript:
         line=src.line,
         metadata=metadata,
     )
+
+
+def _other_record(th: _Thread, i: int, rec: dict[str, Any], src: Source) -> None:
+    """A record that is no message: kept in place and counted, and noted when it changes what
+    the model reads (a compact boundary, a tool output's replacement, an attachment)."""
+    kind = rec.get("type")
+    if kind == "system" and rec.get("subtype") == "compact_boundary":
+        th.boundaries.add(rec.get("uuid"))
+    elif kind == "content-replacement" and not rec.get("agentId"):
+        _note_replaced(rec, th.replaced)
+    elif kind == "attachment":
+        _note_deferred(rec, th.deferred)
+        if not rec.get("isSidechain"):
+            th.attached.append((len(th.units) - 1, rec))
+    src.stats.skip(str(kind))
+    th.keeper.keep(i, rec, name=rec.get("uuid"))
+
+
+def _assistant(th: _Thread, i: int, rec: dict[str, Any], msg: dict[str, Any], uid: str, ts: float | None,
+               meta: dict[str, Any], src: Source) -> None:
+    """An assistant record: a unit of its own, or another content block of a response already
+    read (merged by message id); its usage recorded as the response's provider call."""
+    units = th.units
+    mid = msg.get("id")
+    texts, thinking, tool_calls, images = assistant_parts(msg.get("content"), th.names, src)
+    index = th.by_message.get(mid) if isinstance(mid, str) else None
+    if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
+        unit = units[index]
+        # Another content block of the same API response, written as its own record.
+        if texts:
+            unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
+        if thinking:
+            unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
+        unit.tool_calls.extend(tool_calls)
+        unit.images += images
+        unit.meta["records"] = unit.meta.get("records", 1) + 1
+        unit.source.append(rec)
+        th.keeper.also(unit.id, i, rec.get("uuid"))
+    else:
+        unit = Unit(
+            id=uid,
+            role="assistant",
+            content="\n".join(texts),
+            timestamp=ts,
+            tool_calls=tool_calls,
+            reasoning="\n".join(thinking),
+            images=images,
+            raw=rec,
+            source=[rec],  # every record of the response, for the writer
+            group=i,
+            meta=meta,
+        )
+        index = len(units)
+        if isinstance(mid, str):
+            th.by_message[mid] = index
+        units.append(unit)
+        th.keeper.unit(uid, [i], rec.get("uuid"))
+    usage = msg.get("usage")
+    if isinstance(mid, str) and isinstance(usage, dict) and not meta:
+        got = _usage(usage)
+        call = th.calls.get(mid)
+        if call is None:
+            # The model had seen everything before the first record of its response.
+            th.calls[mid] = {"after_unit": index - 1, **got}
+            if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+                th.calls[mid]["model"] = msg["model"]
+        else:
+            # Usage repeats on every record of a response; the last one is final.
+            for key, value in got.items():
+                call[key] = max(call[key], value)
+
+
+def _user_record(th: _Thread, i: int, rec: dict[str, Any], inner: dict[str, Any], content: Any, uid: str,
+                 ts: float | None, meta: dict[str, Any], src: Source) -> None:
+    """A user record: its tool results one unit each, then its text (a request, or a
+    compaction summary, or both joined in one record)."""
+    units, keeper = th.units, th.keeper
+    summary = bool(inner.get("isCompactSummary"))
+    if inner.get("isMeta"):
+        meta["is_meta"] = True
+    if not isinstance(content, list):
+        text, images = blocks_text(content, src=src)
+        units.append(_user(uid, text, images, ts, rec, i, meta, summary))
+        keeper.unit(uid, [i], rec.get("uuid"))
+        return
+    rest: list[Any] = []
+    k = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            unit = tool_units(
+                block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=th.names, ts=ts, src=src
+            )
+            if meta:
+                unit.meta.update(meta)
+            if unit.tool_call_id not in th.names:
+                src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
+            units.append(unit)
+            keeper.unit(unit.id, [i], rec.get("uuid"))
+            k += 1
+        else:
+            rest.append(block)
+    text_blocks = [b for b in rest if isinstance(b, dict) and b.get("type") == "text"]
+    if summary and k == 0 and len(text_blocks) == len(rest) >= 2:
+        _summary_and_requests(th, i, rec, rest, uid, ts, meta, src)
+    elif rest or not content:
+        text, images = blocks_text(rest, src=src)
+        units.append(_user(uid if k == 0 else f"{uid}#{k}", text, images, ts, rec, i, meta, summary))
+        keeper.unit(units[-1].id, [i], rec.get("uuid"))
+
+
+def _summary_and_requests(th: _Thread, i: int, rec: dict[str, Any], blocks: list[Any], uid: str,
+                          ts: float | None, meta: dict[str, Any], src: Source) -> None:
+    """A summary and the request joined to it in one record (as ctxkit writes them, in either
+    order): the block that names ctxkit's archive is the summary, the others stay requests;
+    with none named, the last block is the summary."""
+    read_blocks = [blocks_text([b], src=src) for b in blocks]
+    named = [carries_ref_text(text) for text, _ in read_blocks]
+    if not any(named) or all(named):
+        named = [j == len(read_blocks) - 1 for j in range(len(read_blocks))]
+    runs: list[tuple[bool, list[int]]] = []
+    for j, is_summary in enumerate(named):
+        if runs and runs[-1][0] == is_summary:
+            runs[-1][1].append(j)
+        else:
+            runs.append((is_summary, [j]))
+    for n, (is_summary, js) in enumerate(runs):
+        text = "\n".join(read_blocks[j][0] for j in js)
+        images = sum(read_blocks[j][1] for j in js)
+        unit_id = uid if n == 0 else f"{uid}#{n}"
+        th.units.append(_user(unit_id, text, images, ts, rec, i, meta, is_summary))
+        if n == 0:
+            th.keeper.unit(unit_id, [i], rec.get("uuid"))
+        else:
+            th.keeper.unit(unit_id, [i])
 
 
 def _note_deferred(rec: dict[str, Any], deferred: dict[str, bool]) -> None:
