@@ -30,7 +30,6 @@ _START_UP = _defer_interrupts()
 import atexit  # noqa: E402 - after the handler, on purpose
 import gc  # noqa: E402
 import importlib  # noqa: E402
-import os  # noqa: E402
 import re  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 from contextlib import contextmanager  # noqa: E402
@@ -38,6 +37,7 @@ from typing import Any  # noqa: E402
 
 import click  # noqa: E402
 
+from ctxkit.cli.streams import guard_standard_streams, quiet_exit_on_broken_pipe  # noqa: E402
 from ctxkit.errors import CtxkitError, UsageError  # noqa: E402
 
 # name -> (module, attribute, one-line help)
@@ -94,7 +94,7 @@ class LazyGroup(click.Group):
         except CtxkitError as exc:
             raise _Failure(str(exc), exc.exit_code) from None
         except BrokenPipeError:
-            _quiet_exit_on_broken_pipe()
+            quiet_exit_on_broken_pipe()
         except MemoryError:
             raise _Failure(
                 "out of memory: the input is too large for this machine's memory (or its limit, "
@@ -145,19 +145,6 @@ def _os_error_text(exc: OSError) -> str:
     return what
 
 
-def _quiet_exit_on_broken_pipe() -> None:
-    """`ctxkit ... | head -1`: the reader left; stop as a Unix filter does, without a word.
-
-    stdout is pointed at /dev/null so the interpreter's final flush cannot raise again.
-    """
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
-    sys.exit(141)  # 128 + SIGPIPE, what a shell reports for a filter killed by the pipe
-
-
 # control characters, except the tab: a newline in a file name must not split the error line
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -197,31 +184,6 @@ def cli() -> None:
     """
 
 
-def _guard_standard_streams() -> None:
-    """Give a closed stdin, stdout or stderr (`>&-`) a stand-in, so a run reports a closed
-    stdout in one line and works on without a stderr, instead of failing on `None`.
-
-    The descriptor itself is pointed at /dev/null: a file ctxkit opens next would otherwise get
-    number 1 or 2, and whatever is written to "stdout" would land in it."""
-    from ctxkit.fileio import ClosedStream
-
-    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
-        try:
-            os.fstat(fd)
-        except OSError:
-            try:
-                null = os.open(os.devnull, os.O_RDWR)
-                if null != fd:
-                    os.dup2(null, fd)
-                    os.close(null)
-            except OSError:
-                pass
-            setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
-        else:
-            if getattr(sys, name) is None:  # open, but Python did not wrap it
-                setattr(sys, name, ClosedStream(name, fail=name == "stdout"))
-
-
 def main() -> None:
     """Console entry point."""
     # The interpreter's last garbage collection, at exit, walks every object the command's
@@ -230,12 +192,12 @@ def main() -> None:
     # and renamed before the command returns, and Python flushes stdout and stderr itself.
     atexit.register(gc.freeze)
     try:
-        _guard_standard_streams()
+        guard_standard_streams()
         cli(prog_name="ctxkit")
     except KeyboardInterrupt:  # Ctrl-C before a subcommand runs (parsing, loading)
         sys.exit(130)
     except BrokenPipeError:  # --help or --version into `head`
-        _quiet_exit_on_broken_pipe()
+        quiet_exit_on_broken_pipe()
     except CtxkitError as exc:  # --help or --version to a closed stdout
         click.echo(f"Error: {one_line(str(exc))}", err=True)
         sys.exit(exc.exit_code)
