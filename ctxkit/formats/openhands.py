@@ -233,7 +233,6 @@ def _usage(msg_resp: dict[str, Any], after_unit: int) -> dict[str, Any] | None:
 
 def read(records: list[Any], src: Source) -> Transcript:
     """Units of the messages OpenHands builds from the events (see the module doc)."""
-    stats = src.stats
     # Events by position; a history of [action, observation] pairs (early evaluation output) is
     # read as its events in order, event k of pair i at position 2i + k.
     paired = bool(records) and all(isinstance(r, list) for r in records[:20])
@@ -247,7 +246,6 @@ def read(records: list[Any], src: Source) -> Transcript:
             what = "an [action, observation] pair" if paired else "an OpenHands event with an `action` or `observation` kind"
             src.bad(i, f"expected {what}", rec)
     end = 2 * len(records) if paired else len(records)
-    by_index = dict(events)
 
     # What OpenHands' View hides: the events every condensation forgets, and the condensations.
     hidden = _hidden(ev for _, ev in events)
@@ -263,157 +261,183 @@ def read(records: list[Any], src: Source) -> Transcript:
             summary_at = (i, before, args["summary"])
             break
 
-    units: list[Unit] = []
-    tools: list[dict[str, Any]] = []
-    others: list[list[Any]] = []  # [index, event] of events that are no unit
-    calls: dict[int, str] = {}  # action event id -> its tool call id
-    call_names: dict[str, str] = {}
-    responses: set[str] = set()
-    usage_calls: list[dict[str, Any]] = []
-    shown: set[str] = set()  # microagents a recall already showed
-    ids = {ev.get("id") for _, ev in events}
-
-    def add(unit: Unit, typed: bool = False) -> None:
-        units.append(finish(unit, typed))
-
-    def other(i: int, ev: dict[str, Any], kind: str) -> None:
-        others.append([i, ev])
-        stats.skip(kind)
-
-    def summary(at: int) -> None:
-        i, _, text = summary_at  # type: ignore[misc]
-        cond = by_index[i]
-        add(Unit(id=f"u{len(units)}", role="user", type="summary", content=text,
-                 timestamp=timestamp_of(cond.get("timestamp")), raw=cond, group=i,
-                 meta={_META_KEY: {"summary_at": at}}), typed=True)
-
+    r = _Reader(src, dict(events), {ev.get("id") for _, ev in events})
     for i, ev in events:
         if summary_at is not None and i == summary_at[1]:
-            summary(i)
-        uid = f"u{len(units)}"
-        ts = timestamp_of(ev.get("timestamp"))
-        source = ev.get("source")
-        args = _args(ev)
+            r.summary(summary_at, i)
         if ev.get("id") in forgotten and "id" in ev:
-            other(i, ev, COMPACTED if ev.get("action") not in _CONDENSATIONS else f"action:{ev['action']}")
-            continue
-        kind = ev.get("action")
-        if isinstance(kind, str):
-            if kind == "system":
-                if not tools and isinstance(args.get("tools"), list):
-                    tools = args["tools"]
-                add(Unit(id=uid, role="system", content=str(args.get("content") or ev.get("message") or ""),
-                         timestamp=ts, raw=ev, group=i))
-            elif kind == "message":
-                role = "assistant" if source == "agent" else "user"  # early events name no source
-                content = args.get("content")
-                text, images = blocks_text(content if content is not None else ev.get("message"), src=src)
-                urls = args.get("image_urls")
-                add(Unit(id=uid, role=role, content=text, timestamp=ts, raw=ev, group=i,
-                         images=images + (len(urls) if isinstance(urls, list) else 0)))
-            elif kind == "finish":
-                rid, msg = _response(ev)
-                thought = str(args.get("thought") or "")
-                said = msg.get("content") if msg else None
-                text = thought
-                if isinstance(said, str) and said and said != thought:
-                    text = f"{thought}\n{said}" if thought else said
-                if rid is not None and rid not in responses and msg is not None:
-                    responses.add(rid)
-                    use = _usage(ev["tool_call_metadata"]["model_response"], len(units) - 1)
-                    if use is not None:
-                        usage_calls.append(use)
-                if not text:
-                    other(i, ev, "action:finish")
-                    continue
-                add(Unit(id=uid, role="user" if source == "user" else "assistant", content=text, timestamp=ts,
-                         raw=ev, group=i))
-            elif kind in _TOOL_ACTIONS and not (source == "user" and not isinstance(ev.get("tool_call_metadata"), dict)):
-                tcm = _dict(ev.get("tool_call_metadata"))
-                rid, msg = _response(ev)
-                cid = str(tcm.get("tool_call_id") or f"oh-{ev.get('id', i)}")
-                name = str(tcm.get("function_name") or kind)
-                content, reasoning = "", ""
-                first = rid is None or rid not in responses
-                if msg is not None and rid is not None and first:
-                    responses.add(rid)
-                    said = msg.get("content")
-                    content = said if isinstance(said, str) else ""
-                    why = msg.get("reasoning_content")
-                    reasoning = why if isinstance(why, str) else ""
-                    use = _usage(tcm["model_response"], len(units) - 1)
-                    if use is not None:
-                        usage_calls.append(use)
-                elif msg is None:
-                    content = str(args.get("thought") or "")
-                if isinstance(ev.get("id"), int):
-                    calls[ev["id"]] = cid
-                call_names[cid] = name
-                add(Unit(id=uid, role="assistant", content=content, reasoning=reasoning, timestamp=ts,
-                         tool_calls=[ToolCall(cid, name, _call_arguments(ev, msg, cid))], raw=ev, group=i,
-                         meta={_META_KEY: {"says": True}} if first else {}))
-            elif kind == "run" and source == "user":
-                add(Unit(id=uid, role="user", content=f"User executed the command:\n{args.get('command', '')}",
-                         timestamp=ts, raw=ev, group=i))
-            elif kind in _TOOL_ACTIONS:
-                add(Unit(id=uid, role="user", content=f"User requested: {ev.get('message') or dumps(args)}",
-                         timestamp=ts, raw=ev, group=i))
-            else:
-                other(i, ev, f"action:{kind}")
-            continue
-        kind = str(ev.get("observation"))
-        if kind in _SILENT_OBSERVATIONS:
-            other(i, ev, f"observation:{kind}")
-            continue
-        if kind == "condense":
-            add(Unit(id=uid, role="user", type="summary", content=_observation_text(ev), timestamp=ts, raw=ev,
-                     group=i), typed=True)
-            continue
-        if kind == "recall":
-            text = _recall_text(_dict(ev.get("extras")), shown)
-            if not text:
-                other(i, ev, "observation:recall")
-                continue
-            add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i,
-                     meta={_META_KEY: {"rendered": "recall"}}))
-            continue
-        tcm = _dict(ev.get("tool_call_metadata"))
-        cause = ev.get("cause")
-        result_of = str(tcm["tool_call_id"]) if tcm.get("tool_call_id") is not None else calls.get(cause)  # type: ignore[arg-type]
-        if result_of is None and cause is None and "cause" not in ev and units and units[-1].tool_calls:
-            result_of = units[-1].tool_calls[-1].id  # early flat events: a result follows its action
-        text = _observation_text(ev)
-        if result_of is not None and result_of in call_names:
-            add(Unit(id=uid, role="tool", content=text, timestamp=ts, tool_call_id=result_of,
-                     name=call_names[result_of], raw=ev, group=i))
+            r.other(i, ev, COMPACTED if ev.get("action") not in _CONDENSATIONS else f"action:{ev['action']}")
+        elif isinstance(ev.get("action"), str):
+            r.action(i, ev)
         else:
-            if (cause is not None and cause not in ids) or (cause is None and result_of is not None):
-                src.warn(i, f"observation {ev.get('id')} answers no action before it (cause {cause})")
-            add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i))
+            r.observation(i, ev)
     if summary_at is not None and summary_at[1] >= end:
-        summary(end)
+        r.summary(summary_at, end)
 
     metadata: dict[str, Any] = {}
-    if others or summary_at is not None or paired:
-        metadata[_META_KEY] = {"events": others}
+    if r.others or summary_at is not None or paired:
+        metadata[_META_KEY] = {"events": r.others}
         if summary_at is not None:
             metadata[_META_KEY]["summary_of"] = summary_at[0]
         if paired:
             metadata[_META_KEY]["pairs"] = True
-    if usage_calls:
-        metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
+    if r.usage_calls:
+        metadata["provider_usage"] = {"source": NAME, "calls": r.usage_calls}
     envelope = dict(src.envelope)
     tid = envelope.get("instance_id")
     return Transcript(
-        units=units,
+        units=r.units,
         id=str(tid) if isinstance(tid, (str, int)) and not isinstance(tid, bool) and str(tid) else src.tid,
         source_format=NAME,
         layout=src.layout,
-        tools=tools,
+        tools=r.tools,
         envelope=envelope,
         line=src.line,
         metadata=metadata,
     )
+
+
+class _Reader:
+    """The units read so far from one stream's events, and what later events look back at:
+    tool call ids by action id, tool names by call id, the model responses already read."""
+
+    def __init__(self, src: Source, by_index: dict[int, dict[str, Any]], ids: set[Any]) -> None:
+        self.src = src
+        self.by_index = by_index
+        self.ids = ids  # every event id of the stream
+        self.units: list[Unit] = []
+        self.tools: list[dict[str, Any]] = []
+        self.others: list[list[Any]] = []  # [index, event] of events that are no unit
+        self.calls: dict[int, str] = {}  # action event id -> its tool call id
+        self.call_names: dict[str, str] = {}
+        self.responses: set[str] = set()
+        self.usage_calls: list[dict[str, Any]] = []
+        self.shown: set[str] = set()  # microagents a recall already showed
+
+    def add(self, unit: Unit, typed: bool = False) -> None:
+        """A unit read."""
+        self.units.append(finish(unit, typed))
+
+    def other(self, i: int, ev: dict[str, Any], kind: str) -> None:
+        """An event that is no unit: kept, and counted by its kind."""
+        self.others.append([i, ev])
+        self.src.stats.skip(kind)
+
+    def summary(self, summary_at: tuple[int, int, str], at: int) -> None:
+        """The condensation's summary, where OpenHands inserts it (before event `at`)."""
+        i, _, text = summary_at
+        cond = self.by_index[i]
+        self.add(Unit(id=f"u{len(self.units)}", role="user", type="summary", content=text,
+                      timestamp=timestamp_of(cond.get("timestamp")), raw=cond, group=i,
+                      meta={_META_KEY: {"summary_at": at}}), typed=True)
+
+    def _use(self, response: dict[str, Any]) -> None:
+        use = _usage(response, len(self.units) - 1)
+        if use is not None:
+            self.usage_calls.append(use)
+
+    def action(self, i: int, ev: dict[str, Any]) -> None:
+        """An action: the system prompt, a message, a finish, a tool call, or a user's command."""
+        uid, ts, source, args = f"u{len(self.units)}", timestamp_of(ev.get("timestamp")), ev.get("source"), _args(ev)
+        kind = ev["action"]
+        if kind == "system":
+            if not self.tools and isinstance(args.get("tools"), list):
+                self.tools = args["tools"]
+            self.add(Unit(id=uid, role="system", content=str(args.get("content") or ev.get("message") or ""),
+                          timestamp=ts, raw=ev, group=i))
+        elif kind == "message":
+            role = "assistant" if source == "agent" else "user"  # early events name no source
+            content = args.get("content")
+            text, images = blocks_text(content if content is not None else ev.get("message"), src=self.src)
+            urls = args.get("image_urls")
+            self.add(Unit(id=uid, role=role, content=text, timestamp=ts, raw=ev, group=i,
+                          images=images + (len(urls) if isinstance(urls, list) else 0)))
+        elif kind == "finish":
+            self._finish(i, ev, uid, ts, args)
+        elif kind in _TOOL_ACTIONS and not (source == "user" and not isinstance(ev.get("tool_call_metadata"), dict)):
+            self._tool_call(i, ev, uid, ts, args)
+        elif kind == "run" and source == "user":
+            self.add(Unit(id=uid, role="user", content=f"User executed the command:\n{args.get('command', '')}",
+                          timestamp=ts, raw=ev, group=i))
+        elif kind in _TOOL_ACTIONS:
+            self.add(Unit(id=uid, role="user", content=f"User requested: {ev.get('message') or dumps(args)}",
+                          timestamp=ts, raw=ev, group=i))
+        else:
+            self.other(i, ev, f"action:{kind}")
+
+    def _finish(self, i: int, ev: dict[str, Any], uid: str, ts: float | None, args: dict[str, Any]) -> None:
+        rid, msg = _response(ev)
+        thought = str(args.get("thought") or "")
+        said = msg.get("content") if msg else None
+        text = thought
+        if isinstance(said, str) and said and said != thought:
+            text = f"{thought}\n{said}" if thought else said
+        if rid is not None and rid not in self.responses and msg is not None:
+            self.responses.add(rid)
+            self._use(ev["tool_call_metadata"]["model_response"])
+        if not text:
+            self.other(i, ev, "action:finish")
+            return
+        self.add(Unit(id=uid, role="user" if ev.get("source") == "user" else "assistant", content=text,
+                      timestamp=ts, raw=ev, group=i))
+
+    def _tool_call(self, i: int, ev: dict[str, Any], uid: str, ts: float | None, args: dict[str, Any]) -> None:
+        tcm = _dict(ev.get("tool_call_metadata"))
+        rid, msg = _response(ev)
+        cid = str(tcm.get("tool_call_id") or f"oh-{ev.get('id', i)}")
+        name = str(tcm.get("function_name") or ev["action"])
+        content, reasoning = "", ""
+        first = rid is None or rid not in self.responses
+        if msg is not None and rid is not None and first:
+            self.responses.add(rid)
+            said = msg.get("content")
+            content = said if isinstance(said, str) else ""
+            why = msg.get("reasoning_content")
+            reasoning = why if isinstance(why, str) else ""
+            self._use(tcm["model_response"])
+        elif msg is None:
+            content = str(args.get("thought") or "")
+        if isinstance(ev.get("id"), int):
+            self.calls[ev["id"]] = cid
+        self.call_names[cid] = name
+        self.add(Unit(id=uid, role="assistant", content=content, reasoning=reasoning, timestamp=ts,
+                      tool_calls=[ToolCall(cid, name, _call_arguments(ev, msg, cid))], raw=ev, group=i,
+                      meta={_META_KEY: {"says": True}} if first else {}))
+
+    def observation(self, i: int, ev: dict[str, Any]) -> None:
+        """An observation: a tool's result, a condensation's summary, a recall's context, or a
+        user message when it answers no call."""
+        uid, ts = f"u{len(self.units)}", timestamp_of(ev.get("timestamp"))
+        kind = str(ev.get("observation"))
+        if kind in _SILENT_OBSERVATIONS:
+            self.other(i, ev, f"observation:{kind}")
+            return
+        if kind == "condense":
+            self.add(Unit(id=uid, role="user", type="summary", content=_observation_text(ev), timestamp=ts, raw=ev,
+                          group=i), typed=True)
+            return
+        if kind == "recall":
+            text = _recall_text(_dict(ev.get("extras")), self.shown)
+            if not text:
+                self.other(i, ev, "observation:recall")
+                return
+            self.add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i,
+                          meta={_META_KEY: {"rendered": "recall"}}))
+            return
+        tcm = _dict(ev.get("tool_call_metadata"))
+        cause = ev.get("cause")
+        result_of = str(tcm["tool_call_id"]) if tcm.get("tool_call_id") is not None else self.calls.get(cause)  # type: ignore[arg-type]
+        units = self.units
+        if result_of is None and cause is None and "cause" not in ev and units and units[-1].tool_calls:
+            result_of = units[-1].tool_calls[-1].id  # early flat events: a result follows its action
+        text = _observation_text(ev)
+        if result_of is not None and result_of in self.call_names:
+            self.add(Unit(id=uid, role="tool", content=text, timestamp=ts, tool_call_id=result_of,
+                          name=self.call_names[result_of], raw=ev, group=i))
+        else:
+            if (cause is not None and cause not in self.ids) or (cause is None and result_of is not None):
+                self.src.warn(i, f"observation {ev.get('id')} answers no action before it (cause {cause})")
+            self.add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i))
 
 
 # ---------------------------------------------------------------- writing
