@@ -23,8 +23,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.archive.store import SHORT_REF, parse_ref
 from ctxkit.errors import ArchiveError, UsageError
+from ctxkit.refs import SHORT_REF, parse_ref
 
 if TYPE_CHECKING:
     from ctxkit.archive.store import Archive

@@ -72,7 +72,6 @@ from ctxkit.archive.refs import (  # noqa: F401 - re-exported: their home before
 )
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
-from ctxkit.refs import SHORT_REF, parse_ref  # noqa: F401 - recall_tool imports them from here
 
 # Decimal digits, not hex: tokenizers split digit runs into fixed groups of three, so every ref
 # costs the same number of tokens and a placeholder's size never depends on the digest (hex

@@ -14,11 +14,12 @@ from typing import IO, Any
 
 import orjson
 
-from ctxkit.archive.store import REFS_IN_TEXT
+from ctxkit.atomic import atomic_writer
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
-from ctxkit.fileio import atomic_writer, check_writable
+from ctxkit.fileio import check_writable
 from ctxkit.formats.prompt import api_format, render
 from ctxkit.model import TYPES
+from ctxkit.refs import REFS_IN_TEXT
 from ctxkit.rl.run import Trial
 from ctxkit.tokens import Tokenizer
 
