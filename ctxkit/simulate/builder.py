@@ -78,6 +78,47 @@ class _Needle:
     needed_by_unit_id: str = ""
 
 
+# Each needle kind: its literal, drawn from the builder's random stream (builder, noun, verb,
+# package); the fact that states it ({lit}, {noun}, {pkg}); what a later request asks of it.
+_NEEDLES: dict[str, tuple[Callable[[Any, str, str, str], str], str, str]] = {
+    "order": (
+        lambda b, noun, verb, pkg: f"ORD-{b.rng.randint(10000, 99999)}",
+        "The escalation is about order {lit}; the refund has to go against exactly that order.",
+        "issue the refund against the order from the escalation I mentioned at the start",
+    ),
+    "path": (
+        lambda b, noun, verb, pkg: f"src/{pkg}/{verb}_{noun}_v{b.rng.randint(2, 9)}.py",
+        "The bug lives in {lit}; the rest of the module is fine.",
+        "put the fix in the file where I said the bug lives",
+    ),
+    "decision": (
+        lambda b, noun, verb, pkg: f"advisory lock {b.rng.randint(1000, 9999)}",
+        "Decision: the {noun} job is serialised with PostgreSQL {lit} instead of a Redis mutex.",
+        "use the locking approach we decided on, with the same lock number",
+    ),
+    "constraint": (
+        lambda b, noun, verb, pkg: "never touch migrations/",
+        "Hard constraint from the DBA team: {lit} (schema changes go through their queue).",
+        "apply the constraint we agreed on to the cleanup script as well",
+    ),
+    "contact": (
+        lambda b, noun, verb, pkg: f"{b.fake.user_name()}.{b.rng.randint(10, 99)}@{b.fake.domain_name()}",
+        "When this is done, send the incident summary to {lit}.",
+        "draft the incident summary for the person I said should receive it",
+    ),
+    "slo": (
+        lambda b, noun, verb, pkg: f"p99 under {b.rng.randint(120, 900)} ms",
+        "The SLO we agreed on for the {pkg} API is {lit} at peak load.",
+        "check the benchmark numbers against the latency target we agreed on",
+    ),
+    "flag": (
+        lambda b, noun, verb, pkg: f"{noun.upper()}_{b.pick(ADJS).upper()}_ROLLOUT_{b.rng.randint(2, 99)}",
+        "Constraint: the feature flag {lit} must stay off in production until QA signs off.",
+        "make sure the production config respects the rollout constraint I gave you",
+    ),
+}
+
+
 class Builder:
     """Appends units to a transcript under construction and keeps the token total.
 
@@ -555,39 +596,11 @@ class Builder:
             kind = self.pick(fresh)
         nid = f"n{len(self.needles) + 1}"
         noun, verb, pkg = self.pick(NOUNS), self.pick(VERBS), self.pick(PKGS)
-        if kind == "order":
-            lit = f"ORD-{self.rng.randint(10000, 99999)}"
-            fact = f"The escalation is about order {lit}; the refund has to go against exactly that order."
-            need = "issue the refund against the order from the escalation I mentioned at the start"
-        elif kind == "path":
-            lit = f"src/{pkg}/{verb}_{noun}_v{self.rng.randint(2, 9)}.py"
-            fact = f"The bug lives in {lit}; the rest of the module is fine."
-            need = "put the fix in the file where I said the bug lives"
-        elif kind == "decision":
-            n = self.rng.randint(1000, 9999)
-            lit = f"advisory lock {n}"
-            fact = f"Decision: the {noun} job is serialised with PostgreSQL {lit} instead of a Redis mutex."
-            need = "use the locking approach we decided on, with the same lock number"
-        elif kind == "constraint":
-            lit = "never touch migrations/"
-            fact = (
-                f"Hard constraint from the DBA team: {lit} (schema changes go through their queue)."
-            )
-            need = "apply the constraint we agreed on to the cleanup script as well"
-        elif kind == "contact":
-            lit = f"{self.fake.user_name()}.{self.rng.randint(10, 99)}@{self.fake.domain_name()}"
-            fact = f"When this is done, send the incident summary to {lit}."
-            need = "draft the incident summary for the person I said should receive it"
-        elif kind == "slo":
-            lit = f"p99 under {self.rng.randint(120, 900)} ms"
-            fact = f"The SLO we agreed on for the {pkg} API is {lit} at peak load."
-            need = "check the benchmark numbers against the latency target we agreed on"
-        elif kind == "flag":
-            lit = f"{noun.upper()}_{self.pick(ADJS).upper()}_ROLLOUT_{self.rng.randint(2, 99)}"
-            fact = f"Constraint: the feature flag {lit} must stay off in production until QA signs off."
-            need = "make sure the production config respects the rollout constraint I gave you"
-        else:
+        if kind not in _NEEDLES:
             raise ValueError(f"unknown needle kind {kind!r}")
+        literal, fact_text, need = _NEEDLES[kind]
+        lit = literal(self, noun, verb, pkg)
+        fact = fact_text.format(lit=lit, noun=noun, pkg=pkg)
         n_ = _Needle(id=nid, kind=kind, pattern=lit, fact=fact, need=need)
         self.needles.append(n_)
         return n_

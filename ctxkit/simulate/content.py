@@ -306,14 +306,18 @@ def _ts_statement(b: Builder, ind: str, in_class: bool = True) -> str:
     return "".join(f"{ind}{line}\n" for line in lines)
 
 
+def _fields(b: Builder, declare: Callable[[str], str]) -> str:
+    """The field lines of a record type: 3 to 6 attributes drawn from ATTRS, each declared."""
+    return "".join(declare(f_) for f_ in b.rng.sample(ATTRS, b.rng.randint(3, 6)))
+
+
 def _ts_block(b: Builder) -> str:
     noun = b.pick(NOUNS)
     k = b.rng.randrange(4)
     if k == 0:
-        fields = b.rng.sample(ATTRS, b.rng.randint(3, 6))
-        body = "".join(
-            f"  {_lower_camel(f_)}{'?' if b.rng.random() < 0.3 else ''}: {b.pick(('string', 'number', 'Date', 'boolean'))};\n"
-            for f_ in fields
+        body = _fields(
+            b,
+            lambda f_: f"  {_lower_camel(f_)}{'?' if b.rng.random() < 0.3 else ''}: {b.pick(('string', 'number', 'Date', 'boolean'))};\n",
         )
         return f"\nexport interface {_camel(noun)}Record {{\n  id: string;\n{body}}}\n"
     if k == 1:
@@ -364,11 +368,7 @@ def _go_block(b: Builder) -> str:
     noun, verb = b.pick(NOUNS), b.pick(VERBS)
     k = b.rng.randrange(3)
     if k == 0:
-        fields = b.rng.sample(ATTRS, b.rng.randint(3, 6))
-        body = "".join(
-            f'\t{_camel(f_)} {b.pick(("string", "int64", "time.Time", "*string"))} `json:"{f_}"`\n'
-            for f_ in fields
-        )
+        body = _fields(b, lambda f_: f'\t{_camel(f_)} {b.pick(("string", "int64", "time.Time", "*string"))} `json:"{f_}"`\n')
         return f'\n// {_camel(noun)} {_plain(b.fake.sentence(nb_words=7)).lower()}\ntype {_camel(noun)} struct {{\n\tID string `json:"id"`\n{body}}}\n'
     recv = b.pick(("s", "r", "h"))
     typ = _camel(b.pick(NOUNS)) + b.pick(("Store", "Service", "Handler"))
