@@ -562,7 +562,7 @@ def test_a_compacted_file_counts_what_compact_reported(tmp_path: Path, sample: s
     import math
     import os
 
-    from ctxkit.archive.store import first_compacted
+    from ctxkit.archive.refs import first_compacted
     from ctxkit.counting import provider_calls
     from ctxkit.formats import read_path
 

@@ -32,7 +32,8 @@ def mcp(archive_path: str | None) -> None:
       #   args = ["mcp", "--archive", "/abs/path/small.jsonl.ctx.db"]
     """
     from ctxkit.archive.mcp_server import require_sdk, serve_stdio
-    from ctxkit.archive.store import Archive, default_archive_path
+    from ctxkit.archive.refs import default_archive_path
+    from ctxkit.archive.store import Archive
     from ctxkit.errors import UsageError
 
     path = archive_path or default_archive_path(None)

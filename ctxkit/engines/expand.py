@@ -96,8 +96,8 @@ def expand(request: ExpandRequest) -> ExpandSummary:
 
         >>> expand(ExpandRequest("small.jsonl", output="original.jsonl"))  # doctest: +SKIP
     """
-    from ctxkit.archive.refs import archives_for
-    from ctxkit.archive.store import Archive, default_archive_path
+    from ctxkit.archive.refs import archives_for, default_archive_path
+    from ctxkit.archive.store import Archive
     from ctxkit.compaction.sinks import transcript_output
     from ctxkit.formats import read_path
 

@@ -75,7 +75,7 @@ class CompactRequest:
     def archive_file(self) -> str:
         """The archive a file run writes: --archive, else `<output>.ctx.db`, else (stdout) the
         user's piped archive (`archive.refs.piped_archive`), its folder made when needed."""
-        from ctxkit.archive.store import default_archive_path
+        from ctxkit.archive.refs import default_archive_path
 
         path = self.archive or default_archive_path(None if self.output == "-" else self.output)
         if not self.archive and self.output == "-" and not self.dry_run:
