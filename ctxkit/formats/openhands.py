@@ -33,63 +33,40 @@ follow.
 
 from __future__ import annotations
 
-import copy
-from datetime import datetime, timezone
 from typing import Any
 
 from ctxkit.formats.base import Format
 from ctxkit.formats.checks import MAX_PROBLEMS, agent_log
-from ctxkit.formats.common import Source, args_text, blocks_text, dumps, finish, joins, timestamp_of
+from ctxkit.formats.common import Source, args_text, blocks_text, dumps, finish, timestamp_of
+from ctxkit.formats.openhands_events import (
+    CONDENSATIONS,
+    META_KEY,
+    NAME,
+    TOOL_ACTIONS,
+    TOOL_SHAPE,
+    as_dict,
+    event_args,
+    hidden_ids,
+    is_event,
+    response_of,
+)
+from ctxkit.formats.openhands_write import write
 from ctxkit.model import ToolCall, Transcript, Unit
 
-NAME = "openhands"
 MESSAGES_KEY = "history"  # the events of an evaluation output line
 # The skip kind counting events an OpenHands condensation made the model forget.
 COMPACTED = "forgotten by OpenHands' condensation"
 
-_TOOL_ACTIONS = frozenset(
-    {"run", "run_ipython", "read", "write", "edit", "browse", "browse_interactive", "call_tool_mcp", "delegate",
-     "think", "task_tracking"}
-)
 # Events the model never reads (OpenHands' ConversationMemory renders nothing for them).
 _SILENT_OBSERVATIONS = frozenset({"agent_state_changed", "null", "success", "loop_detection"})
-_CONDENSATIONS = ("condensation", "condensation_request")
 _STATE_KEYS = ("thought", "is_input", "blocking", "is_static", "cwd", "hidden", "confirmation_state",
                "security_risk", "impl_source", "translated_ipython_code", "include_extra", "kernel_init_code",
                "keep_prompt", "is_confirmed", "action_risk")
-_META_KEY = "openhands"
-
-
-# Top-level keys of an event; in the flat events of early (OpenDevin) outputs every other key
-# is an argument of the action (no `args`) or an extra of the observation.
-_TOP_KEYS = frozenset({"id", "timestamp", "source", "message", "cause", "action", "tool_call_metadata", "llm_metrics",
-                       "timeout"})
-
-
-def _is_event(rec: Any) -> bool:
-    """One action or one observation (a SWE-agent message has a role, a SWE-agent trajectory
-    step both an action and an observation)."""
-    return (isinstance(rec, dict) and "role" not in rec
-            and isinstance(rec.get("action"), str) != isinstance(rec.get("observation"), str))
-
-
-def _args(ev: dict[str, Any]) -> dict[str, Any]:
-    """An action's arguments: `args`, or the other keys of a flat early event."""
-    if "args" in ev or "observation" in ev:
-        return _dict(ev.get("args"))
-    return {k: v for k, v in ev.items() if k not in _TOP_KEYS}
-
-
-def _with_args(ev: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
-    """`ev` with its arguments replaced (in `args`, or at the top of a flat early event)."""
-    if "args" in ev or "observation" in ev:
-        return {**ev, "args": args}
-    return {**{k: v for k, v in ev.items() if k in _TOP_KEYS}, **args}
 
 
 def _is_pair(rec: Any) -> bool:
     """An early evaluation output's history item: `[action, observation]`."""
-    return isinstance(rec, list) and len(rec) == 2 and all(_is_event(e) for e in rec)
+    return isinstance(rec, list) and len(rec) == 2 and all(is_event(e) for e in rec)
 
 
 def detect(obj: Any) -> bool:
@@ -101,7 +78,7 @@ def detect(obj: Any) -> bool:
             rec = rec[0]
         if not isinstance(rec, dict):
             return False
-        if _is_event(rec) and any(k in rec for k in ("id", "source", "args", "cause", "extras", "content", "thought")):
+        if is_event(rec) and any(k in rec for k in ("id", "source", "args", "cause", "extras", "content", "thought")):
             hits += 1
     return hits > 0 and hits >= min(len(records), 20) // 2
 
@@ -119,50 +96,12 @@ def detect_conversation(obj: Any) -> bool:
 # ---------------------------------------------------------------- reading
 
 
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _forgotten(args: dict[str, Any]) -> list[int]:
-    """The event ids a condensation action forgets: a list, or a range start..end."""
-    ids = args.get("forgotten_event_ids")
-    if isinstance(ids, list):
-        return [i for i in ids if isinstance(i, int)]
-    start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
-    if isinstance(start, int) and isinstance(end, int):
-        return list(range(start, end + 1))
-    return []
-
-
-def _hidden(events: Any) -> set[Any]:
-    """Ids OpenHands leaves out of the model's view: what condensations forget, and themselves."""
-    out: set[Any] = set()
-    for ev in events:
-        if ev.get("action") in _CONDENSATIONS and "id" in ev:
-            out.add(ev["id"])
-            if ev["action"] == "condensation" and isinstance(ev.get("args"), dict):
-                out.update(_forgotten(ev["args"]))
-    return out
-
-
-def _response(ev: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
-    """The id and assistant message of the model response behind an action, when logged."""
-    meta = ev.get("tool_call_metadata")
-    resp = meta.get("model_response") if isinstance(meta, dict) else None
-    if not isinstance(resp, dict):
-        return None, None
-    choices = resp.get("choices")
-    msg = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
-    rid = resp.get("id")
-    return (str(rid) if rid is not None else None), (msg if isinstance(msg, dict) else None)
-
-
 def _call_arguments(ev: dict[str, Any], msg: dict[str, Any] | None, call_id: str) -> str:
     """The arguments the model wrote for this call, else the action's args (less bookkeeping)."""
     for c in (msg or {}).get("tool_calls") or []:
         if isinstance(c, dict) and str(c.get("id")) == call_id and isinstance(c.get("function"), dict):
             return args_text(c["function"].get("arguments"))
-    return dumps({k: v for k, v in _args(ev).items() if k not in _STATE_KEYS})
+    return dumps({k: v for k, v in event_args(ev).items() if k not in _STATE_KEYS})
 
 
 def _recall_text(extras: dict[str, Any], shown: set[str]) -> str:
@@ -240,7 +179,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     for i, rec in enumerate(records):
         if paired and _is_pair(rec):
             events.extend((2 * i + k, e) for k, e in enumerate(rec))
-        elif _is_event(rec) and not paired:
+        elif is_event(rec) and not paired:
             events.append((i, rec))
         else:
             what = "an [action, observation] pair" if paired else "an OpenHands event with an `action` or `observation` kind"
@@ -248,12 +187,12 @@ def read(records: list[Any], src: Source) -> Transcript:
     end = 2 * len(records) if paired else len(records)
 
     # What OpenHands' View hides: the events every condensation forgets, and the condensations.
-    hidden = _hidden(ev for _, ev in events)
+    hidden = hidden_ids(ev for _, ev in events)
     forgotten = set() if src.include_compacted else hidden
     summary_at: tuple[int, int, str] | None = None  # (condensation index, insert before index, text)
     kept = [(i, ev) for i, ev in events if ev.get("id") not in hidden]
     for i, ev in reversed(events):
-        args = _dict(ev.get("args"))
+        args = as_dict(ev.get("args"))
         if ev.get("action") == "condensation" and isinstance(args.get("summary"), str) \
                 and isinstance(args.get("summary_offset"), int):
             offset = args["summary_offset"]
@@ -266,7 +205,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         if summary_at is not None and i == summary_at[1]:
             r.summary(summary_at, i)
         if ev.get("id") in forgotten and "id" in ev:
-            r.other(i, ev, COMPACTED if ev.get("action") not in _CONDENSATIONS else f"action:{ev['action']}")
+            r.other(i, ev, COMPACTED if ev.get("action") not in CONDENSATIONS else f"action:{ev['action']}")
         elif isinstance(ev.get("action"), str):
             r.action(i, ev)
         else:
@@ -276,11 +215,11 @@ def read(records: list[Any], src: Source) -> Transcript:
 
     metadata: dict[str, Any] = {}
     if r.others or summary_at is not None or paired:
-        metadata[_META_KEY] = {"events": r.others}
+        metadata[META_KEY] = {"events": r.others}
         if summary_at is not None:
-            metadata[_META_KEY]["summary_of"] = summary_at[0]
+            metadata[META_KEY]["summary_of"] = summary_at[0]
         if paired:
-            metadata[_META_KEY]["pairs"] = True
+            metadata[META_KEY]["pairs"] = True
     if r.usage_calls:
         metadata["provider_usage"] = {"source": NAME, "calls": r.usage_calls}
     envelope = dict(src.envelope)
@@ -329,7 +268,7 @@ class _Reader:
         cond = self.by_index[i]
         self.add(Unit(id=f"u{len(self.units)}", role="user", type="summary", content=text,
                       timestamp=timestamp_of(cond.get("timestamp")), raw=cond, group=i,
-                      meta={_META_KEY: {"summary_at": at}}), typed=True)
+                      meta={META_KEY: {"summary_at": at}}), typed=True)
 
     def _use(self, response: dict[str, Any]) -> None:
         use = _usage(response, len(self.units) - 1)
@@ -338,7 +277,7 @@ class _Reader:
 
     def action(self, i: int, ev: dict[str, Any]) -> None:
         """An action: the system prompt, a message, a finish, a tool call, or a user's command."""
-        uid, ts, source, args = f"u{len(self.units)}", timestamp_of(ev.get("timestamp")), ev.get("source"), _args(ev)
+        uid, ts, source, args = f"u{len(self.units)}", timestamp_of(ev.get("timestamp")), ev.get("source"), event_args(ev)
         kind = ev["action"]
         if kind == "system":
             if not self.tools and isinstance(args.get("tools"), list):
@@ -354,19 +293,19 @@ class _Reader:
                           images=images + (len(urls) if isinstance(urls, list) else 0)))
         elif kind == "finish":
             self._finish(i, ev, uid, ts, args)
-        elif kind in _TOOL_ACTIONS and not (source == "user" and not isinstance(ev.get("tool_call_metadata"), dict)):
+        elif kind in TOOL_ACTIONS and not (source == "user" and not isinstance(ev.get("tool_call_metadata"), dict)):
             self._tool_call(i, ev, uid, ts, args)
         elif kind == "run" and source == "user":
             self.add(Unit(id=uid, role="user", content=f"User executed the command:\n{args.get('command', '')}",
                           timestamp=ts, raw=ev, group=i))
-        elif kind in _TOOL_ACTIONS:
+        elif kind in TOOL_ACTIONS:
             self.add(Unit(id=uid, role="user", content=f"User requested: {ev.get('message') or dumps(args)}",
                           timestamp=ts, raw=ev, group=i))
         else:
             self.other(i, ev, f"action:{kind}")
 
     def _finish(self, i: int, ev: dict[str, Any], uid: str, ts: float | None, args: dict[str, Any]) -> None:
-        rid, msg = _response(ev)
+        rid, msg = response_of(ev)
         thought = str(args.get("thought") or "")
         said = msg.get("content") if msg else None
         text = thought
@@ -382,8 +321,8 @@ class _Reader:
                       timestamp=ts, raw=ev, group=i))
 
     def _tool_call(self, i: int, ev: dict[str, Any], uid: str, ts: float | None, args: dict[str, Any]) -> None:
-        tcm = _dict(ev.get("tool_call_metadata"))
-        rid, msg = _response(ev)
+        tcm = as_dict(ev.get("tool_call_metadata"))
+        rid, msg = response_of(ev)
         cid = str(tcm.get("tool_call_id") or f"oh-{ev.get('id', i)}")
         name = str(tcm.get("function_name") or ev["action"])
         content, reasoning = "", ""
@@ -402,7 +341,7 @@ class _Reader:
         self.call_names[cid] = name
         self.add(Unit(id=uid, role="assistant", content=content, reasoning=reasoning, timestamp=ts,
                       tool_calls=[ToolCall(cid, name, _call_arguments(ev, msg, cid))], raw=ev, group=i,
-                      meta={_META_KEY: {"says": True}} if first else {}))
+                      meta={META_KEY: {"says": True}} if first else {}))
 
     def observation(self, i: int, ev: dict[str, Any]) -> None:
         """An observation: a tool's result, a condensation's summary, a recall's context, or a
@@ -417,14 +356,14 @@ class _Reader:
                           group=i), typed=True)
             return
         if kind == "recall":
-            text = _recall_text(_dict(ev.get("extras")), self.shown)
+            text = _recall_text(as_dict(ev.get("extras")), self.shown)
             if not text:
                 self.other(i, ev, "observation:recall")
                 return
             self.add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i,
-                          meta={_META_KEY: {"rendered": "recall"}}))
+                          meta={META_KEY: {"rendered": "recall"}}))
             return
-        tcm = _dict(ev.get("tool_call_metadata"))
+        tcm = as_dict(ev.get("tool_call_metadata"))
         cause = ev.get("cause")
         result_of = str(tcm["tool_call_id"]) if tcm.get("tool_call_id") is not None else self.calls.get(cause)  # type: ignore[arg-type]
         units = self.units
@@ -438,351 +377,6 @@ class _Reader:
             if (cause is not None and cause not in self.ids) or (cause is None and result_of is not None):
                 self.src.warn(i, f"observation {ev.get('id')} answers no action before it (cause {cause})")
             self.add(Unit(id=uid, role="user", content=text, timestamp=ts, raw=ev, group=i))
-
-
-# ---------------------------------------------------------------- writing
-
-
-def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).replace(tzinfo=None).isoformat()
-
-
-def _message(role: str, text: str) -> dict[str, Any]:
-    return {"source": "user" if role == "user" else "agent", "message": text, "action": "message",
-            "args": {"content": text, "image_urls": None, "wait_for_response": False}}
-
-
-def _condense(text: str) -> dict[str, Any]:
-    return {"source": "environment", "message": text, "observation": "condense", "content": text, "extras": {}}
-
-
-def _metadata(u: Unit, call: ToolCall, k: int, rid: str) -> dict[str, Any]:
-    """A `tool_call_metadata` holding the model's response with all the unit's calls."""
-    return {
-        "function_name": call.name,
-        "tool_call_id": call.id,
-        "model_response": {
-            "id": rid,
-            "object": "chat.completion",
-            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                "role": "assistant",
-                "content": u.content or None,
-                "tool_calls": [{"index": n, "id": c.id, "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments}}
-                               for n, c in enumerate(u.tool_calls)],
-            }}],
-        },
-        "total_calls_in_response": len(u.tool_calls),
-    }
-
-
-def _arguments(text: str) -> Any:
-    from ctxkit.formats.common import args_object
-
-    return args_object(text)
-
-
-class _Writer:
-    """Emits events in order, giving ids and mapping `cause` links as it goes."""
-
-    def __init__(self, renumber: bool, flat: bool = False, source_ids: set[Any] | None = None) -> None:
-        self.out: list[dict[str, Any]] = []
-        self.renumber = renumber
-        self.source_ids = source_ids or set()  # ids of the source's events (written or not)
-        self.flat = flat  # an early stream: events without ids, arguments at the top
-        self.ids: dict[int, int] = {}  # source id -> written id
-        self.last = -1
-        self.clock: str | None = None
-        self.calls: dict[str, dict[str, Any]] = {}  # tool call id -> written action event
-
-    def emit(self, ev: dict[str, Any], made: bool = False) -> dict[str, Any]:
-        if self.renumber and (made or isinstance(ev.get("id"), int)):  # an event with no id keeps none
-            orig = ev.get("id")
-            new = max(self.last + 1, orig) if isinstance(orig, int) and not made else self.last + 1
-            if isinstance(orig, int) and not made:
-                self.ids.setdefault(orig, new)
-            if new != orig:
-                ev = {"id": new, **{k: v for k, v in ev.items() if k != "id"}}
-            self.last = new
-            cause = ev.get("cause")
-            if isinstance(cause, int) and not made:
-                mapped = self.ids.get(cause)  # an earlier event: known by now, or no longer written
-                if mapped is None and cause in self.source_ids:
-                    ev = {k: v for k, v in ev.items() if k != "cause"}
-                elif mapped is not None and mapped != cause:
-                    ev = {**ev, "cause": mapped}
-            if ev.get("action") == "condensation" and isinstance(ev.get("args"), dict):
-                ev = self._condensation(ev)
-        if isinstance(ev.get("timestamp"), str):
-            self.clock = ev["timestamp"]
-        meta = ev.get("tool_call_metadata")
-        if "action" in ev and isinstance(meta, dict) and meta.get("tool_call_id") is not None:
-            self.calls[str(meta["tool_call_id"])] = ev
-        self.out.append(ev)
-        return ev
-
-    def new_id(self, orig: Any) -> Any:
-        """The id an event of the source is written with (None: not written)."""
-        return self.ids.get(orig) if self.renumber else orig
-
-    def _condensation(self, ev: dict[str, Any]) -> dict[str, Any]:
-        """The forgotten ids of a condensation, as written (events no longer written dropped)."""
-        args = dict(ev["args"])
-        ids = args.get("forgotten_event_ids")
-        if isinstance(ids, list):
-            mapped = [self.ids[i] for i in ids if isinstance(i, int) and i in self.ids]
-            if mapped != ids:
-                args["forgotten_event_ids"] = mapped
-        else:
-            forgotten = _forgotten(args)
-            mapped = [self.ids[i] for i in forgotten if i in self.ids]
-            start, end = args.get("forgotten_events_start_id"), args.get("forgotten_events_end_id")
-            if mapped and (mapped[0], mapped[-1]) != (start, end):
-                args["forgotten_events_start_id"], args["forgotten_events_end_id"] = mapped[0], mapped[-1]
-            elif not mapped and forgotten:
-                args["forgotten_events_start_id"] = args["forgotten_events_end_id"] = None
-                args["forgotten_event_ids"] = []
-        return ev if args == ev["args"] else {**ev, "args": args}
-
-    def made(self, ev: dict[str, Any], ts: float | None) -> dict[str, Any]:
-        if self.flat:  # in the stream's own shape: no id, time or cause; results follow their actions
-            args = ev.get("args") if "action" in ev else {}
-            return self.emit({**{k: v for k, v in ev.items() if k not in ("args", "cause", "source", "message")},
-                              **(args or {})})
-        stamp = _iso(ts) or self.clock or _iso(0.0)
-        return self.emit({"id": None, "timestamp": stamp, **ev}, made=True)
-
-
-def _changed(u: Unit, ev: dict[str, Any], texts: dict[str, str]) -> dict[str, Any] | None:
-    """The source event with the unit's text replaced; None when it cannot hold the change."""
-    kind = ev.get("action")
-    args = dict(_args(ev))
-    if kind is None:
-        if ev.get("observation") == "recall":
-            return None  # OpenHands renders its own text from the extras
-        return {**ev, "content": u.content}
-    if kind in ("message", "system"):
-        args["content"] = u.content
-        return _said(ev, args, u.content)
-    if kind == "finish":
-        args["thought"] = u.content
-        rid, _ = _response(ev)
-        if rid is not None:
-            texts[rid] = u.content  # else OpenHands appends the response's old text
-        return _said(ev, args, u.content)
-    if kind in _TOOL_ACTIONS and u.tool_calls:
-        rid, msg = _response(ev)
-        if (u.meta.get(_META_KEY) or {}).get("says") or msg is None:
-            if "thought" in args or msg is None:
-                args["thought"] = u.content
-            if rid is not None:
-                texts[rid] = u.content
-        out = _with_args(ev, args)
-        if msg is not None:
-            new_args = {c.id: c.arguments for c in u.tool_calls}
-            old = {str(c.get("id")): args_text((c.get("function") or {}).get("arguments"))
-                   for c in msg.get("tool_calls") or [] if isinstance(c, dict)}
-            if any(old.get(k) != v for k, v in new_args.items() if k in old):
-                out["tool_call_metadata"] = _patched_response(ev["tool_call_metadata"], None, new_args)
-        return out
-    return None
-
-
-def _said(ev: dict[str, Any], args: dict[str, Any], text: str) -> dict[str, Any]:
-    """A message or finish action with new text: its arguments, and its `message` when it has one."""
-    out = _with_args(ev, args)
-    return {**out, "message": text} if "message" in ev else out
-
-
-def _patched_response(meta: dict[str, Any], text: str | None, arguments: dict[str, str] | None) -> dict[str, Any]:
-    meta = copy.deepcopy(meta)
-    msg = meta["model_response"]["choices"][0]["message"]
-    if text is not None:
-        msg["content"] = text
-    for c in msg.get("tool_calls") or []:
-        if isinstance(c, dict) and arguments and str(c.get("id")) in arguments and isinstance(c.get("function"), dict):
-            c["function"]["arguments"] = arguments[str(c["id"])]
-    return meta
-
-
-def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
-    """Events for a transcript (see the module doc)."""
-    same = t.source_format == NAME
-    kept = (t.metadata.get(_META_KEY) or {}).get("events") if same else None
-    others = sorted((x for x in kept or [] if isinstance(x, list) and len(x) == 2), key=lambda x: x[0])
-
-    def sourced(u: Unit) -> dict[str, Any] | None:
-        return u.source if same and _is_event(u.source) and u.group is not None else None
-
-    def at(u: Unit) -> int:
-        info = u.meta.get(_META_KEY) if u.meta else None
-        if isinstance(info, dict) and isinstance(info.get("summary_at"), int):
-            return info["summary_at"]
-        return u.group  # type: ignore[return-value]
-
-    verbatim = same and all(u.raw is not None and not joins(u) for u in t.units)
-    # A response's text goes with its first action; with that one gone, its other actions
-    # (which repeat the whole response) must not bring the text back.
-    saying = {_response(u.source)[0] for u in t.units if sourced(u) is not None
-              and (u.meta.get(_META_KEY) or {}).get("says")}
-    events = [ev for ev in map(sourced, t.units) if ev is not None]
-    flat = bool(events) and not any("id" in ev for ev in events)
-    # Ids stay as they are unless an event comes in between (or a cause is no longer written).
-    w = _Writer(renumber=not flat, flat=flat,
-                source_ids={ev.get("id") for ev in events} | {ev.get("id") for _, ev in others})
-    texts: dict[str, str] = {}  # model response id -> its new text
-    summary_cond: dict[int, dict[str, Any]] = {}  # condensation index -> what to set
-    read_summary = (t.metadata.get(_META_KEY) or {}).get("summary_of") if same else None
-    nexts: list[int | None] = [None] * (len(t.units) + 1)
-    for k in range(len(t.units) - 1, -1, -1):
-        u = t.units[k]
-        nexts[k] = at(u) if sourced(u) is not None else nexts[k + 1]
-    pos = 0
-
-    def flush(upto: int | None) -> None:
-        nonlocal pos
-        while pos < len(others) and (upto is None or others[pos][0] < upto):
-            i, ev = others[pos]
-            if i in summary_cond and ev.get("action") == "condensation":
-                ev = {**ev, "args": {**ev["args"], **summary_cond[i]}}
-            w.emit(ev)
-            pos += 1
-
-    if isinstance(read_summary, int) and not any(
-            (sourced(u) or {}).get("action") == "condensation" for u in t.units):
-        summary_cond[read_summary] = {"summary": None, "summary_offset": None}  # ctxkit dropped it
-    for k, u in enumerate(t.units):
-        ev = sourced(u)
-        flush(nexts[k])
-        if ev is not None and ev.get("action") == "condensation":
-            # OpenHands' own summary: its condensation event carries it (written in its place)
-            if verbatim:
-                continue
-            view = _view_length(w, others[pos:])
-            change: dict[str, Any] = {}
-            if u.content != ev["args"].get("summary"):
-                change["summary"] = u.content
-            if view != ev["args"].get("summary_offset"):
-                change["summary_offset"] = view
-            if change:
-                summary_cond[u.group] = change  # type: ignore[index]
-            continue
-        if ev is not None and u.raw is not None and not joins(u):
-            rid = _response(ev)[0] if u.tool_calls else None
-            if rid is not None and rid not in saying:
-                texts.setdefault(rid, "")
-            w.emit(u.raw)
-            continue
-        if ev is not None:
-            changed = _changed(u, ev, texts)
-            if changed is not None:
-                w.emit(changed)
-                continue
-        _made(w, u, t)
-    flush(None)
-    out = w.out
-    if texts:
-        out = [_with_text(ev, texts) for ev in out]
-    if same and (t.metadata.get(_META_KEY) or {}).get("pairs"):
-        return _pairs(out), {}
-    return out, {}
-
-
-# What an early evaluation output puts beside an action that had no observation, and the reverse.
-_NO_OBSERVATION = {"message": "No observation", "observation": "null", "content": "", "extras": {}}
-_NO_ACTION = {"message": "No action", "action": "null", "args": {}}
-
-
-def _pairs(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Events as [action, observation] pairs again (a lone event gets a null partner)."""
-    out: list[list[dict[str, Any]]] = []
-    k = 0
-    while k < len(events):
-        ev = events[k]
-        nxt = events[k + 1] if k + 1 < len(events) else None
-        if "action" in ev and nxt is not None and "observation" in nxt:
-            out.append([ev, nxt])
-            k += 2
-            continue
-        out.append([ev, dict(_NO_OBSERVATION)] if "action" in ev else [dict(_NO_ACTION), ev])
-        k += 1
-    return out
-
-
-def _view_length(w: _Writer, rest: list[list[Any]]) -> int:
-    """How many events written so far OpenHands keeps in its view (a summary's offset)."""
-    hidden = _hidden(w.out)
-    for _, ev in rest:  # condensations still to come forget events written already
-        if ev.get("action") == "condensation" and isinstance(ev.get("args"), dict):
-            hidden.update(w.new_id(i) for i in _forgotten(ev["args"]))
-    return sum(1 for ev in w.out if ev.get("id") not in hidden)
-
-
-def _with_text(ev: dict[str, Any], texts: dict[str, str]) -> dict[str, Any]:
-    """An action whose model response got a new text (every action of that response holds it)."""
-    if "action" not in ev:
-        return ev
-    rid, msg = _response(ev)
-    if rid is None or rid not in texts or msg is None or msg.get("content") == texts[rid]:
-        return ev
-    return {**ev, "tool_call_metadata": _patched_response(ev["tool_call_metadata"], texts[rid], None)}
-
-
-def _made(w: _Writer, u: Unit, t: Transcript) -> None:
-    """Events for a unit that has no source event (made up by compaction, or another format's)."""
-    last = w.out[-1] if w.out else None
-    # A summary or placeholder is a `condense` observation even when it joins the message before:
-    # OpenHands shows it right after that message (consecutive user messages are its own way,
-    # as with recalls), and the user's own message stays as it was.
-    if joins(u) and last is not None and u.role != "tool" and u.type not in ("summary", "placeholder"):
-        if last.get("action") == "message" and (last.get("source") == "user") == (u.role == "user"):
-            text = f"{last['args'].get('content') or ''}\n\n{u.content}"
-            w.out[-1] = {**last, "message": text, "args": {**last["args"], "content": text}}
-            return
-        if last.get("observation") == "condense" and u.role == "user":
-            text = f"{last.get('content') or ''}\n\n{u.content}"
-            w.out[-1] = {**last, "message": text, "content": text}
-            return
-    if u.role == "system":
-        args: dict[str, Any] = {"content": u.content}
-        if t.tools:
-            from ctxkit.formats.common import tools_as
-
-            args["tools"] = tools_as(FORMAT.tool_shape, t.tools)
-        w.made({"source": "agent", "message": u.content, "action": "system", "args": args}, u.timestamp)
-    elif u.role == "tool":
-        action = w.calls.get(u.tool_call_id or "")
-        if action is None:
-            w.made(_message("user", u.content), u.timestamp)
-            return
-        meta = action["tool_call_metadata"]
-        kind = action.get("action")
-        obs = {"think": "think", "call_tool_mcp": "mcp"}.get(str(kind), "mcp")
-        extras: dict[str, Any] = {}
-        if obs == "mcp":
-            call = next((c for c in (_response(action)[1] or {}).get("tool_calls") or []
-                         if isinstance(c, dict) and str(c.get("id")) == u.tool_call_id), {})
-            fn = _dict(call.get("function"))
-            extras = {"name": str(fn.get("name") or meta.get("function_name") or ""),
-                      "arguments": _arguments(args_text(fn.get("arguments")))}
-        w.made({"source": "agent", "message": u.content, "cause": action.get("id"), "observation": obs,
-                "tool_call_metadata": meta, "content": u.content, "extras": extras}, u.timestamp)
-    elif u.role == "assistant" and u.tool_calls:
-        rid = f"ctxkit-{u.id}"
-        for k, c in enumerate(u.tool_calls):
-            w.made({"source": "agent", "message": c.name, "action": "call_tool_mcp",
-                    "tool_call_metadata": _metadata(u, c, k, rid),
-                    "args": {"name": c.name, "arguments": _arguments(c.arguments), "thought": u.content if k == 0 else ""}},
-                   u.timestamp)
-    elif u.role == "assistant":
-        if u.content or u.images:
-            w.made(_message("assistant", u.content), u.timestamp)
-    elif u.type in ("summary", "placeholder"):
-        w.made(_condense(u.content), u.timestamp)
-    else:
-        w.made(_message("user", u.content), u.timestamp)
 
 
 # ---------------------------------------------------------------- validating
@@ -875,5 +469,5 @@ FORMAT = Format(
     detect_object=detect_conversation,
     key=MESSAGES_KEY,
     compaction=True,
-    tool_shape="openai",  # the system action's tools
+    tool_shape=TOOL_SHAPE,
 )
