@@ -11,8 +11,10 @@ import pytest
 from ctxkit.counting import Fit
 from ctxkit.formats import ReadOptions, read_path
 from ctxkit.model import ToolCall, Transcript, Unit
-from ctxkit.recipes import policies as P
+from ctxkit.recipes import anthropic_policies as AP
+from ctxkit.recipes import open_source_policies as OP
 from ctxkit.recipes.baselines import CLEARED
+from ctxkit.recipes.policy_base import Env
 from ctxkit.recipes.session import (
     AGENTS,
     CTXKIT,
@@ -36,8 +38,8 @@ def _summarize(units, target, previous=None):  # type: ignore[no-untyped-def]
     return f"SUMMARY of {len(units)} units"
 
 
-def _env(window: int, max_output: int = 0, t: Transcript | None = None) -> P.Env:
-    return P.Env(window, max_output, _fit(), t or Transcript(units=[]), _summarize)
+def _env(window: int, max_output: int = 0, t: Transcript | None = None) -> Env:
+    return Env(window, max_output, _fit(), t or Transcript(units=[]), _summarize)
 
 
 def _session(
@@ -102,7 +104,7 @@ def test_codex_compacts_at_nine_tenths_and_keeps_requests_and_the_handoff_summar
     fit = _fit()
     assert first.tokens_before >= 14_400
     kept = [u for u in t.units[: first.unit_index] if u.role in ("system", "user")]
-    text = P.CODEX_PREFIX + "\n" + f"SUMMARY of {first.unit_index} units"
+    text = OP.CODEX_PREFIX + "\n" + f"SUMMARY of {first.unit_index} units"
     assert first.tokens_after == fit.total(
         t, [*kept, Unit("x", "user", type="summary", content=text)]
     )
@@ -111,13 +113,13 @@ def test_codex_compacts_at_nine_tenths_and_keeps_requests_and_the_handoff_summar
 def test_codex_history_takes_requests_newest_first_within_20k() -> None:
     env = _env(1_000_000)
     requests = [Unit(f"u{k}", "user", content=f"ask {k} " + "word " * 6_000) for k in range(6)]
-    out = P.codex_history([Unit("s", "system", content="sys"), *requests], "S", env)
+    out = OP.codex_history([Unit("s", "system", content="sys"), *requests], "S", env)
     kept = [u for u in out if u.role == "user" and u.type != "summary"]
     whole = [u for u in kept if u in requests]
     assert [u.id for u in whole] == ["u3", "u4", "u5"]  # 3 x ~6k tokens fit; the 4th is cut
     cut = kept[0]
     assert cut.id == "u2" and "tokens truncated" in cut.content
-    assert sum(TOK.count(u.content) for u in whole) <= P.CODEX_USER_TOKENS
+    assert sum(TOK.count(u.content) for u in whole) <= OP.CODEX_USER_TOKENS
     assert out[-1].type == "summary" and out[-1].content == "S" and out[0].role == "system"
 
 
@@ -139,19 +141,19 @@ def test_claude_code_keeps_summary_recent_messages_and_rereads_files() -> None:
     t = _session(40, result_words=300, read=True)
     env = _env(60_000, 8_000, t)
     ctx = list(t.units[:120])
-    step = P.claude_code(ctx, env)
+    step = AP.claude_code(ctx, env)
     assert [e.kind for e in step.edits] == ["compaction"]
     summary = step.context[1]
-    assert summary.type == "summary" and summary.content.startswith(P.CC_PREFIX)
+    assert summary.type == "summary" and summary.content.startswith(AP.CC_PREFIX)
     recent = [u for u in step.context if u.id in {v.id for v in ctx}][1:]  # system first
     assert recent == ctx[len(ctx) - len(recent) :]  # the newest messages, verbatim and in order
     fit = _fit()
-    assert sum(fit.unit(u) for u in recent) <= P.CC_RECENT["max_tokens"]
+    assert sum(fit.unit(u) for u in recent) <= AP.CC_RECENT["max_tokens"]
     files = [u for u in step.context if u.type == "code"]
     # the 5 newest files read before what is kept, newest first, each with what the read returned
     kept_ids = {u.id for u in recent}
     older_reads = [int(u.id[1:]) for u in ctx if u.id.startswith("r") and u.id not in kept_ids]
-    expected = sorted(older_reads, reverse=True)[: P.CC_FILES]
+    expected = sorted(older_reads, reverse=True)[: AP.CC_FILES]
     assert [u.content.split(" was read")[0] for u in files] == [
         f"Note: /repo/src/mod_{k}.py" for k in expected
     ]
@@ -163,11 +165,11 @@ def test_claude_code_microcompact_after_an_idle_hour_keeps_the_newest_five_resul
     ctx = [u.replace(timestamp=1000.0 + k) for k, u in enumerate(t.units)]
     env = _env(1_000_000, 8_000, t)
     env.last_answer, env.now = 1000.0, 1000.0 + 3601
-    step = P.claude_code(ctx, env)
+    step = AP.claude_code(ctx, env)
     cleared = [u.id for u in step.context if u.content == CLEARED]
     assert cleared == ["r0", "r1", "r2"] and [e.kind for e in step.edits] == ["microcompact"]
     env.now = 1000.0 + 3599  # within the hour: the cache is warm, nothing is cleared
-    assert P.claude_code(ctx, env).edits == []
+    assert AP.claude_code(ctx, env).edits == []
 
 
 # --- Gemini CLI ---------------------------------------------------------------------------------
@@ -178,11 +180,11 @@ def test_gemini_split_follows_find_compress_split_point() -> None:
     history = [u(0, "user", 100), u(1, "assistant", 100), u(2, "user", 100), u(3, "assistant", 700)]
     # characters 140, 140, 140, 740 (40 for the JSON around each): 70% is 812, reached at no user
     # message, and the history ends on an answer without calls: everything is compressed
-    assert P.gemini_split(history) == 4
+    assert OP.gemini_split(history) == 4
     history[3] = u(3, "assistant", 700, [ToolCall("c", "run", "{}")])
-    assert P.gemini_split(history) == 2  # ...else the last user message seen
+    assert OP.gemini_split(history) == 2  # ...else the last user message seen
     history = [u(0, "user", 700), u(1, "assistant", 100), u(2, "user", 100), u(3, "assistant", 100)]
-    assert P.gemini_split(history) == 2  # 840 >= 812 before m2
+    assert OP.gemini_split(history) == 2  # 840 >= 812 before m2
 
 
 def test_gemini_masks_tool_outputs_past_the_newest_50k() -> None:
@@ -203,11 +205,11 @@ def test_gemini_masks_tool_outputs_past_the_newest_50k() -> None:
         cost = fit.unit(units[2 * k + 1])
         if not boundary:
             protected += cost
-            if protected <= P.GEMINI_PROTECT:
+            if protected <= OP.GEMINI_PROTECT:
                 continue
             boundary = True
         expected.append(f"r{k}")
-    out, n = P.gemini_mask(units, env)
+    out, n = OP.gemini_mask(units, env)
     masked = [u.id for u in out if u.content.startswith("<tool_output_masked>")]
     assert sorted(masked) == sorted(expected) and n == len(expected) > 0
     assert all(len(u.content) < 1_000 for u in out if u.id in masked)
@@ -224,7 +226,7 @@ def test_openhands_condenses_past_240_events_to_first_two_summary_and_newest_117
     points = call_points(t.units)
     assert first.unit_index == next(i for i in points if i > 240)
     env = _env(10_000_000, 0, t)
-    step = P.openhands(list(t.units[: first.unit_index]), env)
+    step = OP.openhands(list(t.units[: first.unit_index]), env)
     out = step.context
     assert [u.id for u in out[:2]] == ["sys", "u0"] and out[2].type == "summary"
     assert len(out) - 3 <= 240 // 2 - 2 - 1
@@ -238,19 +240,19 @@ def test_opencode_prunes_outputs_beyond_40k_when_it_saves_20k() -> None:
     t = _session(12, result_words=2_500)  # ~5k tokens per output
     env = _env(1_000_000, 0, t)
     ctx = list(t.units)
-    out, n = P.opencode_prune(ctx, env)
+    out, n = OP.opencode_prune(ctx, env)
     # by hand: skip the two newest user turns, then sum outputs newest first; past 40k they go
     total, expected = 0, []
     for k in range(9, -1, -1):
         cost = TOK.count(ctx[4 * k + 3].content)
         total += cost
-        if total > P.OPENCODE_PROTECT:
+        if total > OP.OPENCODE_PROTECT:
             expected.append(f"r{k}")
     assert sorted(u.id for u in out if u.content == CLEARED) == sorted(expected) and n == len(
         expected
     )
     small = _session(12, result_words=200)
-    assert P.opencode_prune(list(small.units), _env(1_000_000, 0, small)) == (list(small.units), 0)
+    assert OP.opencode_prune(list(small.units), _env(1_000_000, 0, small)) == (list(small.units), 0)
 
 
 # --- Anthropic API ------------------------------------------------------------------------------
@@ -260,19 +262,19 @@ def test_clear_tool_uses_clears_all_but_three_server_side_over_100k() -> None:
     t = _session(40, result_words=1_200)
     env = _env(1_000_000, 0, t)
     ctx = list(t.units)
-    assert env.tokens(ctx) > P.CLEAR_TRIGGER
-    step = P.anthropic_clear_tool_uses(ctx, env)
+    assert env.tokens(ctx) > AP.CLEAR_TRIGGER
+    step = AP.anthropic_clear_tool_uses(ctx, env)
     assert step.context == ctx  # the client keeps its history
     assert step.sent is not None
     kept = [u.id for u in step.sent if u.role == "tool" and u.content != CLEARED]
     assert kept == ["r37", "r38", "r39"]
-    assert P.anthropic_clear_tool_uses(ctx[:40], env).edits == []  # under 100k: nothing
+    assert AP.anthropic_clear_tool_uses(ctx[:40], env).edits == []  # under 100k: nothing
 
 
 def test_server_compaction_keeps_the_summary_only() -> None:
     t = _session(60, result_words=1_000)
     env = _env(1_000_000, 0, t)
-    step = P.anthropic_compaction(list(t.units), env)
+    step = AP.anthropic_compaction(list(t.units), env)
     assert [u.role for u in step.context] == ["system", "assistant"] and step.context[
         1
     ].type == "summary"
@@ -359,8 +361,8 @@ def test_codex_figures_on_a_small_real_log_by_hand(realdata: Path) -> None:
     assert first.tokens_before == _fit().total(t, t.units[: first.unit_index])
     before = t.units[: first.unit_index]
     requests = [u for u in before if u.role == "system" or (is_request(u) and u.type != "summary")]
-    assert sum(TOK.count(u.content) for u in requests if u.role != "system") < P.CODEX_USER_TOKENS
-    text = P.CODEX_PREFIX + "\n" + f"SUMMARY of {first.unit_index} units"
+    assert sum(TOK.count(u.content) for u in requests if u.role != "system") < OP.CODEX_USER_TOKENS
+    text = OP.CODEX_PREFIX + "\n" + f"SUMMARY of {first.unit_index} units"
     assert first.tokens_after == _fit().total(
         t, [*requests, Unit("x", "user", type="summary", content=text)]
     )

@@ -67,8 +67,8 @@ def test_no_click_choice_copies_a_list() -> None:
 
 
 def test_the_default_tokenizer_is_named_once() -> None:
-    # DEFAULT_TOKENIZER, the bundled data (OFFLINE_ENCODINGS), tiktoken's file name, the fast counters'
-    assert _places("cl100k_base") == ["tokens/loaders.py"] * 4
+    # the bundled data (OFFLINE_ENCODINGS) and tiktoken's file name, the fast counters', DEFAULT_TOKENIZER
+    assert _places("cl100k_base") == ["tokens/encodings.py"] * 2 + ["tokens/fast.py", "tokens/loaders.py"]
 
 
 def test_one_compaction_goal() -> None:
@@ -106,7 +106,10 @@ def test_registry_names_live_in_their_registry() -> None:
         # the agents of those names (guard --as)
         "budget/triggers.py": {"claude-code", "codex", "aider", "gemini-cli", "opencode", "cline"},
         # the agent policy registry (ctxkit replay --as), its edits named as the agents name them
-        "recipes/policies.py": {"claude-code", "codex", "gemini-cli", "openhands", "opencode", "truncate"},
+        "recipes/policies.py": {"claude-code", "codex", "gemini-cli", "openhands", "opencode"},
+        # each policy reads its own agent's trigger; Gemini CLI's "truncate" edit
+        "recipes/anthropic_policies.py": {"claude-code"},
+        "recipes/open_source_policies.py": {"codex", "gemini-cli", "opencode", "truncate"},
         # the log shapes forensics reads: Claude Code's compact_boundary, Codex's replacement_history
         "recipes/forensics.py": {"claude-code", "codex"},
         "rl/datasets.py": {"openai"},  # OpenAI's preference fine-tuning shape, not the format
@@ -219,3 +222,44 @@ def test_the_cycle_check_sees_lazy_imports() -> None:
     graph = _import_graph()
     assert "ctxkit.engines.compact" in graph["ctxkit.cli.compact"]  # inside the command
     assert "ctxkit.engines.ray" in graph["ctxkit.engines.compact"]  # inside a function
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """The import graph between packages: `ctxkit.<first part>` (a top-level module is its own
+    node), every import counted as in `_import_graph`."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in _import_graph().items():
+        node = ".".join(module.split(".")[:2])
+        graph.setdefault(node, set())
+        for target in targets:
+            other = ".".join(target.split(".")[:2])
+            graph.setdefault(other, set())
+            if other != node:
+                graph[node].add(other)
+    return graph
+
+
+def test_no_package_cycle() -> None:
+    """No package imports one that imports it back. The layers, each importing only those
+    below it (issue 35, "A house to live in"):
+
+    1. leaves: errors, model, fields (typed settings), refs, fileio, memo, structure, classify,
+       compress, log_events (what the log says happened, read once)
+    2. tokens, embedders, facts, summarizers, formats
+    3. archive; budget (window arithmetic, models.toml and prices, the agents' own budgets and
+       triggers, and its own keys of the configuration: `budget.limits.BudgetConfig`);
+       fidelity (the evaluation: it judges logs and imports nothing that compacts)
+    4. counting (the one measure, `Fit`), strategies, simulate, agents
+    5. costs, calibration, compaction, gates
+    6. config (the YAML file, built from the strategy, embedder and summarizer registries, and
+       the settings of one run), replay (the engine of `compact --replay`), report
+    7. recipes (peers, the agents' policies, `ctxkit replay` and forensics), rl
+    8. engines, bench, cli
+    """
+    assert _cycles(_package_graph()) == []
+
+
+def test_the_package_graph_merges_modules_into_packages() -> None:
+    graph = _package_graph()
+    assert "ctxkit.budget" in graph["ctxkit.counting"]  # ctxkit.counting -> ctxkit.budget.fit
+    assert "ctxkit.config" not in graph["ctxkit.budget"]  # the budget reads BudgetConfig
