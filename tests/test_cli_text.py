@@ -6,7 +6,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from ctxkit.cli import cli
-from ctxkit.report.tables import counted
+from ctxkit.english import counted
 
 
 def test_help_shows_no_empty_range_and_names_paths_as_unix_tools_do() -> None:

@@ -18,12 +18,13 @@ from ctxkit.cli.requests import count_opts
 from ctxkit.cli.sections import SectionedCommand
 from ctxkit.counting import Breakdown, transcript_label
 from ctxkit.engines.count import count_rows, ray_rows, region_table
+from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
 from ctxkit.formats.extras import load_tools, read_text_file, with_context
 from ctxkit.model import Transcript
 from ctxkit.report.count import write_count_rows, write_diff_rows, write_layout_rows
-from ctxkit.report.tables import counted, default_format
+from ctxkit.report.tables import default_format
 from ctxkit.tokens import CountOptions, Tokenizer, get_tokenizer
 
 CALIBRATION_NOTE = (

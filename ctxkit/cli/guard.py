@@ -167,9 +167,9 @@ def _finish_gate(gate: Any, cases: list[Any], fmt: str) -> int:
 def _write_ci(cases: list[Any], fmt: str, junit: str | None, summary: str | None, code: int) -> None:
     """The CI formats on stdout, and the --junit and --summary files (written atomically)."""
     from ctxkit.atomic import write_output
+    from ctxkit.english import counted
     from ctxkit.gates.cases import tally
     from ctxkit.report.ci import render_github, render_junit, render_markdown
-    from ctxkit.report.tables import counted
 
     counts = tally(cases)
     line = f"ctxkit guard: {counted(len(cases), 'check')}, {counts['failed']} failed, {counts['skipped']} skipped; exit {code}"

@@ -173,7 +173,7 @@ def _with_truth_limits(settings: Any, source: str) -> Any:
 
 def _own_limits_note(n: int, sidecar: str | None) -> str:
     """Said when scenarios were compacted to the limits their ground truth records."""
-    from ctxkit.report.tables import counted
+    from ctxkit.english import counted
 
     where = f" (ground truth: {sidecar})" if sidecar else ""
     whose = "its scenario's own limit" if n == 1 else "their scenarios' own limits"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ctxkit.atomic import spooled_input
+from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths
-from ctxkit.report.tables import counted
 
 if TYPE_CHECKING:
     from ctxkit.archive.store import Archive

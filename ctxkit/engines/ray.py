@@ -534,7 +534,7 @@ def where_it_ran(workers: Sequence[dict[str, Any]], task_mb: int | None = None) 
     """
     from collections import Counter
 
-    from ctxkit.report.tables import counted
+    from ctxkit.english import counted
 
     tasks = Counter((w.get("node_ip", "?"), w.get("node", "?")) for w in workers)
     peak: dict[tuple[Any, Any], float] = {}

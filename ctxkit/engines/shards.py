@@ -37,11 +37,11 @@ import orjson
 from ctxkit.archive.originals import made_by_compaction, refs_in, text_digest
 from ctxkit.archive.store import Archive
 from ctxkit.engines import SHARD_MB
+from ctxkit.english import counted
 from ctxkit.errors import ArchiveError, InputError
 from ctxkit.formats import ReadOptions, ReadStats, read_dataset_line, read_path
 from ctxkit.model import Transcript
 from ctxkit.refs import parse_ref
-from ctxkit.report.tables import counted
 
 SHARD_BYTES = int(SHARD_MB * 2**20)  # a task's slice of a JSONL dataset (whole lines)
 PARQUET_SHARD_ROWS = 10_000  # a task's rows of a Parquet dataset (whole row groups)

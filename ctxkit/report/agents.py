@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ctxkit.english import counted
 from ctxkit.report.html import _CSS, esc
-from ctxkit.report.tables import counted
 
 MAX_DETAIL = 6  # compactions listed per agent in the terminal
 _COLORS = (

@@ -15,8 +15,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ctxkit.english import counted
 from ctxkit.gates.cases import Case, tally
-from ctxkit.report.tables import counted, format_cell, render_table
+from ctxkit.report.tables import format_cell, render_table
 
 CI_FORMATS = ("github", "junit", "markdown")
 

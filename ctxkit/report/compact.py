@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxkit.report.tables import counted
+from ctxkit.english import counted
 
 
 def file_run_lines(request: Any, outcome: Any) -> list[str]:

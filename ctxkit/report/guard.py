@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ctxkit.english import counted
 from ctxkit.gates.exits import combine_exit_codes
-from ctxkit.report.tables import counted, render_table
+from ctxkit.report.tables import render_table
 
 SHOWN_FAILING = 20  # transcripts listed under a dataset's summary (all with --details)
 
