@@ -3,7 +3,7 @@
     .venv/bin/python scripts/fidelity_bench.py [--budgets 3,6,10] [--target-share 0.8 | --target-at-limit]
         [--peers drop_oldest,codex_cli] [--json rows.json] [FILES...]
 
-The same measurement as `ctxkit bench --suite fidelity` (`ctxkit.fidelity.compare`): each
+The same measurement as `ctxkit bench --suite fidelity` (`ctxkit.engines.fidelity`): each
 transcript of ../shared/realdata (at least --min-tokens, datasets of many chats aside), or the
 files given, compacted to 1/3, 1/6 and 1/10 of its own tokens by ctxkit and by every peer, each
 result scored by the original's probes; a case no method could fit validly is left out. The
@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 from ctxkit.compaction import CompactSettings
+from ctxkit.engines import fidelity as compare
 from ctxkit.errors import CtxkitError
-from ctxkit.fidelity import compare
 from ctxkit.fidelity import probes as P
 from ctxkit.formats import read_path
 from ctxkit.tokens import count_transcript, get_tokenizer
@@ -67,7 +67,7 @@ def main() -> None:
                     target = int(budget * args.target_share)
                 settings = CompactSettings(limit=budget, target=target)
                 for m in methods:
-                    row, _ = compare.run_method(m, t, budget, probes, settings if m == "ctxkit" else None)
+                    row, _ = compare.score_method(m, t, budget, probes, settings if m == "ctxkit" else None)
                     row.share, row.transcript = share, Path(path).name
                     rows.append(row)
             print(f"{Path(path).name[:70]} {n:,} tokens, {len(probes)} probes", file=sys.stderr)

@@ -396,7 +396,7 @@ def test_a_path_is_named_whole() -> None:
 def test_compare_gives_precision_beside_recall() -> None:
     """ctxkit and a peer on one real log: each row carries its claims; a peer that writes
     nothing of its own makes no claim (precision 1.0); the summary line counts them."""
-    from ctxkit.fidelity import compare
+    from ctxkit.engines import fidelity as compare
     from ctxkit.tokens import count_transcript, get_tokenizer
 
     t = _read(DJANGO)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ctxkit.engines.methods import ENGINE_RULES as RULES
 from ctxkit.fidelity import measures as fidelity
 from ctxkit.fidelity.measures import Share
 from ctxkit.model import ToolCall, Transcript, Unit
@@ -67,60 +68,60 @@ def test_files_trail_in_the_summary() -> None:
     t = _session()
     rest = _keep(t, "s", "u1", "a3", "u2", "a4", "u3")
     named = t.replace(units=[*rest[:2], _summary("Read src/app.py and fixed parse."), *rest[2:]])
-    assert fidelity.files_trail(t, named) == Share(1, 1)  # lib/util.py: only in an output
+    assert fidelity.files_trail(t, named, RULES) == Share(1, 1)  # lib/util.py: only in an output
     silent = t.replace(units=[*rest[:2], _summary("Fixed the parser."), *rest[2:]])
-    assert fidelity.files_trail(t, silent) == Share(0, 1)
+    assert fidelity.files_trail(t, silent, RULES) == Share(0, 1)
 
 
 def test_files_trail_without_a_summary_looks_at_the_whole_context() -> None:
     t = _session()
     dropped = t.replace(units=_keep(t, "s", "u1", "a2", "r2", "a3", "u2", "a4", "u3"))
-    assert fidelity.files_trail(t, dropped) == Share(0, 1)  # src/app.py went with a1, r1
+    assert fidelity.files_trail(t, dropped, RULES) == Share(0, 1)  # src/app.py went with a1, r1
     mentioned = dropped.replace(
         units=[*dropped.units[:-1], Unit("u3", "user", content="Thanks, run them on src/app.py.")]
     )
-    assert fidelity.files_trail(t, mentioned) == Share(1, 1)
-    assert fidelity.files_trail(t, t) == Share(0, 0)  # nothing removed: nothing to trail
+    assert fidelity.files_trail(t, mentioned, RULES) == Share(1, 1)
+    assert fidelity.files_trail(t, t, RULES) == Share(0, 0)  # nothing removed: nothing to trail
 
 
 def test_user_verbatim_in_a_message_or_quoted_in_a_summary() -> None:
     t = _session()
     quoted = _summary("User asked: Please fix the crash in the parser. Then work.")
     kept = t.replace(units=[t.units[0], quoted, *_keep(t, "u2", "a4", "u3")])
-    v = fidelity.user_verbatim(t, kept, count=len)
+    v = fidelity.user_verbatim(t, kept, RULES, count=len)
     assert v.all == Share(3, 3)
     paraphrased = t.replace(
         units=[t.units[0], _summary("User wanted a parser fix."), *_keep(t, "u2", "a4", "u3")]
     )
-    assert fidelity.user_verbatim(t, paraphrased, count=len).all == Share(2, 3)
+    assert fidelity.user_verbatim(t, paraphrased, RULES, count=len).all == Share(2, 3)
     cut = t.replace(units=[*_keep(t, "s", "u1", "u2"), Unit("u3", "user", content="Thanks, [...]")])
-    assert fidelity.user_verbatim(t, cut, count=len).all == Share(2, 3)
+    assert fidelity.user_verbatim(t, cut, RULES, count=len).all == Share(2, 3)
     echoed = t.replace(
         units=[*_keep(t, "s", "u1", "u2"), Unit("a5", "assistant", content="Thanks, run them.")]
     )
-    assert fidelity.user_verbatim(t, echoed, count=len).all == Share(2, 3)  # not a user's
+    assert fidelity.user_verbatim(t, echoed, RULES, count=len).all == Share(2, 3)  # not a user's
 
 
 def test_user_verbatim_needs_the_whole_text_not_a_longer_word() -> None:
     t = _t(Unit("u1", "user", content="ok"), Unit("a1", "assistant", content="done"))
     inside = t.replace(units=[_summary("We look at the logs.")])
-    assert fidelity.user_verbatim(t, inside, count=len).all == Share(0, 1)
+    assert fidelity.user_verbatim(t, inside, RULES, count=len).all == Share(0, 1)
     quoted = t.replace(units=[_summary('User said "ok".')])
-    assert fidelity.user_verbatim(t, quoted, count=len).all == Share(1, 1)
+    assert fidelity.user_verbatim(t, quoted, RULES, count=len).all == Share(1, 1)
 
 
 def test_user_verbatim_budget_takes_the_newest_and_stops_at_the_first_too_big() -> None:
     t = _session()  # request lengths 35, 22, 17 characters
-    assert [u.id for u in fidelity.newest_within(fidelity.user_requests(t), 40, len)] == [
+    assert [u.id for u in fidelity.newest_within(fidelity.user_requests(t), 40, len, RULES)] == [
         "u2",
         "u3",
     ]
-    assert [u.id for u in fidelity.newest_within(fidelity.user_requests(t), 16, len)] == []
+    assert [u.id for u in fidelity.newest_within(fidelity.user_requests(t), 16, len, RULES)] == []
     lost_old = t.replace(units=_keep(t, "s", "u2", "a4", "u3"))
-    v = fidelity.user_verbatim(t, lost_old, budget_tokens=40, count=len)
+    v = fidelity.user_verbatim(t, lost_old, RULES, budget_tokens=40, count=len)
     assert v.all == Share(2, 3) and v.in_budget == Share(2, 2)
     lost_new = t.replace(units=_keep(t, "s", "u1", "u3"))
-    assert fidelity.user_verbatim(t, lost_new, budget_tokens=40, count=len).in_budget == Share(1, 2)
+    assert fidelity.user_verbatim(t, lost_new, RULES, budget_tokens=40, count=len).in_budget == Share(1, 2)
 
 
 def test_last_request_verbatim() -> None:
@@ -258,7 +259,7 @@ def test_summary_after_the_first_request() -> None:
 def test_measure_gathers_everything() -> None:
     t = _session()
     t.metadata["ground_truth"] = {"needles": [{"id": "n1", "pattern": "crash in the parser"}]}
-    f = fidelity.measure(t, t, target=100, tokens_after=95, count=len)
+    f = fidelity.measure(t, t, RULES, target=100, tokens_after=95, count=len)
     d = f.to_dict()
     assert d["needles"] == {"kept": 1, "total": 1}
     assert d["user_verbatim"]["all"] == {"kept": 3, "total": 3}

@@ -5,13 +5,11 @@ one registry: a new peer is one module and one registry line there."""
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from ctxkit.bench.harness import _clear, _label, _mean, _median, _settings
-from ctxkit.errors import CtxkitError
-from ctxkit.fidelity.compare import CTXKIT, all_methods, available, label
+from ctxkit.engines.methods import Checks, all_methods, available, label
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import CountOptions, speaker_name, unit_texts
 
@@ -29,13 +27,6 @@ def raw_unit_tokens(u: Unit, enc: Any, copts: CountOptions) -> int:
     return n
 
 
-def _last_request(units: Sequence[Unit]) -> Unit | None:
-    from ctxkit.structure import request_indices
-
-    found = request_indices(units)
-    return units[found[-1]] if found else None
-
-
 def runnable_peers() -> tuple[list[str], list[str]]:
     """(peers that can run here, a note for each that cannot: its optional package is missing)."""
     return available(PEERS)
@@ -45,92 +36,89 @@ def run_peer(
     peer: str, t: Transcript, limit: int, coherence_embedders: Sequence[tuple[str, Any]]
 ) -> dict[str, Any]:
     """Run one peer on one transcript and measure it: fits, tokens, time, pairs, P1, needles."""
-    from ctxkit.archive.store import Archive
-    from ctxkit.compaction import coherence, compact
-    from ctxkit.fidelity import probes as P
-    from ctxkit.fidelity.truth import needle_retention
-    from ctxkit.recipes import Fit, get_recipe
-    from ctxkit.structure import pairs_intact
-    from ctxkit.tokens import count_transcript
+    from ctxkit.engines.methods import run_method
 
     s = _settings(limit)
-    goal = s.goal
-    tok = s.tokenizer
-    before = count_transcript(t, tok).total
+    _clear()
+    gc.collect()
+    # the goal is the budget of every method; ctxkit aims at it on what the log holds
+    ran = run_method(peer, t, s.goal, s.replace(target=s.goal))
     row: dict[str, Any] = {
         "peer": peer,
         "transcript": _label(t),
         "source": "simulated" if "ground_truth" in t.metadata else "real",
         "units": len(t.units),
-        "tokens_before": before,
+        "tokens_before": ran.tokens_before,
         "limit": s.limit,
-        "goal": goal,
+        "goal": s.goal,
     }
-    archive = Archive(":memory:")
-    try:
-        _clear()
-        gc.collect()
-        start = time.perf_counter()
-        try:
-            if peer == CTXKIT:
-                # the budget is on what the log holds, as every peer sees it (the fidelity
-                # suite's rule): recorded usage beyond it (the unlogged region) is left out
-                result = compact(t, s.replace(target=goal, use_usage=False), archive=archive).transcript
-            else:
-                result = get_recipe(peer).run(t, goal, Fit(tok))
-        except CtxkitError as exc:
-            row.update(error=str(exc), fits=False, time_ms=(time.perf_counter() - start) * 1000)
-            return row
-        row["time_ms"] = round((time.perf_counter() - start) * 1000, 3)
-        after = count_transcript(result, tok).total
-        broken = pairs_intact(t.units, result.units)
-        by_id = {u.id: u for u in result.units}
-        p1 = [u for u in t.units if u.is_p1]
-        last = _last_request(t.units)
-        row.update(
-            fits=after <= goal,
-            tokens_after=after,
-            units_after=len(result.units),
-            broken_pairs=len(broken),
-            p1_total=len(p1),
-            p1_kept=sum(1 for u in p1 if u.id in by_id and by_id[u.id].content == u.content),
-            last_request_kept=last is not None
-            and last.id in by_id
-            and by_id[last.id].content == last.content,
-        )
-        row.update(_fidelity(t, result, tok, goal))
-        probe_score = P.score(P.extract(t), result)
-        row["probe_recall"] = round(probe_score.recall, 4)
-        for cat in P.CATEGORIES:
-            share = probe_score.category(cat)
-            if share is not None:
-                row[f"probe_{cat}"] = round(share, 4)
-        truth = t.metadata.get("ground_truth")
-        if truth:
-            has_archive = peer == CTXKIT  # the peers keep no archive to recall from
-            kept = needle_retention(
-                result, truth, archive if has_archive else None, transcript_id=t.id
-            )
-            row.update(
-                needles_total=kept["total"],
-                needles_present=kept["present"],
-                needles_recallable=kept["recallable"],
-            )
+    if ran.result is None or ran.checks is None:
+        row.update(error=ran.error, fits=False, time_ms=ran.time_ms)
+        return row
+    row["time_ms"] = round(ran.time_ms, 3)
+    row.update(_checked(ran.checks, len(ran.result.units)))
+    row.update(_fidelity(t, ran.result, s.tok, s.goal))
+    row.update(_probes(t, ran.result))
+    truth = t.metadata.get("ground_truth")
+    if truth:
+        row.update(_needles(t, ran.result, truth, ran.archived))
+    if coherence_embedders:
+        from ctxkit.compaction import coherence
+
         for name, emb in coherence_embedders:
-            row[f"coherence_{name}"] = round(coherence(t.units, result.units, emb), 4)
-    finally:
-        archive.close()
+            row[f"coherence_{name}"] = round(coherence(t.units, ran.result.units, emb), 4)
     return row
+
+
+def _checked(checks: Checks, units_after: int) -> dict[str, Any]:
+    """The checks of a run (`engines.methods.check`), as the quality table names them."""
+    return {
+        "fits": checks.fits,
+        "tokens_after": checks.tokens_after,
+        "units_after": units_after,
+        "broken_pairs": checks.broken_pairs,
+        "p1_total": checks.p1_total,
+        "p1_kept": checks.p1_kept,
+        "last_request_kept": checks.last_request_kept,
+    }
+
+
+def _probes(t: Transcript, result: Transcript) -> dict[str, Any]:
+    """Probe recall of a run, overall and per category (`ctxkit.fidelity.probes`)."""
+    from ctxkit.fidelity import probes as P
+
+    score = P.score(P.extract(t), result)
+    row: dict[str, Any] = {"probe_recall": round(score.recall, 4)}
+    for cat in P.CATEGORIES:
+        share = score.category(cat)
+        if share is not None:
+            row[f"probe_{cat}"] = round(share, 4)
+    return row
+
+
+def _needles(t: Transcript, result: Transcript, truth: dict[str, Any], archived: Any) -> dict[str, Any]:
+    """The ground truth's needles in a run's result, and in what it archived (ctxkit alone
+    keeps an archive to recall from)."""
+    from ctxkit.fidelity.truth import needle_retention
+
+    kept = needle_retention(result, truth, archived, transcript_id=t.id)
+    return {
+        "needles_total": kept["total"],
+        "needles_present": kept["present"],
+        "needles_recallable": kept["recallable"],
+    }
 
 
 def _fidelity(t: Transcript, result: Transcript, tok: Any, goal: int) -> dict[str, Any]:
     """The fidelity table's measures of one run (`ctxkit.fidelity.measures`); needles are `run_peer`'s.
     "In budget": the user messages the engine's budget for `goal` promises to keep."""
+    from ctxkit.engines.methods import ENGINE_RULES as rules
     from ctxkit.fidelity import measures as fidelity
-    from ctxkit.summarizers.extractive import user_message_budget
 
-    trail = fidelity.files_trail(t, result)
-    users = fidelity.user_verbatim(t, result, user_message_budget(goal), count=tok.count)
+    trail = fidelity.files_trail(t, result, rules)
+    users = fidelity.user_verbatim(
+        t, result, rules, rules.user_message_budget(goal), count=tok.count
+    )
     return {
         "files_trail_kept": trail.kept,
         "files_trail_total": trail.total,

@@ -7,7 +7,7 @@ returns it, meta included). `ctxkit bench --suite quality` puts four of them bes
 
 - `needles`: the ground truth's needles still in the context (`truth.needle_retention`).
 - `files_trail`: of the files the removed or changed units touched (named in tool-call
-  arguments, by `summarize.files_touched`), the share named in the summary (anywhere in the
+  arguments, by the engine's `files_touched`), the share named in the summary (anywhere in the
   context when there is no summary).
 - `user_verbatim`: the original's user requests whose full text is still there, word for word
   (in a user message, or quoted in a summary); also over the newest requests that fit a token
@@ -19,11 +19,16 @@ returns it, meta included). `ctxkit bench --suite quality` puts four of them bes
 - `new_same_role`: consecutive messages of one role that were not consecutive in the input.
 - `summary_after_first_request`: the first new summary comes after the first request.
 
+The engine's own rules these judge against (which files units touched, which newest user
+requests its budget keeps) come in as `EngineRules`, built outside the evaluation package
+(`ctxkit.engines.methods.ENGINE_RULES`), so it imports no summarizer.
+
 Example:
+    >>> from ctxkit.engines.methods import ENGINE_RULES as rules
     >>> from ctxkit.model import Transcript, Unit
     >>> before = Transcript([Unit("u1", "user", content="fix a.py"), Unit("a1", "assistant", content="ok")])
     >>> after = Transcript([Unit("u1", "user", content="fix a.py")])
-    >>> user_verbatim(before, after).ratio, last_request_verbatim(before, after)
+    >>> user_verbatim(before, after, rules).ratio, last_request_verbatim(before, after)
     (1.0, True)
 """
 
@@ -37,6 +42,16 @@ from typing import Any
 
 from ctxkit.model import Transcript, Unit
 from ctxkit.structure import is_user_request
+
+
+@dataclass(frozen=True)
+class EngineRules:
+    """The compacting engine's rules the measures judge against, passed in by its caller."""
+
+    files_touched: Callable[[Sequence[Unit]], Sequence[str]]  # files units' calls touched
+    newest_within: Callable[[Sequence[int], int], list[int]]  # newest sizes within a budget
+    user_message_budget: Callable[[int], int]  # user-message tokens kept for a goal
+    user_message_tokens: int  # the budget of user messages without a goal
 
 
 @dataclass(frozen=True)
@@ -103,19 +118,17 @@ def summary_units(original: Transcript, compacted: Transcript) -> list[Unit]:
     return [u for u in compacted.units if u.type == "summary" and u.id not in before]
 
 
-def files_trail(original: Transcript, compacted: Transcript) -> Share:
+def files_trail(original: Transcript, compacted: Transcript, rules: EngineRules) -> Share:
     """Files touched by the units compaction removed or changed that the summary still names
     (the whole compacted context when there is no summary, as for a peer that only drops).
 
     Touched means named in a tool call's arguments (read, edited, run): a path that only
     appears in some output (a grep hit, a stack trace) is not part of the trail.
     """
-    from ctxkit.summarizers.extractive import files_touched
-
     calls = [
         Unit(u.id, u.role, tool_calls=u.tool_calls) for u in changed_units(original, compacted)
     ]
-    files = files_touched([u for u in calls if u.tool_calls])
+    files = rules.files_touched([u for u in calls if u.tool_calls])
     summaries = summary_units(original, compacted)
     text = "\n".join(unit_text(u) for u in summaries) if summaries else _context_text(compacted)
     return Share(sum(1 for f in files if f in text), len(files))
@@ -127,13 +140,12 @@ def user_requests(t: Transcript) -> list[Unit]:
 
 
 def newest_within(
-    requests: Sequence[Unit], budget_tokens: int, count: Callable[[str], int]
+    requests: Sequence[Unit], budget_tokens: int, count: Callable[[str], int], rules: EngineRules
 ) -> list[Unit]:
     """The newest requests within `budget_tokens`, oldest first: the engine's own rule
-    (`summarize.newest_within`), so "in budget" means what compaction promises to keep."""
-    from ctxkit.summarizers.extractive import newest_within as within
-
-    return [requests[k] for k in within([count(u.content) for u in requests], budget_tokens)]
+    (`rules.newest_within`), so "in budget" means what compaction promises to keep."""
+    sizes = [count(u.content) for u in requests]
+    return [requests[k] for k in rules.newest_within(sizes, budget_tokens)]
 
 
 @dataclass(frozen=True)
@@ -159,16 +171,16 @@ class UserVerbatim:
 def user_verbatim(
     original: Transcript,
     compacted: Transcript,
+    rules: EngineRules,
     budget_tokens: int | None = None,
     count: Callable[[str], int] | None = None,
 ) -> UserVerbatim:
     """The original's user requests whose full text is still in the compacted transcript, in a
     user message or quoted in a summary, whole (not inside a longer word: "ok" is not kept by
-    "look"); `count` counts tokens (default cl100k_base) for the budget."""
-    from ctxkit.summarizers.extractive import USER_MESSAGE_TOKENS
-
+    "look"); `count` counts tokens (default cl100k_base) for the budget (default the engine's
+    `rules.user_message_tokens`)."""
     if budget_tokens is None:
-        budget_tokens = USER_MESSAGE_TOKENS
+        budget_tokens = rules.user_message_tokens
     if count is None:
         from ctxkit.tokens import get_tokenizer
 
@@ -186,7 +198,7 @@ def user_verbatim(
 
     return UserVerbatim(
         all=kept(requests),
-        in_budget=kept(newest_within(requests, budget_tokens, count)),
+        in_budget=kept(newest_within(requests, budget_tokens, count, rules)),
         budget_tokens=budget_tokens,
     )
 
@@ -377,6 +389,7 @@ class Fidelity:
 def measure(
     original: Transcript,
     compacted: Transcript,
+    rules: EngineRules,
     *,
     truth: Mapping[str, Any] | None = None,
     target: int | None = None,
@@ -385,16 +398,14 @@ def measure(
     count: Callable[[str], int] | None = None,
 ) -> Fidelity:
     """Every fidelity measure of one compaction; `truth` defaults to the original's ground truth.
-    The user-message budget defaults to the engine's for `target` (`summarize.user_message_budget`)."""
+    The user-message budget defaults to the engine's for `target` (`rules.user_message_budget`)."""
     truth = truth if truth is not None else original.metadata.get("ground_truth")
     if user_budget_tokens is None and target is not None:
-        from ctxkit.summarizers.extractive import user_message_budget
-
-        user_budget_tokens = user_message_budget(target)
+        user_budget_tokens = rules.user_message_budget(target)
     return Fidelity(
         needles=needles(compacted, truth),
-        files_trail=files_trail(original, compacted),
-        user_verbatim=user_verbatim(original, compacted, user_budget_tokens, count),
+        files_trail=files_trail(original, compacted, rules),
+        user_verbatim=user_verbatim(original, compacted, rules, user_budget_tokens, count),
         last_request_verbatim=last_request_verbatim(original, compacted),
         longer_placeholders=longer_placeholders(original, compacted),
         broken_json=broken_json(original, compacted),

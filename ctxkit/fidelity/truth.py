@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
+from ctxkit.atomic import atomic_writer
 from ctxkit.errors import InputError
-from ctxkit.fileio import atomic_writer
 from ctxkit.model import Transcript, Unit
 
 

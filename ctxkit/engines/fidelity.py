@@ -1,9 +1,10 @@
-"""ctxkit's compaction beside its peers, judged by the probes of the original.
+"""ctxkit's compaction beside its peers, judged by the probes of the original: the engine of
+`ctxkit fidelity` and `ctxkit bench --suite fidelity`.
 
 `compare` compacts one transcript to a token budget with ctxkit's default chain and with every
-recipe in `ctxkit.recipes.RECIPES`, and scores each result with the same probes
-(`fidelity.probes`: recall) and checks every claim of the text each wrote against the original
-(`fidelity.claims`: precision). A result counts when it is valid: within the budget, no tool call split
+recipe in `ctxkit.recipes.RECIPES` (`engines.methods.run_method`), and scores each result with
+the same probes (`fidelity.probes`: recall) and checks every claim of the text each wrote
+against the original (`fidelity.claims`: precision). A result counts when it is valid: within the budget, no tool call split
 from its result, the system prompt kept word for word; a refusal or an invalid result keeps
 nothing. `summarize` turns rows into one line per method and budget (mean recall over the
 transcripts, per category, refusals), the table `ctxkit bench --suite fidelity` and
@@ -18,32 +19,21 @@ transcripts, per category, refusals), the table `ctxkit bench --suite fidelity` 
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.errors import CtxkitError, unknown_name
+from ctxkit.engines.methods import CTXKIT, Checks, all_methods, available, check, label, run_method
 from ctxkit.fidelity import claims as C
 from ctxkit.fidelity import probes as P
 from ctxkit.model import Transcript
 
-CTXKIT = "ctxkit"
+__all__ = [
+    "BUDGET_SHARES", "CTXKIT", "Row", "all_methods", "available", "bench", "compare", "label",
+    "one_transcript", "score_files", "score_method", "summarize",
+]
+
 BUDGET_SHARES = (3, 6, 10)  # budgets of 1/3, 1/6 and 1/10 of a transcript's own tokens
-
-
-def all_methods() -> tuple[str, ...]:
-    """ctxkit and every registered peer, in table order."""
-    from ctxkit.recipes import RECIPES
-
-    return (CTXKIT, *RECIPES)
-
-
-def label(method: str) -> str:
-    """A method's label in tables (peers say when ctxkit's summarizer stands in for theirs)."""
-    from ctxkit.recipes import RECIPES
-
-    return "ctxkit (default)" if method == CTXKIT else RECIPES[method].label
 
 
 @dataclass
@@ -64,6 +54,13 @@ class Row:
     time_ms: float = 0.0
     share: int | None = None  # the budget as 1/share of the transcript, when the bench set it
     meta: dict[str, Any] = field(default_factory=dict)
+
+    def take(self, checks: Checks) -> None:
+        """Record what the checks of the row's result found (`engines.methods.check`)."""
+        self.tokens_after = checks.tokens_after
+        self.fits = checks.fits
+        self.pairs_intact = checks.pairs_intact
+        self.system_kept = checks.system_kept
 
     @property
     def valid(self) -> bool:
@@ -108,20 +105,7 @@ class Row:
         return d
 
 
-def _check(original: Transcript, result: Transcript, row: Row, tok: Any) -> None:
-    from ctxkit.structure import pairs_intact
-    from ctxkit.tokens import count_transcript
-
-    row.tokens_after = count_transcript(result, tok).total
-    row.fits = row.tokens_after <= row.budget
-    row.pairs_intact = not pairs_intact(original.units, result.units)
-    kept = {u.id: u for u in result.units}
-    row.system_kept = all(
-        u.id in kept and kept[u.id].content == u.content for u in original.units if u.role == "system"
-    )
-
-
-def run_method(
+def score_method(
     method: str,
     t: Transcript,
     budget: int,
@@ -130,55 +114,16 @@ def run_method(
 ) -> tuple[Row, Transcript | None]:
     """One method on one transcript: the row (scored) and the compacted transcript (None when
     refused). `settings` (a `CompactSettings`) overrides ctxkit's own, limit aside."""
-    from ctxkit.archive.store import Archive
-    from ctxkit.compaction import CompactSettings, compact
-    from ctxkit.recipes import RECIPES, Fit
-    from ctxkit.tokens import count_transcript, get_tokenizer
-
-    tok = settings.tok if settings is not None else get_tokenizer()
-    row = Row(method, t.id, budget, count_transcript(t, tok).total)
     probes = list(probes) if probes is not None else P.extract(t)
-    started = time.perf_counter()
-    result: Transcript | None = None
-    try:
-        if method == CTXKIT:
-            # the budget is on what the log holds, for every method alike: a peer never sees
-            # the recorded usage of the unlogged region, so ctxkit leaves it out here too
-            s = (settings.replace(limit=budget, use_usage=False) if settings is not None
-                 else CompactSettings(limit=budget, use_usage=False))
-            with Archive(":memory:") as archive:
-                result = compact(t, s, archive=archive).transcript
-        else:
-            peer = RECIPES.get(method)
-            if peer is None:
-                raise unknown_name("method", method, all_methods())
-            result = peer.run(t, budget, Fit(tok))
-            row.meta.update({k: v for k, v in result.metadata.items() if k == "summary_by"})
-    except CtxkitError as exc:
-        row.error = str(exc).splitlines()[0]
-    row.time_ms = (time.perf_counter() - started) * 1000
-    if result is not None:
-        _check(t, result, row, tok)
-        row.score = P.score(probes, result)
-        row.claims = C.check(t, result)
-    return row, result
-
-
-def available(names: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(methods that can run here, notes for those that cannot: a peer's optional package)."""
-    from ctxkit.recipes import RECIPES
-
-    ok, skipped = [], []
-    for name in names:
-        need = RECIPES[name].requires if name in RECIPES else ""
-        if need:
-            try:
-                __import__(need)
-            except ImportError:
-                skipped.append(f"{name}: {need} is not installed (pip install ctxkit[bench])")
-                continue
-        ok.append(name)
-    return ok, skipped
+    ran = run_method(method, t, budget, settings.replace(limit=budget) if settings is not None else None)
+    row = Row(method, t.id, budget, ran.tokens_before, time_ms=ran.time_ms, meta=ran.meta)
+    if ran.error is not None:
+        row.error = ran.error.splitlines()[0]
+    if ran.result is not None and ran.checks is not None:
+        row.take(ran.checks)
+        row.score = P.score(probes, ran.result)
+        row.claims = C.check(t, ran.result)
+    return row, ran.result
 
 
 def compare(
@@ -187,7 +132,7 @@ def compare(
     """Every method on one transcript at one budget, scored against the same probes."""
     names = list(methods) if methods is not None else list(all_methods())
     probes = P.extract(t)
-    return [run_method(m, t, budget, probes, settings)[0] for m in names]
+    return [score_method(m, t, budget, probes, settings)[0] for m in names]
 
 
 def summarize(rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -255,7 +200,7 @@ def bench(
             progress(f"fidelity: {t.metadata.get('bench_source', t.id)} ({n:,} tokens, {len(probes)} probes)")
         for share in shares:
             for m in names:
-                row, _ = run_method(m, t, n // share, probes)
+                row, _ = score_method(m, t, n // share, probes)
                 row.share = share
                 row.transcript = str(t.metadata.get("bench_source", t.id))
                 rows.append(row)
@@ -287,7 +232,7 @@ def score_files(original: str, compacted: Sequence[str], read_opts: Any = None) 
     for path in compacted:
         c = one_transcript(path, read_opts)
         row = Row(path, t.id, 0, before)
-        _check(t, c, row, tok)
+        row.take(check(t, c, 0, tok))
         row.tokens_after = measure(c, tok).total
         row.budget = row.tokens_after or 0  # judged on what it kept, not against a budget
         row.fits = True
