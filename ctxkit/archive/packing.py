@@ -155,7 +155,7 @@ def loads(data: bytes) -> Any:
         return json.loads(data.decode("utf-8", "surrogatepass"))
 
 
-# Fields of a unit record (`store._unit_record`) that `Unit.from_dict` reads as None when absent:
+# Fields of a unit record (`records.unit_record`) that `Unit.from_dict` reads as None when absent:
 # a stored record leaves them out when they are None.
 _OPTIONAL = (
     "timestamp",
@@ -190,7 +190,7 @@ def long_texts(record: Mapping[str, Any]) -> list[str]:
 
 
 def pack_unit(record: dict[str, Any]) -> tuple[bytes, dict[bytes, str]]:
-    """A unit record (`store._unit_record`) as stored, and the long texts it names by marker
+    """A unit record (`records.unit_record`) as stored, and the long texts it names by marker
     (to store in `texts`), by digest."""
     data, moved = unit_json(record)
     return pack(data, marked=bool(moved)), moved or {}
