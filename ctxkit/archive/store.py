@@ -28,9 +28,11 @@ Example (":memory:" here; a path such as "small.json.ctx.db" for a file):
     ...     print(ref.startswith("ref-"), archive.recall(ref, lines=(2, 3)).splitlines())
     True ['line 2', 'line 3']
 
-The SQLite file itself (opening, schema, layouts, the write transaction) is `archive.database`;
-the records as stored, `archive.records`; what recall shows of a text, `archive.excerpts`;
-finding the original of a compacted transcript, `archive.originals`. `created`, `last_accessed`
+This module makes refs and writes; reading back is `archive.reading` (`ArchiveReader`, which
+`Archive` extends), on the SQLite file itself (opening, schema, layouts, the write transaction)
+in `archive.database`; the records as stored are `archive.records`; what recall shows of a text,
+`archive.excerpts`; finding the original of a compacted transcript, `archive.originals`.
+What a ref looks like in text is `ctxkit.refs`. `created`, `last_accessed`
 and `access_count` live only in the database: they never reach compacted output, which stays
 byte-identical for the same input.
 """
