@@ -344,19 +344,9 @@ def analyze(
         before_ctx = [*prev_after, *since]
         after_ctx = [summary, *kept]
         history = len([u for u in since if u.role != "system"]) >= 2
-        probes = (
-            score_in(
-                extract([u for u in before_ctx if u.type != "summary"]),
-                t.replace(units=after_ctx),
-                cwd,
-            )
-            if history
-            else None
-        )
+        probes = _probes_kept(t, before_ctx, after_ctx, cwd) if history else None
         nxt = points[k + 1][0] if k + 1 < len(points) else len(units)
-        earlier = {p for i, p in reads if i < idx}
-        again = [(i, p) for i, p in reads if idx <= i < nxt and p in earlier]
-        rereads = sorted({p for _, p in again})
+        rereads, reread_calls = _rereads(reads, idx, nxt)
         count = lambda us: t.replace(units=list(us))  # noqa: E731
         tokens_before = _count(count(before_ctx), tok, request.count_opts)
         tokens_after = _count(count(after_ctx), tok, request.count_opts)
@@ -368,18 +358,7 @@ def analyze(
             if in_units
             else _count(count([summary]), tok, request.count_opts)
         )
-        last_before = [c for c in usage if int(c.get("after_unit", -1)) < idx]
-        first_after = [c for c in usage if int(c.get("after_unit", -1)) >= idx]
-        rec_before = (
-            meta.get("preTokens")
-            if isinstance(meta.get("preTokens"), int)
-            else (int(last_before[-1]["input_tokens"]) if last_before else None)
-        )
-        rec_after = (
-            meta.get("postTokens")
-            if isinstance(meta.get("postTokens"), int)
-            else (int(first_after[0]["input_tokens"]) if first_after else None)
-        )
+        rec_before, rec_after, first_after = _recorded_around(meta, usage, idx)
         horizon = [c for c in first_after if int(c.get("after_unit", -1)) < nxt]
         econ = None
         if price is not None and rec_before is not None and horizon:
@@ -399,17 +378,13 @@ def analyze(
                 history_in_log=history,
                 probes=probes,
                 rereads=rereads,
-                reread_calls=len(again),
+                reread_calls=reread_calls,
                 economics=econ,
                 summary_readable=readable,
             )
         )
         prev_after, resume = after_ctx, idx + 1 if in_units else idx
-    note = ""
-    if model and price is None:
-        note = f"{model} has no prices in models.toml: give --model to price it"
-    elif price is not None and model and price.name not in (model or "") and request.model:
-        note = f"priced as {price.name} (--model)"
+    note = _price_note(model, price, request.model)
     pts: list[dict[str, Any]] = []
     if price is not None and usage:
         pts = points_economics(
@@ -430,6 +405,52 @@ def analyze(
         pts,
         note,
     )
+
+
+def _probes_kept(
+    t: Transcript, before: Sequence[Unit], after: Sequence[Unit], cwd: str | None
+) -> ProbeScore:
+    """The fidelity probes of the context before a compaction, scored in the context after it."""
+    probes = extract([u for u in before if u.type != "summary"])
+    return score_in(probes, t.replace(units=list(after)), cwd)
+
+
+def _rereads(reads: Sequence[tuple[int, str]], idx: int, nxt: int) -> tuple[list[str], int]:
+    """The files read again between the compaction at unit `idx` and the next (at `nxt`) that
+    were read before it, and how many calls read them."""
+    earlier = {p for i, p in reads if i < idx}
+    again = [(i, p) for i, p in reads if idx <= i < nxt and p in earlier]
+    return sorted({p for _, p in again}), len(again)
+
+
+def _recorded_around(
+    meta: dict[str, Any], usage: Sequence[dict[str, Any]], idx: int
+) -> tuple[int | None, int | None, list[dict[str, Any]]]:
+    """What the provider counted around the compaction at unit `idx`: Claude Code's boundary
+    (`preTokens`, `postTokens`), else the last recorded call before it and the first after;
+    and the recorded calls from it on."""
+    last_before = [c for c in usage if int(c.get("after_unit", -1)) < idx]
+    first_after = [c for c in usage if int(c.get("after_unit", -1)) >= idx]
+    rec_before = (
+        meta.get("preTokens")
+        if isinstance(meta.get("preTokens"), int)
+        else (int(last_before[-1]["input_tokens"]) if last_before else None)
+    )
+    rec_after = (
+        meta.get("postTokens")
+        if isinstance(meta.get("postTokens"), int)
+        else (int(first_after[0]["input_tokens"]) if first_after else None)
+    )
+    return rec_before, rec_after, first_after
+
+
+def _price_note(model: str | None, price: Any, override: str | None) -> str:
+    """For people: a log's model that has no prices, or the --model it was priced as."""
+    if model and price is None:
+        return f"{model} has no prices in models.toml: give --model to price it"
+    if price is not None and model and price.name not in (model or "") and override:
+        return f"priced as {price.name} (--model)"
+    return ""
 
 
 def _count(t: Transcript, tok: Tokenizer, opts: CountOptions) -> int:
