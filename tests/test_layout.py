@@ -263,3 +263,26 @@ def test_the_package_graph_merges_modules_into_packages() -> None:
     graph = _package_graph()
     assert "ctxkit.budget" in graph["ctxkit.counting"]  # ctxkit.counting -> ctxkit.budget.fit
     assert "ctxkit.config" not in graph["ctxkit.budget"]  # the budget reads BudgetConfig
+
+
+def test_evaluation_is_independent() -> None:
+    """The evaluation (`ctxkit.fidelity`: probes, claims, measures, truth) imports nothing of
+    what it judges (strategies, summarizers, compaction), and none of them imports it; running
+    methods and scoring them side by side is the engines' (`engines.methods`, `engines.fidelity`)."""
+    judged = ("ctxkit.strategies", "ctxkit.summarizers", "ctxkit.compaction")
+
+    def within(module: str, packages: tuple[str, ...]) -> bool:
+        return any(module == p or module.startswith(p + ".") for p in packages)
+
+    graph = _import_graph()
+    evaluation = ("ctxkit.fidelity",)
+    edges = [
+        f"{a} -> {b}"
+        for a, targets in sorted(graph.items())
+        for b in sorted(targets)
+        if (within(a, evaluation) and within(b, judged)) or (within(a, judged) and within(b, evaluation))
+    ]
+    assert edges == []
+    # the graph does see both sides: the engine of `ctxkit fidelity` imports them all
+    assert {"ctxkit.fidelity.probes", "ctxkit.fidelity.claims"} <= graph["ctxkit.engines.fidelity"]
+    assert "ctxkit.compaction.run" in graph["ctxkit.engines.methods"]
