@@ -20,14 +20,12 @@ import glob
 import json
 import subprocess
 import sys
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from ctxkit.archive.store import Archive
 from ctxkit.atomic import atomic_writer
-from ctxkit.compaction import CompactSettings, compact
+from ctxkit.engines.methods import CTXKIT, run_method
 from ctxkit.errors import CtxkitError
 from ctxkit.fidelity import claims as C
 from ctxkit.fidelity import probes as P
@@ -75,15 +73,13 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             for share in shares:
                 row: dict[str, Any] = {"set": group, "log": label, "format": t.source_format, "share": share,
                                        "tokens": n, "budget": n // share}
-                started = time.perf_counter()
-                try:
-                    with Archive(":memory:") as archive:
-                        result = compact(t, CompactSettings(limit=n // share, use_usage=False), archive=archive).transcript
-                except CtxkitError as exc:
-                    row["error"] = str(exc).splitlines()[0][:200]
+                ran = run_method(CTXKIT, t, n // share)  # the one run, on what the log holds
+                if ran.result is None:
+                    row["error"] = str(ran.error).splitlines()[0][:200]
                     rows.append(row)
                     continue
-                row["compact_s"] = round(time.perf_counter() - started, 2)
+                result = ran.result
+                row["compact_s"] = round(ran.time_ms / 1000, 2)
                 score = C.check(t, result)
                 row["recall"] = round(P.score(probes, result).recall, 4)
                 row["claims"] = score.to_dict()
