@@ -23,8 +23,7 @@ value with where it came from (`Target.sources`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
 
 from ctxkit.budget import Target, Thresholds
 from ctxkit.budget.agents import agent_budget, agent_of_format, thresholds_for
@@ -122,23 +121,6 @@ def log_target(
     )
 
 
-def from_log_applies(
-    config: BudgetConfig,
-    *,
-    models: Any = (),
-    limit: int | None = None,
-    window: int | None = None,
-    max_output: int | None = None,
-    buffer: int | None = None,
-    agent: str | None = None,
-    llm: str | None = None,
-) -> bool:
-    """Whether a log's own target applies: nothing names another budget (no model, window,
-    output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
-    named = any(v is not None for v in (limit, window, max_output, buffer)) or bool(models)
-    return not named and not agent and not llm and config.default_limit is None
-
-
 @dataclass(frozen=True)
 class BudgetRequest:
     """What names a budget: the budget flags of a command and the configuration (None: not
@@ -156,17 +138,11 @@ class BudgetRequest:
 
     @property
     def from_log(self) -> bool:
-        """Whether a log's own target applies (`from_log_applies`)."""
-        return from_log_applies(
-            self.config,
-            models=(self.model,) if self.model else (),
-            limit=self.limit,
-            window=self.context_window,
-            max_output=self.max_output_tokens,
-            buffer=self.buffer_tokens,
-            agent=self.agent,
-            llm=self.llm,
-        )
+        """Whether a log's own target applies: nothing names another budget (no model, window,
+        output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
+        given = (self.context_window, self.max_output_tokens, self.buffer_tokens, self.limit)
+        named = bool(self.model) or bool(self.agent) or bool(self.llm)
+        return not named and all(v is None for v in given) and self.config.default_limit is None
 
     def for_model(self, model: str | None) -> BudgetRequest:
         """The same request naming `model` (guard checks each --model in turn)."""
@@ -184,14 +160,4 @@ def resolve_budget(request: BudgetRequest, t: Transcript | None = None) -> Targe
         named = log_target(t, config=request.config, tokenizer=request.tokenizer)
         if named is not None:
             return named
-    return resolve_target(
-        request.model,
-        config=request.config,
-        context_window=request.context_window,
-        max_output_tokens=request.max_output_tokens,
-        buffer_tokens=request.buffer_tokens,
-        limit=request.limit,
-        agent=request.agent,
-        llm=request.llm,
-        tokenizer=request.tokenizer,
-    )
+    return resolve_target(**{f.name: getattr(request, f.name) for f in fields(request)})
