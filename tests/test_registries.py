@@ -51,7 +51,7 @@ TOY_SUITE = '''"""The toy suite: one figure (a registry test's)."""
 
 from __future__ import annotations
 
-from ctxkit.bench.harness import BenchOptions, Figure, Progress, SuiteResult
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 
 NAME = "toy"
 

@@ -31,19 +31,12 @@ Example:
 from __future__ import annotations
 
 from ctxkit.bench.harness import (
-    MISSED_EXIT,
     PACKAGES,
     QUICK_SCENARIOS,
     REAL_MIN_TOKENS,
-    REALDATA,
     SCALE_SCENARIOS,
     SCALE_SIZES,
     STANDARD,
-    BenchOptions,
-    BenchReport,
-    Figure,
-    Progress,
-    SuiteResult,
     loglog_slope,
     machine_notes,
     raw_encoding,
@@ -57,6 +50,15 @@ from ctxkit.bench.peers import (
     run_peer,
     runnable_peers,
     summarize_peers,
+)
+from ctxkit.bench.records import (
+    MISSED_EXIT,
+    REALDATA,
+    BenchOptions,
+    BenchReport,
+    Figure,
+    Progress,
+    SuiteResult,
 )
 from ctxkit.bench.render import fmt_value, plot, render_table
 from ctxkit.bench.suites import SUITES, TABLES, run

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ctxkit.bench.harness import BenchReport, Figure, SuiteResult, Table, fmt_value
 from ctxkit.bench.peers import PEER_LABELS, PEERS
+from ctxkit.bench.records import BenchReport, Figure, SuiteResult, Table, fmt_value
 from ctxkit.bench.suites import TABLES
 from ctxkit.errors import UsageError
 

@@ -83,7 +83,7 @@ def bench(
     """
     from ctxkit.atomic import write_bytes_atomic
     from ctxkit.bench import MISSED_EXIT, REALDATA, BenchOptions, plot, render_table, run
-    from ctxkit.bench.harness import summary_line, targets
+    from ctxkit.bench.records import summary_line, targets
     from ctxkit.errors import UsageError
     from ctxkit.fileio import check_paths
 

@@ -12,15 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
 
-from ctxkit.bench.harness import (
-    BenchOptions,
-    BenchReport,
-    Progress,
-    SuiteResult,
-    Table,
-    _loadavg,
-    machine_notes,
-)
+from ctxkit.bench.harness import _loadavg, machine_notes
+from ctxkit.bench.records import BenchOptions, BenchReport, Progress, SuiteResult, Table
 from ctxkit.bench.suites import archive as _archive
 from ctxkit.bench.suites import compact as _compact
 from ctxkit.bench.suites import count as _count

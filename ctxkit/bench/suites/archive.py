@@ -6,8 +6,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ctxkit.bench.harness import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.bench.processes import DATASET_LIMIT, local_cpus, run_ctxkit, simulated_dataset
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 
 NAME = "archive"
 ARCHIVE_TARGET = 1.0  # an archive no bigger than its input

@@ -13,11 +13,6 @@ from typing import Any
 from ctxkit.bench.harness import (
     QUICK_SCENARIOS,
     REAL_MIN_TOKENS,
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
-    Table,
     _clear,
     _label,
     _raw_pass,
@@ -30,6 +25,7 @@ from ctxkit.bench.harness import (
     real_transcripts,
     standard_transcript,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult, Table
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 from ctxkit.tokens import unit_texts

@@ -7,10 +7,6 @@ from collections.abc import Sequence
 
 from ctxkit.bench.harness import (
     QUICK_SCENARIOS,
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
     _clear,
     _raw_pass,
     _repeat,
@@ -20,8 +16,9 @@ from ctxkit.bench.harness import (
     real_transcripts,
     standard_transcript,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
+from ctxkit.english import counted
 from ctxkit.model import Transcript
-from ctxkit.report.tables import counted
 from ctxkit.tokens import CountOptions, speaker_name, unit_texts
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 

@@ -7,16 +7,13 @@ import subprocess
 import tempfile
 
 from ctxkit.bench.harness import (
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
     _repeat,
     cache_dir_env,
     python_subprocess,
     real_transcripts,
     torch_threads,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.errors import CtxkitError
 
 NAME = "embed"

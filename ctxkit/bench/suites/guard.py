@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from ctxkit.bench.harness import (
     REAL_MIN_TOKENS,
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
     _clear,
     _label,
     _repeat,
     real_transcripts,
     standard_transcript,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 
 NAME = "guard"
 

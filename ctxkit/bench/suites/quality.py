@@ -10,16 +10,12 @@ from typing import Any
 from ctxkit.bench.harness import (
     QUICK_SCENARIOS,
     REAL_MIN_TOKENS,
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
-    Table,
     _label,
     limit_for,
     real_transcripts,
 )
 from ctxkit.bench.peers import PEER_LABELS, run_peer, runnable_peers, summarize_peers
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult, Table
 from ctxkit.errors import CtxkitError
 
 NAME = "quality"

@@ -19,7 +19,6 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from ctxkit.bench.harness import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.bench.processes import (
     DATASET_LIMIT,
     TreeRun,
@@ -28,6 +27,7 @@ from ctxkit.bench.processes import (
     run_tree,
     simulated_dataset,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 
 NAME = "ray"
 RAY_TARGET = 0.9  # Ray's throughput per core at least 90% of --jobs'

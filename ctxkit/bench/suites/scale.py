@@ -24,11 +24,6 @@ from ctxkit.bench.harness import (
     SCALE_SCENARIOS,
     SCALE_SIZES,
     TINY_MESSAGES,
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
-    Table,
     _clear,
     _raw_pass,
     _settings,
@@ -41,6 +36,7 @@ from ctxkit.bench.harness import (
     real_chain,
     tiny_messages,
 )
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult, Table
 from ctxkit.errors import CtxkitError
 from ctxkit.model import Transcript
 from ctxkit.tokens import unit_texts

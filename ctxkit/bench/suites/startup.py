@@ -10,8 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ctxkit.bench.harness import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.bench.processes import run_timed
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult
 from ctxkit.bench.suites.count import O200K
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
