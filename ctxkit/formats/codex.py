@@ -124,34 +124,9 @@ def _model_output(payload: dict[str, Any]) -> bool:
 def read(records: list[Any], src: Source) -> Transcript:
     """Response items as units; event_msg duplicates, turn context and snapshots kept and
     counted; token_count events become provider usage."""
-    units: list[Unit] = []
-    keeper = Keeper()
-    made = 0  # units made so far (ids stay unique when a compaction rebuilds `units`)
-    names: dict[str, str] = {}
-    usage_calls: list[dict[str, Any]] = []
-    last_total: Any = None
-    session: str | None = None
-    model: str | None = None
-    window: int | None = None
     legacy = bool(records) and _legacy_head(records[0])
-    base: dict[str, Any] | None = None
-    stats = src.stats
-    # Where a token_count stands against the response it reports, read off the first one:
-    # Codex 0.5x writes it before the response's items (the units at the count are what its call
-    # saw); later versions write it when the response ends, after its items and the outputs of
-    # its tool calls, so its call saw the units before the response's first item.
-    response_from: int | None = None  # units before the first model item since the last count
-    first_call: dict[str, Any] | None = None  # the log's own first call, when a compaction cut it
-    units_seen: list[Unit] = []  # every unit read, a compaction's cut or not
-    count_after_items: bool | None = None
-
-    def add(unit: Unit, index: int) -> None:
-        nonlocal made
-        made += 1
-        units.append(finish(unit))
-        units_seen.append(unit)
-        keeper.unit(unit.id, [index])
-
+    r = _Rollout(src)
+    stats, keeper = src.stats, r.keeper
     for i, given in enumerate(records):
         rec = _enveloped(given, i == 0) if legacy and isinstance(given, dict) else given
         if not isinstance(rec, dict) or not isinstance(rec.get("payload"), dict):
@@ -160,120 +135,171 @@ def read(records: list[Any], src: Source) -> Transcript:
         kind = rec.get("type")
         payload = rec["payload"]
         ptype = payload.get("type")
-        ts = timestamp_of(rec.get("timestamp"))
-        uid = f"u{made}"
         if kind == "session_meta":
-            session = session or (str(payload["id"]) if payload.get("id") else None)
+            r.session = r.session or (str(payload["id"]) if payload.get("id") else None)
             stats.skip("session_meta")
             keeper.keep(i, given)
-            continue
-        if kind == "turn_context":
-            model = payload.get("model") if isinstance(payload.get("model"), str) else model
+        elif kind == "turn_context":
+            r.model = payload.get("model") if isinstance(payload.get("model"), str) else r.model
             stats.skip("turn_context")
             keeper.keep(i, given)
-            continue
-        if kind == "event_msg":
+        elif kind == "event_msg":
             stats.skip(f"event_msg:{ptype}")
             keeper.keep(i, given)
             info = payload.get("info")
             if ptype == "token_count" and isinstance(info, dict):
-                if isinstance(info.get("model_context_window"), int):
-                    window = info["model_context_window"]  # what Codex allows the model (95%)
-                total = info.get("total_token_usage")
-                last = info.get("last_token_usage")
-                # Codex repeats the same count after each tool output; a new total is a new call.
-                if isinstance(last, dict) and total != last_total:
-                    last_total = total
-                    if count_after_items is None:
-                        count_after_items = response_from is not None
-                    seen = response_from if count_after_items and response_from is not None else len(units)
-                    response_from = None
-                    usage_calls.append(
-                        {
-                            "after_unit": seen - 1,
-                            # input_tokens already includes cached_input_tokens.
-                            "input_tokens": int(last.get("input_tokens") or 0),
-                            "cache_read_tokens": int(last.get("cached_input_tokens") or 0),
-                            "output_tokens": int(last.get("output_tokens") or 0),
-                        }
-                    )
-            continue
-        if kind == "compacted":
-            text = payload.get("message")
-            replacement = payload.get("replacement_history")
-            if not src.include_compacted and (isinstance(text, str) or isinstance(replacement, list)):
-                if isinstance(replacement, list):
-                    new = _replacement_units(replacement, rec, i, uid, src)
-                else:
-                    new = _rebuilt(units)
-                here = {u.id for u in new}
-                hidden = [u for u in units if u.id not in here]
-                keeper.hide(hidden)
-                units[:] = new
-                if hidden:
-                    stats.skip(COMPACTED, len(hidden))
-                    stats.warnings.append(
-                        f"{src.path}:{src.line_of(i) or '-'}: {len(hidden):,} messages before Codex's compaction "
-                        "left out (the model no longer sees them)"
-                    )
-                if usage_calls and first_call is None:
-                    first_call = first_context(units_seen, usage_calls)
-                usage_calls.clear()  # calls before a compaction saw another history
-                if isinstance(replacement, list):
-                    base = {"index": i, "record": given}  # what the history now starts from
-                    made += len(new)
-                    for u in new:
-                        keeper.unit(u.id, [i])
-                    if not new:
-                        keeper.keep(i, given)
-                    stats.skip("compacted")
-                    continue
-            if isinstance(text, str) and text:
-                add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=given, group=i), i)
-            else:
-                stats.skip("compacted")
-                keeper.keep(i, given)
-            continue
-        if kind != "response_item":
+                r.token_count(info)
+        elif kind == "compacted":
+            r.compacted(i, given, rec, timestamp_of(rec.get("timestamp")))
+        elif kind != "response_item":
             stats.skip(str(kind) if kind != "state" else "record_type:state")
             keeper.keep(i, given)
-            continue
-        if response_from is None and _model_output(payload):
-            response_from = len(units)
-        unit = _item_unit(payload, uid, ts, given, i, names, src)
+        else:
+            r.response_item(i, given, payload, timestamp_of(rec.get("timestamp")))
+    return r.transcript(legacy)
+
+
+class _Rollout:
+    """A rollout as read so far: its units, the records kept beside them, and the provider calls
+    its token counts report."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+        self.units: list[Unit] = []
+        self.keeper = Keeper()
+        self.made = 0  # units made so far (ids stay unique when a compaction rebuilds `units`)
+        self.names: dict[str, str] = {}
+        self.usage_calls: list[dict[str, Any]] = []
+        self.last_total: Any = None
+        self.session: str | None = None
+        self.model: str | None = None
+        self.window: int | None = None
+        self.base: dict[str, Any] | None = None
+        # Where a token_count stands against the response it reports, read off the first one:
+        # Codex 0.5x writes it before the response's items (the units at the count are what its
+        # call saw); later versions write it when the response ends, after its items and the
+        # outputs of its tool calls, so its call saw the units before the response's first item.
+        self.response_from: int | None = None  # units before the first model item since the last count
+        self.first_call: dict[str, Any] | None = None  # the log's own first call, when a compaction cut it
+        self.units_seen: list[Unit] = []  # every unit read, a compaction's cut or not
+        self.count_after_items: bool | None = None
+
+    def add(self, unit: Unit, index: int) -> None:
+        """A unit read from record `index`."""
+        self.made += 1
+        self.units.append(finish(unit))
+        self.units_seen.append(unit)
+        self.keeper.unit(unit.id, [index])
+
+    def token_count(self, info: dict[str, Any]) -> None:
+        """A token_count event: the context window, and a provider call when its total is new."""
+        if isinstance(info.get("model_context_window"), int):
+            self.window = info["model_context_window"]  # what Codex allows the model (95%)
+        total = info.get("total_token_usage")
+        last = info.get("last_token_usage")
+        # Codex repeats the same count after each tool output; a new total is a new call.
+        if isinstance(last, dict) and total != self.last_total:
+            self.last_total = total
+            if self.count_after_items is None:
+                self.count_after_items = self.response_from is not None
+            from_ = self.response_from
+            seen = from_ if self.count_after_items and from_ is not None else len(self.units)
+            self.response_from = None
+            self.usage_calls.append(
+                {
+                    "after_unit": seen - 1,
+                    # input_tokens already includes cached_input_tokens.
+                    "input_tokens": int(last.get("input_tokens") or 0),
+                    "cache_read_tokens": int(last.get("cached_input_tokens") or 0),
+                    "output_tokens": int(last.get("output_tokens") or 0),
+                }
+            )
+
+    def compacted(self, i: int, given: Any, rec: dict[str, Any], ts: float | None) -> None:
+        """Codex's own compaction (`rec`, the record `given` in today's layout): its summary, or
+        the history it replaced the context with, stands for what came before, which is left
+        out unless `include_compacted`."""
+        src, stats, keeper, units = self.src, self.src.stats, self.keeper, self.units
+        uid, payload = f"u{self.made}", rec["payload"]
+        text = payload.get("message")
+        replacement = payload.get("replacement_history")
+        if not src.include_compacted and (isinstance(text, str) or isinstance(replacement, list)):
+            if isinstance(replacement, list):
+                new = _replacement_units(replacement, rec, i, uid, src)
+            else:
+                new = _rebuilt(units)
+            here = {u.id for u in new}
+            hidden = [u for u in units if u.id not in here]
+            keeper.hide(hidden)
+            units[:] = new
+            if hidden:
+                stats.skip(COMPACTED, len(hidden))
+                stats.warnings.append(
+                    f"{src.path}:{src.line_of(i) or '-'}: {len(hidden):,} messages before Codex's compaction "
+                    "left out (the model no longer sees them)"
+                )
+            if self.usage_calls and self.first_call is None:
+                self.first_call = first_context(self.units_seen, self.usage_calls)
+            self.usage_calls.clear()  # calls before a compaction saw another history
+            if isinstance(replacement, list):
+                self.base = {"index": i, "record": given}  # what the history now starts from
+                self.made += len(new)
+                for u in new:
+                    keeper.unit(u.id, [i])
+                if not new:
+                    keeper.keep(i, given)
+                stats.skip("compacted")
+                return
+        if isinstance(text, str) and text:
+            self.add(Unit(id=uid, role="user", type="summary", content=text, timestamp=ts, raw=given, group=i), i)
+        else:
+            stats.skip("compacted")
+            keeper.keep(i, given)
+
+    def response_item(self, i: int, given: Any, payload: dict[str, Any], ts: float | None) -> None:
+        """A response item: a unit, or (encrypted reasoning, an item of no message) a record kept
+        with the item it precedes."""
+        ptype = payload.get("type")
+        if self.response_from is None and _model_output(payload):
+            self.response_from = len(self.units)
+        unit = _item_unit(payload, f"u{self.made}", ts, given, i, self.names, self.src)
         if unit is not None:
-            add(unit, i)
+            self.add(unit, i)
         elif ptype == "reasoning":
             # Only encrypted content: nothing readable to count; it goes with the item it precedes.
-            stats.skip("response_item:reasoning")
-            keeper.keep(i, given, precedes=True)
+            self.src.stats.skip("response_item:reasoning")
+            self.keeper.keep(i, given, precedes=True)
         else:
-            stats.skip(f"response_item:{ptype}")
-            keeper.keep(i, given, precedes=True)
-    metadata: dict[str, Any] = {KEPT: keeper.metadata()}
-    if base is not None and not src.include_compacted and any(u.meta.get("item") is not None for u in units):
-        metadata["codex_base"] = base
-    if legacy:
-        metadata["codex_layout"] = "legacy"
-    if usage_calls:
-        metadata["provider_usage"] = {"source": NAME, "calls": usage_calls}
-        if first_call is not None:
-            metadata["provider_usage"]["first"] = first_call
-    if session:
-        metadata["session_id"] = session
-    if model:
-        metadata["model"] = model
-    if window:
-        metadata["context_window"] = window
-    return Transcript(
-        units=units,
-        id=session or src.tid,
-        source_format=NAME,
-        layout=src.layout,
-        envelope=dict(src.envelope),
-        line=src.line,
-        metadata=metadata,
-    )
+            self.src.stats.skip(f"response_item:{ptype}")
+            self.keeper.keep(i, given, precedes=True)
+
+    def transcript(self, legacy: bool) -> Transcript:
+        """The transcript read, with what the rollout says of itself."""
+        src, units = self.src, self.units
+        metadata: dict[str, Any] = {KEPT: self.keeper.metadata()}
+        if self.base is not None and not src.include_compacted and any(u.meta.get("item") is not None for u in units):
+            metadata["codex_base"] = self.base
+        if legacy:
+            metadata["codex_layout"] = "legacy"
+        if self.usage_calls:
+            metadata["provider_usage"] = {"source": NAME, "calls": self.usage_calls}
+            if self.first_call is not None:
+                metadata["provider_usage"]["first"] = self.first_call
+        if self.session:
+            metadata["session_id"] = self.session
+        if self.model:
+            metadata["model"] = self.model
+        if self.window:
+            metadata["context_window"] = self.window
+        return Transcript(
+            units=units,
+            id=self.session or src.tid,
+            source_format=NAME,
+            layout=src.layout,
+            envelope=dict(src.envelope),
+            line=src.line,
+            metadata=metadata,
+        )
 
 
 def _item_unit(
