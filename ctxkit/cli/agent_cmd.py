@@ -11,12 +11,10 @@ import click
 from ctxkit.agents.catalog import AGENTS
 from ctxkit.agents.session import MODES
 from ctxkit.cli.options import echo_err
-from ctxkit.report.tables import FORMATS, default_format, write_rows
+from ctxkit.cli.output import format_option
+from ctxkit.report.tables import default_format, write_rows
 
-_FORMAT = click.option(
-    "--format", "fmt", type=click.Choice(FORMATS), default=None,
-    help="table (for a terminal), json, jsonl or csv (default: table on a terminal, else jsonl).",
-)
+_FORMAT = format_option()
 _NAMES = click.Choice(sorted(AGENTS))
 
 

@@ -8,6 +8,7 @@ import click
 
 from ctxkit.atomic import write_bytes_atomic
 from ctxkit.cli.options import echo_err
+from ctxkit.cli.output import format_option
 from ctxkit.config.file import DUMP_FORMATS
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_paths
@@ -28,14 +29,7 @@ from ctxkit.fileio import check_paths
     metavar="FILE",
     help="Configuration to show (default ./ctxkit.yaml when present).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(DUMP_FORMATS),
-    default="yaml",
-    show_default=True,
-    help="Output format of --show.",
-)
+@format_option(DUMP_FORMATS, "yaml", "Output format of --show.")
 @click.option("--force", is_flag=True, help="With --init: overwrite an existing file.")
 def config(
     show: bool, init: bool, path: str | None, config_path: str | None, fmt: str, force: bool

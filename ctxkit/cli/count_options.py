@@ -15,9 +15,9 @@ from ctxkit.cli.options import (
     stack,
     tokenizer_options,
 )
+from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import section
 from ctxkit.counting import BREAKDOWNS
-from ctxkit.report.tables import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,13 +31,7 @@ _breakdown_options = section(
         help="Break the total down by role, type, turn, message or tool, or the system prompt by "
         "section (default: regions).",
     ),
-    click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        default=None,
-        help="Output format (default: table on a terminal, else jsonl).",
-    ),
+    format_option(help="Output format (default: table on a terminal, else jsonl)."),
     click.option(
         "--cost",
         "cost_models",

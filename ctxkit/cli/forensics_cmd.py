@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-import orjson
 
 from ctxkit.cli.options import input_options
+from ctxkit.cli.output import check_report, report_options, write_report
 
 
 @click.command("forensics")
@@ -28,21 +28,7 @@ from ctxkit.cli.options import input_options
     metavar="NAME",
     help="How tokens are counted (default cl100k_base).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("table", "json")),
-    default="table",
-    show_default=True,
-    help="table for people, json (one object per session per line, most loss first) for machines.",
-)
-@click.option(
-    "--html",
-    "html_path",
-    default=None,
-    metavar="FILE",
-    help="Also write a self-contained HTML page (- = stdout).",
-)
+@report_options("one object per session per line, most loss first")
 def forensics(
     paths: tuple[str, ...],
     read_opts: object,
@@ -63,29 +49,13 @@ def forensics(
       ctxkit forensics logs/*.jsonl --model claude-sonnet-4 --format json
       ctxkit forensics session.jsonl --html forensics.html
     """
-    from ctxkit.atomic import write_output
-    from ctxkit.fileio import check_paths, check_writable
     from ctxkit.recipes.forensics import ForensicsRequest, analyze_paths
     from ctxkit.report.agents import forensics_page, forensics_text
     from ctxkit.tokens import get_tokenizer
 
-    if html_path == "-" and fmt == "json":
-        raise click.UsageError(
-            "--html - and --format json both write to stdout; give --html a file"
-        )
-    check_paths({"PATH": list(paths)}, {"--html": html_path})
-    if html_path:
-        check_writable(html_path, "html")
+    check_report(paths, html_path, fmt)
     request = ForensicsRequest(
         tokenizer=get_tokenizer(tokenizer) if tokenizer else None, model=model, window=window
     )
     sessions = [s.to_dict() for s in analyze_paths(paths, request, read_opts=read_opts)]
-    if html_path:
-        write_output(html_path, forensics_page(sessions).encode("utf-8"))
-    if html_path == "-":
-        return
-    if fmt == "json":
-        for s in sessions:
-            click.echo(orjson.dumps(s).decode())
-    else:
-        click.echo(forensics_text(sessions), nl=False)
+    write_report(sessions, fmt, html_path, forensics_page, forensics_text)

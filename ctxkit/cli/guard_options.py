@@ -16,6 +16,7 @@ from ctxkit.cli.options import (
     stack,
     tokenizer_options,
 )
+from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import section
 from ctxkit.gates.exits import FAIL_ON
 
@@ -194,13 +195,10 @@ _baseline_ci_options = section(
 
 _report_options = section(
     "Report",
-    click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(REPORT_FORMATS),
-        default="table",
-        show_default=True,
-        help="table for people, json (one object per transcript per line) for machines; github "
+    format_option(
+        REPORT_FORMATS,
+        "table",
+        "table for people, json (one object per transcript per line) for machines; github "
         "(workflow-command annotations), junit (XML) or markdown (a pull-request summary) for CI.",
     ),
     click.option(

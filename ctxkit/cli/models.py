@@ -7,19 +7,14 @@ from typing import Any
 
 import click
 
+from ctxkit.cli.output import format_option
 from ctxkit.errors import UsageError
-from ctxkit.report.tables import FORMATS, default_format, write_rows
+from ctxkit.report.tables import default_format, write_rows
 
 
 @click.command("models")
 @click.argument("names", nargs=-1)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="table (for a terminal), json, jsonl or csv (default: table on a terminal, else jsonl).",
-)
+@format_option()
 def models(names: tuple[str, ...], fmt: str | None) -> None:
     """List the known models: window, max output, tokenizer, prices per million tokens.
 

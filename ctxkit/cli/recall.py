@@ -9,10 +9,11 @@ import click
 import orjson
 
 from ctxkit.cli.options import echo_err
+from ctxkit.cli.output import format_option
+from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_stdout
 from ctxkit.formats import FORMATS, WRITABLE
-from ctxkit.report.tables import counted
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
@@ -59,13 +60,7 @@ def _parse_lines(text: str | None) -> tuple[int, int] | None:
 )
 @click.option("--list", "list_", is_flag=True, help="List the archived units instead.")
 @click.option("--transcript", default=None, metavar="ID", help="With --list: one transcript only.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(LIST_FORMATS),
-    default="table",
-    help="With --list: a table for people or JSON lines.",
-)
+@format_option(LIST_FORMATS, "table", "With --list: a table for people or JSON lines.", show_default=False)
 def recall(
     ref: str | None,
     archive_path: str | None,
@@ -89,7 +84,7 @@ def recall(
       ctxkit recall ref-792930170588529134:L50-100 --max-tokens 500 --archive small.json.ctx.db
       ctxkit recall --list --archive small.json.ctx.db
     """
-    from ctxkit.archive.store import default_archive_path
+    from ctxkit.archive.refs import default_archive_path
     from ctxkit.engines.expand import open_for_reading
 
     path = archive_path or default_archive_path(None)

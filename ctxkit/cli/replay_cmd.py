@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import click
-import orjson
 
 from ctxkit.cli.options import echo_err, input_options
+from ctxkit.cli.output import check_report, report_options, write_report
 from ctxkit.recipes.session import AGENTS, DEFAULT_AGENTS, ReplayOptions
 from ctxkit.summarizers import SUMMARIZER_NAMES
 
@@ -67,21 +67,7 @@ from ctxkit.summarizers import SUMMARIZER_NAMES
     metavar="FILE",
     help="YAML configuration for ctxkit's own chain.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("table", "json")),
-    default="table",
-    show_default=True,
-    help="table for people, json (one object per session per line) for machines.",
-)
-@click.option(
-    "--html",
-    "html_path",
-    default=None,
-    metavar="FILE",
-    help="Also write a self-contained HTML page (- = stdout).",
-)
+@report_options("one object per session per line")
 def replay(
     paths: tuple[str, ...],
     read_opts: object,
@@ -108,18 +94,10 @@ def replay(
       ctxkit replay session.jsonl --as claude-code --as codex --window 128000 --format json
       ctxkit replay session.jsonl --as all --html replay.html
     """
-    from ctxkit.atomic import write_output
-    from ctxkit.fileio import check_paths, check_writable
     from ctxkit.recipes.session import replay_paths
     from ctxkit.report.agents import replay_page, replay_text
 
-    if html_path == "-" and fmt == "json":
-        raise click.UsageError(
-            "--html - and --format json both write to stdout; give --html a file"
-        )
-    check_paths({"PATH": list(paths)}, {"--html": html_path})
-    if html_path:
-        check_writable(html_path, "html")
+    check_report(paths, html_path, fmt)
     names = (
         tuple(dict.fromkeys(a for n in agents for a in (AGENTS if n == "all" else (n,))))
         or DEFAULT_AGENTS
@@ -130,12 +108,7 @@ def replay(
         config_path=config_path,
     )  # fmt: skip
     tables = [t.to_dict() for t in replay_paths(paths, options, read_opts, warn=echo_err)]
-    if html_path:
-        write_output(html_path, replay_page(tables).encode("utf-8"))
-    if html_path == "-":
-        return
-    for k, table in enumerate(tables):
-        if fmt == "json":
-            click.echo(orjson.dumps(table).decode())
-        else:
-            click.echo(("\n" if k else "") + replay_text(table), nl=False)
+    write_report(
+        tables, fmt, html_path, replay_page,
+        lambda ts: "".join(("\n" if k else "") + replay_text(t) for k, t in enumerate(ts)),
+    )  # fmt: skip

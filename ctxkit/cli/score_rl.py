@@ -16,6 +16,7 @@ from ctxkit.cli.options import (
     tokenizer_options,
     want_progress,
 )
+from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import SectionedCommand, section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import ReadOptions
@@ -110,13 +111,7 @@ _dataset_options = section(
         help="rl: {state_before, action, reward, state_after} log; dpo: best vs worst compaction "
         "pairs; sft: OpenAI chat fine-tuning lines (transcript -> best compaction).",
     ),
-    click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        default=None,
-        help="Dataset file format (parquet needs -o); default: parquet for -o *.parquet, else jsonl.",
-    ),
+    format_option(FORMATS, help="Dataset file format (parquet needs -o); default: parquet for -o *.parquet, else jsonl."),
     click.option(
         "--dpo-shape",
         type=click.Choice(DPO_SHAPES),
@@ -181,7 +176,7 @@ def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
     from ctxkit import rl
     from ctxkit.cli.requests import score_request
     from ctxkit.engines.score import EMPTY_EXIT, KIND_NOUNS, score
-    from ctxkit.report.tables import counted
+    from ctxkit.english import counted
 
     actions = rl.select_actions(f["actions_path"], f["action_names"])
     if f["list_actions"]:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from ctxkit.cli.options import FiniteFloat, echo_err
+from ctxkit.cli.output import format_option
 from ctxkit.cli.requests import scenario_names
 from ctxkit.fidelity.truth import write_truth
 from ctxkit.simulate import (
@@ -56,14 +57,7 @@ from ctxkit.simulate import (
     show_default=True,
     help="Transcripts per scenario, with seeds seed, seed+1, ...",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(OUTPUT_FORMATS),
-    default="units",
-    show_default=True,
-    help="Output format.",
-)
+@format_option(OUTPUT_FORMATS, "units", "Output format.")
 @click.option(
     "-o",
     "--output",

@@ -15,8 +15,9 @@ from ctxkit.cli.options import (
     reading_note,
     tokenizer_options,
 )
+from ctxkit.cli.output import format_option
 from ctxkit.formats import ReadOptions
-from ctxkit.report.tables import FORMATS, default_format, render_table, write_rows
+from ctxkit.report.tables import default_format, render_table, write_rows
 
 
 @click.command("tools")
@@ -55,13 +56,7 @@ from ctxkit.report.tables import FORMATS, default_format, render_table, write_ro
     show_default=True,
     help="Defer tools while their schemas pass this share of the effective window.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="table (default on a terminal), json (one object), jsonl or csv (a row per tool).",
-)
+@format_option(help="table (default on a terminal), json (one object), jsonl or csv (a row per tool).")
 @tokenizer_options
 def tools(
     paths: tuple[str, ...],
