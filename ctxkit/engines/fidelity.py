@@ -23,7 +23,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.engines.methods import CTXKIT, Checks, all_methods, available, check, label, run_method
+from ctxkit.engines.methods import (
+    CTXKIT,
+    Checks,
+    all_methods,
+    available,
+    check,
+    label,
+    run_method,
+)
 from ctxkit.fidelity import claims as C
 from ctxkit.fidelity import probes as P
 from ctxkit.model import Transcript
@@ -115,7 +123,8 @@ def score_method(
     """One method on one transcript: the row (scored) and the compacted transcript (None when
     refused). `settings` (a `CompactSettings`) overrides ctxkit's own, limit aside."""
     probes = list(probes) if probes is not None else P.extract(t)
-    ran = run_method(method, t, budget, settings.replace(limit=budget) if settings is not None else None)
+    ours = settings.replace(limit=budget) if settings is not None else None
+    ran = run_method(method, t, budget, ours)
     row = Row(method, t.id, budget, ran.tokens_before, time_ms=ran.time_ms, meta=ran.meta)
     if ran.error is not None:
         row.error = ran.error.splitlines()[0]

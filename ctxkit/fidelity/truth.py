@@ -92,17 +92,21 @@ def needle_retention(
         present = rx.search(text) is not None
         recallable = not present and archived is not None and rx.search(archived) is not None
         rows.append({"id": n["id"], "present": present, "recallable": recallable})
-    total = len(rows)
     present_n = sum(r["present"] for r in rows)
     recall_n = sum(r["recallable"] for r in rows)
+    return {**retention_totals(len(rows), present_n, recall_n), "needles": rows}
+
+
+def retention_totals(total: int, present: int, recallable: int) -> dict[str, Any]:
+    """Needle totals: present, recallable (not present but in the archive), lost, and the
+    retention ratios without and with recall (1.0 when there is no needle)."""
     return {
         "total": total,
-        "present": present_n,
-        "recallable": recall_n,
-        "lost": total - present_n - recall_n,
-        "retention": present_n / total if total else 1.0,
-        "retention_with_recall": (present_n + recall_n) / total if total else 1.0,
-        "needles": rows,
+        "present": present,
+        "recallable": recallable,
+        "lost": total - present - recallable,
+        "retention": present / total if total else 1.0,
+        "retention_with_recall": (present + recallable) / total if total else 1.0,
     }
 
 
