@@ -24,6 +24,7 @@ blocks of a response in its first message), units compaction made as new `user` 
 from __future__ import annotations
 
 import uuid as uuidlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
@@ -84,13 +85,89 @@ def _usage(usage: dict[str, Any]) -> dict[str, int]:
             "cache_write_tokens": write, "output_tokens": n("output_tokens")}
 
 
+@dataclass
+class _Stream:
+    """What reading a stream has gathered so far: its units, the records kept beside them, tool
+    names by call id, unit index by message id and the provider calls by message id."""
+
+    units: list[Unit] = field(default_factory=list)
+    keeper: Keeper = field(default_factory=Keeper)
+    names: dict[str, str] = field(default_factory=dict)
+    by_message: dict[str, int] = field(default_factory=dict)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _assistant(st: _Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], uid: str, meta: dict[str, Any],
+               name: str | None, src: Source) -> str | None:
+    """An assistant message: a unit, or another block of a response already read (merged by
+    message id); its usage recorded as the response's call. The model its first record names."""
+    units = st.units
+    mid = msg.get("id")
+    texts, thinking, tool_calls, images = assistant_parts(msg.get("content"), st.names, src)
+    index = st.by_message.get(mid) if isinstance(mid, str) else None
+    if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
+        unit = units[index]  # another block of the same response, printed on its own
+        if texts:
+            unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
+        if thinking:
+            unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
+        unit.tool_calls.extend(tool_calls)
+        unit.images += images
+        unit.source.append(rec)
+        st.keeper.also(unit.id, i, name)
+    else:
+        unit = Unit(id=uid, role="assistant", content="\n".join(texts), reasoning="\n".join(thinking),
+                    tool_calls=tool_calls, images=images, raw=rec, source=[rec], group=i, meta=meta)
+        index = len(units)
+        if isinstance(mid, str):
+            st.by_message[mid] = index
+        units.append(unit)
+        st.keeper.unit(uid, [i], name)
+    usage = msg.get("usage")
+    model = None
+    if isinstance(mid, str) and isinstance(usage, dict) and not meta:
+        got = _usage(usage)
+        call = st.calls.get(mid)
+        if call is None:
+            st.calls[mid] = {"after_unit": index - 1, **got}
+            if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
+                st.calls[mid]["model"] = model = msg["model"]
+        else:
+            for key, value in got.items():
+                call[key] = max(call[key], value)
+    return model
+
+
+def _user(st: _Stream, i: int, rec: dict[str, Any], content: Any, uid: str, meta: dict[str, Any],
+          name: str | None, summary: bool, src: Source) -> None:
+    """A user message: its tool results one unit each, then its text (a request, or the
+    summary of a compaction)."""
+    units = st.units
+    blocks = content if isinstance(content, list) else []
+    k = 0
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            unit = tool_units(block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=st.names,
+                              ts=None, src=src)
+            unit.meta.update(meta)
+            if unit.tool_call_id not in st.names:
+                src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
+            units.append(unit)
+            st.keeper.unit(unit.id, [i], name if k == 0 else None)
+            k += 1
+    rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
+    if rest or not isinstance(content, list) or not content:
+        text, images = blocks_text(rest if isinstance(content, list) else content, src=src)
+        unit = Unit(id=uid if k == 0 else f"{uid}#{k}", role="user", type="summary" if summary else "message",
+                    content=text, images=images, raw=rec, group=i, meta=dict(meta))
+        units.append(finish(unit, typed=summary))
+        st.keeper.unit(unit.id, [i], name if k == 0 else None)
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The messages the stream printed, as units (see the module doc)."""
-    units: list[Unit] = []
-    keeper = Keeper()
-    names: dict[str, str] = {}
-    by_message: dict[str, int] = {}
-    calls: dict[str, dict[str, Any]] = {}
+    st = _Stream()
+    units, keeper = st.units, st.keeper
     session: str | None = None
     model: str | None = None
     window: int | None = None
@@ -126,68 +203,20 @@ def read(records: list[Any], src: Source) -> Transcript:
         content = msg.get("content")
         uid = name or f"m{i}"
         if kind == "assistant":
-            mid = msg.get("id")
-            texts, thinking, tool_calls, images = assistant_parts(content, names, src)
-            index = by_message.get(mid) if isinstance(mid, str) else None
-            if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
-                unit = units[index]  # another block of the same response, printed on its own
-                if texts:
-                    unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
-                if thinking:
-                    unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
-                unit.tool_calls.extend(tool_calls)
-                unit.images += images
-                unit.source.append(rec)
-                keeper.also(unit.id, i, name)
-            else:
-                unit = Unit(id=uid, role="assistant", content="\n".join(texts), reasoning="\n".join(thinking),
-                            tool_calls=tool_calls, images=images, raw=rec, source=[rec], group=i, meta=meta)
-                index = len(units)
-                if isinstance(mid, str):
-                    by_message[mid] = index
-                units.append(unit)
-                keeper.unit(uid, [i], name)
-            usage = msg.get("usage")
-            if isinstance(mid, str) and isinstance(usage, dict) and not sub:
-                got = _usage(usage)
-                call = calls.get(mid)
-                if call is None:
-                    calls[mid] = {"after_unit": index - 1, **got}
-                    if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-                        calls[mid]["model"] = model = msg["model"]
-                else:
-                    for key, value in got.items():
-                        call[key] = max(call[key], value)
+            if (named := _assistant(st, i, rec, msg, uid, meta, name, src)) is not None:
+                model = named
             continue
         summary = summary_next and not sub and bool(rec.get("isSynthetic"))
         if not sub:
             if summary:
                 compacted_at = len(units)
             summary_next = False
-        blocks = content if isinstance(content, list) else []
-        k = 0
-        for block in blocks:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                unit = tool_units(block, uid=uid if k == 0 else f"{uid}#{k}", group=i, raw=rec, names=names,
-                                  ts=None, src=src)
-                unit.meta.update(meta)
-                if unit.tool_call_id not in names:
-                    src.warn(i, f"tool result {unit.tool_call_id} has no matching tool_use before it")
-                units.append(unit)
-                keeper.unit(unit.id, [i], name if k == 0 else None)
-                k += 1
-        rest = [b for b in blocks if not (isinstance(b, dict) and b.get("type") == "tool_result")]
-        if rest or not isinstance(content, list) or not content:
-            text, images = blocks_text(rest if isinstance(content, list) else content, src=src)
-            unit = Unit(id=uid if k == 0 else f"{uid}#{k}", role="user", type="summary" if summary else "message",
-                        content=text, images=images, raw=rec, group=i, meta=dict(meta))
-            units.append(finish(unit, typed=summary))
-            keeper.unit(unit.id, [i], name if k == 0 else None)
+        _user(st, i, rec, content, uid, meta, name, summary, src)
     for u in units:
         if u.type != "summary":
             finish(u)
     link_group_sizes(units)
-    usage_calls = [c for c in calls.values() if c["input_tokens"] > 0]
+    usage_calls = [c for c in st.calls.values() if c["input_tokens"] > 0]
     first_call = first_context(units, usage_calls)
     if compacted_at and not src.include_compacted:
         hidden = units[:compacted_at]
