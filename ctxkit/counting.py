@@ -34,6 +34,18 @@ BREAKDOWNS = ("role", "type", "turn", "message", "tool")
 _PARTS = ("content", "tool_calls", "reasoning", "overhead", "images")
 
 
+def count_options(
+    image_tokens: int | None = None, tool_schema_scale: float | None = None
+) -> CountOptions:
+    """The `CountOptions` of --image-tokens and --tool-schema-scale (None: the default): one
+    builder for every command that counts."""
+    defaults = CountOptions()
+    return CountOptions(
+        image_tokens=defaults.image_tokens if image_tokens is None else image_tokens,
+        tool_schema_scale=defaults.tool_schema_scale if tool_schema_scale is None else tool_schema_scale,
+    )
+
+
 def transcript_label(t: Transcript) -> str:
     """A transcript's name in count rows: its path (`<stdin>` for stdin), `path:line` for one
     conversation of a dataset."""

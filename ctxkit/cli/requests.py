@@ -8,17 +8,8 @@ from typing import Any
 
 import click
 
+from ctxkit.counting import count_options as count_opts  # compact_settings builds with it too
 from ctxkit.errors import UsageError
-from ctxkit.tokens import CountOptions
-
-
-def count_opts(image_tokens: int | None, tool_schema_scale: float | None) -> CountOptions:
-    """The `CountOptions` of --image-tokens and --tool-schema-scale (None: the default)."""
-    defaults = CountOptions()
-    return CountOptions(
-        image_tokens=defaults.image_tokens if image_tokens is None else image_tokens,
-        tool_schema_scale=defaults.tool_schema_scale if tool_schema_scale is None else tool_schema_scale,
-    )
 
 
 def guard_settings(f: dict[str, Any], trace: Any = None) -> Any:

@@ -15,8 +15,9 @@ from typing import Any
 from ctxkit.budget.resolve import BudgetRequest, resolve_budget
 from ctxkit.compaction import ChainOptions, CompactSettings, expand_chain
 from ctxkit.config.file import Config, load_config
+from ctxkit.counting import count_options
 from ctxkit.errors import UsageError
-from ctxkit.tokens import CountOptions, Tokenizer
+from ctxkit.tokens import Tokenizer
 
 
 def chain_options(
@@ -115,13 +116,7 @@ def compact_settings(
         raise UsageError(
             f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
         )
-    defaults = CountOptions()
-    count_opts = CountOptions(
-        image_tokens=defaults.image_tokens if image_tokens is None else image_tokens,
-        tool_schema_scale=defaults.tool_schema_scale
-        if tool_schema_scale is None
-        else tool_schema_scale,
-    )
+    count_opts = count_options(image_tokens, tool_schema_scale)
     return CompactSettings(
         embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn, progress),
         summarizer=build_summarizer(cfg, summarizer, llm_url, llm_model, tok, warn),
