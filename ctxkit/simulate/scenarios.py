@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ctxkit.errors import UsageError, unknown_name
@@ -67,12 +67,26 @@ def _typical(b: Builder, lo: float, hi: float) -> tuple[int, int]:
     return max(150, int(b.target * lo)), max(300, int(b.target * hi))
 
 
-@scenario(
-    "agent_session", "A typical coding-agent session: reads, greps, tests, edits.", 20_000, 8_000
+def _one_session(
+    kinds: Mapping[str, float],
+    share: tuple[float, float],
+    opening: dict[str, Any] | None = None,
+    **session: Any,
+) -> Callable[[Builder], None]:
+    """The recipe most scenarios are: the opening (`_opening`'s options), then one session of
+    the tool outputs `kinds`, its turns `share` (low, high) of the target, with `session`'s
+    options (chat, reasoning, steps, parallel)."""
+
+    def build(b: Builder) -> None:
+        _opening(b, **(opening or {}))
+        b.session(kinds, turn_tokens=_typical(b, *share), **session)
+
+    return build
+
+
+scenario("agent_session", "A typical coding-agent session: reads, greps, tests, edits.", 20_000, 8_000)(
+    _one_session(MIX, (0.05, 0.15), {"needles": 3}, chat=0.1)
 )
-def _agent_session(b: Builder) -> None:
-    _opening(b, needles=3)
-    b.session(MIX, turn_tokens=_typical(b, 0.05, 0.15), chat=0.1)
 
 
 @scenario("long_chat", "Mostly conversation, 10k tokens against a 5k limit.", 10_000, 5_000)
@@ -107,10 +121,9 @@ def _irreducible(b: Builder) -> None:
     b.session(MIX, turn_tokens=_typical(b, 0.08, 0.15))
 
 
-@scenario("all_p1", "Every unit is P1: nothing may be dropped or shortened.", 6_000, 4_000, 1.0)
-def _all_p1(b: Builder) -> None:
-    _opening(b, needles=2)
-    b.session(MIX, turn_tokens=_typical(b, 0.08, 0.2))
+scenario("all_p1", "Every unit is P1: nothing may be dropped or shortened.", 6_000, 4_000, 1.0)(
+    _one_session(MIX, (0.08, 0.2))
+)
 
 
 @scenario(
@@ -132,35 +145,23 @@ def _fragmented(b: Builder) -> None:
             b.assistant(b.pick(("Done.", "OK.", "Fixed.", "Clean.", "Next one.")))
 
 
-@scenario(
-    "parallel_tools", "Assistant turns that fan out into 3-8 parallel tool calls.", 12_000, 6_000
+scenario("parallel_tools", "Assistant turns that fan out into 3-8 parallel tool calls.", 12_000, 6_000)(
+    _one_session(
+        {"python": 2, "grep": 3, "go": 1, "list_dir": 1, "json": 1, "status": 1},
+        (0.1, 0.2),
+        steps=(1, 2),
+        parallel=(3, 8),
+    )
 )
-def _parallel(b: Builder) -> None:
-    _opening(b, needles=2)
-    kinds = {"python": 2, "grep": 3, "go": 1, "list_dir": 1, "json": 1, "status": 1}
-    b.session(kinds, turn_tokens=_typical(b, 0.1, 0.2), steps=(1, 2), parallel=(3, 8))
-
-
-@scenario("code_heavy", "File reads of Python, TypeScript and Go dominate.", 16_000, 8_000)
-def _code_heavy(b: Builder) -> None:
-    _opening(b, needles=2)
-    kinds = {"python": 4, "typescript": 2, "go": 2, "grep": 1, "edit": 1}
-    b.session(kinds, turn_tokens=_typical(b, 0.06, 0.15))
-
-
-@scenario(
-    "log_heavy", "Test runs, build failures and server logs with repeated lines.", 16_000, 8_000
+scenario("code_heavy", "File reads of Python, TypeScript and Go dominate.", 16_000, 8_000)(
+    _one_session({"python": 4, "typescript": 2, "go": 2, "grep": 1, "edit": 1}, (0.06, 0.15))
 )
-def _log_heavy(b: Builder) -> None:
-    _opening(b, needles=2)
-    kinds = {"pytest": 3, "npm": 2, "server_log": 3, "status": 1}
-    b.session(kinds, turn_tokens=_typical(b, 0.06, 0.15))
-
-
-@scenario("json_heavy", "Large nested JSON API responses with long arrays.", 16_000, 8_000)
-def _json_heavy(b: Builder) -> None:
-    _opening(b, needles=2, where="tool")
-    b.session({"json": 5, "grep": 1, "python": 1}, turn_tokens=_typical(b, 0.06, 0.15))
+scenario("log_heavy", "Test runs, build failures and server logs with repeated lines.", 16_000, 8_000)(
+    _one_session({"pytest": 3, "npm": 2, "server_log": 3, "status": 1}, (0.06, 0.15))
+)
+scenario("json_heavy", "Large nested JSON API responses with long arrays.", 16_000, 8_000)(
+    _one_session({"json": 5, "grep": 1, "python": 1}, (0.06, 0.15), {"where": "tool"})
+)
 
 
 @scenario(
@@ -185,10 +186,9 @@ def _multilingual(b: Builder) -> None:
             )
 
 
-@scenario("nearly_full", "Filled to 99% of the limit: one more message overflows.", 7_920, 8_000)
-def _nearly_full(b: Builder) -> None:
-    _opening(b, needles=2)
-    b.session(MIX, turn_tokens=_typical(b, 0.05, 0.12))
+scenario("nearly_full", "Filled to 99% of the limit: one more message overflows.", 7_920, 8_000)(
+    _one_session(MIX, (0.05, 0.12))
+)
 
 
 @scenario(
@@ -267,21 +267,15 @@ def _needle_early(b: Builder) -> None:
     b.session(MIX, turn_tokens=_typical(b, 0.04, 0.1))
 
 
-@scenario("deep_reasoning", "Long reasoning units before most tool calls.", 12_000, 6_000)
-def _deep_reasoning(b: Builder) -> None:
-    _opening(b, needles=2)
-    b.session(MIX, turn_tokens=_typical(b, 0.08, 0.2), reasoning=0.8)
-
-
-@scenario(
+scenario("deep_reasoning", "Long reasoning units before most tool calls.", 12_000, 6_000)(
+    _one_session(MIX, (0.08, 0.2), reasoning=0.8)
+)
+scenario(
     "system_heavy",
     "A big system prompt (rules, conventions, tool schemas) takes a third of the window.",
     10_000,
     6_000,
-)
-def _system_heavy(b: Builder) -> None:
-    _opening(b, needles=2, system_share=0.35, tool_docs=True)
-    b.session(MIX, turn_tokens=_typical(b, 0.06, 0.15))
+)(_one_session(MIX, (0.06, 0.15), {"system_share": 0.35, "tool_docs": True}))
 
 
 def _apply_p1_ratio(b: Builder, ratio: float) -> None:
