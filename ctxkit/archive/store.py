@@ -67,11 +67,6 @@ from ctxkit.archive.records import (
     transcript_to_json,
     unit_record,
 )
-from ctxkit.archive.refs import (  # noqa: F401 - re-exported: their home before refs.py
-    DEFAULT_STDOUT_ARCHIVE,
-    default_archive_path,
-    first_compacted,
-)
 from ctxkit.errors import ArchiveError
 from ctxkit.model import Transcript, Unit
 
