@@ -149,13 +149,20 @@ def _by_suffix(key: str) -> str | None:
     return None
 
 
-def priced_model(name: str, flag: str = "--cost") -> ModelInfo:
-    """The model a price flag names, with prices; an unknown or unpriced one is a usage error."""
+def known_model(name: str, flag: str = "") -> ModelInfo:
+    """The models.toml row `name` finds; an unknown name is a usage error (after `flag`, when
+    given) with the nearest known names."""
     info, _ = find_model(name)
     if info is None:
         close = model_suggestions(name)
         hint = f"; did you mean {' or '.join(close)}?" if close else ""
-        raise UsageError(f"{flag}: unknown model {name!r}{hint}")
+        raise UsageError(f"{flag + ': ' if flag else ''}unknown model {name!r}{hint}")
+    return info
+
+
+def priced_model(name: str, flag: str = "--cost") -> ModelInfo:
+    """The model a price flag names, with prices; an unknown or unpriced one is a usage error."""
+    info = known_model(name, flag)
     if info.input_per_mtok is None or info.output_per_mtok is None:
         raise UsageError(f"{flag}: models.toml lists no prices for {info.name}")
     return info

@@ -8,7 +8,6 @@ from typing import Any
 import click
 
 from ctxkit.cli.output import format_option
-from ctxkit.errors import UsageError
 from ctxkit.report.tables import default_format, write_rows
 
 
@@ -26,18 +25,9 @@ def models(names: tuple[str, ...], fmt: str | None) -> None:
       ctxkit models
       ctxkit models claude-sonnet-4-20250514 gpt-4o --format json
     """
-    from ctxkit.budget.models import find_model, load_models, model_suggestions
+    from ctxkit.budget.models import known_model, load_models
 
-    rows = list(load_models().values())
-    if names:
-        rows = []
-        for name in names:
-            info, _ = find_model(name)
-            if info is None:
-                close = model_suggestions(name)
-                hint = f"; did you mean {' or '.join(close)}?" if close else ""
-                raise UsageError(f"unknown model {name!r}{hint}")
-            rows.append(info)
+    rows = [known_model(name) for name in names] if names else list(load_models().values())
     fmt = fmt or default_format()
     if fmt == "table":
         write_rows([_table_row(m) for m in rows], fmt, sys.stdout)
