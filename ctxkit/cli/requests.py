@@ -107,14 +107,12 @@ def ray_options(
     )
 
 
-def compact_request(paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], progress: bool) -> Any:
-    """The flags as one `CompactRequest` (whose checks refuse a bad combination); `progress`:
-    whether to show a progress bar."""
+def settings_spec(f: dict[str, Any], **more: Any) -> Any:
+    """The budget and token flags every compacting command takes (`budget_options`,
+    `tokenizer_options`), with `more` of its own, as one `SettingsSpec`."""
     from ctxkit.config.settings import SettingsSpec
-    from ctxkit.engines.request import CompactRequest
-    from ctxkit.formats import expand_paths
 
-    settings = SettingsSpec(
+    return SettingsSpec(
         limit=f["limit"],
         model=f["model"],
         target=f["target"],
@@ -122,6 +120,18 @@ def compact_request(paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], p
         tokenizer=f["tokenizer"],
         image_tokens=f["image_tokens"],
         tool_schema_scale=f["tool_schema_scale"],
+        **more,
+    )
+
+
+def compact_request(paths: tuple[str, ...], read_opts: Any, f: dict[str, Any], progress: bool) -> Any:
+    """The flags as one `CompactRequest` (whose checks refuse a bad combination); `progress`:
+    whether to show a progress bar."""
+    from ctxkit.engines.request import CompactRequest
+    from ctxkit.formats import expand_paths
+
+    settings = settings_spec(
+        f,
         chain=f["chain"],
         recovery=f["recovery"],
         embedder=f["embedder"],
@@ -160,7 +170,6 @@ def score_request(
 ) -> Any:
     """The flags of `score-rl` as one `ScoreRequest`, with the actions selected and whether to
     show a progress bar."""
-    from ctxkit.config.settings import SettingsSpec
     from ctxkit.engines.request import ScoreRequest
     from ctxkit.formats import expand_paths
 
@@ -170,16 +179,7 @@ def score_request(
         scenarios=tuple(scenario_names(f["scenario"], f["scenarios"])),
         actions=actions,
         actions_file=f["actions_path"],
-        settings=SettingsSpec(
-            limit=f["limit"],
-            model=f["model"],
-            target=f["target"],
-            config_path=f["config_path"],
-            tokenizer=f["tokenizer"],
-            image_tokens=f["image_tokens"],
-            tool_schema_scale=f["tool_schema_scale"],
-            seed=f["seed"],
-        ),
+        settings=settings_spec(f, seed=f["seed"]),
         read_opts=read_opts,
         truth=f["truth_path"],
         seed=f["seed"],
