@@ -292,6 +292,39 @@ def _taken_back(records: list[Any], chain: list[int]) -> set[int]:
     return taken
 
 
+def _compression_history(reader: _Reader, keeper: Keeper, i: int, rec: dict[str, Any], history: list[Any],
+                 ts: float | None) -> dict[str, Any]:
+    """A chat_compression record read as the history Qwen Code keeps (its state snapshot first,
+    a summary); returned, what the writer needs of the record when compaction takes its units."""
+    name = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+    payload = rec.get("systemPayload")
+    # the record without its history, for the writer when compaction takes all its units
+    bare = {**rec, "systemPayload": {**(payload or {}), "compressedHistory": []}}
+    made = [u for k, content in enumerate(history)
+            for u in reader.content(content, f"{name}.{k}", ts, rec, i, {"item": k})]
+    if made and made[0].role == "user" and made[0].meta.get("item") == 0:
+        made[0].type = "summary"  # Qwen Code's state snapshot opens the history it keeps
+    for u in made:
+        keeper.unit(u.id, [i], name if u is made[0] else None)
+    if not made:
+        keeper.keep(i, rec, name=name)
+    return {"index": i, "uuid": name, "record": bare}
+
+
+def _cut(units: list[Unit], calls: list[dict[str, Any]], cut: int, cut_calls: int, keeper: Keeper,
+         src: Source) -> list[dict[str, Any]]:
+    """Leave out the units before Qwen Code's last compression (kept as records, and counted);
+    the calls made after it, counted from the units left."""
+    hidden = units[:cut]
+    keeper.hide(hidden)
+    del units[:cut]
+    if hidden:
+        src.stats.skip(COMPACTED, len(hidden))
+        src.stats.warnings.append(f"{src.path}: {len(hidden):,} messages before Qwen Code's last compression "
+                                  "left out (the model no longer sees them)")
+    return [{**c, "after_unit": c["after_unit"] - cut} for c in calls[cut_calls:]]
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The history Qwen Code resumes, as units (see the module doc)."""
     chain, fragments = _chain(records)
@@ -333,17 +366,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             history = payload.get("compressedHistory") if isinstance(payload, dict) else None
             if rec.get("subtype") == "chat_compression" and isinstance(history, list) and not src.include_compacted:
                 cut, cut_calls = len(units), len(calls)
-                # the record without its history, for the writer when compaction takes all its units
-                bare = {**rec, "systemPayload": {**(payload or {}), "compressedHistory": []}}
-                metadata[COMPRESSION] = {"index": i, "uuid": name, "record": bare}
-                made = [u for k, content in enumerate(history)
-                        for u in reader.content(content, f"{name}.{k}", ts, rec, i, {"item": k})]
-                if made and made[0].role == "user" and made[0].meta.get("item") == 0:
-                    made[0].type = "summary"  # Qwen Code's state snapshot opens the history it keeps
-                for u in made:
-                    keeper.unit(u.id, [i], name if u is made[0] else None)
-                if not made:
-                    keeper.keep(i, rec, name=name)
+                metadata[COMPRESSION] = _compression_history(reader, keeper, i, rec, history, ts)
                 stats.skip(f"{NAME}:chat_compression")
                 continue
             stats.skip(f"{NAME}:{rec.get('subtype') or 'system'}")
@@ -386,14 +409,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     link_group_sizes(units)
     first_call = first_context(units, calls)
     if cut is not None:
-        hidden = units[:cut]
-        keeper.hide(hidden)
-        del units[:cut]
-        calls = [{**c, "after_unit": c["after_unit"] - cut} for c in calls[cut_calls:]]
-        if hidden:
-            stats.skip(COMPACTED, len(hidden))
-            stats.warnings.append(f"{src.path}: {len(hidden):,} messages before Qwen Code's last compression "
-                                  "left out (the model no longer sees them)")
+        calls = _cut(units, calls, cut, cut_calls, keeper, src)
     if calls:
         metadata["provider_usage"] = provider_usage(NAME, calls, first_call)
     if model:
