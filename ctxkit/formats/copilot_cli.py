@@ -71,6 +71,39 @@ def _says_nothing(data: dict[str, Any]) -> bool:
     return not data.get("content") and not data.get("toolRequests") and not data.get("reasoningText")
 
 
+def _message_unit(i: int, rec: dict[str, Any], eid: str, ts: float | None, names_of: dict[str, str],
+                  src: Source) -> Unit:
+    """The unit of a message event: the system prompt, a user message, an assistant message with
+    its tool requests (their names noted in `names_of`), or a tool's result."""
+    kind, data = rec["type"], rec["data"]
+    meta: dict[str, Any] = {"sidechain": True} if _sub_agent(rec) else {}
+    if kind == "system.message":
+        return Unit(id=eid, role="system", content=str(data.get("content") or ""), timestamp=ts, raw=rec, group=i)
+    if kind == "user.message":
+        text = data.get("transformedContent") if isinstance(data.get("transformedContent"), str) else data.get("content")
+        return Unit(id=eid, role="user", content=str(text or ""), timestamp=ts, raw=rec, group=i, meta=meta)
+    if kind == "assistant.message":
+        tool_calls: list[ToolCall] = []
+        for req in data.get("toolRequests") or []:
+            if isinstance(req, dict):
+                cid = str(req.get("toolCallId") or f"{eid}#{len(tool_calls)}")
+                names_of[cid] = str(req.get("name") or "")
+                tool_calls.append(ToolCall(cid, names_of[cid], args_text(req.get("arguments"))))
+        return Unit(id=eid, role="assistant", content=str(data.get("content") or ""), timestamp=ts,
+                    tool_calls=tool_calls, reasoning=str(data.get("reasoningText") or ""), raw=rec, group=i,
+                    meta=meta)
+    cid = str(data.get("toolCallId") or "")
+    result = data.get("result") if isinstance(data.get("result"), dict) else {}
+    error = data.get("error") if isinstance(data.get("error"), dict) else {}
+    text = result.get("content") if isinstance(result.get("content"), str) else error.get("message")
+    if data.get("success") is False:
+        meta["is_error"] = True
+    if cid not in names_of:
+        src.warn(i, f"tool result {cid} has no matching tool request before it")
+    return Unit(id=eid, role="tool", content=str(text or ""), timestamp=ts, tool_call_id=cid,
+                name=names_of.get(cid), raw=rec, group=i, meta=meta)
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """The session's messages as units (see the module doc)."""
     units: list[Unit] = []
@@ -129,35 +162,9 @@ def read(records: list[Any], src: Source) -> Transcript:
             src.stats.skip("assistant.message:reasoningOpaque" if opaque else "assistant.message:empty")
             keeper.keep(i, rec, precedes=True, name=eid)
             continue
-        meta: dict[str, Any] = {"sidechain": True} if _sub_agent(rec) else {}
-        unit: Unit
-        if kind == "system.message":
-            unit = Unit(id=eid, role="system", content=str(data.get("content") or ""), timestamp=ts, raw=rec, group=i)
-        elif kind == "user.message":
-            text = data.get("transformedContent") if isinstance(data.get("transformedContent"), str) else data.get("content")
-            unit = Unit(id=eid, role="user", content=str(text or ""), timestamp=ts, raw=rec, group=i, meta=meta)
-        elif kind == "assistant.message":
+        if kind == "assistant.message":
             model = data.get("model") if isinstance(data.get("model"), str) else model
-            tool_calls: list[ToolCall] = []
-            for req in data.get("toolRequests") or []:
-                if isinstance(req, dict):
-                    cid = str(req.get("toolCallId") or f"{eid}#{len(tool_calls)}")
-                    names_of[cid] = str(req.get("name") or "")
-                    tool_calls.append(ToolCall(cid, names_of[cid], args_text(req.get("arguments"))))
-            unit = Unit(id=eid, role="assistant", content=str(data.get("content") or ""), timestamp=ts,
-                        tool_calls=tool_calls, reasoning=str(data.get("reasoningText") or ""), raw=rec, group=i,
-                        meta=meta)
-        else:
-            cid = str(data.get("toolCallId") or "")
-            result = data.get("result") if isinstance(data.get("result"), dict) else {}
-            error = data.get("error") if isinstance(data.get("error"), dict) else {}
-            text = result.get("content") if isinstance(result.get("content"), str) else error.get("message")
-            if data.get("success") is False:
-                meta["is_error"] = True
-            if cid not in names_of:
-                src.warn(i, f"tool result {cid} has no matching tool request before it")
-            unit = Unit(id=eid, role="tool", content=str(text or ""), timestamp=ts, tool_call_id=cid,
-                        name=names_of.get(cid), raw=rec, group=i, meta=meta)
+        unit = _message_unit(i, rec, eid, ts, names_of, src)
         units.append(finish(unit))
         keeper.unit(eid, [i], eid)
     if compacted_at and not src.include_compacted:
