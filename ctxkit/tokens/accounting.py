@@ -104,17 +104,12 @@ def unit_texts(units: Sequence[Unit]) -> tuple[list[str], list[tuple[int, int]]]
                 slots.append((i, _CALLS))
         texts.append(u.role)
         slots.append((i, _OVERHEAD))
-        name = speaker_name(u)
-        if name:
-            texts.append(name)
-            slots.append((i, _OVERHEAD))
-        if u.tool_call_id:
-            texts.append(u.tool_call_id)
-            slots.append((i, _OVERHEAD))
-        frame = framing(u)
-        if frame:
-            texts.append(frame)
-            slots.append((i, _OVERHEAD))
+        # the rest of the framing a message costs: a speaker name, the id a result answers, and
+        # the text a format writes around the content
+        for text in (speaker_name(u), u.tool_call_id, framing(u)):
+            if text:
+                texts.append(text)
+                slots.append((i, _OVERHEAD))
     return texts, slots
 
 
