@@ -2,7 +2,7 @@
 
 Runs `ctxkit agent probe` for each installed agent in print and interactive mode (the
 interactive one needs tmux) against the recording provider, offline, and writes one row per
-(agent, version, mode). Run it after bumping a pinned version in `ctxkit/agents/drivers.py`:
+(agent, version, mode). Run it after bumping a pinned version in `ctxkit/agents/catalog.py`:
 
     CTXKIT_AGENTS_DIR=~/.cache/ctxkit/agents .venv/bin/python scripts/measure_agents.py
 """

@@ -41,7 +41,7 @@ PHASES = [
     ("    static table load (numpy + .npz)", "embedders/static.py", "load_table"),
     ("  counting tokens", "tokens/accounting.py", "count_transcript"),
     ("archive writes (SQLite)", "archive/store.py", "put_transcript"),
-    ("write the output", "fileio.py", "write_output"),
+    ("write the output", "atomic.py", "write_output"),
 ]
 
 
