@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -464,14 +464,9 @@ def _median(values: Sequence[int | None]) -> int | None:
     return xs[len(xs) // 2] if xs else None
 
 
-def analyze_paths(
-    paths: Iterable[str],
-    request: ForensicsRequest = ForensicsRequest(),
-    *,
-    read_opts: Any = None,
-) -> list[SessionForensics]:
-    """Forensics of every session in `paths` that holds a compaction, the sessions that lost
-    the most probes first, then the costliest."""
+def read_sessions(paths: Iterable[str], read_opts: Any = None) -> Iterator[tuple[str, Transcript]]:
+    """(path, session) for every session of every path, read with `include_compacted`, so what
+    the agent's own compactions replaced is there (`forensics`, `replay`)."""
     from dataclasses import replace
 
     from ctxkit.formats import expand_paths, read_path
@@ -482,12 +477,20 @@ def analyze_paths(
         if read_opts is not None
         else ReadOptions(include_compacted=True)
     )
-    out = []
     for path in expand_paths(list(paths)):
         for t in read_path(path, opts):
-            if not compaction_points(t):
-                continue
-            out.append(analyze(t, request, path))
+            yield path, t
+
+
+def analyze_paths(
+    paths: Iterable[str],
+    request: ForensicsRequest = ForensicsRequest(),
+    *,
+    read_opts: Any = None,
+) -> list[SessionForensics]:
+    """Forensics of every session in `paths` that holds a compaction, the sessions that lost
+    the most probes first, then the costliest."""
+    out = [analyze(t, request, path) for path, t in read_sessions(paths, read_opts) if compaction_points(t)]
     out.sort(key=lambda s: (-(s.lost or 0), -s.usd, s.source))
     return out
 
@@ -498,6 +501,7 @@ __all__ = [
     "SessionForensics",
     "analyze",
     "analyze_paths",
+    "read_sessions",
     "compaction_points",
     "log_model",
 ]

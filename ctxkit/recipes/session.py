@@ -542,23 +542,16 @@ def replay_paths(
 ) -> list[SessionTable]:
     """`ctxkit replay`: every session of every path (read with `include_compacted`, so what the
     agent's own compactions replaced is there), replayed under each agent."""
-    from dataclasses import replace
-
     from ctxkit.errors import UsageError
-    from ctxkit.formats import ReadOptions, expand_paths, read_path
+    from ctxkit.recipes.forensics import read_sessions
 
     for name in options.agents:
         if name not in AGENTS:
             raise unknown_name("agent", name, AGENTS)
-    opts = (
-        replace(read_opts, include_compacted=True)
-        if read_opts is not None
-        else ReadOptions(include_compacted=True)
-    )
-    out = []
-    for path in expand_paths(list(paths)):
-        for t in read_path(path, opts):
-            out.append(replay_session(t, request_for(t, options, warn), source=path))
+    out = [
+        replay_session(t, request_for(t, options, warn), source=path)
+        for path, t in read_sessions(paths, read_opts)
+    ]
     if not out:
         raise UsageError(f"{', '.join(paths) or '<stdin>'}: no session to replay")
     return out
