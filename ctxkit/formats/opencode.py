@@ -106,6 +106,27 @@ def _steps(parts: list[Any]) -> list[list[tuple[int, dict[str, Any]]]]:
     return [s for s in steps if s]
 
 
+def _user_parts(parts: list[Any]) -> tuple[list[str], int]:
+    """The texts OpenCode sends for a user message's parts, and how many images it holds."""
+    texts: list[str] = []
+    images = 0
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            if part["text"] and not part.get("ignored"):  # an ignored part is never sent
+                texts.append(part["text"])
+        elif part.get("type") == "file":
+            mime = str(part.get("mime") or "")
+            if mime.startswith("image/"):
+                images += 1
+            elif mime not in ("text/plain", "application/x-directory"):  # those come as text parts
+                texts.append(f"[file {part.get('filename') or part.get('url') or ''}]")
+        elif part.get("type") == "subtask":
+            texts.append(SUBTASK_PROMPT)
+    return texts, images
+
+
 def read(obj: dict[str, Any], src: Source) -> Transcript:
     """The session as units (see the module doc)."""
     messages: list[Any] = obj["messages"] if isinstance(obj.get("messages"), list) else []
@@ -124,21 +145,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
         ts = _created(info)
         run: list[Unit] = []
         if info["role"] == "user":
-            texts, images = [], 0
-            for part in parts:
-                if not isinstance(part, dict):
-                    continue
-                if part.get("type") == "text" and isinstance(part.get("text"), str):
-                    if part["text"] and not part.get("ignored"):  # an ignored part is never sent
-                        texts.append(part["text"])
-                elif part.get("type") == "file":
-                    mime = str(part.get("mime") or "")
-                    if mime.startswith("image/"):
-                        images += 1
-                    elif mime not in ("text/plain", "application/x-directory"):  # those come as text parts
-                        texts.append(f"[file {part.get('filename') or part.get('url') or ''}]")
-                elif part.get("type") == "subtask":
-                    texts.append(SUBTASK_PROMPT)
+            texts, images = _user_parts(parts)
             if any(isinstance(p, dict) and p.get("type") == "compaction" for p in parts):
                 compacted_at = len(units)
                 texts.append(COMPACTION_PROMPT)  # what OpenCode sends the model for that part
