@@ -7,6 +7,9 @@ code, a traceback, a tool's own error status line, a shell diagnostic), never be
 contains the word "error"; a file was edited when an edit tool, an in-place command (`sed -i`,
 a redirect, `apply_patch`) or a patch header says so.
 
+What one event says (an output's outcome and error line, a call's main argument, a todo entry)
+is read by `ctxkit.log_events`, which the evaluation reads too; this module reads a span.
+
 Each unit is read once per process (`unit_facts`, cached by identity), so a summary of a longer
 span costs the new units only.
 
@@ -22,291 +25,39 @@ span costs the new units only.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ctxkit.log_events import (
+    HEREDOC,
+    Outcome,
+    acted,
+    arg_strings,
+    decoded_args,
+    is_output,
+    last_todo_list,
+    main_arg,
+    named,
+    one_line,
+    outcome,
+    text_action,
+    todo_text,
+    without_bodies,
+)
 from ctxkit.memo import UnitMemo
 from ctxkit.model import Unit
 from ctxkit.structure import is_request, request_text
 
-LINE_CHARS = 200  # an error or first line is kept up to this many characters
 ARGS_CHARS = 120
 
-# --- text helpers -------------------------------------------------------------------------------
-
-
-def one_line(text: str, chars: int = LINE_CHARS) -> str:
-    """Whitespace collapsed; longer than `chars` ends in "...". """
-    flat = " ".join(text.split())
-    return flat if len(flat) <= chars else flat[: chars - 3].rstrip() + "..."
-
-
-def decoded_args(arguments: str) -> Any:
-    """A call's arguments as data (JSON decoded), or the text itself when it is not JSON."""
-    try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return arguments
-
-
-_MAIN_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename",
-              "notebook_path", "absolute_path", "description", "name", "input", "code")
 
 
 def short_args(arguments: str, chars: int = ARGS_CHARS) -> str:
     """What a call did, in a few words: its command or path, else its arguments."""
     return one_line(main_arg(arguments), chars)
 
-
-def main_arg(arguments: str) -> str:
-    """A call's main argument as written (new lines kept): its command or path, else its
-    arguments."""
-    data = decoded_args(arguments)
-    if isinstance(data, dict):
-        for key in _MAIN_KEYS:
-            value = data.get(key)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                # an argv: ["bash", "-lc", "the command"] is the command
-                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
-            if isinstance(value, str) and value.strip():
-                return value.strip()
-        return ", ".join(f"{k}={v}" for k, v in data.items())
-    return str(data).strip()
-
-
-def output_text(text: str) -> tuple[str, int | None]:
-    """A tool output's text and exit code: outputs logged as JSON (Codex's
-    `{"output", "metadata": {"exit_code"}}`, OpenHands') are decoded first."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"output"' in stripped[:2000]:
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("output"), str):
-            meta = data.get("metadata")
-            code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
-            return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
-    head = text[:3000] + "\n" + text[-3000:] if len(text) > 6000 else text
-    m = _EXIT.search(head) if _may_say_exit(head) else None
-    return text, (int(next(g for g in m.groups() if g is not None)) if m else None)
-
-
-# What a text must hold for `outcome` to find a failure or `error_line` an exception line:
-# a word of `_EXCEPTION` or `_STATUS`, a traceback, an exit code (`_may_say_exit`).
-_FAILURE_WORDS = (
-    "rror", "RROR", "xception", "nterrupt", "FAILED", "fatal:", "panic", "ERR!", "Traceback",
-    "make", "sh:",
-)
-
-
-def may_say_failure(text: str) -> bool:
-    """False when neither `outcome` nor an exception line can find a failure in `text` (an
-    ASCII text without any of the words the patterns need): a user's message, read for an error
-    they pasted, is checked in one pass instead of the patterns' line by line."""
-    if not text.isascii():
-        return True
-    return any(w in text for w in _FAILURE_WORDS) or _may_say_exit(text)
-
-
-def _may_say_exit(text: str) -> bool:
-    """False when `_EXIT` cannot match: every one of its patterns says "exit" or "returncode",
-    which an ASCII text shows lower-cased (the pattern, tried at every position, was most of
-    the time to read an output)."""
-    if not text.isascii():
-        return True
-    lowered = text.lower()
-    return "exit" in lowered or "returncode" in lowered
-
-
-_EXIT = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>|\bexit(?:ed)?(?: with)? (?:code|status)[:= ]+(-?\d+)"
-    r"|\bProcess exited with code (-?\d+)|\[exit code[:= ]+(-?\d+)\]|\bexit_code\W{1,3}(-?\d+)",
-    re.IGNORECASE,
-)
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)", re.MULTILINE)
-_TRACEBACK_LINE = "Traceback (most recent call last)"  # what `_TRACEBACK` finds, looked for first
-# a tool's own status line (OpenHands' editor "ERROR:", Claude Code's <tool_use_error>) or a
-# shell's diagnostic ("bash: x: command not found", "/bin/sh: 1: cd: can't cd to ...")
-_STATUS = re.compile(
-    r"^\s*(?:ERROR:|Error:|error:|<tool_use_error>|fatal:|make(?:\[\d+\])?: \*\*\* |npm ERR!|"
-    r"(?:/bin/)?(?:ba|z)?sh:(?: line)? \d*:? ?.*(?:command not found|No such file or directory|"
-    r"Permission denied|can't cd|syntax error)|"
-    r"Your proposed edit has introduced new syntax error)"  # SWE-agent's edit, refused
-)
-_EXCEPTION = re.compile(
-    r"^\s*(?:E\s+)?(?:[\w.]*\w(?:Error|Exception|Exit|Interrupt)\b(?!\()|(?:Error|Exception)(?::|$)|FAILED\b|ERROR\b|"
-    r"error(?:\[\w+\])?:|fatal:|panic:|thread '.*' panicked|npm ERR!)"
-)
-_CODE_LISTING = re.compile(
-    r"^\s*\d+(?:→|\t|[-:] )|^\s*(?:import|from|throw|raise|catch|except|class|def|function)\b"
-)
-_ERROR_WORD = re.compile(r"\b(?:error|failed|failure|exception|fatal|panic|conflict)\b", re.IGNORECASE)
-
-
-def _raw_exit_code(raw: Any, depth: int = 0) -> int | None:
-    """An `exit_code` the source record holds (OpenHands keeps it in the observation's extras)."""
-    if not isinstance(raw, dict) or depth > 3:
-        return None
-    code = raw.get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    for key in ("extras", "metadata", "toolUseResult", "state"):
-        found = _raw_exit_code(raw.get(key), depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def error_line(text: str) -> str:
-    """The line that says what went wrong: the last exception line of a traceback or a test
-    run, else the first tool status or shell diagnostic, else the first line with an error
-    word, else the first line ("" for an empty output)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _TRACEBACK.match(ln)]
-    named = [
-        ln for ln in lines
-        if _EXCEPTION.match(ln) and not _CODE_LISTING.match(ln) and ln not in ("ERROR:", "Error:")
-    ]
-    if named:
-        exceptions = [ln for ln in named if re.match(r"^(?:E\s+)?[\w.]*(?:Error|Exception)\b(?!\()", ln)]
-        return one_line((exceptions or named)[-1])
-    for k, ln in enumerate(lines):
-        if _STATUS.match(ln):
-            # a bare "ERROR:" status says what went wrong on the next line
-            bare = ln in ("ERROR:", "Error:", "error:") and k + 1 < len(lines)
-            return one_line(f"{ln} {lines[k + 1]}" if bare else ln)
-    worded = [ln for ln in lines if _ERROR_WORD.search(ln) and not _EXIT.search(ln)]
-    if worded:
-        return one_line(worded[0])
-    # not a harness's own line (`Wall time: 0.1 seconds`, `<returncode>1</returncode>`): a
-    # failure that printed nothing else has no error line
-    said = [ln for ln in lines if not _PASSED_OVER.fullmatch(ln)]
-    plain = [ln for ln in said if not _EXIT.fullmatch(ln) and not ln.startswith("<")]
-    return one_line((plain or said or [""])[0])
-
-
-# --- one result ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a tool output says: failed or not (by the log's own signals), its exit code, the
-    error line of a failure, the line that says what came back (`news_line`)."""
-
-    failed: bool
-    exit_code: int | None
-    error: str
-    news: str
-    signal: str = ""  # what said it failed: flag, exit, traceback, status
-
-    @property
-    def label(self) -> str:
-        """`ok`, `exit 2: <line>`, `error: <line>`, or `no match (exit 1)` for a search that found
-        nothing (`_searched`: the one outcome not failed with an exit code other than 0)."""
-        if not self.failed:
-            return f"no match (exit {self.exit_code})" if self.exit_code else "ok"
-        line = f": {self.error}" if self.error else ""
-        return f"exit {self.exit_code}{line}" if self.exit_code else f"error{line}"
-
-
-def _explicit_flag(result: Unit) -> bool | None:
-    """The error flag the record itself gives this result (Claude Code and the Messages API
-    write `is_error` on a result block, `false` included), None when it gives none."""
-    if result.meta.get("is_error"):
-        return True
-    raw = result.raw
-    if not isinstance(raw, dict):
-        return None
-    if isinstance(raw.get("is_error"), bool):
-        return bool(raw["is_error"])
-    message = raw.get("message")
-    blocks = message.get("content") if isinstance(message, dict) else raw.get("content")
-    if isinstance(blocks, list):
-        for block in blocks:
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "tool_result"
-                and block.get("tool_use_id") == result.tool_call_id
-                and isinstance(block.get("is_error"), bool)
-            ):
-                return bool(block["is_error"])
-    return None
-
-
-def outcome(result: Unit) -> Outcome:
-    """The outcome of one tool output (see the module docstring for what counts as failed).
-    Where the record says itself whether the call failed (`is_error`, `false` included), that
-    is the answer: a `cat` of a log full of tracebacks went through."""
-    text, code = output_text(result.content)
-    if code is None:
-        code = _raw_exit_code(result.raw)
-    flag = _explicit_flag(result)
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    if flag is not None:
-        failed, signal = flag, "flag"
-    else:
-        failed, signal = code is not None and code != 0, "exit"
-        if not failed and code is None:
-            if _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text)):
-                failed, signal = True, "traceback"
-            elif _STATUS.match(first):
-                failed, signal = True, "status"
-    return Outcome(failed, code, error_line(text) if failed else "", news_line(text), signal if failed else "")
-
-
-# A harness's own line around a tool's output (Codex's `Chunk ID:`, `Wall time:` and `Process
-# exited with code 0`, its shell's `Exit code: 0`, mini-swe-agent's `<returncode>0</returncode>`,
-# Gemini CLI's `Command:` ... `Output:`), a banner (`=== Run 1 ===`), git's line-ending warning
-# or pip's warning to root and its notices: the line after it says what came back.
-_PASSED_OVER = re.compile(
-    r"(?:exit code:?\s*-?\d+|process exited with code -?\d+|wall time:.*|chunk id:\s*\S+|"
-    r"total output lines:\s*\d+|output:|</?returncode>(?:-?\d+</returncode>)?|</?output>|"
-    r"process group pgid:?.*|original token count:.*|command:.*|directory:.*|"
-    r"={2,} .* ={2,}|-{2,} .* -{2,}|warning: in the working copy of .*|"
-    r"warning: running pip as the 'root' user.*|\[notice\] .*)",
-    re.IGNORECASE,
-)
-# A first line that is the start of what was shown, not news of what happened: a file's
-# numbered lines, a viewer's header, JSON's opening, a rule, a truncation notice.
-_NOT_NEWS = re.compile(
-    r"\s*\d+\s*(?:→|\t)|here's the result of running `cat -n`|<path>|\[file: |"
-    r"[\[\]{}()\"'`]+,?$|[=\-#*_~]{3,}$|important: the file content has been truncated",
-    re.IGNORECASE,
-)
-NEWS_LINES = 8  # the non-empty lines `news_line` looks at
-
-
-def news_line(text: str) -> str:
-    """The first line of a tool's output that says what came back, past the harness's own
-    lines (`_PASSED_OVER`); "" when that line is the start of a listing or a document, not
-    news (`_NOT_NEWS`). A line ending in a colon takes the one after it (`Success. Updated the
-    following files:` / `M src/a.py`), unless that one is a heading."""
-    lines = (ln.strip() for ln in text.splitlines())
-    looked = 0
-    for line in lines:
-        if not line:
-            continue
-        looked += 1
-        if looked > NEWS_LINES:
-            return ""
-        if _PASSED_OVER.fullmatch(line):
-            continue
-        line = line.removeprefix("Output: ").strip()
-        if not line or _NOT_NEWS.match(line):
-            return ""
-        # Claude Code's edit confirmation goes on to the listing it shows: the confirmation is
-        # the news ("The file a.py has been updated.")
-        line = line.split(" Here's the result of running `cat -n`", 1)[0].strip()
-        if line.endswith(":"):
-            after = next((x for x in lines if x), "")
-            if after and not after.startswith("#") and not _NOT_NEWS.match(after):
-                line = f"{line} {after}"
-        return one_line(line)
-    return ""
 
 
 # --- files a call acted on ----------------------------------------------------------------------
@@ -334,8 +85,6 @@ _NOT_PATH = re.compile(
 )
 # an extension has a letter: `Mozilla/5.0`, `Googlebot/2.1` and a task's `60.2/60.10` are no files
 _HAS_EXT = re.compile(r"\.(?=[A-Za-z0-9]{0,7}[A-Za-z])[A-Za-z0-9]{1,8}$")
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
-_QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")
 _PATCH_FILE = re.compile(
     r"^\*\*\* (Update|Add|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE
 )
@@ -348,7 +97,7 @@ _RUN = re.compile(r"^\s*(?:python3?|pytest|node|npx|go\s+(?:run|test)|cargo|npm|
 def paths_in(text: str) -> list[str]:
     """File paths written in a command or an argument: heredoc bodies and sed programs aside; a
     path without an extension counts only when written as one (`/abs`, `./rel`, `~/x`)."""
-    text = _QUOTED_SCRIPT.sub(" ", _HEREDOC.sub(" ", text.replace("\\n", "\n")))
+    text = without_bodies(text)
     out: list[str] = []
     for m in _PATH.finditer(text):
         path = m.group(0).strip("'\"`").rstrip(".,:;'\")]")
@@ -435,7 +184,7 @@ def _command_paths(command: str) -> list[tuple[str, str]]:
     is edited by `sed -i` or `perl -i` as an operand after the script, written by a redirect,
     `tee` or as the target of `cp`/`mv`; a `cp` source is read, a `mv` source moved."""
     found: dict[str, str] = {}
-    body = _HEREDOC.sub(" ", command)
+    body = HEREDOC.sub(" ", command)
     unquoted = _QUOTED.sub(" ", body)
     for m in _WRITE_TARGET.finditer(unquoted):
         target = m.group(1)
@@ -475,14 +224,6 @@ def _command_paths(command: str) -> list[tuple[str, str]]:
     return list(found.items())
 
 
-def _strings_acted_on(args: Any) -> list[str]:
-    if isinstance(args, dict):
-        return [s for k, v in args.items() if k not in TEXT_KEYS for s in _strings_acted_on(v)]
-    if isinstance(args, list):
-        return [s for v in args for s in _strings_acted_on(v)]
-    return [args] if isinstance(args, str) else []
-
-
 def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
     """(path, action) for each file a call acted on: created, edited, written, deleted, read,
     ran; a patch names its files in its headers."""
@@ -506,7 +247,7 @@ def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
             value = args.get(key)
             if isinstance(value, str) and value.strip() and "\n" not in value.strip():
                 found[value.strip()] = tool_action or "used"
-    for text in _strings_acted_on(args):
+    for text in arg_strings(args, TEXT_KEYS):
         patch = _PATCH_FILE.findall(text)
         if patch:
             for verb, path, plus in patch:
@@ -525,44 +266,10 @@ def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
 
 # --- text actions (SWE-agent, mini-swe-agent, aider: the command is in the message) -------------
 
-_CODE_BLOCK = re.compile(r"```[ \t]*(\w*)[ \t]*\n(.*?)```", re.DOTALL)
 _SWE_EDIT = re.compile(r"^(edit\s+\d+:\d+)\s*$", re.MULTILINE)
 _SWE_FILE_CMD = re.compile(r"^(create|open|search_file|find_file)\s+(\S+)", re.MULTILINE)
 _OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
 
-
-def acted(units: Sequence[Unit], i: int) -> bool:
-    """The assistant message at `i` is a command written as text: it made no tool call, holds a
-    code block, and an output came back right after it (a code block in a reply to the user
-    is an example, not an action)."""
-    return (
-        i + 1 < len(units)
-        and is_output(units[i + 1])
-        and units[i + 1].tool_call_id is None
-        and text_action(units[i]) is not None
-    )
-
-
-def text_action(u: Unit) -> str | None:
-    """The command in an assistant message that made no tool call: the last code block
-    (SWE-agent's actions, ```bash blocks); `acted` says whether it was run."""
-    if u.role != "assistant" or u.tool_calls:
-        return None
-    blocks = _CODE_BLOCK.findall(u.content)
-    if not blocks:
-        return None
-    lang, body = blocks[-1]
-    if lang and lang not in ("bash", "sh", "shell", "console", "zsh"):
-        return None
-    return body.strip() or None
-
-
-def is_output(u: Unit) -> bool:
-    """A tool's output: a tool message, a result block, or an observation a text agent got back
-    (SWE-agent's, read as a user message of type tool_result)."""
-    return u.tool_call_id is not None or u.role == "tool" or u.type == "tool_result" or (
-        u.meta.get("source_role") == "tool"
-    )
 
 
 # --- per unit, cached ---------------------------------------------------------------------------
@@ -776,53 +483,18 @@ def requests(units: Sequence[Unit]) -> list[Unit]:
 def todo_list(units: Sequence[Unit]) -> list[tuple[str, str]]:
     """(status, item) of every entry of the last todo list (TodoWrite, update_plan), in its
     order: each item as last updated, done ones too."""
-    for u in reversed(units):
-        for c in reversed(u.tool_calls):
-            items = _todo_items(c.name, c.arguments)
-            if items is None:
-                continue
-            out = []
-            for item in items:
-                if not isinstance(item, dict):
-                    continue
-                text = item.get("content") or item.get("step") or item.get("description")
-                if isinstance(text, str) and text.strip():
-                    out.append((str(item.get("status", "pending")), one_line(text)))
-            return out
-    return []
-
-
-def _todo_items(name: str, arguments: str) -> list[Any] | None:
-    """The entries of a todo-list call (TodoWrite's `todos`, update_plan's `plan`), None for
-    another call."""
-    lname = name.lower()
-    if "todo" not in lname and "plan" not in lname:
-        return None
-    args = decoded_args(arguments)
-    items = (args.get("todos") or args.get("plan")) if isinstance(args, dict) else None
-    return items if isinstance(items, list) else None
+    found = last_todo_list(units)
+    items = found[1] if found is not None else []
+    return [
+        (str(item.get("status", "pending")), one_line(text))
+        for item in items if (text := todo_text(item)) is not None
+    ]
 
 
 def todos(units: Sequence[Unit]) -> list[tuple[str, str]]:
     """(status, item) of the unfinished entries of the last todo list (TodoWrite, update_plan)."""
-    for u in reversed(units):
-        for c in reversed(u.tool_calls):
-            name = c.name.lower()
-            if "todo" not in name and "plan" not in name:
-                continue
-            args = decoded_args(c.arguments)
-            items = (args.get("todos") or args.get("plan")) if isinstance(args, dict) else None
-            if not isinstance(items, list):
-                continue
-            out = []
-            for item in items:
-                if not isinstance(item, dict) or item.get("status") == "completed":
-                    continue
-                text = item.get("content") or item.get("step") or item.get("description")
-                if isinstance(text, str) and text.strip():
-                    out.append((str(item.get("status", "pending")), one_line(text)))
-            return out
-    return []
+    return [(status, text) for status, text in todo_list(units) if status != "completed"]
+
 
 
 # --- the names of the current work ------------------------------------------------------------
@@ -884,36 +556,13 @@ def names_in(text: str) -> list[str]:
     return list(out)
 
 
-def named(name: str, text: str) -> bool:
-    """Whether `text` holds `name` as a whole name: not inside a longer word, path or number."""
-    at = text.find(name)
-    while at >= 0:
-        before = text[at - 1] if at else " "
-        end = at + len(name)
-        after = text[end] if end < len(text) else " "
-        if not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-"):
-            return True
-        at = text.find(name, at + 1)
-    return False
-
-
 def unit_words(u: Unit) -> list[str]:
     """A unit's text as the model reads it: its content and the string values of its calls'
     arguments (a command, a path, an id; not the tool's name, which is no name of the work)."""
     out = [u.content] if u.content else []
     for c in u.tool_calls:
-        out.extend(_arg_strings(decoded_args(c.arguments)))
+        out.extend(arg_strings(decoded_args(c.arguments), numbers=True))
     return out
-
-
-def _arg_strings(data: Any) -> list[str]:
-    if isinstance(data, str):
-        return [data]
-    if isinstance(data, dict):
-        return [s for v in data.values() for s in _arg_strings(v)]
-    if isinstance(data, list):
-        return [s for v in data for s in _arg_strings(v)]
-    return [str(data)] if isinstance(data, (int, float)) and not isinstance(data, bool) else []
 
 
 def latest_positions(units: Sequence[Unit]) -> list[int]:

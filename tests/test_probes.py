@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from proptest import examples
 
 from ctxkit.cli import cli
-from ctxkit.fidelity import compare
+from ctxkit.engines import fidelity as compare
 from ctxkit.fidelity import probes as P
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Transcript, Unit
@@ -209,8 +209,11 @@ def test_markup_and_harness_headers_are_not_what_an_output_says() -> None:
     st.text(alphabet="ab-_ .é1Ω\n", max_size=30),
 )
 def test_whole_word_in_finds_what_the_pattern_found(token: str, text: str) -> None:
-    """The name check of identifier probes, by `str.find`, answers as the pattern it replaced."""
+    """The name check of identifier probes (`log_events.named`), by `str.find`, answers as the
+    pattern it replaced."""
     import re
 
+    from ctxkit.log_events import named
+
     pattern = re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", text) is not None
-    assert P._whole_word_in(token, text) == pattern
+    assert named(token, text) == pattern

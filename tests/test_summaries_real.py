@@ -125,7 +125,7 @@ def test_a_summary_of_a_summary_names_each_file_once(tmp_path: Path) -> None:
     summarized twice: the second pass listed
     'test_sqlmigrate_issue.py (written, ran)' from the first and 'test_sqlmigrate_issue.py
     (edited)' from its own span, and the read-only files on three lines."""
-    from ctxkit.summarizers.extractive import _merged_file_items, parse_sections
+    from ctxkit.summarizers.sections import merged_file_items, parse_sections
 
     sample = Path(__file__).resolve().parents[1] / "sample_transcripts" / "mini-swe-agent-django-11039.traj.json"
     (t,) = list(read_path(str(sample)))
@@ -138,9 +138,9 @@ def test_a_summary_of_a_summary_names_each_file_once(tmp_path: Path) -> None:
     paths += [p for f in files if f.startswith("read: ") for p in f[6:].split(", ")]
     assert len(paths) == len(set(paths))
     # the merge itself: one line per path, every action, changed files before read ones
-    assert _merged_file_items(["a.py (written, ran)", "read: b.py, c.py"], ["a.py (edited)", "b.py (edited)"]) == [
+    assert merged_file_items(["a.py (written, ran)", "read: b.py, c.py"], ["a.py (edited)", "b.py (edited)"]) == [
         "a.py (written, edited, ran)", "b.py (edited, read)", "read: c.py"]
-    assert _merged_file_items(["Refactored the parser"], ["a.py (edited)"]) is None
+    assert merged_file_items(["Refactored the parser"], ["a.py (edited)"]) is None
 
 
 def test_a_short_budget_keeps_the_last_action_and_quotes_no_wrong_last_request(

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxkit import facts as F
+from ctxkit import log_events
 from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.errors import UsageError
@@ -281,7 +282,7 @@ def test_a_command_is_named_whole_or_said_to_be_cut() -> None:
     """A command is quoted whole, or its head then ` ...`: a heredoc's body, a patch's hunks
     and SWE-agent's edit body are not quoted, never cut in the middle as if whole."""
     heredoc = "cat > /tmp/t.js << 'EOF'\nconst a = 1;\nconsole.log(a);\nEOF\nnode /tmp/t.js"
-    call = F.Call(0, "Bash", F.one_line(heredoc, 120), (("/tmp/t.js", "written"),), None, heredoc)
+    call = F.Call(0, "Bash", log_events.one_line(heredoc, 120), (("/tmp/t.js", "written"),), None, heredoc)
     assert command_label(call) == "Bash(cat > /tmp/t.js << 'EOF' ...)"
     patch = "*** Begin Patch\n*** Update File: src/a.py\n@@\n-a\n+b\n*** End Patch"
     call = F.Call(0, "apply_patch", "x", (("src/a.py", "edited"),), None, patch)
@@ -330,11 +331,11 @@ def test_a_summary_names_the_ids_of_the_current_work(
     assert name in names and 0 < len(names) <= F.MAX_NAMES and len(set(names)) == len(names)
     # the current work: the last request and the latest assistant messages say the id
     recent = "\n".join(x for i in F.latest_positions(list(t.units)) for x in F.unit_words(t.units[i]))
-    assert F.named(name, recent)
+    assert log_events.named(name, recent)
     # true of the log: every name is said by the messages the compaction took out of the context
     kept_ids = {u.id for u in out.units}
     span = "\n".join(x for u in t.units if u.id not in kept_ids for x in F.unit_words(u))
-    assert all(F.named(n, span) for n in names), [n for n in names if not F.named(n, span)]
+    assert all(log_events.named(n, span) for n in names), [n for n in names if not log_events.named(n, span)]
     # worth its tokens: no name the context already says elsewhere
     elsewhere = "\n".join([*(x for u in out.units if u is not summary for x in F.unit_words(u)),
                            summary.content.replace(line, "")])

@@ -110,12 +110,12 @@ def test_prose_is_no_pending_task() -> None:
 ]), max_size=6).map(" ".join))
 def test_quick_tests_never_hide_what_the_patterns_find(text: str) -> None:
     """An output whose exit code or traceback the patterns find passes the quick test first."""
-    from ctxkit import facts
+    from ctxkit import log_events as events
 
-    if facts._EXIT.search(text):
-        assert facts._may_say_exit(text)
-    if facts._TRACEBACK.search(text):
-        assert facts._TRACEBACK_LINE in text
+    if events._EXIT.search(text):
+        assert events._may_say_exit(text)
+    if events._TRACEBACK.search(text):
+        assert events._TRACEBACK_LINE in text
 
 
 @given(st.lists(st.sampled_from([
@@ -126,13 +126,13 @@ def test_quick_tests_never_hide_what_the_patterns_find(text: str) -> None:
 ]), max_size=5).map("\n".join))
 def test_the_quick_failure_test_never_hides_a_failure(text: str) -> None:
     """A message whose failure or exception line the patterns find passes the quick test."""
-    from ctxkit import facts
+    from ctxkit import log_events as events
     from ctxkit.model import Unit
 
     probe = Unit("x", "tool", content=text, tool_call_id="x")
     lines = text.splitlines()
-    if facts.outcome(probe).failed or any(facts._EXCEPTION.match(ln) for ln in lines):
-        assert facts.may_say_failure(text)
+    if events.outcome(probe).failed or any(events._EXCEPTION.match(ln) for ln in lines):
+        assert events.may_say_failure(text)
 
 
 def test_tight_budget_keeps_the_primary_request_and_the_files() -> None:
@@ -230,6 +230,7 @@ def test_a_search_that_found_nothing_is_no_failure() -> None:
     nothing was the news (no reference left). A search whose output says something else (a `cd`
     that failed before it) still failed, and an output of harness lines alone has no error line."""
     from ctxkit import facts as F
+    from ctxkit.log_events import Outcome
 
     def run(uid: str, command: str, output: str) -> list[Unit]:
         call = ToolCall(f"c{uid}", "shell", json.dumps({"command": command}))
@@ -243,7 +244,7 @@ def test_a_search_that_found_nothing_is_no_failure() -> None:
         *run("4", "pytest -x", "Exit code: 1\nWall time: 2.0 seconds\nOutput:\n"),
     ]
     found = {c.args: c.outcome for c in F.calls(units)}
-    assert found['rg -n "OLLAMA" src'] == F.Outcome(False, 1, "", "")
+    assert found['rg -n "OLLAMA" src'] == Outcome(False, 1, "", "")
     assert not found['grep -rn "ollama" src | grep -v test'].failed
     assert found["cd missing && grep -n x f.py"].failed
     assert found["pytest -x"].failed and found["pytest -x"].label == "exit 1"
@@ -566,7 +567,7 @@ def test_current_work_gives_the_last_result_not_only_ok() -> None:
 def test_the_news_of_a_result_is_past_the_harness_lines(output: str, news: str) -> None:
     """What a summary quotes of the last action's result: the first line past the harness's own
     (exit code, chunk id, wall time, `Output:`), nothing when that line starts a listing."""
-    from ctxkit.facts import news_line
+    from ctxkit.log_events import news_line
 
     assert news_line(output) == news
 
@@ -593,7 +594,7 @@ def test_findings_are_causes_and_choices_not_intentions() -> None:
     """A finding states a cause, a fix or a choice; an intention ("I'm checking X because..."),
     a question or a fragment ("Actually, wait.") is none. A refused SWE-agent edit is a failure,
     not 'ok'."""
-    from ctxkit import facts as F
+    from ctxkit.log_events import outcome
     from ctxkit.summarizers.extractive import decisions
 
     said = [Unit("a1", "assistant", content="Actually, wait. I'm checking the bridge first, because the cards need it. "
@@ -603,12 +604,12 @@ def test_findings_are_causes_and_choices_not_intentions() -> None:
     refused = Unit("r", "tool", tool_call_id="c", content=(
         "Your proposed edit has introduced new syntax error(s). Please understand the fixes and retry your edit commmand.\n"
         "ERRORS:\n- E999 IndentationError: unexpected indent"))
-    assert F.outcome(refused).failed
+    assert outcome(refused).failed
 
 
 def test_a_merge_conflict_is_the_error_line_of_a_failed_run() -> None:
     """A failed script's progress lines say nothing of what went wrong; git's CONFLICT does."""
-    from ctxkit.facts import error_line
+    from ctxkit.log_events import error_line
 
     out = "Exit code 1\ngroup ok: 1 commits\ngroup ok: 1 commits\nCONFLICT at c5e51bab (refactor: one data file)\n    src/a.go"
     assert error_line(out) == "CONFLICT at c5e51bab (refactor: one data file)"

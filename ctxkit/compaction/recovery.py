@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctxkit import structure
@@ -229,7 +230,7 @@ def _recent_suffixes(
     # request and the latest steps of that turn that fit; the handover covers the steps between.
     request = current[request_at]
     # the latest steps always hold the last action and what came back (what to continue from)
-    from ctxkit.facts import acted
+    from ctxkit.log_events import acted
 
     acts = [k for k, u in enumerate(current) if u.tool_calls or acted(current, k)]
     latest = next((s for s, e in spans if acts and s <= acts[-1] < e), len(current))
@@ -260,14 +261,8 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarizers.extractive import (
-        WORK_TITLE,
-        distinct_sizes,
-        handover,
-        newest_within,
-        superseded,
-        without_sections,
-    )
+    from ctxkit.summarizers.extractive import distinct_sizes, handover, newest_within, superseded
+    from ctxkit.summarizers.sections import WORK_TITLE, without_sections
 
     tok = state.ctx.tokenizer
     refs = [archive_unit(state, u) for u in dropped]
@@ -548,8 +543,6 @@ def _minimal(
 ) -> State:
     """The minimal form with this lead: the handover shrunk until the whole fits (or 16); the
     last action (`action`, kept whole) after the request when it came after it, else before."""
-    from ctxkit.summarizers.extractive import handover
-
     skip = {last_i, first_i if lead else None}
     kept_ids = {u.id for u in action}
     body = [
@@ -582,74 +575,116 @@ def _minimal(
 
     # the user's own words in what it hands over, newest first within a quarter of the room
     # (what users most miss after a compaction), before the sections shrink
-    from ctxkit.summarizers.extractive import WORK_TITLE, distinct_sizes, newest_within
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
 
     quoted = _quoted(state, original, body)
     sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
     # (in a room of a few hundred tokens the handover's sections need it all)
     quoted = [quoted[k] for k in newest_within(sizes, room // 4)] if room >= 4 * MIN_HANDOVER_TOKENS else []
 
-    def built(head: str, body_text: str) -> State:
-        text = "\n".join(p for p in (head, body_text, verbatim_section(quoted)) if p)
-        summary = _handover_unit(text, refs)
-        kept = [*lead, *([request] if request is not None else [])]
-        if action:
-            at = len(kept) if after or request is None else len(kept) - 1
-            kept[at:at] = list(action)
-        units = placed(original, system, kept, summary, body)
-        return State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
+    handover = _MinimalHandover(
+        state, original, system, lead, request, action, after, body, refs, p1, rest, names,
+        opening, short, body_tokens, min(options.handover_tokens, room), quoted,
+    )
+    plain, head, body_text = handover.shrunk(checked=False)
+    if not (names and body_text and plain.fits()):
+        return plain
+    return _with_names(handover, plain, head, body_text)
 
-    def shrunk(checked: bool) -> tuple[State, str, str]:
-        # The handover gets what the system prompt and the last request leave, up to its own
-        # size; the summarizer's length is approximate, so shrink it until the whole fits.
-        nonlocal quoted
-        size = max(16, min(options.handover_tokens, room))
+
+@dataclass
+class _MinimalHandover:
+    """The minimal form's handover of `body` with the units that stay around it: built for a
+    head and a text, shrunk until the whole fits."""
+
+    state: State
+    original: Sequence[Unit]
+    system: list[Unit]
+    lead: list[Unit]
+    request: Unit | None
+    action: Sequence[Unit]  # the last action, kept whole
+    after: bool  # it goes after the request (it came after it)
+    body: list[Unit]  # the units handed over
+    refs: list[str]  # and their refs
+    p1: list[Unit]
+    rest: list[Unit]  # what stays beside the handover
+    names: list[str]  # the names of the current work neither says
+    opening: str
+    short: bool  # the short opening (a tiny room)
+    body_tokens: int
+    size: int  # the handover's first size: its own, at most the room
+    quotable: list[Unit]  # the user's own words it may quote, newest first
+    quoted: list[Unit] = field(default_factory=list)  # those it quotes as last shrunk
+
+    def built(self, head: str, body_text: str) -> State:
+        """The minimal form with this handover text."""
+        text = "\n".join(p for p in (head, body_text, verbatim_section(self.quoted)) if p)
+        summary = _handover_unit(text, self.refs)
+        kept = [*self.lead, *([self.request] if self.request is not None else [])]
+        if self.action:
+            at = len(kept) if self.after or self.request is None else len(kept) - 1
+            kept[at:at] = list(self.action)
+        units = placed(self.original, self.system, kept, summary, self.body)
+        return State(units=tuple(units), target=self.state.target, ctx=self.state.ctx, in_recovery=True)
+
+    def shrunk(self, checked: bool) -> tuple[State, str, str]:
+        """The handover gets what the system prompt and the last request leave, up to its own
+        size; the summarizer's length is approximate, so it shrinks until the whole fits (the
+        oldest quote goes first). `checked` adds the names of the current work."""
+        from ctxkit.summarizers.extractive import handover
+
+        state, body, refs = self.state, self.body, self.refs
+        size = max(16, self.size)
         candidate = state
-        head, body_text = opening, ""
-        for _ in range(6 + len(quoted)):
+        head, body_text = self.opening, ""
+        self.quoted = self.quotable
+        for _ in range(6 + len(self.quoted)):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
-                body, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False,
-                current_first=not action,
+                body, target_tokens=size, p1_units=self.p1, tok=state.ctx.tokenizer, include_last_request=False,
+                current_first=not self.action,
             ).strip()
             if not body_text:
                 # nothing handed over but where the messages went: in a tiny room, the shortest
                 # line that says so (the least a fresh start leaves, `smallest_form`)
-                head = archive_line(refs) if short else preamble(len(body), body_tokens, refs, summarized=False)
-            candidate = built(head, with_missing_facts(body_text, "", (), rest, size, state, names=names)
-                              if checked and body_text else body_text)
+                head = archive_line(refs) if self.short else preamble(
+                    len(body), self.body_tokens, refs, summarized=False)
+            candidate = self.built(
+                head, with_missing_facts(body_text, "", (), self.rest, size, state, names=self.names)
+                if checked and body_text else body_text)
             over = candidate.tokens() - state.target
             if over <= 0:
                 break
-            if quoted:
-                quoted = quoted[1:]  # the oldest quote goes before the sections get any smaller
+            if self.quoted:
+                self.quoted = self.quoted[1:]  # the oldest quote goes before the sections get any smaller
                 continue
             if size <= 16:
                 break
             size = max(16, size - over - 8)
         return candidate, head, body_text
 
-    quotable = quoted
-    plain, head, body_text = shrunk(checked=False)
-    if not (names and body_text and plain.fits()):
-        return plain
-    # the names of the current work in what the handover leaves of the room, as many as fit;
-    # when not all do, the handover shrinks for them if it still hands something over
+
+def _with_names(handover: _MinimalHandover, plain: State, head: str, body_text: str) -> State:
+    """The minimal form with the names of the current work in what the handover leaves of the
+    room, as many as fit; when not all do, the handover shrinks for them if it still hands
+    something over, not at the cost of where the work stood (the last actions and what came
+    back)."""
+    from ctxkit.summarizers.sections import WORK_TITLE
+
+    state, names = handover.state, handover.names
     left = state.target - plain.tokens()
     fitting = plain
     for k in range(len(names), 0, -1):
-        named = built(head, with_missing_facts(body_text, "", (), rest, 0, state, spare=left, names=names[:k]))
+        named = handover.built(
+            head, with_missing_facts(body_text, "", (), handover.rest, 0, state, spare=left, names=names[:k]))
         if named.fits():
             if k == len(names):
                 return named
             fitting = named
             break
-    plain_quoted, quoted = quoted, quotable
-    candidate, _, shorter = shrunk(checked=True)
-    # not at the cost of where the work stood (the last actions and what came back)
+    candidate, _, shorter = handover.shrunk(checked=True)
     if candidate.fits() and shorter and (WORK_TITLE in shorter or WORK_TITLE not in body_text):
         return candidate
-    quoted = plain_quoted
     return fitting
 
 

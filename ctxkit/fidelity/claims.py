@@ -51,13 +51,13 @@ from ctxkit.fidelity.evidence import (
     Act,
     Log,
     clean_path,
-    is_output,
     is_typed_request,
     looks_like_path,
     norm,
     read_log,
     same_path,
 )
+from ctxkit.log_events import is_output
 from ctxkit.model import Transcript, Unit
 
 KINDS = ("file", "error", "command", "fix", "task", "quote", "current", "order", "placeholder")

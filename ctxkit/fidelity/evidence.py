@@ -5,7 +5,9 @@ failed, the user's requests, the todo lists and each item's latest state.
 This is the claim checker's own reading of the unit model (`ctxkit.model`), written apart from
 `ctxkit.facts`, which the summarizer uses: a bug there must not make a summary's claim look
 backed here (a test checks that nothing in `ctxkit.fidelity` imports `ctxkit.facts`,
-`ctxkit.summarizers` or `ctxkit.strategies`). It is deliberately literal:
+`ctxkit.summarizers` or `ctxkit.strategies`). Only the neutral reading of one event is shared,
+as data (`ctxkit.log_events`: a call's arguments decoded, an output's JSON record, a command
+written as text, whether a unit is an output). It is deliberately literal:
 
 - a file is **written** only by a call that writes it: an editor's write commands (Write, Edit,
   MultiEdit, str_replace_editor create/str_replace/insert, write_file, replace, apply_patch),
@@ -35,13 +37,20 @@ backed here (a test checks that nothing in `ctxkit.fidelity` imports `ctxkit.fac
 from __future__ import annotations
 
 import fnmatch
-import json
 import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.log_events import (
+    arg_strings,
+    decoded_args,
+    is_output,
+    output_ends,
+    output_record,
+    text_action,
+)
 from ctxkit.model import Unit
 
 PATH_KEYS = ("file_path", "filePath", "path", "filename", "notebook_path", "file", "target_file",
@@ -165,17 +174,10 @@ def _raw_flag(raw: Any, key: str, depth: int = 0) -> Any:
 def result_text(text: str) -> tuple[str, int | None]:
     """An output's text and the exit code it records (Codex and OpenHands log some outputs as
     JSON `{"output", "metadata": {"exit_code"}}`)."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"output"' in stripped[:4000]:
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("output"), str):
-            meta = data.get("metadata")
-            code = data.get("exit_code", meta.get("exit_code") if isinstance(meta, dict) else None)
-            return data["output"], code if isinstance(code, int) and not isinstance(code, bool) else None
-    head = text if len(text) <= 8000 else text[:4000] + "\n" + text[-4000:]
+    record = output_record(text, 4000)
+    if record is not None:
+        return record
+    head = output_ends(text, 4000)
     for pattern in _CODE_PATTERNS:
         m = pattern.search(head)
         if m:
@@ -277,23 +279,6 @@ class Act:
 NOT_NAMING = TEXT_KEYS | {"code", "patch", "patchText", "input", "script", "command", "cmd"}
 
 
-def decode(arguments: str) -> Any:
-    try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return arguments
-
-
-def _strings(value: Any, skip_text: bool = False) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() if not (skip_text and k in TEXT_KEYS) for s in _strings(v, skip_text)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v, skip_text)]
-    return []
-
-
 def _command_of(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -306,11 +291,11 @@ def _command_of(value: Any) -> str:
 
 def read_call(index: int, name: str, arguments: str) -> Act:
     """What one tool call did to files, from its name and arguments."""
-    args = decode(arguments)
+    args = decoded_args(arguments)
     act = Act(index, name, arguments)
     lname = name.lower()
     if isinstance(args, dict):
-        act.strings = tuple(_strings(args))
+        act.strings = tuple(arg_strings(args))
         sub = args.get("command")
         editor = isinstance(sub, str) and sub in EDITOR_COMMANDS and any(
             isinstance(args.get(k), str) for k in PATH_KEYS
@@ -338,7 +323,7 @@ def read_call(index: int, name: str, arguments: str) -> Act:
                 if command.strip():
                     act.command = command
                     break
-        texts = _strings(args, skip_text=True)
+        texts = arg_strings(args, TEXT_KEYS)
     else:
         act.strings = (str(args),)
         texts = [str(args)]
@@ -361,7 +346,7 @@ def read_call(index: int, name: str, arguments: str) -> Act:
     # contents (a heredoc's body, a patch, code an IPython call runs, an edit's new text)
     lines = [_without_heredocs(act.command)[0]] if act.command else []
     if isinstance(args, dict):
-        lines += [t for k, v in args.items() if k not in NOT_NAMING for t in _strings(v, skip_text=True)
+        lines += [t for k, v in args.items() if k not in NOT_NAMING for t in arg_strings(v, TEXT_KEYS)
                   if t is not act.command and "\n" not in t.strip()]
     act.named = tuple(lines)
     return act
@@ -555,30 +540,10 @@ def shell_effects(command: str) -> tuple[set[tuple[str, str]], set[str]]:
 
 # --- text actions --------------------------------------------------------------------------------
 
-_CODE_BLOCK = re.compile(r"```[ \t]*(\w*)[ \t]*\n(.*?)```", re.DOTALL)
 _SWE_CREATE = re.compile(r"^create\s+(\S+)", re.MULTILINE)
 _SWE_EDIT = re.compile(r"^edit\s+\d+:\d+", re.MULTILINE)
 _SWE_OPEN = re.compile(r"^(?:open|search_file|find_file)\s+\"?([^\s\"]+)", re.MULTILINE)
 _OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
-
-
-def is_output(u: Unit) -> bool:
-    """A tool's output: a tool message, a result block, an observation a text agent got back."""
-    return u.tool_call_id is not None or u.role == "tool" or u.type == "tool_result" or (
-        u.meta.get("source_role") == "tool"
-    )
-
-
-def _text_command(u: Unit) -> str | None:
-    if u.role != "assistant" or u.tool_calls:
-        return None
-    blocks = _CODE_BLOCK.findall(u.content)
-    if not blocks:
-        return None
-    lang, body = blocks[-1]
-    if lang and lang not in ("bash", "sh", "shell", "console", "zsh"):
-        return None
-    return body.strip() or None
 
 
 # --- requests ------------------------------------------------------------------------------------
@@ -740,7 +705,7 @@ def read_log(units: Sequence[Unit]) -> Log:
             act = read_call(i, c.name, c.arguments)
             acts.append(act)
             latest[c.id] = act
-            items = _todo_items(decode(c.arguments)) if ("todo" in c.name.lower() or "plan" in c.name.lower()) else None
+            items = _todo_items(decoded_args(c.arguments)) if ("todo" in c.name.lower() or "plan" in c.name.lower()) else None
             if items is not None:
                 todo_lists.append([Todo(i, t, s) for t, s in items])
         if is_output(u):
@@ -749,7 +714,7 @@ def read_log(units: Sequence[Unit]) -> Log:
             m = _OPEN_FILE.search(u.content[-400:])
             if m:
                 open_file = clean_path(m.group(1))
-        command = _text_command(u)
+        command = text_action(u)
         if command is not None and i + 1 < len(units) and is_output(units[i + 1]) and units[i + 1].tool_call_id is None:
             act = Act(i, "$", command, command=command, strings=(command,), named=(_without_heredocs(command)[0],))
             swe_create = _SWE_CREATE.findall(command)

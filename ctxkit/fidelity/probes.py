@@ -40,6 +40,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.log_events import (
+    arg_strings,
+    decoded_args,
+    last_todo_list,
+    main_value,
+    named,
+    output_record,
+    todo_text,
+    without_bodies,
+)
 from ctxkit.memo import UnitMemo
 from ctxkit.model import Transcript, Unit
 from ctxkit.structure import is_request, request_text
@@ -63,21 +73,12 @@ def norm(text: str) -> str:
 
 
 def _decoded(arguments: str) -> list[str]:
+    """The strings of a call's JSON arguments (none when they are not JSON)."""
     try:
         value = json.loads(arguments) if arguments.strip() else None
     except ValueError:
         return []
-    return _strings(value)
-
-
-def _strings(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+    return arg_strings(value)
 
 
 def unit_texts(u: Unit) -> list[str]:
@@ -213,8 +214,6 @@ _DONE_EDIT_WORDS = re.compile(
 )
 
 
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1[^\n]*\n.*?^\s*\2\s*$", re.DOTALL | re.MULTILINE)
-_QUOTED_SCRIPT = re.compile(r"(['\"])(?:\d*,?\d*[spy]|/).*?\1")  # sed/awk programs: 's/a/b/', '/x/d'
 _HAS_EXT = re.compile(r"\.[A-Za-z0-9]{1,8}$")
 
 
@@ -222,8 +221,7 @@ def paths_in(text: str) -> list[str]:
     """File paths written in a command, an argument or a patch (URLs, version numbers, heredoc
     bodies and sed programs aside); a path without an extension counts only when it is written
     as one (`/abs`, `./rel`, `~/home`)."""
-    text = text.replace("\\n", "\n")
-    text = _QUOTED_SCRIPT.sub(" ", _HEREDOC.sub(" ", text))
+    text = without_bodies(text)
     out = []
     for m in _PATH.finditer(text):
         path = m.group(0).rstrip(".,:;'\")]")
@@ -239,10 +237,7 @@ def paths_in(text: str) -> list[str]:
 def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
     """(path, edited) for each file a call acted on (cached: scoring asks it per probe; callers
     only read the list)."""
-    try:
-        args = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        args = arguments
+    args = decoded_args(arguments)
     lname = name.lower()
     edit_tool = any(k in lname for k in _EDIT_NAMES) and "read" not in lname
     found: dict[str, bool] = {}
@@ -251,7 +246,7 @@ def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
             value = args.get(key)
             if isinstance(value, str) and value.strip() and "\n" not in value.strip():
                 found[value.strip()] = found.get(value.strip(), False) or edit_tool
-    for text in _acted_on(args):
+    for text in arg_strings(args, _TEXT_KEYS):
         patch = _PATCH_FILE.findall(text)
         if patch:  # a patch names its files in its headers; its body is content
             for a, b in patch:
@@ -263,16 +258,6 @@ def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
         for path in paths_in(text):
             found[path] = found.get(path, False) or edits
     return list(found.items())
-
-
-def _acted_on(args: Any) -> list[str]:
-    """The strings of decoded arguments that name what a call acts on (commands, paths,
-    patches), not text it writes (file contents, descriptions, prompts)."""
-    if isinstance(args, dict):
-        return [s for k, v in args.items() if k not in _TEXT_KEYS for s in _acted_on(v)]
-    if isinstance(args, list):
-        return [s for v in args for s in _acted_on(v)]
-    return [args] if isinstance(args, str) else []
 
 
 def artifacts(units: Sequence[Unit]) -> list[Probe]:
@@ -327,15 +312,8 @@ def failed(result: Unit) -> bool:
 def output_text(text: str) -> str:
     """A tool output's text: agents that log results as JSON (Codex's `{"output", "metadata"}`)
     are decoded first."""
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"output"' in stripped[:200]:
-        try:
-            data = json.loads(stripped)
-        except ValueError:
-            return text
-        if isinstance(data, dict) and isinstance(data.get("output"), str):
-            return str(data["output"])
-    return text
+    record = output_record(text, 200)
+    return text if record is None else record[0]
 
 
 _TAG = re.compile(r"</?[\w-]+>")
@@ -439,30 +417,13 @@ def identifiers(units: Sequence[Unit]) -> list[Probe]:
                 token = m.group(0)
                 if token in out or token in absent or len(token) < 3 or token.lower() in _BORING:
                     continue
-                if not _whole_word_in(token, before):
+                if not named(token, before):
                     absent.add(token)
                     continue
                 out[token] = Probe("identifier", token, u.id, i)
                 if len(out) == MAX_IDENTIFIERS:
                     return list(out.values())
     return list(out.values())
-
-
-def _whole_word_in(token: str, text: str) -> bool:
-    """`token` is in `text` with no word character or hyphen either side (what the pattern
-    `(?<![\\w-])token(?![\\w-])` finds: a word character is `str.isalnum` or `_`), found by
-    `str.find`: a pattern made per token, then run, cost a long log a scan of its whole text
-    for every name."""
-    end = len(text)
-    at = text.find(token)
-    while at >= 0:
-        after = at + len(token)
-        left = text[at - 1] if at else " "
-        right = text[after] if after < end else " "
-        if not (left.isalnum() or left in "_-") and not (right.isalnum() or right in "_-"):
-            return True
-        at = text.find(token, at + 1)
-    return False
 
 
 # --- continuation and todos ---------------------------------------------------------------------
@@ -472,18 +433,11 @@ _MAIN_ARGS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", 
 
 def call_key(arguments: str) -> str:
     """What a call did, as a reader would quote it: its command or path, else its arguments."""
-    try:
-        args = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return _key(arguments)
-    if isinstance(args, dict):
-        for key in _MAIN_ARGS:
-            value = args.get(key)
-            if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-                value = value[-1] if len(value) == 3 and value[1] in ("-c", "-lc") else " ".join(value)
-            if isinstance(value, str) and value.strip():
-                return _key(value)
-    strings = [s for s in _strings(args) if s.strip()]
+    args = decoded_args(arguments)
+    value = main_value(args, _MAIN_ARGS) if isinstance(args, dict) else None
+    if value is not None:
+        return _key(value)
+    strings = [s for s in arg_strings(args) if s.strip()]
     return _key(strings[0]) if strings else _key(arguments)
 
 
@@ -509,27 +463,14 @@ def continuation(units: Sequence[Unit]) -> list[Probe]:
 
 def todos(units: Sequence[Unit]) -> list[Probe]:
     """Unfinished items of the last todo list an agent wrote (TodoWrite, update_plan, ...)."""
-    for i in range(len(units) - 1, -1, -1):
-        for c in reversed(units[i].tool_calls):
-            name = c.name.lower()
-            if "todo" not in name and "plan" not in name:
-                continue
-            try:
-                args = json.loads(c.arguments)
-            except ValueError:
-                continue
-            items = args.get("todos") or args.get("plan") if isinstance(args, dict) else None
-            if not isinstance(items, list):
-                continue
-            out = []
-            for item in items:
-                if not isinstance(item, dict) or item.get("status") == "completed":
-                    continue
-                text = item.get("content") or item.get("step") or item.get("description")
-                if isinstance(text, str) and text.strip():
-                    out.append(Probe("todo", _key(text), units[i].id, i, detail=str(item.get("status", ""))))
-            return out
-    return []
+    found = last_todo_list(units)
+    if found is None:
+        return []
+    i, items = found
+    return [
+        Probe("todo", _key(text), units[i].id, i, detail=str(item.get("status", "")))
+        for item in items if (text := todo_text(item)) is not None and item.get("status") != "completed"
+    ]
 
 
 def span_facts(units: Sequence[Unit]) -> list[Probe]:

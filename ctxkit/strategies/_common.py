@@ -67,7 +67,7 @@ def describe(unit: Unit, names: dict[str, str]) -> str:
 def failure_note(unit: Unit) -> str:
     """`exit 1: <error line>` (or `error: <line>`) when the log says this tool output failed,
     "" otherwise: what a placeholder keeps of a failure (`facts.outcome`)."""
-    from ctxkit.facts import outcome
+    from ctxkit.log_events import outcome
 
     result = outcome(unit)
     return result.label if result.failed else ""

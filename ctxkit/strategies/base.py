@@ -182,7 +182,7 @@ def last_action(state: State) -> set[int]:
     results, or the last command an agent wrote as text with the output after it. Strategies
     that remove units (summarize, mask, discard) leave it; those that shorten an output keep
     its head (offload, chunking), where its first line is."""
-    from ctxkit.facts import acted
+    from ctxkit.log_events import acted
     from ctxkit.structure import blocks
 
     units = state.units

@@ -18,7 +18,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxkit.fields import integer, number, plain, setting
@@ -123,7 +123,7 @@ def covered(unit: Unit, tokens: int) -> tuple[int, int]:
 
 def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
     """The user's own messages, word for word, oldest first."""
-    from ctxkit.summarizers.extractive import USER_MESSAGES_TITLE
+    from ctxkit.summarizers.sections import USER_MESSAGES_TITLE
 
     if not requests:
         return ""
@@ -173,7 +173,6 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     """Replace the oldest history by one summary, the smallest span that reaches the goal
     (up to `old_threshold` of the history); None when it would not help."""
     from ctxkit.structure import safe_cut_points
-    from ctxkit.summarizers.extractive import TASKS_TITLE, superseded, without_sections
 
     p = merged(DEFAULTS, params)
     threshold = float(p["old_threshold"])
@@ -190,139 +189,185 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
         return None
     # the last action (in a chat, the last reply) stays after the summary, as protected units
     # from the span do
-    keep = protected(state) | where_work_stands(state)
-    scope = state.ctx.ref_scope or state.ctx.transcript_id
-
-    texts: dict[int, str] = {}  # cut -> the summarizer's text of its span
-    sizes: dict[int, int] = {}  # cut -> the tokens of the state the search built there
-
-    def frame(cut: int) -> tuple[list[int], list[Unit], list[tuple[str, str]], int, int, str]:
-        """What a summary of the span up to `cut` holds beside the summarizer's text: the units
-        it takes, the earlier summaries among them, the user's messages it quotes, the messages
-        and tokens it stands for, and the quotes' section."""
-        gone = [i for i in range(first, cut) if i not in keep]
-        previous = [units[i] for i in gone if units[i].type == "summary"]
-        quoted = _quoted(units, first, gone, cut, previous, state) if len(gone) >= 2 else []
-        # an earlier summary counts for the messages it stood for: the counts stay true
-        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
-        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
-        return gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted])
-
-    def build(cut: int, refs_of: Any, check: bool = False, spare: int = 0, fuller: bool = False) -> State | None:
-        span = range(first, cut)
-        gone, previous, quoted, n_gone, gone_tokens, quotes = frame(cut)
-        if len(gone) < 2:
-            return None
-        previous_text = "\n\n".join(u.content for u in previous) or None
-        quoted_ids = {uid for uid, _ in quoted}
-        # a unit an earlier step shortened or masked is summarized as it was read: its facts
-        # (the error line, the file it showed) were cut from the shortened text, not from the log
-        body = [state.ctx.original(units[i]) for i in gone
-                if units[i].type != "summary" and units[i].id not in quoted_ids]
-        text = texts.get(cut)
-        summarizer = state.ctx.summarizer
-        if fuller:
-            # what the cut leaves of the goal goes to a fuller summary of the same span (an
-            # offline summarizer only: a model's summary is not asked for twice)
-            text = _summarize(summarizer, body, length + spare * 9 // 10, previous_text, state)
-            spare = 0
-        elif text is None:  # the search's summary of this span is the one kept: made once
-            text = texts[cut] = _summarize(summarizer, body, length, previous_text, state)
-        refs = [refs_of(units[i]) for i in gone]
-        carried = [str(r) for u in previous for r in u.meta.get("refs", ())]
-        all_refs = list(dict.fromkeys(refs + carried))
-        later = units[cut:]
-        stale = superseded(later)
-        if stale:
-            # what the messages kept after it show is newer: a later task list, the next steps
-            text = without_sections(text, stale)
-        head = preamble(n_gone, gone_tokens, refs, summarized=bool(text.strip() or quotes))
-        if check:
-            # checked against what the span's log says happened (the files it changed, its
-            # failures, its open items): what neither the summary nor the messages that stay
-            # carry is added
-            rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in keep]
-            span_units = [state.ctx.original(units[i]) for i in gone]
-            text = with_missing_facts(
-                text, quotes, span_units, rest, length, state, spare, todos=TASKS_TITLE not in stale,
-                names=current_names(state, span_units, rest),
-            )
-        parts = [head, text.strip(), quotes]
-        digest = hashlib.sha1("\x1f".join(units[i].id for i in gone).encode()).hexdigest()[:8]
-        summary = Unit(
-            id=f"ctxkit-summary-{digest}",
-            role="user",
-            type="summary",
-            content="\n".join(part for part in parts if part),
-            timestamp=units[gone[0]].timestamp,
-            meta={
-                "refs": all_refs,
-                "strategy": NAME,
-                "summarized_ids": [units[i].id for i in gone],
-                "summarized": [n_gone, gone_tokens],
-                "verbatim": [[uid, text] for uid, text in quoted],
-            },
-        )
-        # The summary stands where what it summarizes ended: the protected units of the span
-        # from before its last summarized unit (the first request, a last request, P1 units)
-        # precede it, those after it (the last action and the reply that ends the session)
-        # follow, so every message after it came after what it summarizes (a request placed
-        # after a summary of its answer would read as not yet answered). A user's message
-        # brought next to another one joins its turn, as the writers put joined units in one
-        # message.
-        before = _joined([*units[:first], *[units[i] for i in span if i in keep and i < gone[-1]]])[first:]
-        after = [units[i] for i in span if i in keep and i > gone[-1]]
-        built = state.with_units([*units[:first], *before, summary, *after, *units[cut:]])
-        if not check:
-            sizes[cut] = built.tokens()
-        return built
-
-    dry: dict[int, str] = {}  # each unit's ref, made once for every build of the search
-
-    def dry_ref(unit: Unit) -> str:
-        ref = dry.get(id(unit))
-        if ref is None:
-            ref = dry[id(unit)] = make_ref(scope, unit)
-        return ref
+    spans = _Spans(state, first, protected(state) | where_work_stands(state), length, tokens)
 
     # The smallest span that reaches the goal: estimate from the tokens removed, then build.
     cuts = [c for c in sorted(set(safe_cut_points(units))) if first < c <= longest]
     if not cuts:
         return None
-    # What stays after a cut is at least what the span does not hold: a cut whose rest alone
-    # exceeds the goal cannot fit, whatever its summary (`floors`, never rising).
-    total = state.tokens()
-    removed, running, at = [], 0, first
-    for c in cuts:
-        running += sum(tokens[i] for i in range(at, c) if i not in keep)
-        at = c
-        removed.append(running)
-    floors = [total - r for r in removed]
-    # the summary's size, guessed before any is built from what it holds beside the
-    # summarizer's text at the first cut that can fit, and `length` for that text: the search
-    # starts where that size fits, and needs two builds when the guess is right
-    gone, _, _, n_gone, gone_tokens, quotes = frame(cuts[min(len(cuts) - 1, bisect_floor(floors, state.target))])
-    tok = state.ctx.tokenizer
-    guess = tok.count(preamble(n_gone, gone_tokens, [dry_ref(units[i]) for i in gone])) + length
-    guess += tok.count(quotes) + state.ctx.count_opts.tokens_per_message
+    floors = spans.floors(cuts)
     chosen = _smallest_fitting(
-        cuts, lambda c: build(c, dry_ref), state.target, MAX_BUILDS, floors, guess
+        cuts, lambda c: spans.build(c, spans.dry_ref), state.target, MAX_BUILDS, floors,
+        spans.guess(cuts[min(len(cuts) - 1, bisect_floor(floors, state.target))]),
     )
     if chosen is None:
         chosen = longest
     # what the cut leaves of the goal (cuts fall between blocks) may go to the facts the
     # summary lost; should the check's lines then overrun the goal, they take their own share
-    spare = max(0, state.target - sizes[chosen]) if chosen in sizes else 0
+    spare = max(0, state.target - spans.sizes[chosen]) if chosen in spans.sizes else 0
     new = None
     if spare > CHECK_MIN_TOKENS and offline(state.ctx.summarizer):
-        new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare, fuller=True)
+        new = spans.build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare, fuller=True)
     if new is None or not new.fits():
-        new = build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare)
+        new = spans.build(chosen, lambda u: archive_unit(state, u), check=True, spare=spare)
     if spare and new is not None and not new.fits():
-        new = build(chosen, lambda u: archive_unit(state, u), check=True)
+        new = spans.build(chosen, lambda u: archive_unit(state, u), check=True)
     return new if new is not None and new.tokens() < state.tokens() else None
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """What a summary of the span up to a cut holds beside the summarizer's text."""
+
+    gone: list[int]  # the units it takes
+    previous: list[Unit]  # the earlier summaries among them
+    quoted: list[tuple[str, str]]  # the user's messages it quotes (id, text)
+    n_gone: int  # the messages it stands for
+    gone_tokens: int  # and their tokens
+    quotes: str  # the quotes' section
+
+
+@dataclass
+class _Spans:
+    """The summaries `summarize_old` builds of the history's spans, each ending at a cut: the
+    summarizer's text of a span is made once, the size of each state the search built kept."""
+
+    state: State
+    first: int  # the first unit after the system units
+    keep: set[int]  # the units that stay (protected, the last action)
+    length: int  # the summarizer's tokens
+    tokens: list[int]  # each unit's
+    texts: dict[int, str] = field(default_factory=dict)  # cut -> the summarizer's text of its span
+    sizes: dict[int, int] = field(default_factory=dict)  # cut -> the tokens of the state built there
+    dry: dict[int, str] = field(default_factory=dict)  # each unit's ref, made once for the search
+
+    def frame(self, cut: int) -> _Frame:
+        """The units, earlier summaries, quotes and counts of the span up to `cut`."""
+        units, tokens = self.state.units, self.tokens
+        gone = [i for i in range(self.first, cut) if i not in self.keep]
+        previous = [units[i] for i in gone if units[i].type == "summary"]
+        quoted = _quoted(units, self.first, gone, cut, previous, self.state) if len(gone) >= 2 else []
+        # an earlier summary counts for the messages it stood for: the counts stay true
+        n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
+        gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
+        return _Frame(gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted]))
+
+    def dry_ref(self, unit: Unit) -> str:
+        """A unit's ref for a trial build (nothing archived)."""
+        ref = self.dry.get(id(unit))
+        if ref is None:
+            ref = self.dry[id(unit)] = make_ref(self.state.ctx.ref_scope or self.state.ctx.transcript_id, unit)
+        return ref
+
+    def floors(self, cuts: Sequence[int]) -> list[int]:
+        """What stays after each cut at least, what the span does not hold: a cut whose rest
+        alone exceeds the goal cannot fit, whatever its summary (never rising)."""
+        removed, running, at = [], 0, self.first
+        for c in cuts:
+            running += sum(self.tokens[i] for i in range(at, c) if i not in self.keep)
+            at = c
+            removed.append(running)
+        total = self.state.tokens()
+        return [total - r for r in removed]
+
+    def guess(self, cut: int) -> int:
+        """The summary's size, guessed before any is built from what it holds beside the
+        summarizer's text at the first cut that can fit, and `length` for that text: the search
+        starts where that size fits, and needs two builds when the guess is right."""
+        f = self.frame(cut)
+        tok = self.state.ctx.tokenizer
+        guess = tok.count(preamble(f.n_gone, f.gone_tokens, [self.dry_ref(self.state.units[i]) for i in f.gone]))
+        return guess + self.length + tok.count(f.quotes) + self.state.ctx.count_opts.tokens_per_message
+
+    def text(self, cut: int, f: _Frame, spare: int, fuller: bool) -> str:
+        """The summarizer's text of the span: made once for the search, or, `fuller`, again in
+        what the cut leaves of the goal (an offline summarizer only: a model's summary is not
+        asked for twice)."""
+        units, state = self.state.units, self.state
+        previous_text = "\n\n".join(u.content for u in f.previous) or None
+        quoted_ids = {uid for uid, _ in f.quoted}
+        # a unit an earlier step shortened or masked is summarized as it was read: its facts
+        # (the error line, the file it showed) were cut from the shortened text, not from the log
+        body = [state.ctx.original(units[i]) for i in f.gone
+                if units[i].type != "summary" and units[i].id not in quoted_ids]
+        if fuller:
+            return _summarize(state.ctx.summarizer, body, self.length + spare * 9 // 10, previous_text, state)
+        text = self.texts.get(cut)
+        if text is None:  # the search's summary of this span is the one kept: made once
+            text = self.texts[cut] = _summarize(state.ctx.summarizer, body, self.length, previous_text, state)
+        return text
+
+    def build(self, cut: int, refs_of: Any, check: bool = False, spare: int = 0, fuller: bool = False) -> State | None:
+        """The state with the span up to `cut` summarized (None for a span of fewer than two
+        units); `check` adds what the span's log says and neither the summary nor the messages
+        that stay carry."""
+        from ctxkit.summarizers.extractive import superseded
+        from ctxkit.summarizers.sections import TASKS_TITLE, without_sections
+
+        units, state, first = self.state.units, self.state, self.first
+        f = self.frame(cut)
+        if len(f.gone) < 2:
+            return None
+        text = self.text(cut, f, spare, fuller)
+        if fuller:
+            spare = 0
+        refs = [refs_of(units[i]) for i in f.gone]
+        stale = superseded(units[cut:])
+        if stale:
+            # what the messages kept after it show is newer: a later task list, the next steps
+            text = without_sections(text, stale)
+        head = preamble(f.n_gone, f.gone_tokens, refs, summarized=bool(text.strip() or f.quotes))
+        if check:
+            # checked against what the span's log says happened (the files it changed, its
+            # failures, its open items): what neither the summary nor the messages that stay
+            # carry is added
+            rest = [u for k, u in enumerate(units) if k < first or k >= cut or k in self.keep]
+            span_units = [state.ctx.original(units[i]) for i in f.gone]
+            text = with_missing_facts(
+                text, f.quotes, span_units, rest, self.length, state, spare, todos=TASKS_TITLE not in stale,
+                names=current_names(state, span_units, rest),
+            )
+        summary = _summary_unit(units, f, refs, [head, text.strip(), f.quotes])
+        built = state.with_units(_placed(units, first, cut, self.keep, f.gone, summary))
+        if not check:
+            self.sizes[cut] = built.tokens()
+        return built
+
+
+def _summary_unit(units: Sequence[Unit], f: _Frame, refs: list[str], parts: list[str]) -> Unit:
+    """The summary unit of a span: its parts, the refs of what it archived (an earlier
+    summary's carried), the ids and counts it stands for, the quotes it holds."""
+    carried = [str(r) for u in f.previous for r in u.meta.get("refs", ())]
+    digest = hashlib.sha1("\x1f".join(units[i].id for i in f.gone).encode()).hexdigest()[:8]
+    return Unit(
+        id=f"ctxkit-summary-{digest}",
+        role="user",
+        type="summary",
+        content="\n".join(part for part in parts if part),
+        timestamp=units[f.gone[0]].timestamp,
+        meta={
+            "refs": list(dict.fromkeys(refs + carried)),
+            "strategy": NAME,
+            "summarized_ids": [units[i].id for i in f.gone],
+            "summarized": [f.n_gone, f.gone_tokens],
+            "verbatim": [[uid, text] for uid, text in f.quoted],
+        },
+    )
+
+
+def _placed(units: Sequence[Unit], first: int, cut: int, keep: set[int], gone: list[int], summary: Unit) -> list[Unit]:
+    """The units with the summary where what it summarizes ended.
+
+    The protected units of the span from before its last summarized unit (the first request, a
+    last request, P1 units) precede it, those after it (the last action and the reply that
+    ends the session) follow, so every message after it came after what it summarizes (a
+    request placed after a summary of its answer would read as not yet answered). A user's
+    message brought next to another one joins its turn, as the writers put joined units in one
+    message."""
+    span = range(first, cut)
+    before = _joined([*units[:first], *[units[i] for i in span if i in keep and i < gone[-1]]])[first:]
+    after = [units[i] for i in span if i in keep and i > gone[-1]]
+    return [*units[:first], *before, summary, *after, *units[cut:]]
 
 
 def _summarize(summarizer: Any, body: list[Unit], length: int, previous: str | None, state: State) -> str:
@@ -373,7 +418,8 @@ def with_missing_facts(
     line, then the files it only read or ran. Read from the log (`ctxkit.facts`), as the summary
     is, so what is added is as true as the summary; Gemini CLI has the model verify its snapshot."""
     from ctxkit import facts as F
-    from ctxkit.summarizers.extractive import CHECK_TITLE, command_label
+    from ctxkit.summarizers.extractive import command_label
+    from ctxkit.summarizers.sections import CHECK_TITLE
 
     actions = F.calls(span)
     changed = {

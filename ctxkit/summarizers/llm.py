@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from ctxkit.errors import LLMError, UsageError
 from ctxkit.model import Unit
-from ctxkit.summarizers.extractive import SECTIONS  # one list of sections, offline and LLM alike
+from ctxkit.summarizers.sections import SECTIONS  # one list of sections, offline and LLM alike
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MODEL = "gpt-4o-mini"
