@@ -16,12 +16,12 @@ from ctxkit.cli.count_options import count_flags
 from ctxkit.cli.options import echo_err, reading_note, want_progress
 from ctxkit.cli.requests import count_opts
 from ctxkit.cli.sections import SectionedCommand
-from ctxkit.counting import Breakdown, transcript_label
-from ctxkit.engines.count import count_rows, ray_rows, region_table
+from ctxkit.counting import transcript_label
+from ctxkit.engines.count import count_rows, ray_rows, read_with_context, region_table
 from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
-from ctxkit.formats.extras import load_tools, read_text_file, with_context
+from ctxkit.formats.extras import load_tools, read_text_file
 from ctxkit.model import Transcript
 from ctxkit.report.count import write_count_rows, write_diff_rows, write_layout_rows
 from ctxkit.report.tables import default_format
@@ -73,7 +73,6 @@ def count(
     """
 
     from ctxkit.formats import ReadStats, expand_paths
-    from ctxkit.gates.inputs import read_inputs
 
     opts = count_opts(image_tokens, tool_schema_scale)
     fmt = fmt or default_format()
@@ -107,21 +106,15 @@ def count(
         rows = ray_rows(files, read_opts, tokenizer, opts, not no_usage, extra_system,
                         extra_tools, ray_opts, stats)
         _report_reading(tok, stats, debug)
-        _write_region_rows(rows, None, [], fmt, by)
+        _write_rows(region_table(rows, None, []), fmt, by)
         return
-    transcripts = (with_context(t, extra_system, extra_tools) for t in read_inputs(files, read_opts, stats))
+    transcripts = read_with_context(files, read_opts, stats, extra_system, extra_tools)
     items = _with_progress(transcripts, len(files), want_progress(progress))
     if calibrate:
         _calibrate(items, tokenizer, opts, stats, fmt, debug)
         return
-    priced: list[Any] = []
-    if cost_models:  # the models table: only with --cost
-        from ctxkit.budget.models import priced_model
-
-        priced = [priced_model(name, "--cost") for name in cost_models]
-    breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
     found = count_rows(
-        items, tok, opts, by=by, breakdown=breakdown, priced=priced, usage=not no_usage,
+        items, tok, opts, by=by, cost_models=cost_models, usage=not no_usage,
         baseline=bool(baseline_out), archive=archive_path, note=echo_err,
         trace=echo_err if debug else None,
     )
@@ -131,7 +124,7 @@ def count(
     if found.layouts:
         write_layout_rows(found.layouts, found.costs, fmt, sys.stdout)
         return
-    _write_region_rows(found.regions, breakdown, found.costs if priced else [], fmt, by)
+    _write_rows(found.table(), fmt, by)
 
 
 def _calibrate(
@@ -150,15 +143,8 @@ def _calibrate(
     write_calibration(cal, fmt, sys.stdout)
 
 
-def _write_region_rows(
-    region_rows: list[dict[str, Any]],
-    breakdown: Breakdown | None,
-    cost_rows: list[dict[str, Any]],
-    fmt: str,
-    by: str | None,
-) -> None:
+def _write_rows(rows: list[dict[str, Any]], fmt: str, by: str | None) -> None:
     """The region, breakdown or cost rows; a word on stderr when a breakdown found nothing."""
-    rows = region_table(region_rows, breakdown, cost_rows)
     if not rows:
         what = "tool calls or results" if by == "tool" else "messages"
         echo_err(f"nothing to show by {by}: no {what} in the input")

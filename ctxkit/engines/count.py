@@ -12,7 +12,7 @@ entry; on Ray, the region rows counted shard by shard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,23 @@ class CountRows:
     costs: list[dict[str, Any]] = field(default_factory=list)
     layouts: list[dict[str, Any]] = field(default_factory=list)
     entries: list[Any] = field(default_factory=list)
+    breakdown: Breakdown | None = None  # --by role, type, turn, message or tool
+
+    def table(self) -> list[dict[str, Any]]:
+        """The rows a count shows (`region_table`)."""
+        return region_table(self.regions, self.breakdown, self.costs)
+
+
+def read_with_context(
+    files: list[str], read_opts: ReadOptions, stats: Any, system: str | None, tools: list[Any]
+) -> Iterator[Transcript]:
+    """Every transcript (or prompt file) of `files`, read lazily, with the system prompt and
+    tool schemas the log does not record (--system, --tools)."""
+    from ctxkit.formats.extras import with_context
+    from ctxkit.gates.inputs import read_inputs
+
+    for t in read_inputs(files, read_opts, stats):
+        yield with_context(t, system, tools)
 
 
 def count_rows(
@@ -45,18 +62,23 @@ def count_rows(
     opts: CountOptions,
     *,
     by: str | None = None,
-    breakdown: Breakdown | None = None,
-    priced: list[Any] | None = None,
+    cost_models: Sequence[str] = (),
     usage: bool = True,
     baseline: bool = False,
     archive: str | None = None,
     note: Say = lambda _msg: None,
     trace: Say | None = None,
 ) -> CountRows:
-    """Each transcript's region row, cost rows, prompt-cache layout rows (--by section, or a
-    prompt file priced) and baseline entry; its breakdown too, when asked for. `note` hears
-    what people should know of a transcript, `trace` each one's size."""
-    priced = priced or []
+    """Each transcript's region row, cost rows on each of `cost_models` (--cost), prompt-cache
+    layout rows (--by section, or a prompt file priced) and baseline entry; its breakdown too,
+    when asked for. `note` hears what people should know of a transcript, `trace` each one's
+    size."""
+    priced: list[Any] = []
+    if cost_models:  # the models table: only with --cost
+        from ctxkit.budget.models import priced_model
+
+        priced = [priced_model(name, "--cost") for name in cost_models]
+    breakdown = Breakdown(by, tok, opts) if by and by != "section" else None
     if baseline:
         from ctxkit.gates.baseline import entry_of
     if priced or by == "section":  # the prompt-cache layout: a priced or sectioned count only
@@ -64,7 +86,7 @@ def count_rows(
         from ctxkit.costs import transcript_cost
         from ctxkit.gates.prompts import PROMPT_FORMAT, section_rows, sections_of
 
-    out = CountRows()
+    out = CountRows(breakdown=breakdown)
     for t in items:
         measured = measure(t, tok, opts, usage=usage, archive=archive)
         counted = measured.counted
