@@ -118,6 +118,36 @@ def assistant_parts(
     return texts, thinking, calls, images
 
 
+def message_usage(usage: dict[str, Any]) -> dict[str, int]:
+    """One call's usage as a message records it: the whole input (uncached + cache reads + cache
+    writes), its cache reads and writes, and the output."""
+
+    def n(key: str) -> int:
+        v = usage.get(key)
+        return v if isinstance(v, int) else 0
+
+    read, write = n("cache_read_input_tokens"), n("cache_creation_input_tokens")
+    return {
+        "input_tokens": n("input_tokens") + read + write,
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "output_tokens": n("output_tokens"),
+    }
+
+
+def add_blocks(unit: Unit, rec: dict[str, Any], texts: list[str], thinking: list[str], tool_calls: list[ToolCall],
+               images: int) -> None:
+    """Another content block of the response a unit holds, written as a record of its own (an
+    app log writes each block of a response so): its parts joined to the unit's."""
+    if texts:
+        unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
+    if thinking:
+        unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
+    unit.tool_calls.extend(tool_calls)
+    unit.images += images
+    unit.source.append(rec)
+
+
 def read(records: list[Any], src: Source) -> Transcript:
     """Units from Messages API records; a user record's tool results become one tool unit each."""
     units: list[Unit] = []

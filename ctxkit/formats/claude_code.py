@@ -33,7 +33,13 @@ from typing import Any
 
 from ctxkit.classify import classify
 from ctxkit.formats import claude_attachments
-from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
+from ctxkit.formats.anthropic import (
+    add_blocks,
+    assistant_blocks,
+    assistant_parts,
+    message_usage,
+    tool_units,
+)
 from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
@@ -103,23 +109,6 @@ def _note_replaced(rec: dict[str, Any], replaced: dict[str, str]) -> None:
         if isinstance(r, dict) and r.get("kind") == "tool-result" and isinstance(r.get("toolUseId"), str) \
                 and isinstance(r.get("replacement"), str):
             replaced[r["toolUseId"]] = r["replacement"]
-
-
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """One call's usage: the whole input (uncached + cache reads + cache writes), its cache
-    reads and writes, and the output."""
-
-    def n(key: str) -> int:
-        v = usage.get(key)
-        return v if isinstance(v, int) else 0
-
-    read, write = n("cache_read_input_tokens"), n("cache_creation_input_tokens")
-    return {
-        "input_tokens": n("input_tokens") + read + write,
-        "cache_read_tokens": read,
-        "cache_write_tokens": write,
-        "output_tokens": n("output_tokens"),
-    }
 
 
 def _message_record(rec: dict[str, Any]) -> dict[str, Any] | None:
@@ -281,15 +270,8 @@ def _assistant(th: _Thread, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
     index = th.by_message.get(mid) if isinstance(mid, str) else None
     if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
         unit = units[index]
-        # Another content block of the same API response, written as its own record.
-        if texts:
-            unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
-        if thinking:
-            unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
-        unit.tool_calls.extend(tool_calls)
-        unit.images += images
+        add_blocks(unit, rec, texts, thinking, tool_calls, images)
         unit.meta["records"] = unit.meta.get("records", 1) + 1
-        unit.source.append(rec)
         th.keeper.also(unit.id, i, rec.get("uuid"))
     else:
         unit = Unit(
@@ -312,7 +294,7 @@ def _assistant(th: _Thread, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
         th.keeper.unit(uid, [i], rec.get("uuid"))
     usage = msg.get("usage")
     if isinstance(mid, str) and isinstance(usage, dict) and not meta:
-        got = _usage(usage)
+        got = message_usage(usage)
         call = th.calls.get(mid)
         if call is None:
             # The model had seen everything before the first record of its response.

@@ -27,7 +27,13 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.formats.anthropic import assistant_blocks, assistant_parts, tool_units
+from ctxkit.formats.anthropic import (
+    add_blocks,
+    assistant_blocks,
+    assistant_parts,
+    message_usage,
+    tool_units,
+)
 from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
 from ctxkit.formats.common import (
@@ -75,16 +81,6 @@ def detect(records: list[Any]) -> bool:
     return len(ours) >= (len(head) + 1) // 2
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    def n(key: str) -> int:
-        v = usage.get(key)
-        return v if isinstance(v, int) else 0
-
-    read, write = n("cache_read_input_tokens"), n("cache_creation_input_tokens")
-    return {"input_tokens": n("input_tokens") + read + write, "cache_read_tokens": read,
-            "cache_write_tokens": write, "output_tokens": n("output_tokens")}
-
-
 @dataclass
 class _Stream:
     """What reading a stream has gathered so far: its units, the records kept beside them, tool
@@ -107,13 +103,7 @@ def _assistant(st: _Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
     index = st.by_message.get(mid) if isinstance(mid, str) else None
     if index is not None and units[index].meta.get("sidechain") == meta.get("sidechain"):
         unit = units[index]  # another block of the same response, printed on its own
-        if texts:
-            unit.content = "\n".join([unit.content, *texts]) if unit.content else "\n".join(texts)
-        if thinking:
-            unit.reasoning = "\n".join([unit.reasoning, *thinking]) if unit.reasoning else "\n".join(thinking)
-        unit.tool_calls.extend(tool_calls)
-        unit.images += images
-        unit.source.append(rec)
+        add_blocks(unit, rec, texts, thinking, tool_calls, images)
         st.keeper.also(unit.id, i, name)
     else:
         unit = Unit(id=uid, role="assistant", content="\n".join(texts), reasoning="\n".join(thinking),
@@ -126,7 +116,7 @@ def _assistant(st: _Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
     usage = msg.get("usage")
     model = None
     if isinstance(mid, str) and isinstance(usage, dict) and not meta:
-        got = _usage(usage)
+        got = message_usage(usage)
         call = st.calls.get(mid)
         if call is None:
             st.calls[mid] = {"after_unit": index - 1, **got}
