@@ -266,9 +266,7 @@ def _begin(
     """The run's fixed parts: the counts before, the unlogged region, the strategies' context,
     and the goal, checked against what no strategy may touch."""
     started = time.perf_counter()
-    tok, copts, limit, goal, ceiling = (
-        settings.tok, settings.count_opts, settings.limit, settings.goal, settings.ceiling
-    )
+    tok, copts = settings.tok, settings.count_opts
     before = count_transcript(transcript, tok, copts)
     # What the log never shows (recorded usage beyond ctxkit's count: Claude Code's system
     # prompt and tool schemas) is a fixed region like the system prompt: the units are fitted
@@ -280,6 +278,36 @@ def _begin(
     ratio = measured.usage.ratio if measured.usage is not None else 1.0
     tools = add_tools(transcript.tools, settings.added_tools)
     original = tuple(transcript.units)  # a tuple: its structure is read once (`structure`)
+    ctx = _strategies_context(transcript, settings, archive, query, before, measured, tools, original)
+    run = _Run(
+        transcript, settings, archive, observe, started, before, fixed, ratio, measured.usage,
+        measured.total,
+        measured.regions, tools, original, ctx, settings.goal, coherence_embedder=ctx.embedder,
+    )
+    run.notify(
+        "detection",
+        f"Context at {run.before_total:,} / {settings.limit:,} tokens (target {settings.goal:,})",
+        run.before_total,
+        0,
+    )
+    _aim(run)
+    return run
+
+
+def _strategies_context(
+    transcript: Transcript,
+    settings: CompactSettings,
+    archive: Archive | None,
+    query: str | None,
+    before: TranscriptCount,
+    measured: Any,
+    tools: list[dict[str, Any]],
+    original: tuple[Unit, ...],
+) -> Context:
+    """What every strategy of the run reads: the task query, the archive's key, the embedder,
+    the summarizer, and the counts just made."""
+    fixed = measured.unlogged
+    ratio = measured.usage.ratio if measured.usage is not None else 1.0
     if query is None:
         from ctxkit.embedders.relevance import task_query
 
@@ -291,10 +319,10 @@ def _begin(
     # one instance for relevance and every coherence of this run: the lexical one keeps each
     # text's terms, and the final figure reads the texts the steps' judges read
     embedder = settings.embedder if settings.embedder is not None else _default_embedder()
-    ctx = Context(
+    return Context(
         ref_scope=ref_scope(transcript),
-        tokenizer=tok,
-        count_opts=copts,
+        tokenizer=settings.tok,
+        count_opts=settings.count_opts,
         archive=archive,
         transcript_id=key,
         query=query,
@@ -315,16 +343,15 @@ def _begin(
             original, measured.usage, ratio,
         ),
     )
-    run = _Run(
-        transcript, settings, archive, observe, started, before, fixed, ratio, measured.usage,
-        measured.total,
-        measured.regions, tools, original, ctx, goal, coherence_embedder=embedder,
-    )
-    run.notify(
-        "detection",
-        f"Context at {run.before_total:,} / {limit:,} tokens (target {goal:,})",
-        run.before_total,
-        0,
+
+
+def _aim(run: _Run) -> None:
+    """The goal, checked against what no strategy may touch (the irreducible floor, the last
+    request at its shortest): a limit below it is an error; a goal below it is raised to the
+    most the guard passes, or under the guard's block threshold."""
+    transcript, tools, fixed = run.transcript, run.tools, run.fixed
+    tok, copts, limit, goal, ceiling = (
+        run.settings.tok, run.settings.count_opts, run.settings.limit, run.settings.goal, run.settings.ceiling
     )
     floor = run.provider(_irreducible_floor(transcript.replace(tools=tools), tok, copts)) - fixed
     least = max(floor, min(
@@ -359,7 +386,7 @@ def _begin(
         )
         run.block = block
         run.notify("detection", run.goal_note.replace("{verdict}", ""), run.before_total, 0, "warning")
-        return run
+        return
     if least + fixed > goal:
         # The limit holds the least a compaction leaves but the goal below it does not: aim for
         # the most the guard passes at this limit.
@@ -376,7 +403,6 @@ def _begin(
             "warning",
         )
         run.goal = ceiling
-    return run
 
 
 def _chain(run: _Run, state: State) -> State:
