@@ -80,6 +80,7 @@ def check_one(path: str, label: str, source: str, work: str, user_budget: int | 
     from ctxkit.archive.store import Archive
     from ctxkit.compaction import compact
     from ctxkit.config.settings import compact_settings
+    from ctxkit.engines.methods import ENGINE_RULES
     from ctxkit.errors import CtxkitError
     from ctxkit.fidelity import measures as fidelity
     from ctxkit.fidelity.truth import read_with_truth
@@ -160,6 +161,7 @@ def check_one(path: str, label: str, source: str, work: str, user_budget: int | 
     f = fidelity.measure(
         t,
         result.transcript,
+        ENGINE_RULES,
         truth=truth,
         target=target,
         tokens_after=row["tokens_after"],
@@ -405,7 +407,7 @@ def summarize(entries: Sequence[dict[str, Any]], user_budget: int | None) -> dic
 
 
 def summary_lines(s: dict[str, Any]) -> list[str]:
-    from ctxkit.report.tables import counted
+    from ctxkit.english import counted
 
     def p(key: str) -> str:
         return _pct(s[key]["kept"], s[key]["total"])

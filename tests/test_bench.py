@@ -157,7 +157,8 @@ def test_ctxkit_among_peers_is_held_to_what_the_log_holds() -> None:
     what the log holds; ctxkit among them does too (it used to count that unlogged region
     against the same limit, and refused a log every peer fitted)."""
     from ctxkit.bench.harness import limit_for
-    from ctxkit.bench.peers import CTXKIT, run_peer
+    from ctxkit.bench.peers import run_peer
+    from ctxkit.engines.methods import CTXKIT
     from ctxkit.formats import read_path
 
     (t,) = read_path(str(Path(__file__).parents[1] / "sample_transcripts" / "claude-code-session.jsonl"))
@@ -403,7 +404,7 @@ MISSED_HIGH = ("count", bench.Figure("count throughput / raw tiktoken", 4.2, "ra
 
 
 def test_summary_line_counts_targets_and_names_each_missed() -> None:
-    from ctxkit.bench.harness import summary_line, targets
+    from ctxkit.bench.records import summary_line, targets
 
     report = _report(MET, NO_TARGET, MISSED_LOW, MISSED_HIGH)
     total, missed = targets(report)
@@ -435,7 +436,7 @@ def test_cli_ends_with_the_summary_and_exits_3_on_a_missed_target(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The run's results are set here: the exit code and the last line follow from them alone."""
-    from ctxkit.bench.harness import summary_line
+    from ctxkit.bench.records import summary_line
 
     report = _report(*figures)
     monkeypatch.setattr(bench, "run", lambda *_a, **_k: report)

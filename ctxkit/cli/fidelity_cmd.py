@@ -9,9 +9,10 @@ from typing import Any
 import click
 
 from ctxkit.cli.options import budget_options, echo_err, input_options
+from ctxkit.cli.output import format_option
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions
-from ctxkit.report.tables import FORMATS, default_format, write_rows
+from ctxkit.report.tables import default_format, write_rows
 
 
 @click.command("fidelity")
@@ -25,13 +26,7 @@ from ctxkit.report.tables import FORMATS, default_format, write_rows
     help="With --limit: the peers to run beside ctxkit (repeatable; default every peer).",
 )
 @click.option("--lost", is_flag=True, help="List every probe lost, with where it was.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="table (for a terminal), json, jsonl or csv (default: table on a terminal, else jsonl).",
-)
+@format_option()
 def fidelity(
     paths: tuple[str, ...],
     read_opts: ReadOptions,
@@ -60,7 +55,7 @@ def fidelity(
       ctxkit fidelity session.jsonl --limit 8000
       ctxkit fidelity session.jsonl --limit 8000 --peer drop_oldest --peer codex_cli --format json
     """
-    from ctxkit.fidelity import compare
+    from ctxkit.engines import fidelity as compare
 
     if not paths:
         raise UsageError("give the original transcript (and compacted files, or --limit)")
@@ -103,7 +98,7 @@ def false_claim_line(method: str, c: Any) -> str:
 
 
 def _table_row(r: Any) -> dict[str, Any]:
-    from ctxkit.fidelity.compare import label
+    from ctxkit.engines.fidelity import label
     from ctxkit.fidelity.probes import CATEGORIES
 
     row: dict[str, Any] = {

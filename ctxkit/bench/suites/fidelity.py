@@ -1,7 +1,7 @@
 """The fidelity suite: what the model can still answer after compaction. Probe recall
 (`fidelity.probes`) and claim precision (`fidelity.claims`) of ctxkit's default chain and of
 every peer on the real transcripts at 1/3, 1/6 and 1/10 of their own tokens
-(`fidelity.compare`)."""
+(`engines.fidelity`)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from ctxkit.bench.harness import (
-    BenchOptions,
-    Figure,
-    Progress,
-    SuiteResult,
-    Table,
-    real_transcripts,
-)
+from ctxkit.bench.harness import real_transcripts
+from ctxkit.bench.records import BenchOptions, Figure, Progress, SuiteResult, Table
 
 NAME = "fidelity"
 
@@ -27,7 +21,7 @@ FIDELITY_MARGIN = 0.10  # ctxkit's mean recall over the best peer's, at every bu
 def measure(opts: BenchOptions, say: Progress) -> SuiteResult:
     """What the model can still answer: probe recall (`fidelity.probes`) of ctxkit's default and
     of every peer on the real transcripts at 1/3, 1/6 and 1/10 of their own tokens."""
-    from ctxkit.fidelity import compare
+    from ctxkit.engines import fidelity as compare
 
     res = SuiteResult("fidelity")
     methods, missing = compare.available(compare.all_methods())
@@ -73,7 +67,7 @@ def tables(s: SuiteResult) -> list[Table]:
 
 
 def fidelity_rows(summary: Sequence[dict[str, Any]]) -> tuple[list[str], list[Sequence[Any]]]:
-    """The probe-recall table: one row per method and budget (`fidelity.compare.summarize`)."""
+    """The probe-recall table: one row per method and budget (`engines.fidelity.summarize`)."""
     from ctxkit.fidelity.probes import CATEGORIES
 
     headers = ["method", "budget", "cases", "recall", "precision", *CATEGORIES, "refused", "invalid", "ms (median)"]
