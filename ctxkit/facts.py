@@ -42,6 +42,7 @@ from ctxkit.log_events import (
     named,
     one_line,
     outcome,
+    path_values,
     text_action,
     todo_text,
     without_bodies,
@@ -243,10 +244,8 @@ def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
         # OpenHands' str_replace_editor: {"command": "create" | "str_replace" | "view", "path"}
         if isinstance(command, str) and command in ("create", "str_replace", "insert", "undo_edit", "view"):
             tool_action = {"create": "created", "view": "read"}.get(command, "edited")
-        for key in PATH_KEYS:
-            value = args.get(key)
-            if isinstance(value, str) and value.strip() and "\n" not in value.strip():
-                found[value.strip()] = tool_action or "used"
+        for path in path_values(args, PATH_KEYS):
+            found[path] = tool_action or "used"
     for text in arg_strings(args, TEXT_KEYS):
         patch = _PATCH_FILE.findall(text)
         if patch:

@@ -95,6 +95,12 @@ def main_value(data: dict[str, Any], keys: Sequence[str]) -> str | None:
     return None
 
 
+def path_values(data: dict[str, Any], keys: Sequence[str]) -> list[str]:
+    """The paths decoded arguments give under `keys`, in that order: each a non-blank string on
+    one line, stripped (a value with a new line is content, not a path)."""
+    return [v.strip() for k in keys if isinstance(v := data.get(k), str) and v.strip() and "\n" not in v.strip()]
+
+
 _MAIN_KEYS = ("command", "cmd", "file_path", "path", "pattern", "query", "url", "filename",
               "notebook_path", "absolute_path", "description", "name", "input", "code")
 

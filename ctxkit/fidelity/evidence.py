@@ -49,6 +49,7 @@ from ctxkit.log_events import (
     is_output,
     output_ends,
     output_record,
+    path_values,
     text_action,
 )
 from ctxkit.model import Unit
@@ -300,8 +301,7 @@ def read_call(index: int, name: str, arguments: str) -> Act:
         editor = isinstance(sub, str) and sub in EDITOR_COMMANDS and any(
             isinstance(args.get(k), str) for k in PATH_KEYS
         )
-        paths = [clean_path(v) for k in PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()
-                 and "\n" not in v.strip()]
+        paths = [clean_path(v) for v in path_values(args, PATH_KEYS)]
         if editor:
             how = EDITOR_COMMANDS[str(sub)]
         elif "todo" in lname or "plan" in lname:

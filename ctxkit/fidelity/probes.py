@@ -47,6 +47,7 @@ from ctxkit.log_events import (
     main_value,
     named,
     output_record,
+    path_values,
     todo_text,
     without_bodies,
 )
@@ -242,10 +243,8 @@ def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
     edit_tool = any(k in lname for k in _EDIT_NAMES) and "read" not in lname
     found: dict[str, bool] = {}
     if isinstance(args, dict):
-        for key in _PATH_KEYS:
-            value = args.get(key)
-            if isinstance(value, str) and value.strip() and "\n" not in value.strip():
-                found[value.strip()] = found.get(value.strip(), False) or edit_tool
+        for path in path_values(args, _PATH_KEYS):
+            found[path] = found.get(path, False) or edit_tool
     for text in arg_strings(args, _TEXT_KEYS):
         patch = _PATCH_FILE.findall(text)
         if patch:  # a patch names its files in its headers; its body is content
