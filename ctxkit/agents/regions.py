@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +174,13 @@ def count_request(api: str, body: Any, tok: Tokenizer, opts: CountOptions = Coun
     return rc
 
 
+def _messages(body: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each message object of a request body (Messages, Chat Completions), with its content."""
+    for m in body.get("messages") or []:
+        if isinstance(m, dict):
+            yield m, m.get("content")
+
+
 def _conversation(
     rc: RequestCount, tally: _Tally, n_messages: int, records: Any, fmt: str, opts: CountOptions
 ) -> None:
@@ -210,10 +217,7 @@ def _anthropic(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: Req
     _split_tools(body.get("tools") or [], tok, opts, rc)
     tally = _Tally(tok)
     messages: list[dict[str, Any]] = []
-    for m in body.get("messages") or []:
-        if not isinstance(m, dict):
-            continue
-        content = m.get("content")
+    for m, content in _messages(body):
         if m.get("role") == "system":  # Claude Code's mid-conversation system messages
             for block in content if isinstance(content, list) else [{"text": content}]:
                 if isinstance(block, dict):
@@ -298,10 +302,7 @@ def _chat(body: dict[str, Any], tok: Tokenizer, opts: CountOptions, rc: RequestC
     _split_tools(body.get("tools") or [], tok, opts, rc)
     tally = _Tally(tok)
     messages: list[dict[str, Any]] = []
-    for m in body.get("messages") or []:
-        if not isinstance(m, dict):
-            continue
-        content = m.get("content")
+    for m, content in _messages(body):
         text = content if isinstance(content, str) else ""
         if m.get("role") in ("system", "developer") and not messages and not rc.regions["system"]:
             rc.regions["system"] += tok.count(text or _text_parts(content))
