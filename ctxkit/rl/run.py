@@ -222,12 +222,7 @@ def run_action(
     # settings stand for it (`CompactSettings.for_transcript`)
     settings = settings.for_transcript(t)
     settings = settings.replace(options=action.options(settings.options.seed))
-    limit, tok, copts, embedder = (
-        settings.limit,
-        settings.tok,
-        settings.count_opts,
-        settings.embedder,
-    )
+    limit, tok, copts = settings.limit, settings.tok, settings.count_opts
     truth = t.metadata.get("ground_truth")
     if truth:
         from ctxkit.fidelity.truth import truth_priorities
@@ -240,70 +235,10 @@ def run_action(
     measured = measure(t, tok, copts, usage=settings.use_usage).total
     before = state_features(t, limit, tok, copts, tokens=measured)
     outcome = partial(Outcome, transcript_id=t.id, action=action.name, mode=mode, limit=limit)
-    retention: dict[str, Any] | None = None
     if mode == "replay":
-        from ctxkit.replay import replay
-
-        with Archive(":memory:") as archive:
-            r = replay(t, settings, archive=archive, truth=truth)
-        result_t = r.transcript
-        retention = r.retention if truth else None
-        out = outcome(
-            success=r.fits and r.invariants_ok,
-            fits=r.fits,
-            invariants_ok=r.invariants_ok,
-            used_recovery=r.used_recovery,
-            coherence_delta=coherence(t, result_t, embedder),
-            tokens_reduced=max(0, r.original_tokens - r.final_tokens),
-            original_tokens=r.original_tokens,
-            final_tokens=r.final_tokens,
-            time_ms=r.compaction_time_ms,
-            priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
-            compactions=r.compactions,
-            tokens_sent=r.tokens_sent,
-            error=r.errors[0] if r.errors else None,
-            cache_write_tokens=sum(n - c for n, c in zip(r.call_tokens, r.call_cached, strict=True)),
-            tokens_sent_baseline=r.tokens_sent_baseline,
-        )
+        result_t, out, retention = _replayed(t, settings, truth, outcome)
     else:
-        c, retention = _oneshot(t, settings, truth)
-        if isinstance(c, Failure):
-            # No context came out: nothing of the original is usable, so no coherence,
-            # reduction or priority credit.
-            result_t = t
-            out = outcome(
-                success=False,
-                fits=False,
-                invariants_ok=True,
-                used_recovery=False,
-                coherence_delta=0.0,
-                tokens_reduced=0,
-                original_tokens=before["tokens"],
-                final_tokens=before["tokens"],
-                time_ms=0.0,
-                priority_preserved=0.0,
-                compactions=1,
-                error=c.message,
-            )
-        else:
-            result_t = c.transcript
-            out = outcome(
-                success=c.fits and bool(c.invariants["ok"]),
-                fits=c.fits,
-                invariants_ok=bool(c.invariants["ok"]),
-                used_recovery=c.recovery is not None,
-                coherence_delta=coherence(t, result_t, embedder),
-                tokens_reduced=max(0, c.tokens_before - c.tokens_after),
-                original_tokens=c.tokens_before,
-                final_tokens=c.tokens_after,
-                time_ms=c.time_ms,
-                priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
-                compactions=1 if c.changed else 0,
-                # the next call: it reads the prefix the compaction left as it was and writes
-                # the rest; without compaction it would read the whole original
-                cache_write_tokens=max(0, c.tokens_after - _kept_prefix(t, result_t, tok, copts)),
-                tokens_sent_baseline=c.tokens_before,
-            )
+        result_t, out, retention = _compacted_once(t, settings, truth, outcome, before["tokens"])
     if retention is not None:
         out.add_retention(retention)
     # nothing usable came out of a failed run: it keeps nothing of what the task needs
@@ -312,6 +247,84 @@ def run_action(
     out.false_claims = fidelity_claims.check(t, result_t).false if out.success else 0
     after = state_features(result_t, limit, tok, copts, tokens=out.final_tokens)
     return Trial(t, result_t, action, out, before, after, source)
+
+
+def _replayed(
+    t: Transcript, settings: CompactSettings, truth: Any, outcome: Callable[..., Outcome]
+) -> tuple[Transcript, Outcome, dict[str, Any] | None]:
+    """The context an agent loop replayed under `settings` ends with, its outcome, and the
+    needles it retained (with ground truth)."""
+    from ctxkit.replay import replay
+
+    with Archive(":memory:") as archive:
+        r = replay(t, settings, archive=archive, truth=truth)
+    result_t = r.transcript
+    retention = r.retention if truth else None
+    out = outcome(
+        success=r.fits and r.invariants_ok,
+        fits=r.fits,
+        invariants_ok=r.invariants_ok,
+        used_recovery=r.used_recovery,
+        coherence_delta=coherence(t, result_t, settings.embedder),
+        tokens_reduced=max(0, r.original_tokens - r.final_tokens),
+        original_tokens=r.original_tokens,
+        final_tokens=r.final_tokens,
+        time_ms=r.compaction_time_ms,
+        priority_preserved=r.p1_kept / r.p1_total if r.p1_total else 1.0,
+        compactions=r.compactions,
+        tokens_sent=r.tokens_sent,
+        error=r.errors[0] if r.errors else None,
+        cache_write_tokens=sum(n - c for n, c in zip(r.call_tokens, r.call_cached, strict=True)),
+        tokens_sent_baseline=r.tokens_sent_baseline,
+    )
+    return result_t, out, retention
+
+
+def _compacted_once(
+    t: Transcript, settings: CompactSettings, truth: Any, outcome: Callable[..., Outcome], tokens: int
+) -> tuple[Transcript, Outcome, dict[str, Any] | None]:
+    """The context one compaction under `settings` leaves (the original when it failed, of
+    `tokens`), its outcome, and the needles it retained (with ground truth)."""
+    embedder, tok, copts = settings.embedder, settings.tok, settings.count_opts
+    c, retention = _oneshot(t, settings, truth)
+    if isinstance(c, Failure):
+        # No context came out: nothing of the original is usable, so no coherence,
+        # reduction or priority credit.
+        result_t = t
+        out = outcome(
+            success=False,
+            fits=False,
+            invariants_ok=True,
+            used_recovery=False,
+            coherence_delta=0.0,
+            tokens_reduced=0,
+            original_tokens=tokens,
+            final_tokens=tokens,
+            time_ms=0.0,
+            priority_preserved=0.0,
+            compactions=1,
+            error=c.message,
+        )
+    else:
+        result_t = c.transcript
+        out = outcome(
+            success=c.fits and bool(c.invariants["ok"]),
+            fits=c.fits,
+            invariants_ok=bool(c.invariants["ok"]),
+            used_recovery=c.recovery is not None,
+            coherence_delta=coherence(t, result_t, embedder),
+            tokens_reduced=max(0, c.tokens_before - c.tokens_after),
+            original_tokens=c.tokens_before,
+            final_tokens=c.tokens_after,
+            time_ms=c.time_ms,
+            priority_preserved=c.p1_kept / c.p1_total if c.p1_total else 1.0,
+            compactions=1 if c.changed else 0,
+            # the next call: it reads the prefix the compaction left as it was and writes
+            # the rest; without compaction it would read the whole original
+            cache_write_tokens=max(0, c.tokens_after - _kept_prefix(t, result_t, tok, copts)),
+            tokens_sent_baseline=c.tokens_before,
+        )
+    return result_t, out, retention
 
 
 def limit_source(settings: CompactSettings, t: Transcript, *, given: bool = False) -> str:
