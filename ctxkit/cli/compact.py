@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
+from ctxkit.cli.budget_options import budget_options, no_usage_option
 from ctxkit.cli.options import (
-    budget_options,
     echo_err,
     engine_options,
     input_options,
@@ -137,10 +137,9 @@ _engine_options = section(
 @section(
     "Budget",
     budget_options,
-    click.option(
-        "--no-usage", "no_usage", is_flag=True,
-        help="Ignore the provider usage a log records (by default its gap to the local count, the "
-        "`unlogged` region, is a fixed part of the budget, as `count` and `guard` count it).",
+    no_usage_option(
+        "Ignore the provider usage a log records (by default its gap to the local count, the "
+        "`unlogged` region, is a fixed part of the budget, as `count` and `guard` count it)."
     ),
 )
 @_output_options

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ctxkit.cli.budget_options import usage_options
 from ctxkit.cli.options import (
     debug_option,
     engine_options,
@@ -64,20 +65,9 @@ _what_the_call_sends_options = section(
         default=None,
         help="A JSON list of tool schemas the log does not record; counted as tools.",
     ),
-    click.option(
-        "--no-usage",
-        "no_usage",
-        is_flag=True,
-        help="Ignore the provider usage a log records (by default its gap to the local count is "
-        "the `unlogged` region).",
-    ),
-    click.option(
-        "--archive",
-        "archive_path",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
-        "archive beside it, FILE.ctx.db).",
+    usage_options(
+        "Ignore the provider usage a log records (by default its gap to the local count is "
+        "the `unlogged` region)."
     ),
 )
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import click
 
-from ctxkit.cli.options import budget_options, echo_err, input_options
+from ctxkit.cli.budget_options import budget_options
+from ctxkit.cli.options import echo_err, input_options
 from ctxkit.cli.output import format_option
 from ctxkit.errors import UsageError
 from ctxkit.formats import ReadOptions

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from ctxkit.budget.triggers import RULES
+from ctxkit.cli.budget_options import usage_options
 from ctxkit.cli.options import (
     FiniteFloat,
     debug_option,
@@ -129,20 +130,9 @@ _checks_options = section(
         help="Apply this coding agent's own auto-compact trigger to each target's window (with "
         "--replay: where it would first have compacted, and how often); repeatable.",
     ),
-    click.option(
-        "--no-usage",
-        "no_usage",
-        is_flag=True,
-        help="Ignore the provider usage a log records (by default its gap to the local count, the "
-        "`unlogged` region, is added).",
-    ),
-    click.option(
-        "--archive",
-        "archive_path",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
-        "archive beside it, FILE.ctx.db).",
+    usage_options(
+        "Ignore the provider usage a log records (by default its gap to the local count, the "
+        "`unlogged` region, is added)."
     ),
     click.option(
         "--tool-threshold",

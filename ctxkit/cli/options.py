@@ -132,34 +132,6 @@ def tokenizer_options(f: F) -> F:
     )(f)
 
 
-def budget_options(f: F) -> F:
-    """--limit, --model, --target, --config: the budget a compaction aims for, as the guard sees it."""
-    return stack(
-        click.option(
-            "--limit",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Token limit to fit under (default: the config's default_limit when set, else "
-            "the log's own target: its model under its agent's budget, else the model's).",
-        ),
-        click.option(
-            "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."
-        ),
-        click.option(
-            "--target",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire).",
-        ),
-        click.option(
-            "--config",
-            "config_path",
-            default=None,
-            help="YAML configuration (default ./ctxkit.yaml).",
-        ),
-    )(f)
-
-
 def engine_options(f: F) -> F:
     """--engine, --ray-address, --ray-workers, --shard-mb: where a dataset command runs; they reach the
     command as `engine` and `ray_opts` (a `ctxkit.engines.ray.RayOptions` for --engine ray, else None)."""

@@ -6,9 +6,9 @@ from typing import Any
 
 import click
 
+from ctxkit.cli.budget_options import budget_options
 from ctxkit.cli.options import (
     FiniteFloat,
-    budget_options,
     echo_err,
     engine_options,
     input_options,

@@ -1,0 +1,62 @@
+"""The budget's flags: the limit and goal a compaction aims for (`budget_options`), and whether
+the recorded usage of a log counts toward the figure (`no_usage_option`, `usage_options`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from ctxkit.cli.options import stack
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def budget_options(f: F) -> F:
+    """--limit, --model, --target, --config: the budget a compaction aims for, as the guard sees it."""
+    return stack(
+        click.option(
+            "--limit",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Token limit to fit under (default: the config's default_limit when set, else "
+            "the log's own target: its model under its agent's budget, else the model's).",
+        ),
+        click.option(
+            "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."
+        ),
+        click.option(
+            "--target",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire).",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            default=None,
+            help="YAML configuration (default ./ctxkit.yaml).",
+        ),
+    )(f)
+
+
+def no_usage_option(help: str) -> Callable[[F], F]:
+    """--no-usage (as `no_usage`); `help` says what the recorded usage does by default."""
+    return click.option("--no-usage", "no_usage", is_flag=True, help=help)
+
+
+def usage_options(no_usage_help: str) -> Callable[[F], F]:
+    """--no-usage, and --archive (as `archive_path`): where a compacted file finds its
+    original's recorded usage."""
+    return stack(
+        no_usage_option(no_usage_help),
+        click.option(
+            "--archive",
+            "archive_path",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+            "archive beside it, FILE.ctx.db).",
+        ),
+    )
