@@ -36,7 +36,7 @@ from typing import Any
 
 from ctxkit.errors import InputError
 from ctxkit.formats.base import Format, never
-from ctxkit.formats.common import Source, finish, is_reasoning_only, joins
+from ctxkit.formats.common import Source, finish, is_reasoning_only, joins, text_lines
 from ctxkit.model import Transcript, Unit
 
 NAME = "aider"
@@ -81,15 +81,6 @@ def looks_like(head: bytes) -> bool:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def _split(text: str) -> list[str]:
-    """Lines with their ends, cut at `\n` only (str.splitlines also cuts at \x1e, \f, \u2028...)."""
-    pieces = text.split("\n")
-    lines = [p + "\n" for p in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
 
 
 def _body(line: str) -> str:
@@ -239,7 +230,7 @@ def _count(text: str | None) -> int | None:
 
 def read_text(text: str, src: Source) -> list[Transcript]:
     """The sessions of a chat history, one transcript each."""
-    segs = _segments(_split(text))
+    segs = _segments(text_lines(text))
     if not any(kind in ("header", "user", "tool") for kind, _ in segs):
         raise InputError(
             src.path,

@@ -214,9 +214,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         units = units[compacted_at:]
         usage_calls = [{**c, "after_unit": c["after_unit"] - compacted_at} for c in usage_calls
                        if c["after_unit"] >= compacted_at]
-        stats.skip(COMPACTED, len(hidden))
-        stats.warnings.append(f"{src.path}: {len(hidden):,} messages before Claude Code's last compaction "
-                              "left out (the model no longer sees them)")
+        src.left_out(COMPACTED, len(hidden))
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = provider_usage(NAME, usage_calls, first_call)

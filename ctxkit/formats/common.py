@@ -97,6 +97,12 @@ class Source:
         """Something odd but readable (a result without its call...)."""
         self.stats.warnings.append(f"{self.path}:{self.line_of(index) or '-'}: {message}")
 
+    def left_out(self, kind: str, n: int) -> None:
+        """Count `n` messages an agent's own compaction took out of the model's context (`kind`:
+        the reader's COMPACTED, "before X's last compaction") and say so in a warning."""
+        self.stats.skip(kind, n)
+        self.stats.warnings.append(f"{self.path}: {n:,} messages {kind} left out (the model no longer sees them)")
+
     def unknown_block(self, kind: str, how: str) -> None:
         """Report a content block type no reader knows, once per file."""
         if kind in self.seen_blocks:
@@ -303,6 +309,15 @@ def _strip_payloads(value: Any) -> tuple[Any, int]:
         out[key], n = _strip_payloads(item)
         total += n
     return out, total
+
+
+def text_lines(text: str) -> list[str]:
+    """Lines with their ends, cut at `\n` only (str.splitlines also cuts at \x1e, \f, \u2028...)."""
+    pieces = text.split("\n")
+    lines = [p + "\n" for p in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
 
 
 def timestamp_of(value: Any) -> float | None:

@@ -170,9 +170,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     if compacted_at and not src.include_compacted:
         hidden = [u for u in units[:compacted_at] if u.role != "system"]
         keeper.hide(hidden)
-        src.stats.skip(COMPACTED, len(hidden))
-        src.stats.warnings.append(
-            f"{src.path}: {len(hidden):,} messages before Copilot's last compaction left out (the model no longer sees them)")
+        src.left_out(COMPACTED, len(hidden))
         units = [u for u in units[:compacted_at] if u.role == "system"] + units[compacted_at:]
         calls = []
     metadata: dict[str, Any] = {KEPT: keeper.metadata()}

@@ -198,9 +198,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
     if compacted_at and not src.include_compacted:
         hidden = units[:compacted_at]
         keeper.hide(hidden)
-        src.stats.skip(COMPACTED, len(hidden))
-        src.stats.warnings.append(
-            f"{src.path}: {len(hidden):,} messages before OpenCode's last compaction left out (the model no longer sees them)")
+        src.left_out(COMPACTED, len(hidden))
         calls = [{**c, "after_unit": c["after_unit"] - compacted_at} for c in calls if c["after_unit"] >= compacted_at]
         units = units[compacted_at:]
     # the export's other keys, for writing it back (not an envelope other formats would copy)

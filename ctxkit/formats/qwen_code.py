@@ -319,9 +319,7 @@ def _cut(units: list[Unit], calls: list[dict[str, Any]], cut: int, cut_calls: in
     keeper.hide(hidden)
     del units[:cut]
     if hidden:
-        src.stats.skip(COMPACTED, len(hidden))
-        src.stats.warnings.append(f"{src.path}: {len(hidden):,} messages before Qwen Code's last compression "
-                                  "left out (the model no longer sees them)")
+        src.left_out(COMPACTED, len(hidden))
     return [{**c, "after_unit": c["after_unit"] - cut} for c in calls[cut_calls:]]
 
 

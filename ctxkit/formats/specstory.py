@@ -76,7 +76,7 @@ from typing import Any
 
 from ctxkit.errors import InputError
 from ctxkit.formats.base import Format, never
-from ctxkit.formats.common import Source, finish, joins, raw_groups
+from ctxkit.formats.common import Source, finish, joins, raw_groups, text_lines
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, place
 from ctxkit.formats.specstory_markdown import (
@@ -135,15 +135,6 @@ def _claims(lines: list[str]) -> bool:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def _split(text: str) -> list[str]:
-    """Lines with their ends, cut at `\n` only (str.splitlines also cuts at \x1e, \f, \u2028...)."""
-    pieces = text.split("\n")
-    lines = [p + "\n" for p in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
 
 
 def _scan(lines: list[str]) -> tuple[list[int], list[int]]:
@@ -264,7 +255,7 @@ def _header_info(header: list[str]) -> dict[str, Any]:
 
 def read_text(text: str, src: Source) -> list[Transcript]:
     """The sessions of a SpecStory export, one transcript each (see the module doc)."""
-    lines = _split(text)
+    lines = text_lines(text)
     if not _claims(lines):
         raise InputError(
             src.path, 1,
@@ -538,7 +529,7 @@ def validate(data: Any) -> list[str]:
         sessions = read(text, NAME)
     except InputError as err:
         return [str(err)]
-    lines = _split(text)
+    lines = text_lines(text)
     first = next((line for line in lines if line.strip()), "")
     opened = 1 + len(_scan(lines)[0]) if MARKER_LINE.match(bare_line(first).strip()) else 0
     return [] if opened == len(sessions) else [
