@@ -37,7 +37,7 @@ from ctxkit.budget import Thresholds, compaction_goal, status_for, status_rank
 from ctxkit.budget.policy import LoopPolicy, loop_policy
 from ctxkit.compaction import RECOVERY_MODES, CompactResult, CompactSettings, compact, expand_chain
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
-from ctxkit.fidelity.truth import truth_priorities
+from ctxkit.fidelity.truth import retention_totals, truth_priorities
 from ctxkit.model import Transcript, Unit
 from ctxkit.tokens import count_transcript
 
@@ -197,14 +197,7 @@ class ReplayResult:
         total = len(self.needles)
         present = sum(1 for n in self.needles if n.present)
         recallable = sum(1 for n in self.needles if n.recallable)
-        return {
-            "total": total,
-            "present": present,
-            "recallable": recallable,
-            "lost": total - present - recallable,
-            "retention": present / total if total else 1.0,
-            "retention_with_recall": (present + recallable) / total if total else 1.0,
-        }
+        return retention_totals(total, present, recallable)
 
     def summary_line(self) -> str:
         """One line for people."""
@@ -289,7 +282,7 @@ def replay(
     present). Without an archive an in-memory SQLite archive holds what compaction removes, so
     recall still counts. `observe(call, unit_index, before, after)` is told of every successful
     compaction: the context before and after it, before the call it ran for (the unit at
-    `unit_index` is the next one the loop appends). `fit` (`recipes.baselines.Fit`) is how each
+    `unit_index` is the next one the loop appends). `fit` (`counting.Fit`) is how each
     call is counted (default: the fit of the log's recorded usage, when settings use it).
 
     When to compact and how deep is `policy` (`budget.policy.LoopPolicy`; default: the one
@@ -351,13 +344,11 @@ def _run(
     fit: Any = None,
     policy: LoopPolicy | None = None,
 ) -> ReplayResult:
-    from ctxkit.fidelity.truth import needle_retention
-
     tok, copts = settings.tok, settings.count_opts
     units = list(t.units)
     # counted as `compact` and `guard` count it: with recorded usage, what every call carries
     # and the log never shows, and every counted token at the provider's ratio (`budget.fit`)
-    from ctxkit.recipes.baselines import Fit
+    from ctxkit.counting import Fit
 
     if fit is None:
         fit = Fit.recorded(t, tok, copts) if settings.use_usage else Fit(tok, copts)
@@ -377,96 +368,17 @@ def _run(
     wanted: dict[str, list[dict[str, Any]]] = {}
     for n in needles:
         wanted.setdefault(str(n["needed_by_unit_id"]), []).append(n)
-    due: list[dict[str, Any]] = []  # needles whose request arrived, checked at the next call
-    checks: list[NeedleCheck] = []
-
-    context: list[Unit] = []
-    context_counts: list[int] = []  # each context unit's tokens, as they stand
-    context_tokens = fixed  # the running total; re-counted whole after each compaction
-    previous_call: list[Unit] = []  # the context the last call sent
-    call_cached: list[int] = []
-    baseline_cached: list[int] = []
-    baseline = fixed
-    call_tokens: list[int] = []
-    baseline_tokens: list[int] = []
-    log: list[Compaction] = []
+    loop = _Loop(t, settings, archive, fit, fixed, limit, policy, observe, context_tokens=fixed, baseline=fixed)
     points = set(call_points(units))
-
-    last_compaction: int | None = None
-
-    def model_call(index: int) -> None:
-        nonlocal context, context_tokens, context_counts, previous_call, last_compaction
-        call = len(call_tokens)
-        entry = None
-        decision = None
-        if policy is not None:
-            # the session's growth per call so far, as the log shows it (compactions aside)
-            growth = policy.growth(baseline - baseline_tokens[0], call) if call else policy.growth(0, 0)
-            since = None if last_compaction is None else call - last_compaction
-            decision = policy.decide(round(context_tokens), since, growth)
-            status, fire = decision.reason, decision.compact
-        else:
-            status = status_for(context_tokens, limit, thresholds)
-            fire = status_rank(status) >= status_rank("compact")
-        if fire:
-            last = max(0, index - 1)
-            current = t.replace(units=list(context))
-            chain = settings
-            if decision is not None:
-                chain = _chain_settings(settings, current, context_tokens, decision.goal, limit, fit)
-            result, entry = _compact_at(
-                current, chain, archive, call, (last, units[last].id), status, context_tokens,
-            )
-            if decision is not None:
-                entry.goal, entry.trigger = decision.goal, decision.trigger
-            log.append(entry)
-            if result is not None:
-                last_compaction = call
-                if observe is not None:
-                    observe(call, index, current.units, result.transcript.units)
-                context = list(result.transcript.units)
-                context_counts = [fit.unit(u) for u in context]
-                context_tokens = round(fixed + sum(context_counts))
-        shared = 0
-        if call:
-            shared = fixed
-            for before, now, size in zip(previous_call, context, context_counts, strict=False):
-                if before is not now and (before.id, before.content) != (now.id, now.content):
-                    break
-                shared += size
-        call_cached.append(round(min(shared, context_tokens)))
-        if entry is not None:
-            entry.cache_read_tokens = call_cached[-1]
-            entry.cache_write_tokens = round(context_tokens) - call_cached[-1]
-        baseline_cached.append(baseline_tokens[-1] if baseline_tokens else 0)
-        previous_call = list(context)
-        call_tokens.append(round(context_tokens))
-        baseline_tokens.append(round(baseline))
-        if due:
-            seen = t.replace(units=list(context))
-            found = needle_retention(seen, {"needles": due}, archive)
-            for n, row in zip(due, found["needles"], strict=True):
-                checks.append(
-                    NeedleCheck(
-                        id=str(n["id"]),
-                        needed_by_unit_id=str(n["needed_by_unit_id"]),
-                        call=call,
-                        present=bool(row["present"]),
-                        recallable=bool(row["recallable"]),
-                    )
-                )
-            due.clear()
-
     for i, u in enumerate(units):
         if i in points:
-            model_call(i)
-        context.append(u)
-        context_counts.append(per_unit[i])
-        context_tokens += per_unit[i]
-        baseline += per_unit[i]
-        due.extend(wanted.pop(u.id, ()))
+            loop.call(i)
+        loop.append(u, per_unit[i])
+        loop.due.extend(wanted.pop(u.id, ()))
     if len(units) in points:
-        model_call(len(units))
+        loop.call(len(units))
+    context, due, baseline = loop.context, loop.due, loop.baseline
+    checks, call_tokens = loop.checks, loop.call_tokens
 
     final = t.replace(units=list(context))
     final_tokens = fit.total(final) if fit.extra or fit.ratio != 1.0 else count_transcript(final, tok, copts).total
@@ -490,17 +402,134 @@ def _run(
         units=len(units),
         model_calls=len(call_tokens),
         call_tokens=call_tokens,
-        baseline_call_tokens=baseline_tokens,
-        compaction_log=log,
+        baseline_call_tokens=loop.baseline_tokens,
+        compaction_log=loop.log,
         needles=checks,
         original_tokens=round(baseline) if units else 0,
         final_tokens=final_tokens,
         p1_total=len(p1),
         p1_kept=p1_kept,
         time_ms=(time.perf_counter() - started) * 1000,
-        call_cached=call_cached,
-        baseline_cached=baseline_cached,
+        call_cached=loop.call_cached,
+        baseline_cached=loop.baseline_cached,
     )
+
+
+@dataclass
+class _Loop:
+    """An agent loop replayed call by call: the context each model call sends (compacted first
+    when the policy or the thresholds say so), what it shares with the call before (read from
+    the cache), the same calls without compaction, and the needles each call is checked for."""
+
+    t: Transcript
+    settings: CompactSettings
+    archive: Archive
+    fit: Any  # how each unit is counted (`counting.Fit`)
+    fixed: float  # what every call carries and no compaction removes
+    limit: int
+    policy: LoopPolicy | None
+    observe: Observer | None
+    context: list[Unit] = field(default_factory=list)
+    context_counts: list[int] = field(default_factory=list)  # each context unit's tokens, as they stand
+    context_tokens: Any = 0  # the running total (`fit`'s figures); re-counted whole after each compaction
+    baseline: float = 0  # the running total without compaction
+    previous_call: list[Unit] = field(default_factory=list)  # the context the last call sent
+    call_tokens: list[int] = field(default_factory=list)
+    baseline_tokens: list[int] = field(default_factory=list)
+    call_cached: list[int] = field(default_factory=list)
+    baseline_cached: list[int] = field(default_factory=list)
+    log: list[Compaction] = field(default_factory=list)
+    due: list[dict[str, Any]] = field(default_factory=list)  # needles whose request arrived, checked at the next call
+    checks: list[NeedleCheck] = field(default_factory=list)
+    last_compaction: int | None = None
+
+    def append(self, u: Unit, tokens: int) -> None:
+        """The log's next unit joins the context (and the baseline)."""
+        self.context.append(u)
+        self.context_counts.append(tokens)
+        self.context_tokens += tokens
+        self.baseline += tokens
+
+    def call(self, index: int) -> None:
+        """A model call before the unit at `index`: compacted first when due, then counted."""
+        call = len(self.call_tokens)
+        entry = self._compacted(index, call)
+        self._count(call, entry)
+        if self.due:
+            self._check_needles(call)
+
+    def _compacted(self, index: int, call: int) -> Compaction | None:
+        """The compaction this call runs first, when the policy (else the thresholds) says so."""
+        settings, units = self.settings, self.t.units
+        decision = None
+        if self.policy is not None:
+            # the session's growth per call so far, as the log shows it (compactions aside)
+            growth = (self.policy.growth(self.baseline - self.baseline_tokens[0], call) if call
+                      else self.policy.growth(0, 0))
+            since = None if self.last_compaction is None else call - self.last_compaction
+            decision = self.policy.decide(round(self.context_tokens), since, growth)
+            status, fire = decision.reason, decision.compact
+        else:
+            status = status_for(self.context_tokens, self.limit, settings.thresholds)
+            fire = status_rank(status) >= status_rank("compact")
+        if not fire:
+            return None
+        last = max(0, index - 1)
+        current = self.t.replace(units=list(self.context))
+        chain = settings
+        if decision is not None:
+            chain = _chain_settings(settings, current, self.context_tokens, decision.goal, self.limit, self.fit)
+        result, entry = _compact_at(
+            current, chain, self.archive, call, (last, units[last].id), status, self.context_tokens,
+        )
+        if decision is not None:
+            entry.goal, entry.trigger = decision.goal, decision.trigger
+        self.log.append(entry)
+        if result is not None:
+            self.last_compaction = call
+            if self.observe is not None:
+                self.observe(call, index, current.units, result.transcript.units)
+            self.context = list(result.transcript.units)
+            self.context_counts = [self.fit.unit(u) for u in self.context]
+            self.context_tokens = round(self.fixed + sum(self.context_counts))
+        return entry
+
+    def _count(self, call: int, entry: Compaction | None) -> None:
+        """The call's tokens, with and without compaction, and what it shares with the call
+        before (a cache read; the rest is a cache write)."""
+        shared = 0.0
+        if call:
+            shared = self.fixed
+            for before, now, size in zip(self.previous_call, self.context, self.context_counts, strict=False):
+                if before is not now and (before.id, before.content) != (now.id, now.content):
+                    break
+                shared += size
+        self.call_cached.append(round(min(shared, self.context_tokens)))
+        if entry is not None:
+            entry.cache_read_tokens = self.call_cached[-1]
+            entry.cache_write_tokens = round(self.context_tokens) - self.call_cached[-1]
+        self.baseline_cached.append(self.baseline_tokens[-1] if self.baseline_tokens else 0)
+        self.previous_call = list(self.context)
+        self.call_tokens.append(round(self.context_tokens))
+        self.baseline_tokens.append(round(self.baseline))
+
+    def _check_needles(self, call: int) -> None:
+        """Whether the needles due are in this call's context, or recallable from the archive."""
+        from ctxkit.fidelity.truth import needle_retention
+
+        seen = self.t.replace(units=list(self.context))
+        found = needle_retention(seen, {"needles": self.due}, self.archive)
+        for n, row in zip(self.due, found["needles"], strict=True):
+            self.checks.append(
+                NeedleCheck(
+                    id=str(n["id"]),
+                    needed_by_unit_id=str(n["needed_by_unit_id"]),
+                    call=call,
+                    present=bool(row["present"]),
+                    recallable=bool(row["recallable"]),
+                )
+            )
+        self.due.clear()
 
 
 def settings_policy(settings: CompactSettings, fixed: int) -> LoopPolicy:
@@ -619,13 +648,10 @@ def replay_cost(r: ReplayResult, model: Any) -> dict[str, Any]:
     (billed as a cache write where the provider bills one, else as input); output is left out
     (the same with or without compaction).
     """
-    from ctxkit.costs import call_cost
-
-    writes = model.cache_write_per_mtok is not None
+    from ctxkit.budget.models import prefix_call_cost
 
     def billed(tokens: int, cached: int) -> float:
-        rest = tokens - cached
-        return call_cost(model, 0 if writes else rest, cached, rest if writes else 0, 0)
+        return prefix_call_cost(model, tokens, cached)
 
     costs = [billed(n, c) for n, c in zip(r.call_tokens, r.call_cached, strict=True)]
     base = [billed(n, c) for n, c in zip(r.baseline_call_tokens, r.baseline_cached, strict=True)]
