@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ctxkit.archive.store import Archive
@@ -101,13 +101,8 @@ class NeedleCheck:
     recallable: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "needed_by_unit_id": self.needed_by_unit_id,
-            "call": self.call,
-            "present": self.present,
-            "recallable": self.recallable,
-        }
+        """The check as the report records it: every field, in order."""
+        return asdict(self)
 
 
 @dataclass
