@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ctxkit.errors import InputError
-from ctxkit.formats.base import Format, never
+from ctxkit.formats.base import Format
 from ctxkit.formats.common import Source, finish, is_reasoning_only, joins, text_lines
 from ctxkit.model import Transcript, Unit
 
@@ -437,19 +437,12 @@ def validate(data: Any) -> list[str]:
         f"{len(sessions)} session(s) but {headers} `{HEADER.strip()}` line(s)"]
 
 
-FORMAT = Format(
-    name=NAME,
-    label=APP_LABEL,
+FORMAT = Format.of_module(
+    __name__,
     shape="text",
-    detect=never,
     read=read_text,
     write=write_text,
-    validate=validate,
     agent="aider",
-    sniff=sniff,
-    looks_like=looks_like,
-    suffix=SUFFIX,
     holds_tools=False,
-    omits=OMITS,
     suffixes=(),  # its *.md files are told by their first bytes
 )

@@ -565,14 +565,12 @@ def validate(data: Any) -> list[str]:
     return out
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="ATIF trajectory",
     shape="object",
     detect=never,
-    read=read,
     write=write_object,
-    validate=validate,
     detect_object=detect,
     item_key="steps",
     tool_shape="openai",  # its agent's tool_definitions

@@ -1,9 +1,11 @@
 """The format contract: what a format module gives the registry, and all the registry reads.
 
-A format module ends with one record, `FORMAT = Format(...)`, and `ctxkit.formats` lists the
-modules, one line each, in detection order. Everything else (the CLI's `--from`/`--to` choices,
-detection, the readers' and writers' layouts, `ctxkit.formats.sdk.problems`, the notes `guard`
-prints) is built from these records; nothing outside a format's module names it.
+A format module ends with one record, `FORMAT = Format.of_module(__name__, ...)` (its parts
+found by their conventional names, `CONVENTIONS`, and the rest declared), and
+`ctxkit.formats.registry` lists the modules, one line each, in detection order. Everything
+else (the CLI's `--from`/`--to` choices, detection, the readers' and writers' layouts,
+`ctxkit.formats.sdk.problems`, the notes `guard` prints) is built from these records; nothing
+outside a format's module names it.
 
 Four shapes of file, each with its own `read` and `write`:
 
@@ -37,6 +39,7 @@ the parsed records); [] means it loads.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -44,7 +47,7 @@ from typing import Any, Literal
 from ctxkit.formats.common import Source
 from ctxkit.model import Transcript
 
-__all__ = ["SHAPES", "Format", "Shape", "ToolShape", "agents", "never", "newest_model", "no_hint", "recorded_model"]
+__all__ = ["CONVENTIONS", "SHAPES", "Format", "Shape", "ToolShape", "agents", "never", "newest_model", "no_hint", "recorded_model"]
 
 Shape = Literal["messages", "log", "object", "text"]
 SHAPES: tuple[Shape, ...] = ("messages", "log", "object", "text")
@@ -81,6 +84,29 @@ def newest_model(t: Transcript, records: Iterable[Any], name_in: Callable[[dict[
 def agents(names: list[str]) -> str:
     """Agent names as words: "A", "A and B", "A, B and C"."""
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+# The names a format module gives its parts by convention, each the `Format` field it fills
+# (`Format.of_module`): a module defines `NAME`, `read`, `write` and `validate`, and whichever
+# of the others it has.
+CONVENTIONS: dict[str, str] = {
+    "NAME": "name",
+    "APP_LABEL": "label",
+    "detect": "detect",
+    "read": "read",
+    "write": "write",
+    "validate": "validate",
+    "detect_object": "detect_object",
+    "MESSAGES_KEY": "key",
+    "sniff": "sniff",
+    "looks_like": "looks_like",
+    "SUFFIX": "suffix",
+    "OMITS": "omits",
+    "EXTENSION": "extension",
+    "hint": "hint",
+    "TOOL_SHAPE": "tool_shape",
+    "named_model": "model",
+}
 
 
 # eq=False: a format is one object of the registry, the same by identity; comparing 24 fields (and
@@ -139,6 +165,18 @@ class Format:
     suffixes: tuple[str, ...] = (".json", ".jsonl")
     # the model a transcript read from the format names (the newest it records), or None
     model: Callable[[Transcript], str | None] = recorded_model
+
+    @classmethod
+    def of_module(cls, module: str, **declared: Any) -> Format:
+        """The format a module declares at its end: the parts it names by convention
+        (`CONVENTIONS`; `detect` is `never` where it has none), and `declared`, the fields it
+        has no conventional name for or names otherwise.
+
+            FORMAT = Format.of_module(__name__, label="Pi session", shape="log", agent="Pi")
+        """
+        names = vars(sys.modules[module])
+        found = {field: names[name] for name, field in CONVENTIONS.items() if name in names}
+        return cls(**{"detect": never, **found, **declared})
 
     def __post_init__(self) -> None:
         if self.shape not in SHAPES:

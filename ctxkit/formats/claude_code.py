@@ -776,19 +776,12 @@ def named_model(t: Transcript) -> str | None:
     return newest_model(t, (u.raw for u in t.units), message_model)
 
 
-FORMAT = Format(
-    name=NAME,
-    label=APP_LABEL,
+FORMAT = Format.of_module(
+    __name__,
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Claude Code",
     strict=True,
     holds_tools=False,
-    omits=OMITS,
     sidechains=True,
     compaction=True,
-    model=named_model,
 )

@@ -251,16 +251,11 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Cline task history",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     array=True,
-    hint=hint,
     agent="Cline",
     holds_tools=False,
     omits="the system prompt or tool schemas",

@@ -692,17 +692,11 @@ def _payload_model(rec: dict[str, Any]) -> Any:
     return payload.get("model") if isinstance(payload, dict) else None
 
 
-FORMAT = Format(
-    name=NAME,
-    label=APP_LABEL,
+FORMAT = Format.of_module(
+    __name__,
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Codex",
     strict=True,
     holds_tools=False,
     compaction=True,
-    model=named_model,
 )

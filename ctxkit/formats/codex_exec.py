@@ -322,14 +322,10 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Codex exec --json",
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Codex",
     strict=True,
     holds_tools=False,

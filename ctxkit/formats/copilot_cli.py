@@ -344,14 +344,10 @@ def _grouped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return flat
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Copilot CLI session",
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Copilot CLI",
     strict=True,
     holds_tools=False,

@@ -251,16 +251,10 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Gemini API contents",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
-    detect_object=detect_object,
     key=KEY,
     also_keys=("history",),
-    hint=hint,
 )

@@ -22,7 +22,7 @@ import uuid as uuidlib
 from datetime import datetime, timezone
 from typing import Any
 
-from ctxkit.formats.base import Format, never, newest_model
+from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import (
     Source,
@@ -343,17 +343,11 @@ def named_model(t: Transcript) -> str | None:
     return newest_model(t, (u.raw for u in t.units), lambda rec: rec.get("model"))
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Gemini CLI session",
     shape="object",
-    detect=never,
-    read=read,
-    write=write,
-    validate=validate,
-    detect_object=detect_object,
     agent="Gemini CLI",
     holds_tools=False,
     omits="the system prompt or tool schemas",
-    model=named_model,
 )

@@ -747,16 +747,11 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="Gemini CLI chat (JSONL)",
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Gemini CLI",
-    hint=hint,
     strict=True,
     holds_tools=False,
     omits="the system prompt or tool schemas",

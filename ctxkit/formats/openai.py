@@ -308,15 +308,9 @@ def detect_object(obj: dict[str, Any]) -> bool:
 validate = per_conversation(openai_problems)
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="OpenAI chat messages",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
-    detect_object=detect_object,
-    extension=EXTENSION,
     tool_shape="openai",
 )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from ctxkit.formats.base import Format, never, newest_model
+from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, parsed
 from ctxkit.formats.common import (
     Source,
@@ -418,18 +418,12 @@ def _model_id(rec: dict[str, Any]) -> Any:
     return info.get("modelID") if isinstance(info, dict) else None
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="OpenCode session",
     shape="object",
-    detect=never,
-    read=read,
-    write=write,
-    validate=validate,
-    detect_object=detect_object,
     agent="OpenCode",
     holds_tools=False,
     omits="the system prompt or tool schemas",
     compaction=True,
-    model=named_model,
 )

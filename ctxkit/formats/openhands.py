@@ -457,17 +457,13 @@ def _problems(records: Any, where: str) -> list[str]:
 validate = agent_log(_problems, MESSAGES_KEY)
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
+    write=write,  # its parts written in openhands_write and openhands_events
+    tool_shape=TOOL_SHAPE,
     label="OpenHands event stream",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="OpenHands",
     detect_object=detect_conversation,
-    key=MESSAGES_KEY,
     compaction=True,
-    tool_shape=TOOL_SHAPE,
 )

@@ -726,17 +726,11 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format(
-    name=NAME,
-    label=APP_LABEL,
+FORMAT = Format.of_module(
+    __name__,
     shape="log",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="Qwen Code",
     strict=True,
     holds_tools=False,
-    omits=OMITS,
     compaction=True,
 )

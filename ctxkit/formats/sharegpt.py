@@ -228,14 +228,9 @@ def _problems(conv: dict[str, Any], where: str = "") -> list[str]:
 validate = per_conversation(_problems)
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="ShareGPT conversations",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
-    key=MESSAGES_KEY,
     bare=False,
 )

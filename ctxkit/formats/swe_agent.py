@@ -249,17 +249,12 @@ def _problems(history: Any, where: str) -> list[str]:
 validate = agent_log(_problems, MESSAGES_KEY)
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="SWE-agent trajectory",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
     agent="SWE-agent",
     detect_object=detect_conversation,
-    key=MESSAGES_KEY,
     bare=False,
     suffixes=(".json", ".jsonl", ".traj"),
 )

@@ -172,19 +172,13 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format(
-    name=NAME,
+FORMAT = Format.of_module(
+    __name__,
     label="ctxkit units",
     shape="messages",
-    detect=detect,
-    read=read,
-    write=write,
-    validate=validate,
-    detect_object=detect_object,
     read_object=read_transcript,
     write_object=transcript_record,
     item_key="units",
     lines=True,
     strict=True,
-    extension=EXTENSION,
 )
