@@ -437,12 +437,6 @@ def validate(data: Any) -> list[str]:
         f"{len(sessions)} session(s) but {headers} `{HEADER.strip()}` line(s)"]
 
 
-FORMAT = Format.of_module(
-    __name__,
-    shape="text",
-    read=read_text,
-    write=write_text,
-    agent="aider",
-    holds_tools=False,
-    suffixes=(),  # its *.md files are told by their first bytes
-)
+# suffixes: its *.md files are told by their first bytes
+FORMAT = Format.of_module(__name__, shape="text", read=read_text, write=write_text, agent="aider",
+                          holds_tools=False, suffixes=())

@@ -369,9 +369,5 @@ def detect_object(obj: dict[str, Any]) -> bool:
 validate = per_conversation(anthropic_problems)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Anthropic messages",
-    shape="messages",
-    tool_shape="anthropic",
-)
+FORMAT = Format.of_module(__name__, label="Anthropic messages", shape="messages",
+                          tool_shape="anthropic")

@@ -565,13 +565,7 @@ def validate(data: Any) -> list[str]:
     return out
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="ATIF trajectory",
-    shape="object",
-    detect=never,
-    write=write_object,
-    detect_object=detect,
-    item_key="steps",
-    tool_shape="openai",  # its agent's tool_definitions
-)
+# tool_shape: its agent's tool_definitions
+FORMAT = Format.of_module(__name__, label="ATIF trajectory", shape="object", detect=never,
+                          write=write_object, detect_object=detect, item_key="steps",
+                          tool_shape="openai")

@@ -776,12 +776,5 @@ def named_model(t: Transcript) -> str | None:
     return newest_model(t, (u.raw for u in t.units), message_model)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    shape="log",
-    agent="Claude Code",
-    strict=True,
-    holds_tools=False,
-    sidechains=True,
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, shape="log", agent="Claude Code", strict=True,
+                          holds_tools=False, sidechains=True, compaction=True)

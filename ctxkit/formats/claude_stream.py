@@ -379,14 +379,7 @@ def named_model(t: Transcript) -> str | None:
     return newest_model(t, (u.raw for u in t.units), message_model)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Claude Code stream-json",
-    shape="log",
-    agent="Claude Code",
-    strict=True,
-    holds_tools=False,
-    omits="the system prompt, the tool schemas or the -p prompt",
-    sidechains=True,
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, label="Claude Code stream-json", shape="log",
+                          agent="Claude Code", strict=True, holds_tools=False,
+                          omits="the system prompt, the tool schemas or the -p prompt",
+                          sidechains=True, compaction=True)

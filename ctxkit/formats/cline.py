@@ -251,12 +251,6 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Cline task history",
-    shape="messages",
-    array=True,
-    agent="Cline",
-    holds_tools=False,
-    omits="the system prompt or tool schemas",
-)
+FORMAT = Format.of_module(__name__, label="Cline task history", shape="messages", array=True,
+                          agent="Cline", holds_tools=False,
+                          omits="the system prompt or tool schemas")

@@ -692,11 +692,5 @@ def _payload_model(rec: dict[str, Any]) -> Any:
     return payload.get("model") if isinstance(payload, dict) else None
 
 
-FORMAT = Format.of_module(
-    __name__,
-    shape="log",
-    agent="Codex",
-    strict=True,
-    holds_tools=False,
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, shape="log", agent="Codex", strict=True, holds_tools=False,
+                          compaction=True)

@@ -322,12 +322,6 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Codex exec --json",
-    shape="log",
-    agent="Codex",
-    strict=True,
-    holds_tools=False,
-    omits="the system prompt, the tool schemas or the prompt",
-)
+FORMAT = Format.of_module(__name__, label="Codex exec --json", shape="log", agent="Codex",
+                          strict=True, holds_tools=False,
+                          omits="the system prompt, the tool schemas or the prompt")

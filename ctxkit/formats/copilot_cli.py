@@ -344,14 +344,6 @@ def _grouped(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return flat
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Copilot CLI session",
-    shape="log",
-    agent="Copilot CLI",
-    strict=True,
-    holds_tools=False,
-    omits="the tool schemas",
-    sidechains=True,
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, label="Copilot CLI session", shape="log", agent="Copilot CLI",
+                          strict=True, holds_tools=False, omits="the tool schemas", sidechains=True,
+                          compaction=True)

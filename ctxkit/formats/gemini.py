@@ -251,10 +251,5 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Gemini API contents",
-    shape="messages",
-    key=KEY,
-    also_keys=("history",),
-)
+FORMAT = Format.of_module(__name__, label="Gemini API contents", shape="messages", key=KEY,
+                          also_keys=("history",))

@@ -343,11 +343,5 @@ def named_model(t: Transcript) -> str | None:
     return newest_model(t, (u.raw for u in t.units), lambda rec: rec.get("model"))
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Gemini CLI session",
-    shape="object",
-    agent="Gemini CLI",
-    holds_tools=False,
-    omits="the system prompt or tool schemas",
-)
+FORMAT = Format.of_module(__name__, label="Gemini CLI session", shape="object", agent="Gemini CLI",
+                          holds_tools=False, omits="the system prompt or tool schemas")

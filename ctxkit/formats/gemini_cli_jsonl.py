@@ -747,12 +747,6 @@ def hint(found: Any) -> str | None:
     return None
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Gemini CLI chat (JSONL)",
-    shape="log",
-    agent="Gemini CLI",
-    strict=True,
-    holds_tools=False,
-    omits="the system prompt or tool schemas",
-)
+FORMAT = Format.of_module(__name__, label="Gemini CLI chat (JSONL)", shape="log",
+                          agent="Gemini CLI", strict=True, holds_tools=False,
+                          omits="the system prompt or tool schemas")

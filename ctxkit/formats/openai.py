@@ -308,9 +308,5 @@ def detect_object(obj: dict[str, Any]) -> bool:
 validate = per_conversation(openai_problems)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="OpenAI chat messages",
-    shape="messages",
-    tool_shape="openai",
-)
+FORMAT = Format.of_module(__name__, label="OpenAI chat messages", shape="messages",
+                          tool_shape="openai")

@@ -418,12 +418,6 @@ def _model_id(rec: dict[str, Any]) -> Any:
     return info.get("modelID") if isinstance(info, dict) else None
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="OpenCode session",
-    shape="object",
-    agent="OpenCode",
-    holds_tools=False,
-    omits="the system prompt or tool schemas",
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, label="OpenCode session", shape="object", agent="OpenCode",
+                          holds_tools=False, omits="the system prompt or tool schemas",
+                          compaction=True)

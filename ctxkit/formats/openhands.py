@@ -457,13 +457,7 @@ def _problems(records: Any, where: str) -> list[str]:
 validate = agent_log(_problems, MESSAGES_KEY)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    write=write,  # its parts written in openhands_write and openhands_events
-    tool_shape=TOOL_SHAPE,
-    label="OpenHands event stream",
-    shape="messages",
-    agent="OpenHands",
-    detect_object=detect_conversation,
-    compaction=True,
-)
+# write and tool_shape: its parts kept in openhands_write and openhands_events
+FORMAT = Format.of_module(__name__, label="OpenHands event stream", shape="messages", write=write,
+                          tool_shape=TOOL_SHAPE, agent="OpenHands",
+                          detect_object=detect_conversation, compaction=True)

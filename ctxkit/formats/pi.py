@@ -349,13 +349,6 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="Pi session",
-    shape="log",
-    agent="Pi",
-    strict=True,
-    holds_tools=False,
-    omits="the system prompt or tool schemas",
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, label="Pi session", shape="log", agent="Pi", strict=True,
+                          holds_tools=False, omits="the system prompt or tool schemas",
+                          compaction=True)

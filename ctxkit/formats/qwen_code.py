@@ -726,11 +726,5 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format.of_module(
-    __name__,
-    shape="log",
-    agent="Qwen Code",
-    strict=True,
-    holds_tools=False,
-    compaction=True,
-)
+FORMAT = Format.of_module(__name__, shape="log", agent="Qwen Code", strict=True, holds_tools=False,
+                          compaction=True)

@@ -228,9 +228,4 @@ def _problems(conv: dict[str, Any], where: str = "") -> list[str]:
 validate = per_conversation(_problems)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="ShareGPT conversations",
-    shape="messages",
-    bare=False,
-)
+FORMAT = Format.of_module(__name__, label="ShareGPT conversations", shape="messages", bare=False)

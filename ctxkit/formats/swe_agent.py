@@ -249,12 +249,6 @@ def _problems(history: Any, where: str) -> list[str]:
 validate = agent_log(_problems, MESSAGES_KEY)
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="SWE-agent trajectory",
-    shape="messages",
-    agent="SWE-agent",
-    detect_object=detect_conversation,
-    bare=False,
-    suffixes=(".json", ".jsonl", ".traj"),
-)
+FORMAT = Format.of_module(__name__, label="SWE-agent trajectory", shape="messages",
+                          agent="SWE-agent", detect_object=detect_conversation, bare=False,
+                          suffixes=(".json", ".jsonl", ".traj"))

@@ -172,13 +172,6 @@ def validate(data: Any) -> list[str]:
     return out[:MAX_PROBLEMS]
 
 
-FORMAT = Format.of_module(
-    __name__,
-    label="ctxkit units",
-    shape="messages",
-    read_object=read_transcript,
-    write_object=transcript_record,
-    item_key="units",
-    lines=True,
-    strict=True,
-)
+FORMAT = Format.of_module(__name__, label="ctxkit units", shape="messages",
+                          read_object=read_transcript, write_object=transcript_record,
+                          item_key="units", lines=True, strict=True)
