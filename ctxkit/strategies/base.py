@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from ctxkit.archive.store import REF_PROBE
 from ctxkit.model import Unit
+from ctxkit.strategies._common import is_compacted, is_tool_output, tool_name, tool_names
 
 if TYPE_CHECKING:
     from ctxkit.archive.store import Archive
@@ -308,3 +310,31 @@ def smaller_than(text: str, units: Sequence[Unit], tok: Tokenizer) -> bool:
     if len(text.encode()) >= sum(len(o.encode()) for o in originals):
         return False
     return tok.count(text) < sum(tok.count(o) for o in originals if o)
+
+
+def replace_tool_outputs(
+    state: State,
+    stub: Callable[[Unit, str, str], str],
+    strategy: str,
+    *,
+    keep: set[int],
+    end: int | None = None,
+) -> State | None:
+    """Each tool output before `end` that `keep` does not hold and no rule compacted yet goes to
+    the archive behind the text `stub(unit, tool, ref)` gives, unless that text would not be
+    smaller. None when no output was replaced."""
+    names = tool_names(state.units)
+    tok = state.ctx.tokenizer
+    out = list(state.units)
+    changed = False
+    for i, unit in enumerate(state.units[:end]):
+        if i in keep or not is_tool_output(unit) or is_compacted(unit):
+            continue
+        tool = tool_name(unit, names)
+        # measured with a probe ref first: an output goes to the archive only when replaced
+        if not smaller_than(stub(unit, tool, REF_PROBE), [unit], tok):
+            continue
+        ref = archive_unit(state, unit)
+        out[i] = placeholder(unit, ref, stub(unit, tool, ref), strategy)
+        changed = True
+    return state.with_units(out) if changed else None

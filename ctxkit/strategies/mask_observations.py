@@ -13,25 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.archive.store import REF_PROBE
 from ctxkit.fields import integer, plain, setting
-from ctxkit.strategies._common import (
-    failure_note,
-    is_compacted,
-    is_tool_output,
-    tool_name,
-    tool_names,
-)
+from ctxkit.model import Unit
+from ctxkit.strategies._common import failure_note
 from ctxkit.strategies.base import (
     State,
-    archive_unit,
     archived_as,
     fmt_int,
     last_action,
     merged,
-    placeholder,
     protected,
-    smaller_than,
+    replace_tool_outputs,
 )
 
 NAME = "mask_observations"
@@ -78,21 +70,9 @@ def mask_observations(state: State, params: Mapping[str, Any]) -> State | None:
             return None
         cutoff = steps[-keep_steps]
     keep = protected(state) | last_action(state)
-    names = tool_names(state.units)
-    tok = state.ctx.tokenizer
-    out = list(state.units)
-    changed = False
-    for i in range(cutoff):
-        unit = state.units[i]
-        if i in keep or not is_tool_output(unit) or is_compacted(unit):
-            continue
+
+    def stub(unit: Unit, tool: str, ref: str) -> str:
         # a masked line costs ~20 tokens; an output not larger than that is left alone
-        size = len(unit.content.encode())
-        failure = failure_note(unit)
-        if not smaller_than(mask_text(tool_name(unit, names), size, REF_PROBE, failure), [unit], tok):
-            continue
-        ref = archive_unit(state, unit)
-        text = mask_text(tool_name(unit, names), size, ref, failure)
-        out[i] = placeholder(unit, ref, text, NAME)
-        changed = True
-    return state.with_units(out) if changed else None
+        return mask_text(tool, len(unit.content.encode()), ref, failure_note(unit))
+
+    return replace_tool_outputs(state, stub, NAME, keep=keep, end=cutoff)

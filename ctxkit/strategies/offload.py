@@ -17,24 +17,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.archive.store import REF_PROBE
 from ctxkit.fields import integer, plain, setting
-from ctxkit.strategies._common import (
-    failure_note,
-    is_compacted,
-    is_tool_output,
-    tool_name,
-    tool_names,
-)
+from ctxkit.model import Unit
+from ctxkit.strategies._common import failure_note
 from ctxkit.strategies.base import (
     State,
-    archive_unit,
     archived_as,
     fmt_int,
     merged,
-    placeholder,
     protected,
-    smaller_than,
+    replace_tool_outputs,
 )
 
 NAME = "offload"
@@ -81,24 +73,11 @@ def offload(state: State, params: Mapping[str, Any]) -> State | None:
     p = merged(DEFAULTS, params)
     threshold = int(p["threshold_bytes"])
     preview_chars = int(p["preview_chars"])
-    keep = protected(state)
-    names = tool_names(state.units)
-    tok = state.ctx.tokenizer
-    out = list(state.units)
-    changed = False
-    for i, unit in enumerate(state.units):
-        if i in keep or not is_tool_output(unit) or is_compacted(unit):
-            continue
-        size = len(unit.content.encode())
-        if size <= threshold:
-            continue
-        tool = tool_name(unit, names)
+    # an output not over the threshold stays where it is
+    small = {i for i, u in enumerate(state.units) if len(u.content.encode()) <= threshold}
+
+    def stub(unit: Unit, tool: str, ref: str) -> str:
         preview = preview_of(unit.content, preview_chars)
-        failure = failure_note(unit)
-        if not smaller_than(stub_text(tool, size, preview, REF_PROBE, failure), [unit], tok):
-            continue
-        ref = archive_unit(state, unit)
-        text = stub_text(tool, size, preview, ref, failure)
-        out[i] = placeholder(unit, ref, text, NAME)
-        changed = True
-    return state.with_units(out) if changed else None
+        return stub_text(tool, len(unit.content.encode()), preview, ref, failure_note(unit))
+
+    return replace_tool_outputs(state, stub, NAME, keep=protected(state) | small)
