@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxkit.cli.options import stack
+from ctxkit.cli.options import file_option, stack
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,12 +51,10 @@ def usage_options(no_usage_help: str) -> Callable[[F], F]:
     original's recorded usage."""
     return stack(
         no_usage_option(no_usage_help),
-        click.option(
+        file_option(
             "--archive",
             "archive_path",
-            type=click.Path(dir_okay=False),
-            default=None,
-            help="Where a file ctxkit compacted finds its original's recorded usage (default: the "
+            "Where a file ctxkit compacted finds its original's recorded usage (default: the "
             "archive beside it, FILE.ctx.db).",
         ),
     )

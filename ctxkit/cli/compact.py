@@ -7,15 +7,14 @@ from typing import Any
 import click
 
 from ctxkit.cli.budget_options import budget_options, no_usage_option
-from ctxkit.cli.options import (
-    echo_err,
-    engine_options,
-    input_options,
-    progress_option,
-    tokenizer_options,
-    want_progress,
+from ctxkit.cli.options import echo_err, want_progress
+from ctxkit.cli.sections import (
+    SectionedCommand,
+    engine_section,
+    input_section,
+    section,
+    tokens_section,
 )
-from ctxkit.cli.sections import SectionedCommand, section
 from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import WRITABLE, ReadOptions
@@ -122,14 +121,12 @@ _relevance_summaries_options = section(
 )
 
 
-_engine_options = section(
+_jobs_option = section(
     "Engine",
     click.option(
         "--jobs", type=click.IntRange(min=1), default=1,
         help="Compact a dataset's conversations in N processes.",
     ),
-    engine_options,
-    progress_option,
 )
 
 
@@ -147,9 +144,10 @@ _engine_options = section(
 @_reports_options
 @_replay_options
 @_relevance_summaries_options
-@section("Input", input_options)
-@section("Tokens", tokenizer_options)
-@_engine_options
+@input_section
+@tokens_section
+@_jobs_option
+@engine_section
 def compact(paths: tuple[str, ...], read_opts: ReadOptions, **flags: Any) -> None:
     """Shrink an over-budget transcript; everything removed stays recallable.
 

@@ -8,16 +8,9 @@ from typing import Any, TypeVar
 import click
 
 from ctxkit.cli.budget_options import usage_options
-from ctxkit.cli.options import (
-    debug_option,
-    engine_options,
-    input_options,
-    progress_option,
-    stack,
-    tokenizer_options,
-)
+from ctxkit.cli.options import debug_option, file_option, stack
 from ctxkit.cli.output import format_option
-from ctxkit.cli.sections import section
+from ctxkit.cli.sections import engine_section, input_section, section, tokens_section
 from ctxkit.counting import BREAKDOWNS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,19 +44,17 @@ _breakdown_options = section(
 
 _what_the_call_sends_options = section(
     "What the call sends",
-    click.option(
+    file_option(
         "--system",
         "system_file",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        help="A text file with the system prompt the log does not record; counted as system.",
+        "A text file with the system prompt the log does not record; counted as system.",
+        exists=True,
     ),
-    click.option(
+    file_option(
         "--tools",
         "tools_file",
-        type=click.Path(exists=True, dir_okay=False),
-        default=None,
-        help="A JSON list of tool schemas the log does not record; counted as tools.",
+        "A JSON list of tool schemas the log does not record; counted as tools.",
+        exists=True,
     ),
     usage_options(
         "Ignore the provider usage a log records (by default its gap to the local count is "
@@ -107,7 +98,8 @@ def count_flags(f: F) -> F:
         _breakdown_options,
         _what_the_call_sends_options,
         _baseline_ci_options,
-        section("Input", input_options),
-        section("Tokens", tokenizer_options),
-        section("Engine", engine_options, progress_option, debug_option),
+        input_section,
+        tokens_section,
+        engine_section,
+        section("Engine", debug_option),
     )(f)

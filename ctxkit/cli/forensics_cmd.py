@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import click
 
-from ctxkit.cli.options import input_options
+from ctxkit.cli.options import input_options, model_option, tokenizer_option, window_option
 from ctxkit.cli.output import check_report, report_options, write_report
 
 
 @click.command("forensics")
 @input_options
-@click.option(
-    "--model",
-    default=None,
-    metavar="NAME",
-    help="Price as this model (models.toml). Default: the model the log names, when models.toml prices it.",
-)
-@click.option(
-    "--window",
-    type=click.IntRange(min=1),
-    default=None,
-    help="The window, to say whether carrying on without compacting would have fit (default: the model's).",
-)
-@click.option(
-    "--tokenizer",
-    default=None,
-    metavar="NAME",
-    help="How tokens are counted (default cl100k_base).",
-)
+@model_option("Price as this model (models.toml). Default: the model the log names, when models.toml prices it.")
+@window_option("The window, to say whether carrying on without compacting would have fit (default: the model's).")
+@tokenizer_option("How tokens are counted (default cl100k_base).")
 @report_options("one object per session per line, most loss first")
 def forensics(
     paths: tuple[str, ...],

@@ -10,15 +10,9 @@ import click
 
 from ctxkit.budget.triggers import RULES
 from ctxkit.cli.budget_options import usage_options
-from ctxkit.cli.options import (
-    FiniteFloat,
-    debug_option,
-    input_options,
-    stack,
-    tokenizer_options,
-)
+from ctxkit.cli.options import FiniteFloat, debug_option, file_option, stack, window_option
 from ctxkit.cli.output import format_option
-from ctxkit.cli.sections import section
+from ctxkit.cli.sections import input_section, section, tokens_section
 from ctxkit.gates.exits import FAIL_ON
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,7 +47,7 @@ _targets_options = section(
         default=None,
         help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
     ),
-    click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens)."),
+    window_option("Context window (tokens)."),
     click.option(
         "--max-output",
         type=click.IntRange(min=0),
@@ -84,26 +78,16 @@ _targets_options = section(
 
 _what_the_call_sends_options = section(
     "What the call sends",
-    click.option(
-        "--system",
-        "system_file",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="A system prompt file, counted before the transcript.",
-    ),
-    click.option(
+    file_option("--system", "system_file", "A system prompt file, counted before the transcript."),
+    file_option(
         "--tools",
         "tools_file",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
+        "Tool schemas: a JSON list (OpenAI or Anthropic shape); replaces the transcript's.",
     ),
-    click.option(
+    file_option(
         "--pending",
         "pending_file",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
+        "Tool outputs about to be appended: JSON list of strings or {name, content}, or JSONL.",
     ),
 )
 
@@ -224,6 +208,6 @@ def guard_options(f: F) -> F:
         _exit_options,
         _baseline_ci_options,
         _report_options,
-        section("Input", input_options),
-        section("Tokens", tokenizer_options),
+        input_section,
+        tokens_section,
     )(f)

@@ -107,15 +107,33 @@ def input_options(f: F) -> F:
     )(command)  # type: ignore[return-value]
 
 
+def tokenizer_option(help: str) -> Callable[[F], F]:
+    """--tokenizer NAME alone; `help` says what it counts and its default."""
+    return click.option("--tokenizer", default=None, metavar="NAME", help=help)
+
+
+def model_option(help: str) -> Callable[[F], F]:
+    """--model NAME (one model of models.toml); `help` says what the command takes from it."""
+    return click.option("--model", default=None, metavar="NAME", help=help)
+
+
+def window_option(help: str) -> Callable[[F], F]:
+    """--window N, a context window in tokens given outright; `help` says what it is for."""
+    return click.option("--window", type=click.IntRange(min=1), default=None, help=help)
+
+
+def file_option(flag: str, dest: str, help: str, *, exists: bool = False) -> Callable[[F], F]:
+    """A flag naming one file (not a folder), reaching the command as `dest` (None when not
+    given); `exists`: refuse a path that is not there."""
+    return click.option(flag, dest, type=click.Path(exists=exists, dir_okay=False), default=None, help=help)
+
+
 def tokenizer_options(f: F) -> F:
     """--tokenizer, --image-tokens, --tool-schema-scale."""
     return stack(
-        click.option(
-            "--tokenizer",
-            default=None,
-            metavar="NAME",
-            help="cl100k_base (default, offline), any tiktoken encoding or model name, approx, "
-            "approx:<chars-per-token>, max:<name>, or hf:<path/to/tokenizer.json>.",
+        tokenizer_option(
+            "cl100k_base (default, offline), any tiktoken encoding or model name, approx, "
+            "approx:<chars-per-token>, max:<name>, or hf:<path/to/tokenizer.json>."
         ),
         click.option(
             "--image-tokens",

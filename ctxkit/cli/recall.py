@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from ctxkit.cli.options import echo_err
+from ctxkit.cli.options import echo_err, tokenizer_option
 from ctxkit.cli.output import format_option
 from ctxkit.english import counted
 from ctxkit.errors import UsageError
@@ -52,12 +52,7 @@ def _parse_lines(text: str | None) -> tuple[int, int] | None:
     default=None,
     help="Cut the text to N tokens (a note says where it was cut).",
 )
-@click.option(
-    "--tokenizer",
-    default=None,
-    metavar="NAME",
-    help="Tokenizer for --max-tokens (default cl100k_base, offline).",
-)
+@tokenizer_option("Tokenizer for --max-tokens (default cl100k_base, offline).")
 @click.option("--list", "list_", is_flag=True, help="List the archived units instead.")
 @click.option("--transcript", default=None, metavar="ID", help="With --list: one transcript only.")
 @format_option(LIST_FORMATS, "table", "With --list: a table for people or JSON lines.", show_default=False)

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from ctxkit.cli.options import echo_err, input_options
+from ctxkit.cli.options import (
+    echo_err,
+    input_options,
+    model_option,
+    tokenizer_option,
+    window_option,
+)
 from ctxkit.cli.output import check_report, report_options, write_report
 from ctxkit.recipes.session import AGENTS, DEFAULT_AGENTS, ReplayOptions
 from ctxkit.summarizers import SUMMARIZER_NAMES
@@ -20,30 +26,15 @@ from ctxkit.summarizers import SUMMARIZER_NAMES
     help=f"Replay under this agent's policy (repeatable; `all` for every one). Default: "
     f"{', '.join(DEFAULT_AGENTS)}.",
 )
-@click.option(
-    "--model",
-    default=None,
-    metavar="NAME",
-    help="The model's window, max output and prices (models.toml). Default: the model the log names.",
-)
-@click.option(
-    "--window",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Context window in tokens (instead of --model).",
-)
+@model_option("The model's window, max output and prices (models.toml). Default: the model the log names.")
+@window_option("Context window in tokens (instead of --model).")
 @click.option(
     "--max-output",
     type=click.IntRange(min=0),
     default=None,
     help="Max output tokens (default: the model's, else window/4).",
 )
-@click.option(
-    "--tokenizer",
-    default=None,
-    metavar="NAME",
-    help="How tokens are counted (default cl100k_base).",
-)
+@tokenizer_option("How tokens are counted (default cl100k_base).")
 @click.option(
     "--summarizer",
     type=click.Choice(SUMMARIZER_NAMES),

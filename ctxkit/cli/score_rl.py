@@ -7,17 +7,9 @@ from typing import Any
 import click
 
 from ctxkit.cli.budget_options import budget_options
-from ctxkit.cli.options import (
-    FiniteFloat,
-    echo_err,
-    engine_options,
-    input_options,
-    progress_option,
-    tokenizer_options,
-    want_progress,
-)
+from ctxkit.cli.options import FiniteFloat, echo_err, input_options, want_progress
 from ctxkit.cli.output import format_option
-from ctxkit.cli.sections import SectionedCommand, section
+from ctxkit.cli.sections import SectionedCommand, engine_section, section, tokens_section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import ReadOptions
 from ctxkit.rl.actions import MODES
@@ -130,19 +122,6 @@ _dataset_options = section(
 )
 
 
-_tokens_options = section(
-    "Tokens",
-    tokenizer_options,
-)
-
-
-_engine_options = section(
-    "Engine",
-    engine_options,
-    progress_option,
-)
-
-
 SHOWN_REASONS = 10  # transcripts named with why they gave no example; the rest counted
 
 EXIT_HELP = """\b
@@ -160,8 +139,8 @@ Exit codes:
 @_transcripts_options
 @_actions_options
 @_dataset_options
-@_tokens_options
-@_engine_options
+@tokens_section
+@engine_section
 def score_rl(paths: tuple[str, ...], read_opts: ReadOptions, **f: Any) -> None:
     """Score compaction actions as RL rewards; write the RL log or DPO/SFT datasets.
 

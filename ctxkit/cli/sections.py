@@ -7,7 +7,13 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxkit.cli.options import stack
+from ctxkit.cli.options import (
+    engine_options,
+    input_options,
+    progress_option,
+    stack,
+    tokenizer_options,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,3 +46,18 @@ def section(title: str, *decorators: Callable[[F], F]) -> Callable[[F], F]:
         return f
 
     return apply
+
+
+def input_section(f: F) -> F:
+    """The transcripts to read and how (`input_options`), under "Input"."""
+    return section("Input", input_options)(f)
+
+
+def tokens_section(f: F) -> F:
+    """How tokens are counted (`tokenizer_options`), under "Tokens"."""
+    return section("Tokens", tokenizer_options)(f)
+
+
+def engine_section(f: F) -> F:
+    """Where a dataset command runs (`engine_options`) and its progress bar, under "Engine"."""
+    return section("Engine", engine_options, progress_option)(f)

@@ -12,8 +12,10 @@ from ctxkit.cli.options import (
     FiniteFloat,
     echo_err,
     input_options,
+    model_option,
     reading_note,
     tokenizer_options,
+    window_option,
 )
 from ctxkit.cli.output import format_option
 from ctxkit.formats import ReadOptions
@@ -47,8 +49,8 @@ from ctxkit.report.tables import default_format, render_table, write_rows
     metavar="FILE",
     help="Tool schemas that skills add. Repeatable.",
 )
-@click.option("--model", default=None, metavar="NAME", help="Target model (its window; see models.toml).")
-@click.option("--window", type=click.IntRange(min=1), default=None, help="Context window (tokens).")
+@model_option("Target model (its window; see models.toml).")
+@window_option("Context window (tokens).")
 @click.option(
     "--threshold",
     type=FiniteFloat(min=0.0, max=1.0, min_open=True),
