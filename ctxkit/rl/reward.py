@@ -8,6 +8,9 @@ the same input differ. `time_penalty` gives it; the summary table shows the time
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 REWARD_MIN, REWARD_MAX = -2.0, 2.0
 SLOW_MS = 500.0  # the spec's threshold of the time term
 # What the model can still answer (`fidelity.probes`: the share of the original's probes the
@@ -84,32 +87,15 @@ def reward_terms(
     return terms
 
 
-def reward(
-    *,
-    success: bool,
-    coherence_delta: float,
-    reduction_ratio: float,
-    priority_preserved: float,
-    used_recovery: bool,
-    fidelity: float | None = None,
-    cost: float | None = None,
-    false_claims: int | None = None,
-) -> float:
-    """The spec's reward with the fidelity, cost and claims terms: the sum of `reward_terms`,
-    clamped to [-2, 2]."""
-    total = sum(
-        reward_terms(
-            success=success,
-            coherence_delta=coherence_delta,
-            reduction_ratio=reduction_ratio,
-            priority_preserved=priority_preserved,
-            used_recovery=used_recovery,
-            fidelity=fidelity,
-            cost=cost,
-            false_claims=false_claims,
-        ).values()
-    )
-    return max(REWARD_MIN, min(REWARD_MAX, total))
+def reward(**inputs: Any) -> float:
+    """The spec's reward with the fidelity, cost and claims terms: the sum of
+    `reward_terms(**inputs)` (the same keywords), clamped to [-2, 2]."""
+    return clamped(reward_terms(**inputs))
+
+
+def clamped(terms: Mapping[str, float]) -> float:
+    """The reward its terms make: their sum, clamped to [REWARD_MIN, REWARD_MAX]."""
+    return max(REWARD_MIN, min(REWARD_MAX, sum(terms.values())))
 
 
 def time_penalty(time_ms: float) -> float:

@@ -17,7 +17,7 @@ from ctxkit.fidelity import claims as fidelity_claims
 from ctxkit.fidelity import probes
 from ctxkit.model import TYPES, Transcript
 from ctxkit.rl.actions import MODES, Action
-from ctxkit.rl.reward import REWARD_MAX, REWARD_MIN, cost_share, reward_terms, time_penalty
+from ctxkit.rl.reward import clamped, cost_share, reward_terms, time_penalty
 from ctxkit.tokens import CountOptions, Tokenizer, count_transcript
 
 
@@ -92,7 +92,7 @@ class Outcome:
     @property
     def reward(self) -> float:
         """The spec's reward for this outcome."""
-        return max(REWARD_MIN, min(REWARD_MAX, sum(self.terms.values())))
+        return clamped(self.terms)
 
     @property
     def time_penalty(self) -> float:
