@@ -203,7 +203,7 @@ def test_registry_names_and_writers() -> None:
     from ctxkit.formats import registry
 
     folder = Path(registry.__file__).parent
-    defining = {p.stem for p in folder.glob("*.py") if "\nFORMAT = Format(" in p.read_text(encoding="utf-8")}
+    defining = {p.stem for p in folder.glob("*.py") if "\nFORMAT = Format." in p.read_text(encoding="utf-8")}
     assert set(registry._MODULES) == defining
     assert len(FORMATS) == len(defining)  # one format each, under its own name
     assert sorted(WRITABLE) == sorted(FORMATS)  # every format writes what it reads
