@@ -270,7 +270,11 @@ def _assistant(u: Unit) -> dict[str, Any]:
     return {"role": "assistant", "content": blocks}
 
 
-def _tool_block(u: Unit) -> dict[str, Any]:
+def tool_result_block(u: Unit, original: Any = None) -> dict[str, Any]:
+    """A tool unit's `tool_result` block: the source's (`original`), its content replaced when
+    the unit changed, or a new one."""
+    if isinstance(original, dict):
+        return original if u.raw is not None else {**original, "content": u.content}
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.tool_call_id or "", "content": u.content}
     if u.meta.get("is_error"):
         block["is_error"] = True
@@ -327,7 +331,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                 if open_rec is None or open_rec.get("role") != "user" or not _only_results(open_rec):
                     open_rec = {"role": "user", "content": []}
                     records.append(open_rec)
-                open_rec["content"].append(_tool_block(u))
+                open_rec["content"].append(tool_result_block(u))
             elif open_rec is not None and open_rec.get("role") == "user" and _only_results(open_rec):
                 _append_text(open_rec, u.content)
             else:

@@ -38,10 +38,12 @@ from ctxkit.formats.anthropic import (
     assistant_blocks,
     assistant_parts,
     message_usage,
+    tool_result_block,
     tool_units,
 )
 from ctxkit.formats.base import Format, newest_model
 from ctxkit.formats.checks import MAX_PROBLEMS, anthropic_rules, app_records, validate_type
+from ctxkit.formats.claude_stream import Stream
 from ctxkit.formats.common import (
     Source,
     blocks_text,
@@ -55,7 +57,7 @@ from ctxkit.formats.common import (
     timestamp_of,
 )
 from ctxkit.formats.kept import KEY as KEPT
-from ctxkit.formats.kept import Keeper, names, place
+from ctxkit.formats.kept import names, place
 from ctxkit.model import Transcript, Unit
 from ctxkit.refs import carries_ref_text
 
@@ -125,15 +127,10 @@ def _message_record(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 @dataclass
-class _Thread:
-    """What reading a log has gathered so far: its units, the records kept beside them, tool
-    names by call id, unit index by message id and the provider calls by message id."""
+class _Thread(Stream):
+    """What reading a log has gathered so far: a stream's (`claude_stream.Stream`), and what
+    only the log holds."""
 
-    units: list[Unit] = field(default_factory=list)
-    keeper: Keeper = field(default_factory=Keeper)
-    names: dict[str, str] = field(default_factory=dict)
-    by_message: dict[str, int] = field(default_factory=dict)
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
     boundaries: set[Any] = field(default_factory=set)  # uuids of compact_boundary records
     # 2.1.x: tool name -> left to ToolSearch (sent by name only)
     deferred: dict[str, bool] = field(default_factory=dict)
@@ -582,12 +579,7 @@ def _result_block(u: Unit, template: dict[str, Any] | None, original: Any = None
              if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == u.tool_call_id),
             None,
         )
-    if isinstance(original, dict):
-        return original if u.raw is not None else {**original, "content": u.content}
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.tool_call_id or "", "content": u.content}
-    if u.meta.get("is_error"):
-        block["is_error"] = True
-    return block
+    return tool_result_block(u, original)
 
 
 def _only_results(rec: dict[str, Any]) -> bool:

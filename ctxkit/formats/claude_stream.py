@@ -32,6 +32,7 @@ from ctxkit.formats.anthropic import (
     assistant_blocks,
     assistant_parts,
     message_usage,
+    tool_result_block,
     tool_units,
 )
 from ctxkit.formats.base import Format, newest_model
@@ -46,6 +47,7 @@ from ctxkit.formats.common import (
     message_model,
     provider_usage,
     raw_groups,
+    session_facts,
     source_records,
 )
 from ctxkit.formats.kept import KEY as KEPT
@@ -82,7 +84,7 @@ def detect(records: list[Any]) -> bool:
 
 
 @dataclass
-class _Stream:
+class Stream:
     """What reading a stream has gathered so far: its units, the records kept beside them, tool
     names by call id, unit index by message id and the provider calls by message id."""
 
@@ -93,7 +95,7 @@ class _Stream:
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def _assistant(st: _Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], uid: str, meta: dict[str, Any],
+def _assistant(st: Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], uid: str, meta: dict[str, Any],
                name: str | None, src: Source) -> str | None:
     """An assistant message: a unit, or another block of a response already read (merged by
     message id); its usage recorded as the response's call. The model its first record names."""
@@ -128,7 +130,7 @@ def _assistant(st: _Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
     return model
 
 
-def _user(st: _Stream, i: int, rec: dict[str, Any], content: Any, uid: str, meta: dict[str, Any],
+def _user(st: Stream, i: int, rec: dict[str, Any], content: Any, uid: str, meta: dict[str, Any],
           name: str | None, summary: bool, src: Source) -> None:
     """A user message: its tool results one unit each, then its text (a request, or the
     summary of a compaction)."""
@@ -156,7 +158,7 @@ def _user(st: _Stream, i: int, rec: dict[str, Any], content: Any, uid: str, meta
 
 def read(records: list[Any], src: Source) -> Transcript:
     """The messages the stream printed, as units (see the module doc)."""
-    st = _Stream()
+    st = Stream()
     units, keeper = st.units, st.keeper
     session: str | None = None
     model: str | None = None
@@ -218,15 +220,9 @@ def read(records: list[Any], src: Source) -> Transcript:
     metadata: dict[str, Any] = {}
     if usage_calls:
         metadata["provider_usage"] = provider_usage(NAME, usage_calls, first_call)
-    if model:
-        metadata["model"] = model
-    if window:
-        metadata["context_window"] = window
-    if session:
-        metadata["session_id"] = session
+    metadata.update(session_facts(model, window, session))
     metadata[KEPT] = keeper.metadata()
-    return Transcript(units=units, id=str(session or src.tid), source_format=NAME, layout=src.layout,
-                      envelope=dict(src.envelope), line=src.line, metadata=metadata)
+    return src.transcript(units, NAME, session, metadata)
 
 
 # ---------------------------------------------------------------- writing
@@ -236,15 +232,6 @@ def _new(u: Unit, t: Transcript, kind: str, message: dict[str, Any], session: st
     """A message of the session for a unit compaction made (or one of another format)."""
     return {"type": kind, "message": message, "parent_tool_use_id": None, "session_id": session,
             "uuid": str(uuidlib.uuid5(_NAMESPACE, f"{t.id}/{u.id}"))}
-
-
-def _result_block(u: Unit, original: Any) -> dict[str, Any]:
-    if isinstance(original, dict):
-        return original if u.raw is not None else {**original, "content": u.content}
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": u.tool_call_id or "", "content": u.content}
-    if u.meta.get("is_error"):
-        block["is_error"] = True
-    return block
 
 
 def _user_record(run: list[Unit], template: dict[str, Any]) -> dict[str, Any]:
@@ -257,7 +244,7 @@ def _user_record(run: list[Unit], template: dict[str, Any]) -> dict[str, Any]:
     blocks: list[Any] = []
     for u in run:
         if u.role == "tool":
-            blocks.append(_result_block(u, results.get(u.tool_call_id)))
+            blocks.append(tool_result_block(u, results.get(u.tool_call_id)))
         elif u.raw is not None:
             blocks.extend(rest)
         else:
@@ -302,7 +289,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
                         "id": mid, "type": "message", "role": "assistant", "model": "<synthetic>", "content": blocks,
                         "stop_reason": None, "stop_sequence": None}, session)))
             elif u.role == "tool":
-                block = _result_block(u, None)
+                block = tool_result_block(u)
                 if template is not None:
                     rec = {k: v for k, v in template.items() if k != "tool_use_result"}
                     produced.append((u, {**rec, "message": {**template["message"], "content": [block]}}))

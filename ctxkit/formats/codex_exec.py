@@ -152,8 +152,7 @@ def read(records: list[Any], src: Source) -> Transcript:
     metadata: dict[str, Any] = {KEPT: keeper.metadata()}
     if thread:
         metadata["session_id"] = thread
-    return Transcript(units=units, id=str(thread or src.tid), source_format=NAME, layout=src.layout,
-                      envelope=dict(src.envelope), line=src.line, metadata=metadata)
+    return src.transcript(units, NAME, thread, metadata)
 
 
 # ---------------------------------------------------------------- writing

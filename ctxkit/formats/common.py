@@ -13,7 +13,7 @@ import orjson
 
 from ctxkit.classify import classify
 from ctxkit.errors import InputError
-from ctxkit.model import Unit
+from ctxkit.model import Transcript, Unit
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,13 @@ class Source:
         the reader's COMPACTED, "before X's last compaction") and say so in a warning."""
         self.stats.skip(kind, n)
         self.stats.warnings.append(f"{self.path}: {n:,} messages {kind} left out (the model no longer sees them)")
+
+    def transcript(self, units: list[Unit], source_format: str, session: Any,
+                   metadata: dict[str, Any]) -> Transcript:
+        """The transcript of an agent's log read from here: its id the session the log names,
+        else this source's; its layout, envelope and line this source's."""
+        return Transcript(units=units, id=str(session or self.tid), source_format=source_format, layout=self.layout,
+                          envelope=dict(self.envelope), line=self.line, metadata=metadata)
 
     def unknown_block(self, kind: str, how: str) -> None:
         """Report a content block type no reader knows, once per file."""
@@ -448,6 +455,13 @@ def first_context(units: list[Unit], calls: list[dict[str, Any]]) -> dict[str, A
     for u in units[: max(0, int(first.get("after_unit", -1)) + 1)]:
         texts += [u.content, u.reasoning, *(f"{c.name} {c.arguments}" for c in u.tool_calls)]
     return {"input_tokens": int(first["input_tokens"]), "texts": [x for x in texts if x]}
+
+
+def session_facts(model: Any, window: Any, session: Any) -> dict[str, Any]:
+    """What an agent's log says of its session, where it says it: the model, its context window
+    and the session id (metadata `model`, `context_window`, `session_id`)."""
+    facts = {"model": model, "context_window": window, "session_id": session}
+    return {key: value for key, value in facts.items() if value}
 
 
 def provider_usage(source: str, calls: list[dict[str, Any]], first: dict[str, Any] | None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from ctxkit.formats.common import (
     timestamp_of,
 )
 from ctxkit.formats.kept import KEY as KEPT
-from ctxkit.formats.kept import Keeper, names, place
+from ctxkit.formats.kept import Keeper, place, relinked
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "copilot-cli"
@@ -180,8 +180,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         metadata["session_id"] = session
     if model:
         metadata["model"] = model
-    return Transcript(units=units, id=session or src.tid, source_format=NAME, layout=src.layout,
-                      envelope=dict(src.envelope), line=src.line, metadata=metadata)
+    return src.transcript(units, NAME, session, metadata)
 
 
 # ---------------------------------------------------------------- writing
@@ -269,21 +268,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             made.add(rec["id"])
             produced.append((u, rec))
     events = place(t, produced) if same else [rec for _, rec in produced]
-    return _linked(events, made, names(t) - {e.get("id") for e in events}), {}
-
-
-def _linked(events: list[dict[str, Any]], made: set[str], gone: set[str]) -> list[dict[str, Any]]:
-    """Each event's `parentId` as it was where its parent is still written; a made-up event, or
-    one whose parent compaction removed, follows the event before it."""
-    out = []
-    before: Any = None
-    for ev in events:
-        parent = ev.get("parentId")
-        if ev.get("id") in made or (parent is not None and parent in gone):
-            ev = {**ev, "parentId": before}
-        out.append(ev)
-        before = ev.get("id")
-    return out
+    return relinked(t, events, made), {}
 
 
 # ---------------------------------------------------------------- validating

@@ -18,7 +18,7 @@ transcript): `{"records": [[index, anchor unit id or null, record], ...], "spans
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ctxkit.model import Transcript, Unit
@@ -162,4 +162,25 @@ def place(t: Transcript, produced: Sequence[tuple[Unit | None, Any]], at: dict[i
             i += 1
         out.append(rec)
     out.extend(e[2] for e in records[i:])
+    return out
+
+
+def relinked(t: Transcript, records: list[dict[str, Any]], made: set[str],
+             fixed: Callable[[dict[str, Any]], bool] = lambda _: False) -> list[dict[str, Any]]:
+    """Written records with each `parentId` as it was where its parent is still written; a
+    record the writer made up (its id in `made`), or one whose parent is gone (a record `t` was
+    read from that is not written: compaction removed it), hangs from the record before it.
+    `fixed` records (Pi's session header) are left as they are, and none hangs from them."""
+    gone = names(t) - {r.get("id") for r in records}
+    out = []
+    before: Any = None
+    for rec in records:
+        if fixed(rec):
+            out.append(rec)
+            continue
+        parent = rec.get("parentId")
+        if rec.get("id") in made or (parent is not None and parent in gone):
+            rec = {**rec, "parentId": before}
+        out.append(rec)
+        before = rec.get("id")
     return out

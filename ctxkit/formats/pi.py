@@ -35,7 +35,7 @@ from ctxkit.formats.base import Format
 from ctxkit.formats.checks import MAX_PROBLEMS, app_records
 from ctxkit.formats.common import Source, args_object, args_text, finish, joins, timestamp_of
 from ctxkit.formats.kept import KEY as KEPT
-from ctxkit.formats.kept import Keeper, names, place
+from ctxkit.formats.kept import Keeper, place, relinked
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "pi"
@@ -297,24 +297,7 @@ def write(t: Transcript) -> tuple[list[Any], dict[str, Any]]:
             made.add(rec["id"])
             produced.append((u, rec))
     entries = place(t, produced) if same else [rec for _, rec in produced]
-    return _linked(entries, made, names(t) - {e.get("id") for e in entries}), {}
-
-
-def _linked(entries: list[dict[str, Any]], made: set[str], gone: set[str]) -> list[dict[str, Any]]:
-    """Each entry's `parentId` as it was where its parent is still written; a made-up entry, or
-    one whose parent compaction removed, hangs from the entry before it (the header has none)."""
-    out = []
-    before: Any = None
-    for rec in entries:
-        if _header(rec):
-            out.append(rec)
-            continue
-        parent = rec.get("parentId")
-        if rec.get("id") in made or (parent is not None and parent in gone):
-            rec = {**rec, "parentId": before}
-        out.append(rec)
-        before = rec.get("id")
-    return out
+    return relinked(t, entries, made, fixed=_header), {}
 
 
 # ---------------------------------------------------------------- validating

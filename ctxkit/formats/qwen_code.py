@@ -62,6 +62,7 @@ from ctxkit.formats.common import (
     link_group_sizes,
     provider_usage,
     raw_groups,
+    session_facts,
     source_records,
     timestamp_of,
 )
@@ -410,19 +411,13 @@ def read(records: list[Any], src: Source) -> Transcript:
         calls = _cut(units, calls, cut, cut_calls, keeper, src)
     if calls:
         metadata["provider_usage"] = provider_usage(NAME, calls, first_call)
-    if model:
-        metadata["model"] = model
-    if window:
-        metadata["context_window"] = window
-    if session:
-        metadata["session_id"] = session
+    metadata.update(session_facts(model, window, session))
     off = sorted({rec["uuid"] for i, rec in enumerate(records) if _valid(rec) and i not in on_chain
                   and i not in later})
     if off:
         metadata[OFF_CHAIN] = off
     metadata[KEPT] = keeper.metadata()
-    return Transcript(units=units, id=str(session or src.tid), source_format=NAME, layout=src.layout,
-                      envelope=dict(src.envelope), line=src.line, metadata=metadata)
+    return src.transcript(units, NAME, session, metadata)
 
 
 # ---------------------------------------------------------------- writing
