@@ -10,7 +10,7 @@ import click
 
 from ctxkit.agents.catalog import AGENTS
 from ctxkit.agents.session import MODES
-from ctxkit.cli.options import echo_err
+from ctxkit.cli.options import echo_err, limit_option
 from ctxkit.cli.output import format_option
 from ctxkit.report.tables import default_format, write_rows
 
@@ -121,8 +121,7 @@ def probe_cmd(name: str, prompt: str, fmt: str | None, **flags: Any) -> None:
 @click.argument("name", type=_NAMES)
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--prompt", default="Continue.", show_default=True, help="The prompt to resume with.")
-@click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Say whether the request fits this many tokens (exit 5 when it does not).")
+@limit_option("Say whether the request fits this many tokens (exit 5 when it does not).")
 @_run_options
 @_FORMAT
 def resume_cmd(name: str, log: str, prompt: str, limit: int | None, fmt: str | None, **flags: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxkit.cli.options import file_option, stack
+from ctxkit.cli.options import file_option, limit_option, stack
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -16,12 +16,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 def budget_options(f: F) -> F:
     """--limit, --model, --target, --config: the budget a compaction aims for, as the guard sees it."""
     return stack(
-        click.option(
-            "--limit",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Token limit to fit under (default: the config's default_limit when set, else "
-            "the log's own target: its model under its agent's budget, else the model's).",
+        limit_option(
+            "Token limit to fit under (default: the config's default_limit when set, else "
+            "the log's own target: its model under its agent's budget, else the model's)."
         ),
         click.option(
             "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."

@@ -10,7 +10,15 @@ import click
 
 from ctxkit.budget.triggers import RULES
 from ctxkit.cli.budget_options import usage_options
-from ctxkit.cli.options import FiniteFloat, debug_option, file_option, stack, window_option
+from ctxkit.cli.options import (
+    FiniteFloat,
+    debug_option,
+    file_option,
+    limit_option,
+    max_output_option,
+    stack,
+    window_option,
+)
 from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import input_section, section, tokens_section
 from ctxkit.gates.exits import FAIL_ON
@@ -41,19 +49,9 @@ _targets_options = section(
         metavar="NAME",
         help="Target model, repeatable in order of preference (see models.toml).",
     ),
-    click.option(
-        "--limit",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds).",
-    ),
+    limit_option("Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds)."),
     window_option("Context window (tokens)."),
-    click.option(
-        "--max-output",
-        type=click.IntRange(min=0),
-        default=None,
-        help="Output reserve (default: the model's maximum output, else window/4).",
-    ),
+    max_output_option("Output reserve (default: the model's maximum output, else window/4)."),
     click.option(
         "--buffer",
         type=click.IntRange(min=0),

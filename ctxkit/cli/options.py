@@ -122,6 +122,16 @@ def window_option(help: str) -> Callable[[F], F]:
     return click.option("--window", type=click.IntRange(min=1), default=None, help=help)
 
 
+def limit_option(help: str) -> Callable[[F], F]:
+    """--limit N, a token limit given outright; `help` says what the command does with it."""
+    return click.option("--limit", type=click.IntRange(min=1), default=None, help=help)
+
+
+def max_output_option(help: str) -> Callable[[F], F]:
+    """--max-output N, the tokens kept for the model's answer; `help` gives its default."""
+    return click.option("--max-output", type=click.IntRange(min=0), default=None, help=help)
+
+
 def file_option(flag: str, dest: str, help: str, *, exists: bool = False) -> Callable[[F], F]:
     """A flag naming one file (not a folder), reaching the command as `dest` (None when not
     given); `exists`: refuse a path that is not there."""

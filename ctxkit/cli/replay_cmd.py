@@ -7,6 +7,7 @@ import click
 from ctxkit.cli.options import (
     echo_err,
     input_options,
+    max_output_option,
     model_option,
     tokenizer_option,
     window_option,
@@ -28,12 +29,7 @@ from ctxkit.summarizers import SUMMARIZER_NAMES
 )
 @model_option("The model's window, max output and prices (models.toml). Default: the model the log names.")
 @window_option("Context window in tokens (instead of --model).")
-@click.option(
-    "--max-output",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Max output tokens (default: the model's, else window/4).",
-)
+@max_output_option("Max output tokens (default: the model's, else window/4).")
 @tokenizer_option("How tokens are counted (default cl100k_base).")
 @click.option(
     "--summarizer",
