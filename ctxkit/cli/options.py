@@ -132,10 +132,14 @@ def max_output_option(help: str) -> Callable[[F], F]:
     return click.option("--max-output", type=click.IntRange(min=0), default=None, help=help)
 
 
-def file_option(flag: str, dest: str, help: str, *, exists: bool = False) -> Callable[[F], F]:
+def file_option(
+    flag: str, dest: str, help: str, *, exists: bool = False, multiple: bool = False
+) -> Callable[[F], F]:
     """A flag naming one file (not a folder), reaching the command as `dest` (None when not
-    given); `exists`: refuse a path that is not there."""
-    return click.option(flag, dest, type=click.Path(exists=exists, dir_okay=False), default=None, help=help)
+    given); `exists`: refuse a path that is not there; `multiple`: repeatable, as a tuple."""
+    return click.option(
+        flag, dest, type=click.Path(exists=exists, dir_okay=False), default=None, multiple=multiple, help=help
+    )
 
 
 def tokenizer_options(f: F) -> F:

@@ -11,6 +11,7 @@ from ctxkit.budget.tools import DEFAULT_THRESHOLD
 from ctxkit.cli.options import (
     FiniteFloat,
     echo_err,
+    file_option,
     input_options,
     model_option,
     reading_note,
@@ -24,14 +25,12 @@ from ctxkit.report.tables import default_format, render_table, write_rows
 
 @click.command("tools")
 @input_options
-@click.option(
+@file_option(
     "--tools",
     "tool_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Tool schemas (a JSON list, OpenAI, Anthropic or MCP shape); mcp__<server>__<tool> "
+    "Tool schemas (a JSON list, OpenAI, Anthropic or MCP shape); mcp__<server>__<tool> "
     "names are MCP tools, the rest built-in. Repeatable.",
+    multiple=True,
 )
 @click.option(
     "--mcp",
@@ -41,14 +40,7 @@ from ctxkit.report.tables import default_format, render_table, write_rows
     help="An MCP server's saved tools/list (the result or the whole JSON-RPC response); the "
     "server is NAME, else the file's name. Repeatable.",
 )
-@click.option(
-    "--skills",
-    "skill_files",
-    multiple=True,
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Tool schemas that skills add. Repeatable.",
-)
+@file_option("--skills", "skill_files", "Tool schemas that skills add. Repeatable.", multiple=True)
 @model_option("Target model (its window; see models.toml).")
 @window_option("Context window (tokens).")
 @click.option(
