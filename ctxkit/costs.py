@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxkit.budget.models import call_cost
@@ -34,13 +34,9 @@ class Cost:
     next_call_warm_usd: float
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields in order, the dollar figures rounded to a millionth."""
         return {
-            "model": self.model,
-            "calls": self.calls,
-            "input_tokens": self.input_tokens,
-            "cache_read_tokens": self.cache_read_tokens,
-            "cache_write_tokens": self.cache_write_tokens,
-            "output_tokens": self.output_tokens,
+            **asdict(self),
             "usd": round(self.usd, 6),
             "usd_no_cache": round(self.usd_no_cache, 6),
             "next_call_cold_usd": round(self.next_call_cold_usd, 6),
