@@ -4,7 +4,7 @@ target leaves: which to keep, cut or offload (the offload strategy's own stub)."
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ctxkit.budget import status_for
@@ -34,14 +34,7 @@ class PendingItem:
     tokens_after: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "name": self.name,
-            "bytes": self.bytes,
-            "tokens": self.tokens,
-            "action": self.action,
-            "tokens_after": self.tokens_after,
-        }
+        return asdict(self)
 
 
 @dataclass
