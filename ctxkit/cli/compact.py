@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.budget_options import budget_options, no_usage_option
-from ctxkit.cli.options import echo_err, want_progress
+from ctxkit.cli.options import echo_err, to_format_option, want_progress
 from ctxkit.cli.sections import (
     SectionedCommand,
     engine_section,
@@ -17,7 +17,7 @@ from ctxkit.cli.sections import (
 )
 from ctxkit.compaction.recovery import RECOVERY_MODES
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
-from ctxkit.formats import WRITABLE, ReadOptions
+from ctxkit.formats import ReadOptions
 from ctxkit.strategies import STRATEGIES
 from ctxkit.summarizers import SUMMARIZER_NAMES
 
@@ -37,10 +37,7 @@ _output_options = section(
         "-o", "--output", "output", default="-",
         help="Output file (atomic write), or DIR/ for one output per input; default stdout.",
     ),
-    click.option(
-        "--to", "to_format", type=click.Choice(sorted(WRITABLE)), default=None,
-        help="Output format (default: the input's own; a dataset stays a dataset).",
-    ),
+    to_format_option("Output format (default: the input's own; a dataset stays a dataset)."),
     click.option("--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."),
     click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive."),
 )

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ctxkit.engines import DEFAULT_ENGINE, ENGINES, SHARD_MB
-from ctxkit.formats import FORMATS, ReadOptions
+from ctxkit.formats import FORMATS, WRITABLE, ReadOptions
 from ctxkit.formats.base import agents
 from ctxkit.report.tables import reading_note, reading_summary  # noqa: F401  (the commands import them from here)
 
@@ -48,6 +48,16 @@ def stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
     return apply
 
 
+def from_format_option(help: str) -> Callable[[F], F]:
+    """--from FORMAT (as `from_format`), a format ctxkit reads; `help` says what it is read from."""
+    return click.option("--from", "from_format", type=click.Choice(sorted(FORMATS)), default=None, help=help)
+
+
+def to_format_option(help: str) -> Callable[[F], F]:
+    """--to FORMAT (as `to_format`), a format ctxkit writes; `help` gives its default."""
+    return click.option("--to", "to_format", type=click.Choice(sorted(WRITABLE)), default=None, help=help)
+
+
 def input_options(f: F) -> F:
     """PATH... (files, globs, or stdin when none or `-`) and the reading flags, which reach the
     command as one `read_opts: ReadOptions` (--from, --include-sidechains, --include-compacted,
@@ -71,13 +81,7 @@ def input_options(f: F) -> F:
 
     return stack(
         click.argument("paths", nargs=-1, type=str, metavar="[PATH]..."),
-        click.option(
-            "--from",
-            "from_format",
-            type=click.Choice(sorted(FORMATS)),
-            default=None,
-            help="Input format (default: detected per file, per line for datasets).",
-        ),
+        from_format_option("Input format (default: detected per file, per line for datasets)."),
         click.option(
             "--include-sidechains",
             is_flag=True,

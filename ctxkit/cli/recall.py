@@ -8,12 +8,11 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from ctxkit.cli.options import echo_err, tokenizer_option
+from ctxkit.cli.options import echo_err, from_format_option, to_format_option, tokenizer_option
 from ctxkit.cli.output import format_option
 from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_stdout
-from ctxkit.formats import FORMATS, WRITABLE
 
 LIST_FORMATS = ("table", "jsonl")  # recall --list: a table for people, or JSON lines
 
@@ -183,20 +182,8 @@ def _preview(text: str) -> str:
     "-o", "--output", default="-",
     help="Output file (atomic write), or DIR/ for a directory run's files one by one; default stdout.",
 )
-@click.option(
-    "--from",
-    "from_format",
-    type=click.Choice(sorted(FORMATS)),
-    default=None,
-    help="Format of COMPACTED (default: detected).",
-)
-@click.option(
-    "--to",
-    "to_format",
-    type=click.Choice(sorted(WRITABLE)),
-    default=None,
-    help="Output format (default: the original's, when it can be written).",
-)
+@from_format_option("Format of COMPACTED (default: detected).")
+@to_format_option("Output format (default: the original's, when it can be written).")
 def expand(
     compacted: str,
     archive_path: str | None,
