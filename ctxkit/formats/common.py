@@ -349,6 +349,17 @@ def finish(unit: Unit, typed: bool = False) -> Unit:
     return unit
 
 
+def finish_run(run: list[Unit]) -> list[Unit]:
+    """The units one source record gave, finished (`finish`) and, where it gave several, each
+    marked with their number (`group_size`, as `link_group_sizes` marks them)."""
+    for u in run:
+        finish(u)
+    if len(run) > 1:
+        for u in run:
+            u.meta["group_size"] = len(run)
+    return run
+
+
 def link_group_sizes(units: list[Unit]) -> None:
     """Mark units that share a source record with the group size, so writers can tell whether
     a group is still whole before they emit its raw record."""

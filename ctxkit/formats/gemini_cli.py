@@ -31,6 +31,7 @@ from ctxkit.formats.common import (
     blocks_text,
     dumps,
     finish,
+    finish_run,
     joins,
     raw_groups,
     timestamp_of,
@@ -174,12 +175,9 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
             run.append(Unit(id=f"{uid}#{k + 1}", role="tool", content=_result_text(call.get("result")),
                             timestamp=timestamp_of(call.get("timestamp")) or ts, tool_call_id=cid,
                             name=str(call.get("name") or "") or None, raw=msg, group=i, meta=meta))
-        for u in run:
-            units.append(finish(u))
+        for u in finish_run(run):
+            units.append(u)
             keeper.unit(u.id, [i])
-        if len(run) > 1:
-            for u in run:
-                u.meta["group_size"] = len(run)
     # the recording's other keys, for writing it back (not an envelope other formats would copy)
     rest = {k: v for k, v in obj.items() if k != "messages"}
     metadata: dict[str, Any] = {KEPT: keeper.metadata(), "gemini_cli": {"keys": list(obj), "fields": rest}}

@@ -55,7 +55,7 @@ from ctxkit.formats.common import (
     Source,
     args_object,
     args_text,
-    finish,
+    finish_run,
     joins,
     link_group_sizes,
     raw_groups,
@@ -260,11 +260,7 @@ class _Reader:
             self.owners[mid] = self.units[-1].id
 
     def _add(self, run: list[Unit]) -> None:
-        for u in run:
-            self.units.append(finish(u))
-        if len(run) > 1:
-            for u in run:
-                u.meta["group_size"] = len(run)
+        self.units.extend(finish_run(run))
 
     def _user(self, n: int, mid: str, msg: dict[str, Any]) -> None:
         ts = timestamp_of(msg.get("timestamp"))

@@ -76,7 +76,7 @@ from typing import Any
 
 from ctxkit.errors import InputError
 from ctxkit.formats.base import Format
-from ctxkit.formats.common import Source, finish, joins, raw_groups, text_lines
+from ctxkit.formats.common import Source, finish_run, joins, raw_groups, text_lines
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, place
 from ctxkit.formats.specstory_markdown import (
@@ -294,12 +294,9 @@ def _session(lines: list[str], start: int, stop: int, headings: list[int], src: 
             continue
         if s.model and s.model not in _NO_MODEL:
             model = s.model
-        for u in made:
-            units.append(finish(u))
+        for u in finish_run(made):
+            units.append(u)
             keeper.unit(u.id, [n])
-        if len(made) > 1:
-            for u in made:
-                u.meta["group_size"] = len(made)
     metadata: dict[str, Any] = {KEPT: keeper.metadata(), NAME: info}
     if info.get("session_id"):
         metadata["session_id"] = info["session_id"]
