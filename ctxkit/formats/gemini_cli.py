@@ -41,7 +41,7 @@ from ctxkit.formats.kept import Keeper, place
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "gemini-cli"
-_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
+MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})  # a recording's and a JSONL log's
 _NOTICES = frozenset({"info", "error", "warning"})
 _NAMESPACE = uuidlib.UUID("3d1f2b7a-6c0e-5a49-8f12-9b4e7d2c6a51")
 
@@ -51,7 +51,7 @@ def detect_object(obj: dict[str, Any]) -> bool:
     msgs = obj.get("messages")
     if not (isinstance(obj.get("sessionId"), str) and "projectHash" in obj and isinstance(msgs, list)):
         return False
-    return all(isinstance(m, dict) and m.get("type") in _TYPES and "id" in m for m in msgs[:20])
+    return all(isinstance(m, dict) and m.get("type") in MESSAGE_TYPES and "id" in m for m in msgs[:20])
 
 
 def parts_text(content: Any, src: Source | None = None) -> tuple[str, int]:
@@ -134,7 +134,7 @@ def read(obj: dict[str, Any], src: Source) -> Transcript:
     calls: list[dict[str, Any]] = []
     model: str | None = None
     for i, msg in enumerate(messages):
-        if not isinstance(msg, dict) or msg.get("type") not in _TYPES:
+        if not isinstance(msg, dict) or msg.get("type") not in MESSAGE_TYPES:
             src.bad(i, "expected a Gemini CLI message {id, timestamp, type: user|gemini|info|error|warning, content}", msg)
             continue
         kind = msg["type"]
@@ -219,7 +219,7 @@ def _call(c: ToolCall, results: dict[str, Unit], template: dict[str, Any] | None
 def _message(run: list[Unit], t: Transcript, same: bool, answers: dict[str, Unit] | None = None) -> dict[str, Any] | None:
     """One message for a run of units (an assistant unit and its results, or one unit)."""
     head = run[0]
-    template = head.source if same and isinstance(head.source, dict) and head.source.get("type") in _TYPES else None
+    template = head.source if same and isinstance(head.source, dict) and head.source.get("type") in MESSAGE_TYPES else None
     ts = _iso(head.timestamp)
     if head.role in ("tool", "system"):
         return None  # a result rides in its call's message; no recording holds a system prompt
@@ -320,7 +320,7 @@ def validate(data: Any) -> list[str]:
         seen: set[Any] = set()
         for i, msg in enumerate(obj.get("messages") or []):
             at = f"{where}message {i + 1}"
-            if not isinstance(msg, dict) or msg.get("type") not in _TYPES or "content" not in msg:
+            if not isinstance(msg, dict) or msg.get("type") not in MESSAGE_TYPES or "content" not in msg:
                 out.append(f"{at}: expected {{id, timestamp, type, content}} of a known type")
                 continue
             if not isinstance(msg.get("id"), str) or msg["id"] in seen:

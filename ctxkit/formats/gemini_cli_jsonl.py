@@ -61,13 +61,20 @@ from ctxkit.formats.common import (
     raw_groups,
     timestamp_of,
 )
-from ctxkit.formats.gemini_cli import _call, _joined, _message, _usage, parts_text, response_text
+from ctxkit.formats.gemini_cli import (
+    MESSAGE_TYPES,
+    _call,
+    _joined,
+    _message,
+    _usage,
+    parts_text,
+    response_text,
+)
 from ctxkit.formats.gemini_cli import write_object as _recording
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "gemini-cli-jsonl"
-_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 _HARNESS = ("<session_context>", "<hook_context>")
 _NAMESPACE = uuidlib.UUID("8c4e2a17-3f6b-5d90-b1e8-7a2c9d4f0e63")
 
@@ -589,7 +596,7 @@ def _produced(t: Transcript, again: frozenset[str] = frozenset()) -> list[tuple[
 
     for raw, run in raw_groups(t.units):
         head = run[0]
-        if head.group is None or not isinstance(head.source, dict) or head.source.get("type") not in _TYPES:
+        if head.group is None or not isinstance(head.source, dict) or head.source.get("type") not in MESSAGE_TYPES:
             made.extend(run)
             continue
         flush()
@@ -704,7 +711,7 @@ def validate(data: Any) -> list[str]:
     pending: list[str] = []
     for n, (mid, msg) in enumerate(chat.messages.items()):
         at = f"message {n + 1} ({mid})"
-        if msg.get("type") not in _TYPES or "content" not in msg:
+        if msg.get("type") not in MESSAGE_TYPES or "content" not in msg:
             out.append(f"{at}: expected {{id, timestamp, type, content}} of a known type")
             continue
         if msg["type"] == "gemini":
