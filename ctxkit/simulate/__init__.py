@@ -36,20 +36,7 @@ from ctxkit.simulate.builder import (
     Builder,
     Scenario,
 )
-from ctxkit.simulate.content import (
-    ADJS,
-    ATTRS,
-    EMOJI,
-    KINDS,
-    LOCALES,
-    MIX,
-    NEEDLE_KINDS,
-    NOUNS,
-    PKGS,
-    VARS,
-    VERBS,
-    Output,
-)
+from ctxkit.simulate.content import KINDS, MIX, Output
 from ctxkit.simulate.output import (
     OUTPUT_FORMATS,
     TRUTH_NAME,
@@ -59,6 +46,17 @@ from ctxkit.simulate.output import (
     truth_path_for,
 )
 from ctxkit.simulate.scenarios import SCENARIOS, generate, generate_many, ground_truth, scenario
+from ctxkit.simulate.vocabulary import (
+    ADJS,
+    ATTRS,
+    EMOJI,
+    LOCALES,
+    NEEDLE_KINDS,
+    NOUNS,
+    PKGS,
+    VARS,
+    VERBS,
+)
 
 __all__ = [
     "ADJS",

@@ -11,20 +11,8 @@ from typing import Any
 import orjson
 
 from ctxkit.model import ToolCall, Unit
-from ctxkit.simulate.content import (
-    ADJS,
-    ATTRS,
-    EMOJI,
-    KINDS,
-    NEEDLE_KINDS,
-    NOUNS,
-    PKGS,
-    VARS,
-    VERBS,
-    _camel,
-    _faker,
-    _tool_schemas,
-)
+from ctxkit.simulate.content import KINDS, _camel, _faker, _tool_schemas, fill
+from ctxkit.simulate.vocabulary import ADJS, ATTRS, EMOJI, NEEDLE_KINDS, NOUNS, PKGS, VARS, VERBS
 from ctxkit.tokens import (
     CountOptions,
     Tokenizer,
@@ -230,45 +218,6 @@ class Builder:
         self.total += self.unit_cost(u)
         return u
 
-    def fill(
-        self,
-        budget: int,
-        more: Callable[[], str],
-        *,
-        head: Sequence[str] = (),
-        tail: str = "",
-        misses: int = 3,
-    ) -> str:
-        """Join `head`, then blocks from `more()` while they fit `budget`, then `tail`.
-
-        Blocks are counted one by one as they are made, so the text lands just under the
-        budget without generating and discarding a large excess.
-        """
-        parts: list[str] = []
-        used = self.count(tail)
-        for block in head:
-            n = self.count(block)
-            if parts and used + n > budget:
-                break
-            parts.append(block)
-            used += n
-        missed = 0
-        smallest: tuple[int, str] | None = None
-        while missed < misses:
-            block = more()
-            n = self.count(block)
-            if used + n > budget:
-                missed += 1
-                if smallest is None or n < smallest[0]:
-                    smallest = (n, block)
-                continue
-            parts.append(block)
-            used += n
-        if not parts and smallest is not None:
-            parts.append(smallest[1])  # never empty: one block over budget beats no output
-        parts.append(tail)
-        return "".join(parts)
-
     def sentences(self, budget: int, fake: Any = None, emoji: float = 0.0) -> str:
         """Prose of about `budget` tokens (one sentence at least)."""
         fake = fake or self.fake
@@ -279,7 +228,7 @@ class Builder:
                 s += " " + self.pick(EMOJI)
             return s + " "
 
-        text = self.fill(budget, sentence, head=[sentence()], misses=2)
+        text = fill(self, budget, sentence, head=[sentence()], misses=2)
         return text.strip()
 
     # -- messages -----------------------------------------------------------------------------
@@ -320,7 +269,7 @@ class Builder:
         if tool_docs:
             schemas = orjson.dumps(_tool_schemas(), option=orjson.OPT_INDENT_2).decode()
             head.append(f"# Tool schemas\n```json\n{schemas}\n```\n\n")
-        return self.add("system", "message", self.fill(budget, rule, head=head, misses=3).strip())
+        return self.add("system", "message", fill(self, budget, rule, head=head, misses=3).strip())
 
     def user(self, text: str) -> Unit:
         """A user message."""
@@ -394,7 +343,7 @@ class Builder:
                 return self.tech_sentence() + " "
             return str(self.fake.sentence(nb_words=self.rng.randint(6, 16))) + " "
 
-        return self.fill(budget, sentence, head=[sentence()], misses=2).strip()
+        return fill(self, budget, sentence, head=[sentence()], misses=2).strip()
 
     def todo_list(self, done: int = 1) -> Unit:
         """The P1 To Do List (plan_ref, priority 1)."""
@@ -522,7 +471,7 @@ class Builder:
                 )
             )
 
-        return self.assistant("", "reasoning", reasoning=self.fill(budget, step, head=head).strip())
+        return self.assistant("", "reasoning", reasoning=fill(self, budget, step, head=head).strip())
 
     def session(
         self,

@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import orjson
 
+from ctxkit.simulate.vocabulary import ADJS, ATTRS, LOCALES, NOUNS, PKGS, VARS, VERBS
+
 
 class Builder(Protocol):
     """What the generators use of `simulate.builder.Builder`: its seeded random stream and
@@ -29,72 +31,60 @@ class Builder(Protocol):
 
     def stamp(self, ts: float | None = None) -> str: ...
 
-    def fill(
-        self,
-        budget: int,
-        more: Callable[[], str],
-        *,
-        head: Sequence[str] = (),
-        tail: str = "",
-        misses: int = 3,
-    ) -> str: ...
+
+def fill(
+    b: Builder,
+    budget: int,
+    more: Callable[[], str],
+    *,
+    head: Sequence[str] = (),
+    tail: str = "",
+    misses: int = 3,
+) -> str:
+    """Join `head`, then blocks from `more()` while they fit `budget` (`b.count`'s tokens), then
+    `tail` (`fitting_blocks`)."""
+    blocks = fitting_blocks(b, budget, more, head=head, used=b.count(tail), misses=misses)
+    return "".join([*blocks, tail])
 
 
-NOUNS = (
-    "invoice", "order", "customer", "session", "payment", "account", "report", "ticket",
-    "cart", "shipment", "user", "profile", "message", "event", "job", "queue", "cache",
-    "metric", "record", "batch", "webhook", "refund", "product", "inventory", "price",
-    "discount", "address", "schedule", "task", "worker", "lease", "snapshot", "policy",
-    "audit", "ledger", "tenant", "coupon", "subscription", "notification", "export",
-)  # fmt: skip
+def fitting_blocks(
+    b: Builder,
+    budget: int,
+    more: Callable[[], str],
+    *,
+    head: Sequence[str] = (),
+    used: int = 0,
+    misses: int = 3,
+    joiner_tokens: int = 0,
+) -> list[str]:
+    """`head`, then blocks from `more()`, while they fit `budget` with `used` tokens spent and
+    `joiner_tokens` more for each block, until `misses` blocks did not fit.
 
-
-VERBS = (
-    "load", "save", "build", "parse", "validate", "compute", "fetch", "sync", "render",
-    "apply", "resolve", "merge", "refresh", "publish", "dispatch", "normalize", "serialize",
-    "reconcile", "allocate", "archive", "retry", "filter", "collect", "emit", "prune",
-)  # fmt: skip
-
-
-ADJS = ("pending", "active", "stale", "raw", "cached", "remote", "local", "default", "primary",
-        "legacy", "batched", "partial", "expired", "visible")  # fmt: skip
-
-
-PKGS = ("billing", "accounts", "orders", "inventory", "notifications", "search", "auth",
-        "reporting", "shipping", "catalog", "payments", "analytics")  # fmt: skip
-
-
-ATTRS = ("id", "status", "amount_cents", "updated_at", "owner_id", "tenant_id", "created_at",
-         "currency", "retries", "expires_at")  # fmt: skip
-
-
-VARS = ("result", "rows", "batch", "pending", "seen", "payload", "matches", "totals", "items",
-        "records", "chunk", "out")  # fmt: skip
-
-
-EMOJI = ("🚀", "✅", "❌", "🔥", "🤔", "👍", "🙏", "⚠️", "🐛", "📦", "🎉", "💡", "😅", "🧪",
-         "📈", "👩‍💻", "🇯🇵", "🇩🇪", "🤷‍♂️", "🫠")  # fmt: skip
-
-
-NEEDLE_KINDS = ("order", "path", "decision", "constraint", "contact", "slo", "flag")
-
-
-LOCALES = (
-    "ja_JP",
-    "ru_RU",
-    "ar_AA",
-    "de_DE",
-    "zh_CN",
-    "fr_FR",
-    "es_ES",
-    "he_IL",
-    "el_GR",
-    "th_TH",
-    "uk_UA",
-    "fa_IR",
-    "vi_VN",
-    "bn_BD",
-)
+    Blocks are counted one by one as they are made, so the text lands just under the
+    budget without generating and discarding a large excess.
+    """
+    parts: list[str] = []
+    for block in head:
+        n = b.count(block) + joiner_tokens
+        if parts and used + n > budget:
+            break
+        parts.append(block)
+        used += n
+    missed = 0
+    smallest: tuple[int, str] | None = None
+    while missed < misses:
+        block = more()
+        n = b.count(block) + joiner_tokens
+        if used + n > budget:
+            missed += 1
+            if smallest is None or n < smallest[0]:
+                smallest = (n, block)
+            continue
+        parts.append(block)
+        used += n
+    if not parts and smallest is not None:
+        parts.append(smallest[1])  # never empty: one block over budget beats no output
+    return parts
 
 
 _FAKERS: dict[str, Any] = {}  # locale -> Faker; a cache, re-seeded on every use
@@ -267,7 +257,7 @@ def _python_file(b: Builder, budget: int) -> tuple[str, str]:
     )
     if b.count(head) > budget:
         head = f'"""{_camel(noun)} helpers."""\n\nimport logging\n\nlog = logging.getLogger(__name__)\n'
-    return path, b.fill(budget, lambda: _py_block(b, const), head=[head])
+    return path, fill(b, budget, lambda: _py_block(b, const), head=[head])
 
 
 def _ts_statement(b: Builder, ind: str, in_class: bool = True) -> str:
@@ -361,7 +351,7 @@ def _typescript_file(b: Builder, budget: int) -> tuple[str, str]:
         f'import type {{ {_camel(b.pick(NOUNS))}Record }} from "../{b.pick(PKGS)}/types";\n'
         f"\nconst DEFAULT_LIMIT = {b.rng.choice((20, 50, 100))};\n"
     )
-    return path, b.fill(budget, lambda: _ts_block(b), head=[head])
+    return path, fill(b, budget, lambda: _ts_block(b), head=[head])
 
 
 def _go_block(b: Builder) -> str:
@@ -408,7 +398,7 @@ def _go_file(b: Builder, budget: int) -> tuple[str, str]:
         'import (\n\t"context"\n\t"database/sql"\n\t"errors"\n\t"fmt"\n\t"time"\n)\n\n'
         'var ErrNotFound = errors.New("not found")\n'
     )
-    return path, b.fill(budget, lambda: _go_block(b), head=[head])
+    return path, fill(b, budget, lambda: _go_block(b), head=[head])
 
 
 def _read_python(b: Builder, budget: int) -> Output:
@@ -448,7 +438,7 @@ def _grep(b: Builder, budget: int) -> Output:
         )
         return f"{path}:{line}:{text}\n"
 
-    text = b.fill(budget, hit, misses=2)
+    text = fill(b, budget, hit, misses=2)
     return Output("grep", {"pattern": symbol, "path": "."}, text.rstrip("\n"), "tool_result")
 
 
@@ -520,7 +510,7 @@ def _pytest_log(b: Builder, budget: int) -> Output:
         lines.append(summary.center(80, "=") + "\n")
         return "".join(lines)
 
-    text = b.fill(budget - 20 - 12 * 4, failure, head=head, misses=2)
+    text = fill(b, budget - 20 - 12 * 4, failure, head=head, misses=2)
     text += tail()
     cmd = f"pytest -x {b.pick(files)}" if b.rng.random() < 0.5 else "pytest -q"
     return Output("run_command", {"command": cmd}, text, "log", delay_s=(3.0, 90.0))
@@ -562,7 +552,7 @@ def _npm_log(b: Builder, budget: int) -> Output:
         "npm ERR! code 2\nnpm ERR! path /app\nnpm ERR! command failed\n"
         "npm ERR! command sh -c tsc -p tsconfig.json && vite build\n"
     )
-    text = b.fill(budget, chunk, head=head, tail=tail, misses=2)
+    text = fill(b, budget, chunk, head=head, tail=tail, misses=2)
     return Output("run_command", {"command": "npm run build"}, text, "log", delay_s=(5.0, 60.0))
 
 
@@ -595,7 +585,7 @@ def _server_log(b: Builder, budget: int) -> Output:
             "httpx.ReadTimeout: timed out\n"
         )
 
-    text = b.fill(budget, line, misses=2)
+    text = fill(b, budget, line, misses=2)
     cmd = f"kubectl logs deploy/{pkg}-worker --since=1h --tail={b.rng.choice((200, 500, 2000))}"
     return Output("run_command", {"command": cmd}, text.rstrip("\n"), "log", delay_s=(1.0, 8.0))
 
@@ -653,24 +643,15 @@ def _json_response(b: Builder, budget: int, fake: Any = None) -> Output:
     noun = ("customer", "event", "product")[kind]
     open_ = '{\n  "data": [\n'
     close = '\n  ],\n  "pagination": {"page": 1, "per_page": 100, "total": 1000}\n}'
-    used = b.count(open_) + b.count(close)
-    kept: list[str] = []
-    smallest: tuple[int, str] | None = None
-    missed = 0
-    while missed < 3:
-        item = textwrap.indent(
+
+    def item() -> str:
+        return textwrap.indent(
             orjson.dumps(_json_item(b, fake, kind), option=orjson.OPT_INDENT_2).decode(), "    "
         )
-        n = b.count(item) + 1  # the comma and newline between items
-        if used + n > budget:
-            missed += 1
-            if smallest is None or n < smallest[0]:
-                smallest = (n, item)
-            continue
-        kept.append(item)
-        used += n
-    if not kept and smallest is not None:
-        kept.append(smallest[1])
+
+    # a token more for each item: the comma and newline between items
+    used = b.count(open_) + b.count(close)
+    kept = fitting_blocks(b, budget, item, used=used, joiner_tokens=1)
     total = len(kept) + b.rng.randint(0, 5000)
     text = (
         open_
@@ -690,7 +671,7 @@ def _list_dir(b: Builder, budget: int) -> Output:
         ext = b.pick((".py", ".py", ".ts", ".go", ".md", ".json"))
         return f"-rw-r--r--  1 dev dev {b.rng.randint(120, 90000):6d}  {b.pick(NOUNS)}_{b.pick(('service', 'utils', 'models', 'test'))}{ext}\n"
 
-    text = b.fill(min(budget, 400), entry, misses=1)
+    text = fill(b, min(budget, 400), entry, misses=1)
     return Output("list_dir", {"path": f"src/{pkg}"}, text.rstrip("\n"), "tool_result")
 
 

@@ -15,7 +15,8 @@ from ctxkit.simulate.builder import (
     Scenario,
     _Needle,
 )
-from ctxkit.simulate.content import LOCALES, MIX, _pytest_log, _python_file
+from ctxkit.simulate.content import MIX, _pytest_log, _python_file
+from ctxkit.simulate.vocabulary import LOCALES
 from ctxkit.tokens import (
     Tokenizer,
     count_transcript,
