@@ -9,6 +9,7 @@ import orjson
 
 from ctxkit.bench.suites import SUITES
 from ctxkit.cli.options import echo_err
+from ctxkit.cli.output import output_option
 
 SUITE_CHOICES = [*SUITES, "all"]
 
@@ -47,9 +48,7 @@ Exit codes:
     metavar="FILE.png|FILE.svg",
     help="Chart the scale curve and the peer comparison (needs matplotlib).",
 )
-@click.option(
-    "-o", "--output", default="-", help="Write the table or JSON here (atomic); default stdout."
-)
+@output_option("Write the table or JSON here (atomic); default stdout.")
 @click.option(
     "--realdata",
     type=click.Path(exists=True, file_okay=False, path_type=Path),

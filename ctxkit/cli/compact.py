@@ -8,6 +8,7 @@ import click
 
 from ctxkit.cli.budget_options import budget_options, no_usage_option
 from ctxkit.cli.options import echo_err, to_format_option, want_progress
+from ctxkit.cli.output import output_option
 from ctxkit.cli.sections import (
     SectionedCommand,
     engine_section,
@@ -33,10 +34,7 @@ Exit codes:
 
 _output_options = section(
     "Output",
-    click.option(
-        "-o", "--output", "output", default="-",
-        help="Output file (atomic write), or DIR/ for one output per input; default stdout.",
-    ),
+    output_option("Output file (atomic write), or DIR/ for one output per input; default stdout."),
     to_format_option("Output format (default: the input's own; a dataset stays a dataset)."),
     click.option("--archive", "archive_path", default=None, help="SQLite archive (default <out>.ctx.db)."),
     click.option("--dry-run", is_flag=True, help="Compute and report; write no output and no archive."),

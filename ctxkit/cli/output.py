@@ -1,5 +1,5 @@
-"""How a command writes its result, as shared flags: `--format` (`format_option`), and for the
-agent reports a table or JSON lines with an HTML page beside (`report_options`, `write_report`)."""
+"""How a command writes its result, as shared flags: `-o/--output` (`output_option`), `--format`
+(`format_option`), and for the agent reports a table or JSON lines with an HTML page beside (`report_options`, `write_report`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ from ctxkit.report.tables import FORMATS
 F = TypeVar("F", bound=Callable[..., Any])
 
 TABLE_HELP = "table (for a terminal), json, jsonl or csv (default: table on a terminal, else jsonl)."
+
+
+def output_option(help: str) -> Callable[[F], F]:
+    """-o/--output FILE (as `output`), default `-`, stdout; `help` says what goes there."""
+    return click.option("-o", "--output", "output", default="-", help=help)
 
 
 def format_option(

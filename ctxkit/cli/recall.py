@@ -9,7 +9,7 @@ import click
 import orjson
 
 from ctxkit.cli.options import echo_err, from_format_option, to_format_option, tokenizer_option
-from ctxkit.cli.output import format_option
+from ctxkit.cli.output import format_option, output_option
 from ctxkit.english import counted
 from ctxkit.errors import UsageError
 from ctxkit.fileio import check_stdout
@@ -178,10 +178,7 @@ def _preview(text: str) -> str:
     metavar="PATH",
     help="The archive compact wrote (default <COMPACTED>.ctx.db, else the one compact writes for stdout).",
 )
-@click.option(
-    "-o", "--output", default="-",
-    help="Output file (atomic write), or DIR/ for a directory run's files one by one; default stdout.",
-)
+@output_option("Output file (atomic write), or DIR/ for a directory run's files one by one; default stdout.")
 @from_format_option("Format of COMPACTED (default: detected).")
 @to_format_option("Output format (default: the original's, when it can be written).")
 def expand(

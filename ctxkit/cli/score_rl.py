@@ -8,7 +8,7 @@ import click
 
 from ctxkit.cli.budget_options import budget_options
 from ctxkit.cli.options import FiniteFloat, echo_err, input_options, want_progress
-from ctxkit.cli.output import format_option
+from ctxkit.cli.output import format_option, output_option
 from ctxkit.cli.sections import SectionedCommand, engine_section, section, tokens_section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
 from ctxkit.formats import ReadOptions
@@ -93,7 +93,7 @@ _actions_options = section(
 
 _dataset_options = section(
     "Dataset",
-    click.option("-o", "--output", "output", default="-", help="Output file (atomic); default stdout."),
+    output_option("Output file (atomic); default stdout."),
     click.option(
         "--export",
         "export",
