@@ -23,7 +23,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from ctxkit.archive.store import Archive
@@ -118,13 +118,10 @@ class RunSummary:
         self.violations += [f"{tid}: {v}" for v in item.invariants["violations"]]
 
     def merge(self, other: RunSummary) -> None:
-        """Add another run's figures (a shard run elsewhere) to these."""
-        self.conversations += other.conversations
-        self.changed += other.changed
-        self.tokens_before += other.tokens_before
-        self.tokens_after += other.tokens_after
-        self.violations += other.violations
-        self.failures += other.failures
+        """Add another run's figures (a shard run elsewhere) to these: each count summed, each
+        list extended."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def to_dict(self) -> dict[str, Any]:
         return {
