@@ -33,7 +33,7 @@ from ctxkit.formats.common import (
     link_group_sizes,
     raw_groups,
 )
-from ctxkit.formats.gemini_cli import parts_text, response_text
+from ctxkit.formats.gemini_cli import function_responses, parts_text, response_text
 from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "gemini"
@@ -103,13 +103,8 @@ def read(records: list[Any], src: Source) -> Transcript:
             units.append(finish(Unit(id=uid, role="assistant", content="\n".join(texts), reasoning="\n".join(thoughts),
                                      tool_calls=calls, images=images, raw=rec, group=i)))
             continue
-        rest = []
-        k = 0
-        for p in parts:
-            fr = p.get("functionResponse")
-            if not isinstance(fr, dict):
-                rest.append(p)
-                continue
+        responses, rest = function_responses(parts)
+        for k, fr in enumerate(responses):
             name = str(fr.get("name") or "")
             cid = str(fr["id"]) if fr.get("id") else next((c for c, n in open_calls if n == name), f"call_{i}_{k}")
             if (cid, name) in open_calls:
@@ -120,7 +115,7 @@ def read(records: list[Any], src: Source) -> Transcript:
             units.append(finish(Unit(id=uid if k == 0 else f"{uid}#{k}", role="tool", content=response_text(fr),
                                      tool_call_id=cid, name=name or None, raw=rec, group=i,
                                      meta={"is_error": True} if failed else {})))
-            k += 1
+        k = len(responses)  # the user's own parts follow the results
         if rest or not parts:
             text, images = parts_text(rest, src)
             units.append(finish(Unit(id=uid if k == 0 else f"{uid}#{k}", role="user", content=text, images=images,

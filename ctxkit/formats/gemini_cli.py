@@ -83,6 +83,12 @@ def parts_text(content: Any, src: Source | None = None) -> tuple[str, int]:
     return "\n".join(t for t in texts if t), images
 
 
+def function_responses(parts: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A user content's `functionResponse`s (its tool results, in order) and its other parts."""
+    responses = [p["functionResponse"] for p in parts if isinstance(p.get("functionResponse"), dict)]
+    return responses, [p for p in parts if not isinstance(p.get("functionResponse"), dict)]
+
+
 def response_text(response: Any) -> str:
     """What the model reads of a `functionResponse`: its output (or error), else its JSON."""
     if not isinstance(response, dict):

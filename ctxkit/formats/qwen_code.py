@@ -67,7 +67,7 @@ from ctxkit.formats.common import (
     timestamp_of,
 )
 from ctxkit.formats.gemini import _problems as gemini_problems
-from ctxkit.formats.gemini_cli import parts_text, response_text
+from ctxkit.formats.gemini_cli import function_responses, parts_text, response_text
 from ctxkit.formats.kept import KEY as KEPT
 from ctxkit.formats.kept import Keeper, names, place
 from ctxkit.formats.kept import records as kept_records
@@ -229,13 +229,8 @@ class _Reader:
                              tool_calls=calls, images=images, timestamp=ts, raw=raw, group=group,
                              meta=dict(meta or {})))
         else:
-            rest = []
-            k = 0
-            for p in parts:
-                fr = p.get("functionResponse")
-                if not isinstance(fr, dict):
-                    rest.append(p)
-                    continue
+            responses, rest = function_responses(parts)
+            for k, fr in enumerate(responses):
                 name = str(fr.get("name") or "")
                 cid = str(fr["id"]) if fr.get("id") else next((c for c, n in self.open if n == name), f"call_{group}_{k}")
                 self.open = [(c, n) for c, n in self.open if c != cid]
@@ -243,7 +238,7 @@ class _Reader:
                 made.append(Unit(id=uid if k == 0 else f"{uid}#{k}", role="tool", content=response_text(fr),
                                  tool_call_id=cid, name=name or None, timestamp=ts, raw=raw, group=group,
                                  meta={"is_error": True} if failed else {}))
-                k += 1
+            k = len(responses)  # the user's own parts follow the results
             if rest or not parts:
                 text, images = parts_text(rest, self.src)
                 made.append(Unit(id=uid if k == 0 else f"{uid}#{k}", role="user", content=text, images=images,
