@@ -10,7 +10,8 @@ import click
 
 from ctxkit.agents.catalog import AGENTS
 from ctxkit.agents.session import MODES
-from ctxkit.cli.options import echo_err, limit_option
+from ctxkit.cli.budget_options import limit_option
+from ctxkit.cli.options import echo_err
 from ctxkit.cli.output import format_option
 from ctxkit.report.tables import default_format, write_rows
 

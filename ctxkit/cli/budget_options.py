@@ -1,5 +1,6 @@
-"""The budget's flags: the limit and goal a compaction aims for (`budget_options`), and whether
-the recorded usage of a log counts toward the figure (`no_usage_option`, `usage_options`)."""
+"""The budget's flags: one each for the model, window, limit and output reserve a command
+takes (`model_option`, ...), the limit and goal a compaction aims for (`budget_options`), and
+whether the recorded usage of a log counts toward the figure (`no_usage_option`, `usage_options`)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,29 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxkit.cli.options import file_option, limit_option, stack
+from ctxkit.cli.options import file_option, stack
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def model_option(help: str) -> Callable[[F], F]:
+    """--model NAME (one model of models.toml); `help` says what the command takes from it."""
+    return click.option("--model", default=None, metavar="NAME", help=help)
+
+
+def window_option(help: str) -> Callable[[F], F]:
+    """--window N, a context window in tokens given outright; `help` says what it is for."""
+    return click.option("--window", type=click.IntRange(min=1), default=None, help=help)
+
+
+def limit_option(help: str) -> Callable[[F], F]:
+    """--limit N, a token limit given outright; `help` says what the command does with it."""
+    return click.option("--limit", type=click.IntRange(min=1), default=None, help=help)
+
+
+def max_output_option(help: str) -> Callable[[F], F]:
+    """--max-output N, the tokens kept for the model's answer; `help` gives its default."""
+    return click.option("--max-output", type=click.IntRange(min=0), default=None, help=help)
 
 
 def budget_options(f: F) -> F:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ctxkit.cli.options import input_options, model_option, tokenizer_option, window_option
+from ctxkit.cli.budget_options import model_option, window_option
+from ctxkit.cli.options import input_options, tokenizer_option
 from ctxkit.cli.output import check_report, report_options, write_report
 
 

@@ -9,16 +9,8 @@ from typing import Any, TypeVar
 import click
 
 from ctxkit.budget.triggers import RULES
-from ctxkit.cli.budget_options import usage_options
-from ctxkit.cli.options import (
-    FiniteFloat,
-    debug_option,
-    file_option,
-    limit_option,
-    max_output_option,
-    stack,
-    window_option,
-)
+from ctxkit.cli.budget_options import limit_option, max_output_option, usage_options, window_option
+from ctxkit.cli.options import FiniteFloat, debug_option, file_option, stack
 from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import input_section, section, tokens_section
 from ctxkit.gates.exits import FAIL_ON

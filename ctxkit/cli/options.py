@@ -116,26 +116,6 @@ def tokenizer_option(help: str) -> Callable[[F], F]:
     return click.option("--tokenizer", default=None, metavar="NAME", help=help)
 
 
-def model_option(help: str) -> Callable[[F], F]:
-    """--model NAME (one model of models.toml); `help` says what the command takes from it."""
-    return click.option("--model", default=None, metavar="NAME", help=help)
-
-
-def window_option(help: str) -> Callable[[F], F]:
-    """--window N, a context window in tokens given outright; `help` says what it is for."""
-    return click.option("--window", type=click.IntRange(min=1), default=None, help=help)
-
-
-def limit_option(help: str) -> Callable[[F], F]:
-    """--limit N, a token limit given outright; `help` says what the command does with it."""
-    return click.option("--limit", type=click.IntRange(min=1), default=None, help=help)
-
-
-def max_output_option(help: str) -> Callable[[F], F]:
-    """--max-output N, the tokens kept for the model's answer; `help` gives its default."""
-    return click.option("--max-output", type=click.IntRange(min=0), default=None, help=help)
-
-
 def file_option(
     flag: str, dest: str, help: str, *, exists: bool = False, multiple: bool = False
 ) -> Callable[[F], F]:

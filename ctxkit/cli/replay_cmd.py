@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ctxkit.cli.options import (
-    echo_err,
-    input_options,
-    max_output_option,
-    model_option,
-    tokenizer_option,
-    window_option,
-)
+from ctxkit.cli.budget_options import max_output_option, model_option, window_option
+from ctxkit.cli.options import echo_err, input_options, tokenizer_option
 from ctxkit.cli.output import check_report, report_options, write_report
 from ctxkit.recipes.session import AGENTS, DEFAULT_AGENTS, ReplayOptions
 from ctxkit.summarizers import SUMMARIZER_NAMES

@@ -8,15 +8,14 @@ from typing import Any
 import click
 
 from ctxkit.budget.tools import DEFAULT_THRESHOLD
+from ctxkit.cli.budget_options import model_option, window_option
 from ctxkit.cli.options import (
     FiniteFloat,
     echo_err,
     file_option,
     input_options,
-    model_option,
     reading_note,
     tokenizer_options,
-    window_option,
 )
 from ctxkit.cli.output import format_option
 from ctxkit.formats import ReadOptions
