@@ -13,7 +13,7 @@ import orjson
 
 from ctxkit.classify import classify
 from ctxkit.errors import InputError
-from ctxkit.model import Transcript, Unit
+from ctxkit.model import ROLES, Transcript, Unit
 
 
 @dataclass(frozen=True)
@@ -347,6 +347,14 @@ def finish(unit: Unit, typed: bool = False) -> Unit:
     if not typed:
         unit.type = classify(unit)
     return unit
+
+
+def canonical_role(role: str, aliases: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """A source's role as one of ctxkit's (`ROLES`): itself, else its alias, else `user`; and
+    the unit's meta, which keeps a role it replaced (`source_role`)."""
+    if role in ROLES:
+        return role, {}
+    return aliases.get(role, "user"), {"source_role": role}
 
 
 def finish_run(run: list[Unit]) -> list[Unit]:

@@ -10,6 +10,7 @@ from ctxkit.formats.common import (
     Source,
     args_text,
     blocks_text,
+    canonical_role,
     finish,
     is_reasoning_only,
     joins,
@@ -76,11 +77,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             src.bad(i, "expected a chat message object with a string `role`", rec)
             continue
-        role = rec["role"]
-        meta: dict[str, Any] = {}
-        if role not in ROLES:
-            meta["source_role"] = role
-            role = ROLE_MAP.get(role, "user")
+        role, meta = canonical_role(rec["role"], ROLE_MAP)
         content, images = blocks_text(rec.get("content"), ("text", "input_text", "output_text"), src)
         calls: list[ToolCall] = []
         raw_calls = rec.get("tool_calls")

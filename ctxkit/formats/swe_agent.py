@@ -25,11 +25,12 @@ from typing import Any
 
 from ctxkit.formats.base import Format
 from ctxkit.formats.checks import MAX_PROBLEMS, agent_log
-from ctxkit.formats.common import Source, args_text, blocks_text, finish, joins
-from ctxkit.model import ROLES, ToolCall, Transcript, Unit
+from ctxkit.formats.common import Source, args_text, blocks_text, canonical_role, finish, joins
+from ctxkit.model import ToolCall, Transcript, Unit
 
 NAME = "swe-agent"
 MESSAGES_KEY = "history"
+_ALIASES = {"ai": "assistant", "model": "assistant"}  # other roles than ctxkit's: user
 
 _TRAJ_KEYS = ("trajectory", "info", "replay_config", "environment", "attempts")
 _SWE_KEYS = ("agent", "message_type", "is_demo")
@@ -73,11 +74,7 @@ def read(records: list[Any], src: Source) -> Transcript:
         if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
             src.bad(i, "expected a SWE-agent history message {role, content, ...}", rec)
             continue
-        role = rec["role"]
-        meta: dict[str, Any] = {}
-        if role not in ROLES:
-            meta["source_role"] = role
-            role = "assistant" if role in ("ai", "model") else "user"
+        role, meta = canonical_role(rec["role"], _ALIASES)
         if rec.get("is_demo"):
             meta["demo"] = True
         content, images = blocks_text(rec.get("content"), ("text",), src)
