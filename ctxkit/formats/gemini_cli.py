@@ -83,6 +83,18 @@ def parts_text(content: Any, src: Source | None = None) -> tuple[str, int]:
     return "\n".join(t for t in texts if t), images
 
 
+def with_results(units: list[Unit]) -> list[list[Unit]]:
+    """Units as the messages they are written in: a `gemini` message with the results of its
+    calls that follow it, and every other unit alone."""
+    groups: list[list[Unit]] = []
+    for u in units:
+        if u.role == "tool" and groups and groups[-1][0].role == "assistant":
+            groups[-1].append(u)
+        else:
+            groups.append([u])
+    return groups
+
+
 def function_responses(parts: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
     """A user content's `functionResponse`s (its tool results, in order) and its other parts."""
     responses = [p["functionResponse"] for p in parts if isinstance(p.get("functionResponse"), dict)]
@@ -271,13 +283,7 @@ def write_object(t: Transcript) -> dict[str, Any]:
             run = [u for u in run if not (u.role == "tool" and (u.tool_call_id or "") in called)]
         elif run[0].role == "tool" and produced and isinstance(produced[-1][1], dict) and produced[-1][1].get("type") == "gemini":
             continue
-        groups: list[list[Unit]] = []
-        for u in run:
-            if u.role == "tool" and groups and groups[-1][0].role == "assistant":
-                groups[-1].append(u)
-            else:
-                groups.append([u])
-        for g in groups:
+        for g in with_results(run):
             last = produced[-1][1] if produced else None
             if joins(g[0]) and len(g) == 1 and isinstance(last, dict) and last.get("type") == (
                     "gemini" if g[0].role == "assistant" else "user") and g[0].role != "tool":

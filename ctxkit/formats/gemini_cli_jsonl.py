@@ -69,6 +69,7 @@ from ctxkit.formats.gemini_cli import (
     _usage,
     parts_text,
     response_text,
+    with_results,
 )
 from ctxkit.formats.gemini_cli import write_object as _recording
 from ctxkit.formats.kept import KEY as KEPT
@@ -577,13 +578,7 @@ def _produced(t: Transcript, again: frozenset[str] = frozenset()) -> list[tuple[
     made: list[Unit] = []  # units compaction made, waiting for their group to end
 
     def flush() -> None:
-        groups: list[list[Unit]] = []
-        for u in made:
-            if u.role == "tool" and groups and groups[-1][0].role == "assistant":
-                groups[-1].append(u)
-            else:
-                groups.append([u])
-        for g in groups:
+        for g in with_results(made):
             last = out[-1][1] if out else None
             if joins(g[0]) and len(g) == 1 and g[0].role in ("user", "assistant") and isinstance(last, dict) and (
                     last.get("type") == ("gemini" if g[0].role == "assistant" else "user")):
