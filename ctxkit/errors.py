@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
+V = TypeVar("V")
+
 
 class CtxkitError(Exception):
     """Base class: a message for people, no traceback."""
@@ -64,6 +69,14 @@ def unknown_name(kind: str, name: str, known: object) -> CtxkitError:
     """The error for a registry miss: lists the known names."""
     names = ", ".join(sorted(known))  # type: ignore[call-overload]
     return UsageError(f"unknown {kind} {name!r}; known: {names}")
+
+
+def registered(registry: Mapping[str, V], kind: str, name: str) -> V:
+    """What `registry` holds under `name`; an unknown name is the error listing the known ones."""
+    try:
+        return registry[name]
+    except KeyError:
+        raise unknown_name(kind, name, registry) from None
 
 
 class EmbedderError(CtxkitError):

@@ -26,7 +26,7 @@ from ctxkit.agents.drivers import (
     user_home,
 )
 from ctxkit.agents.provider import Step, ToolCall
-from ctxkit.errors import unknown_name
+from ctxkit.errors import registered
 
 # --- what several agents share ------------------------------------------------------------------
 
@@ -684,7 +684,4 @@ AGENTS: dict[str, Agent] = {
 
 def get_agent(name: str) -> Agent:
     """The agent registered under `name`; an unknown name lists the known ones."""
-    try:
-        return AGENTS[name]
-    except KeyError:
-        raise unknown_name("agent", name, AGENTS) from None
+    return registered(AGENTS, "agent", name)

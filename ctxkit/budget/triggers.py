@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxkit.errors import unknown_name
+from ctxkit.errors import registered
 
 
 @dataclass(frozen=True)
@@ -125,10 +125,7 @@ RULES: dict[str, AgentRule] = {
 
 def get_rule(name: str) -> AgentRule:
     """The rule registered under `name`; an unknown name lists the known ones."""
-    try:
-        return RULES[name]
-    except KeyError:
-        raise unknown_name("agent", name, RULES) from None
+    return registered(RULES, "agent", name)
 
 
 @dataclass

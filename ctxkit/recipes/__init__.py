@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ctxkit import plugins
 from ctxkit.counting import Fit
-from ctxkit.errors import unknown_name
+from ctxkit.errors import registered
 from ctxkit.recipes import agents, baselines
 from ctxkit.recipes.baselines import Recipe
 
@@ -45,10 +45,7 @@ RECIPES.update(plugins.load("ctxkit.peers", lambda obj: isinstance(obj, Peer), "
 
 def get_recipe(name: str) -> Peer:
     """The recipe registered under `name`; unknown names list the known ones."""
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise unknown_name("recipe", name, RECIPES) from None
+    return registered(RECIPES, "recipe", name)
 
 
 __all__ = ["RECIPES", "Fit", "Peer", "Recipe", "get_recipe"]

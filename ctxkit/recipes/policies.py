@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ctxkit.budget.triggers import RULES
-from ctxkit.errors import unknown_name
+from ctxkit.errors import registered
 from ctxkit.recipes.anthropic_policies import (
     CLEAR_TRIGGER,
     SERVER_COMPACT_TRIGGER,
@@ -145,10 +145,7 @@ POLICIES: dict[str, AgentPolicy] = {
 
 def get_policy(name: str) -> AgentPolicy:
     """The policy registered under `name`; an unknown name lists the known ones."""
-    try:
-        return POLICIES[name]
-    except KeyError:
-        raise unknown_name("agent", name, POLICIES) from None
+    return registered(POLICIES, "agent", name)
 
 
 __all__ = [

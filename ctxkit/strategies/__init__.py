@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from ctxkit import plugins
-from ctxkit.errors import UsageError, unknown_name
+from ctxkit.errors import UsageError, registered
 from ctxkit.fields import plain
 from ctxkit.strategies import content_type_chunking as _chunking
 from ctxkit.strategies import discard_low_rel as _discard
@@ -95,10 +95,7 @@ DEFAULT_CHAIN: tuple[str, ...] = (
 
 def get_strategy(name: str) -> Strategy:
     """The strategy registered under `name`; an unknown name is a UsageError listing the known."""
-    try:
-        return STRATEGIES[name]
-    except KeyError:
-        raise unknown_name("strategy", name, STRATEGIES) from None
+    return registered(STRATEGIES, "strategy", name)
 
 
 __all__ = [

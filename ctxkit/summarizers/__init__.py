@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxkit.errors import LLMError, unknown_name
+from ctxkit.errors import LLMError, registered
 from ctxkit.summarizers.extractive import Summarizer, summarize_extractive
 
 if TYPE_CHECKING:
@@ -25,10 +25,7 @@ SUMMARIZER_NAMES = (*SUMMARIZERS, "llm")
 
 def get_summarizer(name: str) -> Summarizer:
     """The summarizer registered under `name`; unknown names list the known ones."""
-    try:
-        return SUMMARIZERS[name]
-    except KeyError:
-        raise unknown_name("summarizer", name, SUMMARIZERS) from None
+    return registered(SUMMARIZERS, "summarizer", name)
 
 
 def make_summarizer(
