@@ -70,7 +70,7 @@ def region_row(t: Transcript, measured: Measure) -> dict[str, Any]:
         "unseen": measured.unseen,
         "excess": measured.excess,
         "total": measured.total,
-        "recorded": usage.recorded if usage is not None else None,
+        "recorded": usage.fit.last_recorded if usage is not None else None,
     }
 
 
@@ -383,41 +383,14 @@ class RecordedUsage:
                 kept += n
         return kept
 
-    @property
-    def calls(self) -> int:
-        return len(self.fit.calls)
-
-    @property
-    def recorded(self) -> int:
-        """Input tokens the provider counted at the last recorded call."""
-        return self.fit.last_recorded
-
-    @property
-    def estimated(self) -> int:
-        """ctxkit's count of the context the model had at that call."""
-        return self.fit.last_counted
-
-    @property
-    def after_unit(self) -> int:
-        return self.fit.after_unit
-
-    @property
-    def unlogged(self) -> int:
-        """What stays fixed: every call carries it and the log never shows it."""
-        return self.fit.fixed
-
-    @property
-    def ratio(self) -> float:
-        return self.fit.ratio
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
-            "calls": self.calls,
-            "recorded": self.recorded,
-            "estimated": self.estimated,
-            "after_unit": self.after_unit,
-            "unlogged": self.unlogged,
+            "calls": len(self.fit.calls),
+            "recorded": self.fit.last_recorded,
+            "estimated": self.fit.last_counted,
+            "after_unit": self.fit.after_unit,
+            "unlogged": self.fit.fixed,
             "fit": self.fit.to_dict(),
             "origin": self.origin or None,
         }
@@ -425,8 +398,9 @@ class RecordedUsage:
     def explain(self) -> str:
         """One line for people: what is fixed, what grows, what the fit cannot explain."""
         f = self.fit
+        calls = len(f.calls)
         line = (
-            f"recorded usage of {self.calls:,} call{'s' if self.calls != 1 else ''}: "
+            f"recorded usage of {calls:,} call{'s' if calls != 1 else ''}: "
             f"{f.fixed:,} fixed (what every call carries and the log never shows: system prompt, "
             f"tools, instructions), content x{f.ratio:.2f} (the provider's tokens per counted "
             f"token, {f.ratio_source})"
@@ -552,7 +526,7 @@ class Fit:
         usage = recorded_usage(t, tok, copts)
         if usage is None:
             return cls(tok, copts)
-        return cls(tok, copts, usage.unlogged, usage.ratio, dict(usage.unseen_units))
+        return cls(tok, copts, usage.fit.fixed, usage.fit.ratio, dict(usage.unseen_units))
 
 
 def usage_original(
@@ -653,7 +627,12 @@ class Measure:
     @property
     def unlogged(self) -> int:
         """The fixed part: every call carries it and the log never shows it."""
-        return self.usage.unlogged if self.usage is not None else 0
+        return self.usage.fit.fixed if self.usage is not None else 0
+
+    @property
+    def ratio(self) -> float:
+        """The provider's tokens per counted token (`budget.fit`; 1 without recorded usage)."""
+        return self.usage.fit.ratio if self.usage is not None else 1.0
 
     @property
     def unseen(self) -> int:

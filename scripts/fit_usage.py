@@ -30,14 +30,14 @@ def rows(paths: list[Path]):
             continue
         for t in transcripts[:1]:
             usage = recorded_usage(t, tok)
-            if usage is None or usage.calls < 2:
+            if usage is None or len(usage.fit.calls) < 2:
                 continue
             f = usage.fit
             first = (t.metadata.get("provider_usage") or {}).get("first") or {}
             yield {
                 "log": path.name,
                 "format": t.source_format,
-                "calls": usage.calls,
+                "calls": len(f.calls),
                 "first_call": int(first.get("input_tokens") or f.first_recorded),
                 "fixed": f.fixed,
                 "ratio": round(f.ratio, 3),

@@ -49,8 +49,8 @@ def main() -> None:
                 pcts.extend(pct)
                 mean = statistics.fmean(abs(e) for e in errs) if errs else float("nan")
                 print(
-                    f"| {folder}/{path.name[:40]} | {usage.calls} | {count_transcript(t, tok).total:,} "
-                    f"| {usage.recorded:,} | {usage.unlogged:,} | {mean:,.0f} | "
+                    f"| {folder}/{path.name[:40]} | {len(usage.fit.calls)} | {count_transcript(t, tok).total:,} "
+                    f"| {usage.fit.last_recorded:,} | {usage.fit.fixed:,} | {mean:,.0f} | "
                     f"{statistics.fmean(pct) if pct else float('nan'):.2f} |"
                 )
     print(

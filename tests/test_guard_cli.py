@@ -366,15 +366,15 @@ def test_guard_never_says_ok_where_the_provider_saw_more(realdata: Path) -> None
         usage = recorded_usage(t, tok)
         assert usage is not None, path.name
         local = count_transcript(t, tok).total
-        if usage.recorded <= local:
+        if usage.fit.last_recorded <= local:
             continue
-        limit = (local + usage.recorded) // 2  # the local count fits, the provider's does not
+        limit = (local + usage.fit.last_recorded) // 2  # the local count fits, the provider's does not
         r = run(["guard", str(path), "--limit", str(limit), "--format", "json"], cwd=path.parent)
         (res,) = json.loads(r.stdout)["targets"]
         assert r.exit_code == 5 and res["status"] == "overflow", path.name
         assert res["basis"] == "recorded usage"
-        assert res["used"] == measure(t, tok).total >= usage.recorded
-        assert res["regions"]["unlogged"] == usage.unlogged <= usage.fit.first_recorded
+        assert res["used"] == measure(t, tok).total >= usage.fit.last_recorded
+        assert res["regions"]["unlogged"] == usage.fit.fixed <= usage.fit.first_recorded
         r = run(["guard", str(path), "--limit", str(limit), "--no-usage", "--format", "json"])
         (res,) = json.loads(r.stdout)["targets"]
         assert res["used"] == local and res["basis"] == "local count"

@@ -275,7 +275,7 @@ def _begin(
         transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
     )
     fixed = measured.unlogged
-    ratio = measured.usage.ratio if measured.usage is not None else 1.0
+    ratio = measured.ratio
     tools = add_tools(transcript.tools, settings.added_tools)
     original = tuple(transcript.units)  # a tuple: its structure is read once (`structure`)
     ctx = _strategies_context(transcript, settings, archive, query, before, measured, tools, original)
@@ -307,7 +307,7 @@ def _strategies_context(
     """What every strategy of the run reads: the task query, the archive's key, the embedder,
     the summarizer, and the counts just made."""
     fixed = measured.unlogged
-    ratio = measured.usage.ratio if measured.usage is not None else 1.0
+    ratio = measured.ratio
     if query is None:
         from ctxkit.embedders.relevance import task_query
 

@@ -209,10 +209,10 @@ def _target_result(
     usage = measured.usage
     if usage is not None:
         say(
-            f"recorded usage: {usage.recorded} at call {usage.calls} (after unit "
-            f"{usage.after_unit}"
+            f"recorded usage: {usage.fit.last_recorded} at call {len(usage.fit.calls)} (after unit "
+            f"{usage.fit.after_unit}"
             + (f" of the original in {usage.origin}" if usage.origin else "")
-            + f"); counted {usage.estimated} for that context; {usage.explain()}"
+            + f"); counted {usage.fit.last_counted} for that context; {usage.explain()}"
         )
     plan: PendingPlan | None = None
     if pending:
@@ -237,7 +237,7 @@ def _target_result(
     # the replay and the agents' forecasts walk the log as it grew (`walk_tokens`): the fixed
     # part, then every unit at the fitted ratio (1 without recorded usage), at the recorded calls
     # what the provider counted, ending at the verdict's figure
-    ratio = usage.ratio if usage is not None else 1.0
+    ratio = measured.ratio
     fixed = regions.get("unlogged", 0) + round(
         ratio * (regions.get("tools", 0) + (opts.reply_priming if t.units else 0))
     )

@@ -112,7 +112,7 @@ def walk_tokens(t: Transcript, tc: Any, measured: Any, fixed: int, tok: Any) -> 
     from ctxkit.tokens.accounting import attachment_texts
 
     usage = measured.usage
-    ratio = usage.ratio if usage is not None else 1.0
+    ratio = measured.ratio
     out = [round(u.total * ratio) for u in tc.units] if ratio != 1.0 else [u.total for u in tc.units]
     if not out:
         return out

@@ -82,13 +82,13 @@ def _render_usage(verdict: Any) -> list[str]:
     seen: set[tuple[int, int]] = set()
     for r in verdict.results:
         u = r.usage
-        if u is None or (u.recorded, u.estimated) in seen:
+        if u is None or (u.fit.last_recorded, u.fit.last_counted) in seen:
             continue
-        seen.add((u.recorded, u.estimated))
+        seen.add((u.fit.last_recorded, u.fit.last_counted))
         which = f"its original (in {u.origin})" if u.origin else "the log"
         line = (
-            f"usage: {which} records {u.recorded:,} input tokens at its last call; ctxkit counts "
-            f"{u.estimated:,} for that context ({r.tokenizer}); {u.explain()} (--no-usage "
+            f"usage: {which} records {u.fit.last_recorded:,} input tokens at its last call; ctxkit counts "
+            f"{u.fit.last_counted:,} for that context ({r.tokenizer}); {u.explain()} (--no-usage "
             "decides on the local count)"
         )
         out.append(line)
