@@ -19,7 +19,12 @@ from ctxkit.budget import (
 )
 from ctxkit.budget.limits import AgentPolicy, ModelOverride, PerLLM
 from ctxkit.budget.models import find_model, load_models
-from ctxkit.budget.targets import resolve_model_budget, resolve_policy, resolve_target
+from ctxkit.budget.targets import (
+    BudgetRequest,
+    resolve_model_budget,
+    resolve_policy,
+    resolve_target,
+)
 from ctxkit.config.file import Config
 from ctxkit.errors import UsageError
 
@@ -184,7 +189,7 @@ def test_resolution_order() -> None:
             "openai": ModelOverride(context_window=32000, max_output_tokens=2000, buffer_tokens=500)
         },
     )
-    mb = resolve_model_budget("gpt-4o", config=cfg)
+    mb = resolve_model_budget(BudgetRequest("gpt-4o", config=cfg))
     assert (mb.context_window, mb.max_output_tokens, mb.buffer_tokens) == (64000, 2000, 1000)
     assert mb.sources == {
         "context_window": "config models.gpt-4o",
@@ -192,12 +197,14 @@ def test_resolution_order() -> None:
         "buffer_tokens": "config models.gpt-4o",
         "tokenizer": "models.toml",
     }
-    flags = resolve_model_budget("gpt-4o", config=cfg, context_window=50000, max_output_tokens=100)
+    flags = resolve_model_budget(
+        BudgetRequest("gpt-4o", config=cfg, context_window=50000, max_output_tokens=100)
+    )
     assert (flags.context_window, flags.max_output_tokens) == (50000, 100)
     assert flags.sources["context_window"] == "flag"
     # a model only in the config
     own = resolve_model_budget(
-        "my-model", config=Config(models={"my-model": ModelOverride(context_window=20000)})
+        BudgetRequest("my-model", config=Config(models={"my-model": ModelOverride(context_window=20000)}))
     )
     assert (own.context_window, own.max_output_tokens, own.buffer_tokens) == (20000, 5000, 2500)
 

@@ -23,13 +23,13 @@ value with where it came from (`Target.sources`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 
 from ctxkit.budget import Target, Thresholds
 from ctxkit.budget.agents import agent_budget, agent_of_format, thresholds_for
 from ctxkit.budget.limits import BudgetConfig
 from ctxkit.budget.models import ModelInfo, find_family, find_model
-from ctxkit.budget.targets import resolve_target
+from ctxkit.budget.targets import BudgetRequest, request_target
 from ctxkit.model import Transcript
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
@@ -80,7 +80,7 @@ def log_target(
     config = config or BudgetConfig()
     # counted as `count` counts it (its tokenizer, unless one is asked for): the fit of the
     # log's recorded usage carries the provider's own tokenizer in its ratio
-    base = resolve_target(matched, config=config, tokenizer=tokenizer or DEFAULT_TOKENIZER)
+    base = request_target(BudgetRequest(matched, tokenizer=tokenizer or DEFAULT_TOKENIZER, config=config))
     sources = {**base.sources, "tokenizer": "flag" if tokenizer else "default"}
     base = replace(base, notes=(*base.notes, *notes), sources=sources, tokenizer_note="")
     agent = agent_of_format(t.source_format)
@@ -121,34 +121,6 @@ def log_target(
     )
 
 
-@dataclass(frozen=True)
-class BudgetRequest:
-    """What names a budget: the budget flags of a command and the configuration (None: not
-    given). With none of them, a log names its own (`log_target`)."""
-
-    model: str | None = None
-    context_window: int | None = None
-    max_output_tokens: int | None = None
-    buffer_tokens: int | None = None
-    limit: int | None = None
-    agent: str | None = None
-    llm: str | None = None
-    tokenizer: str | None = None
-    config: BudgetConfig = field(default_factory=BudgetConfig)
-
-    @property
-    def from_log(self) -> bool:
-        """Whether a log's own target applies: nothing names another budget (no model, window,
-        output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
-        given = (self.context_window, self.max_output_tokens, self.buffer_tokens, self.limit)
-        named = bool(self.model) or bool(self.agent) or bool(self.llm)
-        return not named and all(v is None for v in given) and self.config.default_limit is None
-
-    def for_model(self, model: str | None) -> BudgetRequest:
-        """The same request naming `model` (guard checks each --model in turn)."""
-        return replace(self, model=model)
-
-
 def resolve_budget(request: BudgetRequest, t: Transcript | None = None) -> Target:
     """The one budget: the target the log `t` names when the request names no other (and the
     log a known model), else the target of the flags, the configuration and models.toml.
@@ -160,4 +132,4 @@ def resolve_budget(request: BudgetRequest, t: Transcript | None = None) -> Targe
         named = log_target(t, config=request.config, tokenizer=request.tokenizer)
         if named is not None:
             return named
-    return resolve_target(**{f.name: getattr(request, f.name) for f in fields(request)})
+    return request_target(request)

@@ -8,6 +8,7 @@ Each budget value resolves in this order: flag, per-model config (`models:`), pe
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxkit.budget import (
@@ -26,24 +27,45 @@ from ctxkit.errors import UsageError
 from ctxkit.tokens.loaders import DEFAULT_TOKENIZER
 
 
-def resolve_model_budget(
-    model: str | None = None,
-    *,
-    context_window: int | None = None,
-    max_output_tokens: int | None = None,
-    buffer_tokens: int | None = None,
-    tokenizer: str | None = None,
-    config: BudgetConfig | None = None,
-) -> ModelBudget:
+@dataclass(frozen=True)
+class BudgetRequest:
+    """What names a budget: the budget flags of a command and the configuration (None: not
+    given). With none of them, a log names its own (`budget.resolve.log_target`)."""
+
+    model: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    buffer_tokens: int | None = None
+    limit: int | None = None
+    agent: str | None = None
+    llm: str | None = None
+    tokenizer: str | None = None
+    config: BudgetConfig = field(default_factory=BudgetConfig)
+
+    @property
+    def from_log(self) -> bool:
+        """Whether a log's own target applies: nothing names another budget (no model, window,
+        output, buffer, limit or policy flag, no `default_limit` in the configuration)."""
+        given = (self.context_window, self.max_output_tokens, self.buffer_tokens, self.limit)
+        named = bool(self.model) or bool(self.agent) or bool(self.llm)
+        return not named and all(v is None for v in given) and self.config.default_limit is None
+
+    def for_model(self, model: str | None) -> BudgetRequest:
+        """The same request naming `model` (guard checks each --model in turn)."""
+        return replace(self, model=model)
+
+
+def resolve_model_budget(request: BudgetRequest) -> ModelBudget:
     """Resolve window, output reserve, buffer and tokenizer: flags, per-model config,
     per-provider config, models.toml, default.
 
-    >>> resolve_model_budget("gpt-4o").effective_limit
+    >>> resolve_model_budget(BudgetRequest("gpt-4o")).effective_limit
     103424
     """
-    config = config or BudgetConfig()
+    model, config = request.model, request.config
+    context_window, max_output_tokens = request.context_window, request.max_output_tokens
     info, matched = find_model(model) if model else (None, "")
-    given = (context_window, max_output_tokens, buffer_tokens)
+    given = (context_window, max_output_tokens, request.buffer_tokens)
     name = model or ("custom" if any(v is not None for v in given) else "default")
     model_cfg = _lookup(config.models, model, matched)
     if model and info is None and model_cfg is None and context_window is None:
@@ -83,9 +105,9 @@ def resolve_model_budget(
             f"max output {output} reserved as {window // 2} (half the {window}-token window)"
         )
         output = window // 2
-    buffer = pick("buffer_tokens", buffer_tokens, None)
+    buffer = pick("buffer_tokens", request.buffer_tokens, None)
     buffer = default_buffer(window) if buffer is None else int(buffer)
-    tok = pick("tokenizer", tokenizer, info.tokenizer if info else None) or DEFAULT_TOKENIZER
+    tok = pick("tokenizer", request.tokenizer, info.tokenizer if info else None) or DEFAULT_TOKENIZER
     note = ""
     if info is not None and info.tokenizer_proxy and sources["tokenizer"] == "models.toml":
         note = info.tokenizer_note or f"no public tokenizer; {tok} is a proxy"
@@ -187,33 +209,23 @@ def resolve_policy(
 # --- a target: model budget + policy
 
 
-def resolve_target(
-    model: str | None = None,
-    *,
-    config: BudgetConfig | None = None,
-    context_window: int | None = None,
-    max_output_tokens: int | None = None,
-    buffer_tokens: int | None = None,
-    limit: int | None = None,
-    agent: str | None = None,
-    llm: str | None = None,
-    tokenizer: str | None = None,
-) -> Target:
-    """The budget of one target: the model's effective limit, the policy limit, the smaller binds.
+def resolve_target(model: str | None = None, **flags: Any) -> Target:
+    """The budget of one target named by `model` and the keywords of a `BudgetRequest`.
 
     >>> resolve_target(context_window=128000, buffer_tokens=8192, max_output_tokens=16384).limit
     103424
     """
-    config = config or BudgetConfig()
-    mb = resolve_model_budget(
-        model,
-        context_window=context_window,
-        max_output_tokens=max_output_tokens,
-        buffer_tokens=buffer_tokens,
-        tokenizer=tokenizer,
-        config=config,
-    )
-    policy = resolve_policy(config, limit=limit, agent=agent, llm=llm)
+    if flags.get("config") is None:
+        flags.pop("config", None)
+    return request_target(BudgetRequest(model, **flags))
+
+
+def request_target(request: BudgetRequest) -> Target:
+    """The budget a request names: the model's effective limit, the policy limit, the smaller
+    binds."""
+    config, limit = request.config, request.limit
+    mb = resolve_model_budget(request)
+    policy = resolve_policy(config, limit=limit, agent=request.agent, llm=request.llm)
     in_force, bound_by = mb.effective_limit, "model"
     notes = list(mb.notes)
     if policy is not None and policy.limit < mb.effective_limit:
