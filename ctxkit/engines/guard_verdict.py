@@ -38,11 +38,8 @@ class TargetResult:
 
     @property
     def limit(self) -> int:
+        """The target's limit in force, kept here because docs/guard.md reads `verdict.chosen.limit`."""
         return self.target.limit
-
-    @property
-    def bound_by(self) -> str:
-        return self.target.bound_by
 
     @property
     def remaining(self) -> int:
@@ -66,7 +63,7 @@ class TargetResult:
             "decision": self.decision,
             "used": self.used,
             "limit": self.limit,
-            "bound_by": self.bound_by,
+            "bound_by": self.target.bound_by,
             "rule": self.target.rule,
             "remaining": self.remaining,
             "used_fraction": round(frac, 4) if math.isfinite(frac) else None,

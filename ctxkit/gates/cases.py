@@ -77,7 +77,7 @@ def verdict_cases(
     chosen = verdict.chosen
     cases = []
     for r in verdict.results:
-        used = f"{r.used:,} of {r.limit:,} tokens ({_pct(r.used, r.limit)}, bound by {r.bound_by})"
+        used = f"{r.used:,} of {r.limit:,} tokens ({_pct(r.used, r.limit)}, bound by {r.target.bound_by})"
         over = (
             schemas_over(r.regions.get("tools", 0), r.target.effective_limit, tool_threshold)
             if tool_threshold is not None

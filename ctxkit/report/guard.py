@@ -147,7 +147,7 @@ def render_verdict(verdict: Any, fail_on: str) -> str:
                 "decision": r.decision,
                 "used": r.used,
                 "limit": r.limit,
-                "bound by": r.bound_by,
+                "bound by": r.target.bound_by,
                 "remaining": r.remaining,
                 "used %": _pct(r.used_fraction),
                 **{k: v for k, v in r.regions.items()},
