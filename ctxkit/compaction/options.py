@@ -75,7 +75,7 @@ class CompactSettings:
     # region of the provider's recorded usage is a fixed region the units are fitted around
     use_usage: bool = True
     # the limit stands for "what the log names": a log that records its model is compacted to
-    # that model's budget under its agent (`budget.resolve.log_target`), the given limit else
+    # that model's budget under its agent (`budget.resolve.resolve_budget`), the given limit else
     from_log: bool = False
     # the configuration a log's own target is resolved under (the thresholds it sets); None:
     # the defaults
@@ -166,14 +166,13 @@ class CompactSettings:
         own = self.truth_limit(t)
         if own is not None:
             return self.replace(limit=own, budget=None, from_log=False)
-        from ctxkit.budget.resolve import log_target
+        from ctxkit.budget.limits import BudgetConfig
+        from ctxkit.budget.resolve import BudgetRequest, resolve_budget
 
-        named = log_target(
-            t,
-            config=self.config,
-            tokenizer=self.tokenizer_label if self.tokenizer_label != DEFAULT_TOKENIZER else None,
-        )
-        if named is None:
+        flagged = self.tokenizer_label if self.tokenizer_label != DEFAULT_TOKENIZER else None
+        request = BudgetRequest(tokenizer=flagged, config=self.config or BudgetConfig())
+        named = resolve_budget(request, t)
+        if named == resolve_budget(request):  # the log names no model it knows: these hold
             return self
         return self.replace(limit=named.limit, thresholds=named.thresholds, budget=named, from_log=False)
 

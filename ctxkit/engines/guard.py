@@ -106,7 +106,7 @@ class GuardSettings:
     tool_threshold: float | None = DEFAULT_TOOL_THRESHOLD
     archive: ArchiveRef = None
     # the targets given stand for "what the log names": a log that records its model is checked
-    # against that model under its agent's own budget (`budget.resolve.log_target`) instead
+    # against that model under its agent's own budget (`budget.resolve.resolve_budget`) instead
     from_log: bool = False
 
 
@@ -137,11 +137,12 @@ def evaluate(
     system, tools, check, fail_on, opts = s.system, s.tools, s.check, s.fail_on, s.count_opts
     rules = [get_rule(name) for name in s.as_agents]
     if s.from_log:
-        from ctxkit.budget.resolve import log_target
+        from ctxkit.budget.resolve import BudgetRequest, resolve_budget
 
-        named = log_target(t, config=s.config, tokenizer=targets[0].tokenizer if targets and
-                           targets[0].sources.get("tokenizer") == "flag" else None)
-        if named is not None:
+        flagged = targets[0].tokenizer if targets and targets[0].sources.get("tokenizer") == "flag" else None
+        request = BudgetRequest(tokenizer=flagged, config=s.config)
+        named = resolve_budget(request, t)
+        if named != resolve_budget(request):  # else the log names no model it knows
             targets = [named]
     if not targets:
         raise ValueError("evaluate needs at least one target")
