@@ -19,7 +19,7 @@ from ctxkit.compaction.arrange import arrange, give_back
 from ctxkit.compaction.options import CompactSettings, expand_chain
 from ctxkit.compaction.recovery import RECOVERY, RECOVERY_MODES
 from ctxkit.compaction.result import CompactResult, Event, Observer, Step
-from ctxkit.counting import context_tokens, measure, transcript_label, unit_key
+from ctxkit.counting import Measure, context_tokens, measure, transcript_label, unit_key
 from ctxkit.errors import BreakerFailed, UsageError, unknown_name
 from ctxkit.memo import UnitMemo, reserve
 from ctxkit.model import Transcript, Unit
@@ -127,9 +127,9 @@ class _Run:
     observe: Observer | None
     started: float
     before: TranscriptCount
-    fixed: int  # the unlogged region: a fixed region the units are fitted around
-    ratio: float  # the provider's tokens per counted token (`budget.fit`; 1 without usage)
-    usage: Any  # the recorded usage fitted (`counting.RecordedUsage`), or None
+    # the figure before (`counting.measure`): its unlogged region is a fixed region the units are
+    # fitted around, and its fit of recorded usage turns counted tokens into the provider's
+    measured: Measure
     before_total: int  # the figure before, as `count` gives it (`counting.measure`)
     before_regions: dict[str, int]  # and its regions
     tools: list[dict[str, Any]]
@@ -159,29 +159,25 @@ class _Run:
     def provider(self, local: int) -> int:
         """What a context of `local` counted tokens comes to: the fixed part, the rest at the
         ratio (the figure `count` gives of a compacted file)."""
-        if self.ratio == 1.0:
-            return local + self.fixed
-        return self.fixed + math.ceil(self.ratio * local - 1e-9)
+        return self.measured.provider_total(local)
 
     def figure(self, t: Transcript, counted: int) -> int:
         """The figure `count` gives of a compacted transcript: the fixed part, its context at
         the ratio, and what the log does not hold that its kept units still carry."""
         total = self.provider(self.context(t, counted))
-        usage = self.usage
+        usage = self.measured.usage
         return total + (usage.kept_unseen(t.units) if usage is not None else 0)
 
     def context(self, t: Transcript, counted: int) -> int:
         """The context a transcript is, as `count` measures it where recorded usage applies
         (`counting.context_tokens`: reasoning of earlier turns left out), else its count."""
-        if not self.fixed and self.ratio == 1.0:
+        if not self.measured.unlogged and self.measured.ratio == 1.0:
             return counted
         return context_tokens(t, self.settings.tok, self.settings.count_opts)
 
     def local(self, total: int) -> int:
         """The most counted tokens whose figure is at most `total`."""
-        if self.ratio == 1.0:
-            return total - self.fixed
-        return math.floor((total - self.fixed) / self.ratio + 1e-9)
+        return self.measured.local_budget(total)
 
     def state(self, units: Sequence[Unit] | None = None) -> State:
         units = self.original if units is None else units
@@ -274,14 +270,11 @@ def _begin(
     measured = measure(
         transcript, tok, copts, usage=settings.use_usage, archive=archive, counted=before
     )
-    fixed = measured.unlogged
-    ratio = measured.ratio
     tools = add_tools(transcript.tools, settings.added_tools)
     original = tuple(transcript.units)  # a tuple: its structure is read once (`structure`)
     ctx = _strategies_context(transcript, settings, archive, query, before, measured, tools, original)
     run = _Run(
-        transcript, settings, archive, observe, started, before, fixed, ratio, measured.usage,
-        measured.total,
+        transcript, settings, archive, observe, started, before, measured, measured.total,
         measured.regions, tools, original, ctx, settings.goal, coherence_embedder=ctx.embedder,
     )
     run.notify(
@@ -349,7 +342,7 @@ def _aim(run: _Run) -> None:
     """The goal, checked against what no strategy may touch (the irreducible floor, the last
     request at its shortest): a limit below it is an error; a goal below it is raised to the
     most the guard passes, or under the guard's block threshold."""
-    transcript, tools, fixed = run.transcript, run.tools, run.fixed
+    transcript, tools, fixed = run.transcript, run.tools, run.measured.unlogged
     tok, copts, limit, goal, ceiling = (
         run.settings.tok, run.settings.count_opts, run.settings.limit, run.settings.goal, run.settings.ceiling
     )
@@ -460,7 +453,7 @@ def _chain(run: _Run, state: State) -> State:
 def _recover(run: _Run, state: State, recovery: str) -> State:
     """The recovery mode's answer when the chain stopped short of the goal (`error` raises);
     the chain's own result when the recovery would only make it bigger."""
-    fixed, goal, ceiling, limit = run.fixed, run.goal, run.ceiling, run.limit
+    fixed, goal, ceiling, limit = run.measured.unlogged, run.goal, run.ceiling, run.limit
     options = run.settings.options
     run.notify(
         "recovery",
@@ -564,7 +557,7 @@ GIVE_BACK = "give_back"
 def _result(run: _Run, state: State, recovery: str | None, *, changed: bool) -> CompactResult:
     """The one result record: the transcript as arranged (the input itself when nothing
     changed), its counts before and after, the steps and what the invariants found."""
-    fixed, before, settings = run.fixed, run.before, run.settings
+    fixed, before, settings = run.measured.unlogged, run.before, run.settings
     if changed:
         result_t = run.transcript.replace(units=arrange(state.units), tools=run.tools)
         after = count_transcript(result_t, settings.tok, settings.count_opts, run.ctx.counts)
@@ -633,7 +626,8 @@ def _written_figures(
         out["history"] -= joined - out.get("summary", 0)
         out["summary"] = joined
     total = run.figure(written, counted.total)
-    return total, _with_unlogged(out, run.fixed, total - counted.total - run.fixed)
+    fixed = run.measured.unlogged
+    return total, _with_unlogged(out, fixed, total - counted.total - fixed)
 
 
 def _judge(
