@@ -384,12 +384,13 @@ def test_score_rl_on_ray_is_score_rl(ray_session: Any, sims: Path, tmp_path: Pat
 @pytest.mark.parametrize("mode", ["exit", "raise"])
 def test_a_task_that_dies_once_leaves_one_copy(ray_session: Any, mixed: Path, tmp_path: Path,
                                                mode: str) -> None:
+    from ctxkit.budget.resolve import BudgetRequest
     from ctxkit.config.settings import SettingsSpec
     from ctxkit.engines.ray import CompactJob, Fault, RayOptions, compact_dataset
 
     clean, faulty = tmp_path / "clean", tmp_path / "faulty"
     shards = plan_shards([str(mixed)], shard_bytes=int(float(SHARD_MB) * 2**20))
-    settings = SettingsSpec(limit=2000)
+    settings = SettingsSpec(budget=BudgetRequest(limit=2000))
     list(compact_dataset(shards, CompactJob(str(clean), settings), RayOptions()))
     marker = tmp_path / "struck"
     fault = Fault(str(marker), part=1, after=1, mode=mode)

@@ -40,7 +40,8 @@ class BudgetRequest:
     agent: str | None = None
     llm: str | None = None
     tokenizer: str | None = None
-    config: BudgetConfig = field(default_factory=BudgetConfig)
+    # left out of the hash (its tables are dicts): a `SettingsSpec` holding a request keys a cache
+    config: BudgetConfig = field(default_factory=BudgetConfig, hash=False)
 
     @property
     def from_log(self) -> bool:

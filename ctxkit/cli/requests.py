@@ -110,14 +110,13 @@ def ray_options(
 def settings_spec(f: dict[str, Any], **more: Any) -> Any:
     """The budget and token flags every compacting command takes (`budget_options`,
     `tokenizer_options`), with `more` of its own, as one `SettingsSpec`."""
+    from ctxkit.budget.resolve import BudgetRequest
     from ctxkit.config.settings import SettingsSpec
 
     return SettingsSpec(
-        limit=f["limit"],
-        model=f["model"],
+        budget=BudgetRequest(model=f["model"], limit=f["limit"], tokenizer=f["tokenizer"]),
         target=f["target"],
         config_path=f["config_path"],
-        tokenizer=f["tokenizer"],
         image_tokens=f["image_tokens"],
         tool_schema_scale=f["tool_schema_scale"],
         **more,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxkit.budget.resolve import BudgetRequest, resolve_budget
@@ -40,14 +40,13 @@ def chain_options(
 
 @dataclass(frozen=True)
 class SettingsSpec:
-    """The flags a run's `CompactSettings` are built from (`compact_settings`' keywords):
-    frozen and picklable, so a Ray worker builds the same settings from it as the driver."""
+    """The flags a run's `CompactSettings` are built from, the budget ones as one `BudgetRequest`
+    (its configuration is the one `config_path` names): frozen and picklable, so a Ray worker
+    builds the same settings from it as the driver."""
 
-    limit: int | None = None
-    model: str | None = None
+    budget: BudgetRequest = field(default_factory=BudgetRequest)
     target: int | None = None
     config_path: str | None = None
-    tokenizer: str | None = None
     image_tokens: int | None = None
     tool_schema_scale: float | None = None
     chain: str | None = None
@@ -61,77 +60,71 @@ class SettingsSpec:
     llm_model: str | None = None
     use_usage: bool = True
 
-    def build(
-        self, *, progress: bool = False, warn: Callable[[str], None] | None = None
-    ) -> CompactSettings:
-        """The settings these flags and the configuration give (a bad flag fails here)."""
-        return compact_settings(**asdict(self), progress=progress, warn=warn)
-
     def portable(self) -> SettingsSpec:
         """The same flags with the config file's absolute path, for a worker elsewhere."""
         if self.config_path is None:
             return self
         return replace(self, config_path=os.path.abspath(self.config_path))
 
+    def build(
+        self,
+        *,
+        config: Config | None = None,
+        progress: bool = False,
+        warn: Callable[[str], None] | None = None,
+    ) -> CompactSettings:
+        """Flags and configuration (`config`, else the file `config_path` names) -> one
+        `CompactSettings`: the limit (--limit, else the model's budget, else the configured
+        default), thresholds, chain, tokenizer, embedder, summarizer (a bad flag fails here)."""
+        from ctxkit.tokens import TokenizerCache
+
+        cfg = config or load_config(self.config_path)
+        request = replace(self.budget, config=cfg)
+        budget = resolve_budget(request)
+        target = self.target
+        from_log = target is None and request.from_log
+        tok, label, warning = TokenizerCache().get(budget)
+        if warning and warn:
+            warn(warning)
+        if warn:
+            for note in budget.notes:
+                if note.startswith("--limit ") and note.endswith("the model's limit binds"):
+                    warn(f"ctxkit: {note}")  # a limit the model's window overrides
+        if target is not None and target > budget.limit:
+            raise UsageError(
+                f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
+            )
+        return CompactSettings(
+            embedder=build_embedder(cfg, self.embedder, self.embedder_model, self.embedding_cache, warn, progress),
+            summarizer=build_summarizer(cfg, self.summarizer, self.llm_url, self.llm_model, tok, warn),
+            limit=budget.limit,
+            target=target,
+            thresholds=budget.thresholds,
+            tokenizer=tok,
+            tokenizer_label=label,
+            count_opts=count_options(self.image_tokens, self.tool_schema_scale),
+            options=chain_options(cfg, self.chain, self.recovery, self.seed),
+            budget=budget,
+            use_usage=self.use_usage,
+            from_log=from_log,
+            config=cfg if from_log else None,
+        )
+
 
 def compact_settings(
     *,
     limit: int | None = None,
     model: str | None = None,
-    target: int | None = None,
-    config_path: str | None = None,
-    config: Config | None = None,
     tokenizer: str | None = None,
-    image_tokens: int | None = None,
-    tool_schema_scale: float | None = None,
-    chain: str | None = None,
-    recovery: str | None = None,
-    seed: int = 0,
-    embedder: str | None = None,
-    embedder_model: str | None = None,
-    embedding_cache: bool | None = None,
-    summarizer: str | None = None,
-    llm_url: str | None = None,
-    llm_model: str | None = None,
+    config: Config | None = None,
     progress: bool = False,
     warn: Callable[[str], None] | None = None,
-    use_usage: bool = True,
+    **flags: Any,
 ) -> CompactSettings:
-    """Flags and configuration -> one `CompactSettings`: the limit (--limit, else the model's
-    budget, else the configured default), thresholds, chain, tokenizer, embedder, summarizer."""
-    from ctxkit.tokens import TokenizerCache
-
-    cfg = config or load_config(config_path)
-    request = BudgetRequest(model=model, limit=limit, tokenizer=tokenizer, config=cfg)
-    budget = resolve_budget(request)
-    from_log = target is None and request.from_log
-    tok, label, warning = TokenizerCache().get(budget)
-    if warning and warn:
-        warn(warning)
-    if warn:
-        for note in budget.notes:
-            if note.startswith("--limit ") and note.endswith("the model's limit binds"):
-                warn(f"ctxkit: {note}")  # a limit the model's window overrides
-    if target is not None and target > budget.limit:
-        raise UsageError(
-            f"--target {target:,} is above the limit {budget.limit:,}; pick a smaller target"
-        )
-    count_opts = count_options(image_tokens, tool_schema_scale)
-    return CompactSettings(
-        embedder=build_embedder(cfg, embedder, embedder_model, embedding_cache, warn, progress),
-        summarizer=build_summarizer(cfg, summarizer, llm_url, llm_model, tok, warn),
-        limit=budget.limit,
-        target=target,
-        thresholds=budget.thresholds,
-        tokenizer=tok,
-        tokenizer_label=label,
-        count_opts=count_opts,
-        options=chain_options(cfg, chain, recovery, seed),
-        budget=budget,
-        use_usage=use_usage,
-        from_log=from_log,
-        config=cfg if from_log else None,
-    )
+    """`SettingsSpec.build` of the budget flags `limit`, `model`, `tokenizer` and the other
+    flags of a `SettingsSpec` (`target`, `chain`, `summarizer`, ...) as keywords."""
+    request = BudgetRequest(model=model, limit=limit, tokenizer=tokenizer)
+    return SettingsSpec(budget=request, **flags).build(config=config, progress=progress, warn=warn)
 
 
 def build_embedder(

@@ -167,4 +167,4 @@ class ScoreRequest:
     @property
     def fixed_limit(self) -> bool:
         """Whether --limit or --model sets every transcript's limit (else its ground truth's)."""
-        return self.settings.limit is not None or self.settings.model is not None
+        return self.settings.budget.limit is not None or self.settings.budget.model is not None
