@@ -239,6 +239,12 @@ def test_handover_prompt_sections_and_content() -> None:
     assert headings == [f"## {s}" for s in SECTIONS]
     assert "under 300 tokens" in system["content"]
     assert "verbatim" in system["content"]
+    # what the claim checker holds a summary to (issue 38), asked of the model in so many words
+    rules = system["content"]
+    assert "edited, created or deleted only where a tool call in the conversation wrote it" in rules
+    assert "done only where the conversation marks it done" in rules
+    assert "only for a result that failed" in rules
+    assert "Claude Code" not in rules  # the sections are ctxkit's own, not Claude Code's nine
     assert "[user]\nFix the login test." in user["content"]
     assert '-> call bash({"cmd": "pytest tests/test_login.py"})' in user["content"]
     assert "[tool tool_result bash]\nAssertionError: expected 200, got 401" in user["content"]

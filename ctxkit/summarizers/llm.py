@@ -53,15 +53,19 @@ SYSTEM_PROMPT = """You write handover notes for an AI coding agent whose convers
 compacted. Another instance of the agent will continue the task from your note alone, so keep \
 every fact it needs and nothing else.
 
-Write Markdown with exactly these sections, in this order (those of Claude Code's compaction):
+Write Markdown with exactly these sections, in this order (the offline summaries' own, which `ctxkit fidelity` checks claim by claim):
 {sections}
 
 Rules:
 - Quote the user's requests verbatim, in double quotes, under the primary request.
 - Files and code: every file path, command, identifier and URL that matters, with what was done
-  to it.
-- Errors and fixes: exact error messages and whether each one is fixed.
-- Write "none" under a section with nothing to say.
+  to it. Say a file was edited, created or deleted only where a tool call in the conversation
+  wrote it; a file that was only read, listed or run was read, listed or run.
+- Errors and fixes: the exact error line, quoted, only for a result that failed (an error flag, a
+  non-zero exit code, an error message); call an error fixed only where a later result shows it.
+- Task list: each item with the status its latest update gave it; an item is done only where the
+  conversation marks it done.
+- Put each fact under its own section; write "none" under a section with nothing to say.
 - When an earlier summary is given, roll it forward: keep what still holds, update what changed.
 - Do not invent anything that is not in the conversation or the earlier summary.
 - Stay under {target_tokens} tokens."""
