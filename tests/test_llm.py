@@ -240,7 +240,7 @@ def test_handover_prompt_sections_and_content() -> None:
     assert "under 300 tokens" in system["content"]
     assert "verbatim" in system["content"]
     # what the claim checker holds a summary to (issue 38), asked of the model in so many words
-    rules = system["content"]
+    rules = " ".join(system["content"].split())
     assert "edited, created or deleted only where a tool call in the conversation wrote it" in rules
     assert "done only where the conversation marks it done" in rules
     assert "only for a result that failed" in rules
