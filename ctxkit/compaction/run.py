@@ -4,7 +4,7 @@
 transcript of the source is compacted (in `jobs` processes) and written to the sink as it
 comes, then the archive commits before the sink is closed, so an output always finds its refs;
 anything raised rolls both back (the archive as it was, no output). `ctxkit compact`
-(`engines.local`), both Ray paths (`engines.ray`), `score-rl` (`rl.run_action`) and `bench`
+(`engines.compact`), both Ray paths (`engines.ray`), `score-rl` (`rl.run_action`) and `bench`
 call it.
 
 Example:
