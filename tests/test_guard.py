@@ -10,7 +10,6 @@ from proptest import examples
 from ctxkit.budget import STATUSES, Target, status_rank
 from ctxkit.budget.targets import resolve_target
 from ctxkit.config.file import Config
-from ctxkit.errors import TokenizerError
 from ctxkit.engines.guard import (
     GuardSettings,
     PendingOutput,
@@ -19,6 +18,7 @@ from ctxkit.engines.guard import (
     plan_pending,
     threshold_history,
 )
+from ctxkit.errors import TokenizerError
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.tokens import CountOptions, TokenizerCache, count_transcript, get_tokenizer
 
@@ -228,8 +228,8 @@ def test_the_replay_walks_through_every_recorded_call_to_the_verdict(realdata) -
     import itertools
 
     from ctxkit.counting import measure
-    from ctxkit.formats import read_path
     from ctxkit.engines.guard import walk_tokens
+    from ctxkit.formats import read_path
     from ctxkit.tokens import count_transcript
 
     tok = get_tokenizer("cl100k_base")
