@@ -37,7 +37,6 @@ from ctxkit.formats.anthropic import (
     add_blocks,
     assistant_blocks,
     assistant_parts,
-    message_usage,
     tool_result_block,
     tool_units,
 )
@@ -289,19 +288,7 @@ def _assistant(th: _Thread, i: int, rec: dict[str, Any], msg: dict[str, Any], ui
             th.by_message[mid] = index
         units.append(unit)
         th.keeper.unit(uid, [i], rec.get("uuid"))
-    usage = msg.get("usage")
-    if isinstance(mid, str) and isinstance(usage, dict) and not meta:
-        got = message_usage(usage)
-        call = th.calls.get(mid)
-        if call is None:
-            # The model had seen everything before the first record of its response.
-            th.calls[mid] = {"after_unit": index - 1, **got}
-            if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-                th.calls[mid]["model"] = msg["model"]
-        else:
-            # Usage repeats on every record of a response; the last one is final.
-            for key, value in got.items():
-                call[key] = max(call[key], value)
+    th.record_call(mid, msg, index, meta)
 
 
 def _user_record(th: _Thread, i: int, rec: dict[str, Any], inner: dict[str, Any], content: Any, uid: str,

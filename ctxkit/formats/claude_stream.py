@@ -94,6 +94,27 @@ class Stream:
     by_message: dict[str, int] = field(default_factory=dict)
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)
 
+    def record_call(self, mid: Any, msg: dict[str, Any], index: int, meta: dict[str, Any]) -> str | None:
+        """Note the provider call of the response `mid` whose record `msg` made unit `index`;
+        the model name when this record starts a new call, else None."""
+        usage = msg.get("usage")
+        if not isinstance(mid, str) or not isinstance(usage, dict) or meta:
+            return None
+        got = message_usage(usage)
+        call = self.calls.get(mid)
+        if call is not None:
+            # Usage repeats on every record of a response; the last one is final.
+            for key, value in got.items():
+                call[key] = max(call[key], value)
+            return None
+        # The model had seen everything before the first record of its response.
+        self.calls[mid] = {"after_unit": index - 1, **got}
+        model = msg.get("model")
+        if isinstance(model, str) and model != "<synthetic>":
+            self.calls[mid]["model"] = model
+            return model
+        return None
+
 
 def _assistant(st: Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], uid: str, meta: dict[str, Any],
                name: str | None, src: Source) -> str | None:
@@ -115,19 +136,7 @@ def _assistant(st: Stream, i: int, rec: dict[str, Any], msg: dict[str, Any], uid
             st.by_message[mid] = index
         units.append(unit)
         st.keeper.unit(uid, [i], name)
-    usage = msg.get("usage")
-    model = None
-    if isinstance(mid, str) and isinstance(usage, dict) and not meta:
-        got = message_usage(usage)
-        call = st.calls.get(mid)
-        if call is None:
-            st.calls[mid] = {"after_unit": index - 1, **got}
-            if isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
-                st.calls[mid]["model"] = model = msg["model"]
-        else:
-            for key, value in got.items():
-                call[key] = max(call[key], value)
-    return model
+    return st.record_call(mid, msg, index, meta)
 
 
 def _user(st: Stream, i: int, rec: dict[str, Any], content: Any, uid: str, meta: dict[str, Any],
