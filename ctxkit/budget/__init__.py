@@ -197,25 +197,16 @@ class PolicyLimit:
 # --- a target: model budget + policy --------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Target:
-    """One model to fit: its window arithmetic, the policy limit and the limit in force."""
+@dataclass(frozen=True, kw_only=True)
+class Target(ModelBudget):
+    """One model to fit: its window arithmetic (a `ModelBudget`), the policy limit and the limit
+    in force."""
 
-    name: str
-    provider: str
-    context_window: int
-    max_output_tokens: int
-    buffer_tokens: int
-    effective_limit: int
     policy_limit: int | None
     policy_rule: str
     limit: int
     bound_by: str  # "model", "policy" or "agent" (the most the log's own agent sends)
-    tokenizer: str
-    tokenizer_note: str = ""
     thresholds: Thresholds = Thresholds()
-    sources: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
     agent: str | None = None  # the coding agent whose own budget this is (`budget.agents`)
 
     @property

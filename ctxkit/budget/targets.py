@@ -8,7 +8,7 @@ Each budget value resolves in this order: flag, per-model config (`models:`), pe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ctxkit.budget import (
@@ -245,20 +245,12 @@ def request_target(request: BudgetRequest) -> Target:
                 f"(window {mb.context_window:,} - buffer {mb.buffer_tokens:,} - max output "
                 f"{mb.max_output_tokens:,}): the model's limit binds"
             )
+    window = {f.name: getattr(mb, f.name) for f in fields(mb)}
     return Target(
-        name=mb.name,
-        provider=mb.provider,
-        context_window=mb.context_window,
-        max_output_tokens=mb.max_output_tokens,
-        buffer_tokens=mb.buffer_tokens,
-        effective_limit=mb.effective_limit,
+        **{**window, "notes": tuple(notes)},
         policy_limit=policy.limit if policy else None,
         policy_rule=policy.rule if policy else "",
         limit=in_force,
         bound_by=bound_by,
-        tokenizer=mb.tokenizer,
-        tokenizer_note=mb.tokenizer_note,
         thresholds=config.thresholds,
-        sources=mb.sources,
-        notes=tuple(notes),
     )
