@@ -8,7 +8,7 @@ import click
 import orjson
 
 from ctxkit.bench.suites import SUITES
-from ctxkit.cli.options import echo_err
+from ctxkit.cli.options import count_option, echo_err
 from ctxkit.cli.output import output_option
 
 SUITE_CHOICES = [*SUITES, "all"]
@@ -55,7 +55,7 @@ Exit codes:
     default=None,
     help="Folder of real transcripts (default ../shared/realdata beside the checkout; skipped when absent).",
 )
-@click.option("--repeat", type=click.IntRange(min=1), default=None, help="Runs per timed figure.")
+@count_option("--repeat", "Runs per timed figure.")
 @click.option(
     "--dataset-mb",
     type=click.FloatRange(min=0.1),

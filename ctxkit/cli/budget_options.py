@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from ctxkit.cli.options import file_option, stack
+from ctxkit.cli.options import count_option, file_option, stack
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,17 +21,17 @@ def model_option(help: str) -> Callable[[F], F]:
 
 def window_option(help: str) -> Callable[[F], F]:
     """--window N, a context window in tokens given outright; `help` says what it is for."""
-    return click.option("--window", type=click.IntRange(min=1), default=None, help=help)
+    return count_option("--window", help)
 
 
 def limit_option(help: str) -> Callable[[F], F]:
     """--limit N, a token limit given outright; `help` says what the command does with it."""
-    return click.option("--limit", type=click.IntRange(min=1), default=None, help=help)
+    return count_option("--limit", help)
 
 
 def max_output_option(help: str) -> Callable[[F], F]:
     """--max-output N, the tokens kept for the model's answer; `help` gives its default."""
-    return click.option("--max-output", type=click.IntRange(min=0), default=None, help=help)
+    return count_option("--max-output", help, least=0)
 
 
 def budget_options(f: F) -> F:
@@ -44,12 +44,7 @@ def budget_options(f: F) -> F:
         click.option(
             "--model", default=None, help="Use this model's budget (as `ctxkit guard` does)."
         ),
-        click.option(
-            "--target",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire).",
-        ),
+        count_option("--target", "Token goal (default: one token under the guard's compact threshold, so the guard does not re-fire)."),
         click.option(
             "--config",
             "config_path",

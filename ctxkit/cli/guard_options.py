@@ -10,7 +10,7 @@ import click
 
 from ctxkit.budget.triggers import RULES
 from ctxkit.cli.budget_options import limit_option, max_output_option, usage_options, window_option
-from ctxkit.cli.options import FiniteFloat, debug_option, file_option, stack
+from ctxkit.cli.options import FiniteFloat, count_option, debug_option, file_option, stack
 from ctxkit.cli.output import format_option
 from ctxkit.cli.sections import input_section, section, tokens_section
 from ctxkit.gates.exits import FAIL_ON
@@ -44,12 +44,7 @@ _targets_options = section(
     limit_option("Policy limit in tokens (taken exactly; the smaller of it and the model's limit binds)."),
     window_option("Context window (tokens)."),
     max_output_option("Output reserve (default: the model's maximum output, else window/4)."),
-    click.option(
-        "--buffer",
-        type=click.IntRange(min=0),
-        default=None,
-        help="Safety buffer (default 8192, at most window/8).",
-    ),
+    count_option("--buffer", "Safety buffer (default 8192, at most window/8).", least=0),
     click.option(
         "--agent", default=None, metavar="NAME", help="Use this agent's policy limit (config agents)."
     ),

@@ -116,6 +116,14 @@ def tokenizer_option(help: str) -> Callable[[F], F]:
     return click.option("--tokenizer", default=None, metavar="NAME", help=help)
 
 
+def count_option(
+    flag: str, help: str, *, least: int = 1, metavar: str | None = None
+) -> Callable[[F], F]:
+    """A flag taking a whole number of at least `least` (tokens, runs, workers ...), None when
+    not given."""
+    return click.option(flag, type=click.IntRange(min=least), default=None, metavar=metavar, help=help)
+
+
 def file_option(
     flag: str, dest: str, help: str, *, exists: bool = False, multiple: bool = False
 ) -> Callable[[F], F]:
@@ -133,12 +141,7 @@ def tokenizer_options(f: F) -> F:
             "cl100k_base (default, offline), any tiktoken encoding or model name, approx, "
             "approx:<chars-per-token>, max:<name>, or hf:<path/to/tokenizer.json>."
         ),
-        click.option(
-            "--image-tokens",
-            type=click.IntRange(min=0),
-            default=None,
-            help="Flat cost of one image block (default 85).",
-        ),
+        count_option("--image-tokens", "Flat cost of one image block (default 85).", least=0),
         click.option(
             "--tool-schema-scale",
             type=FiniteFloat(min=0.0),
@@ -183,20 +186,9 @@ def engine_options(f: F) -> F:
             help="With --engine ray: a running cluster (auto, ray://HOST:10001); default: a local "
             "Ray with this machine's CPUs.",
         ),
-        click.option(
-            "--ray-workers",
-            type=click.IntRange(min=1),
-            default=None,
-            help="With --engine ray: tasks at once (default: one per CPU of the cluster).",
-        ),
-        click.option(
-            "--ray-task-mb",
-            type=click.IntRange(min=1),
-            default=None,
-            metavar="MB",
-            help="With --engine ray: memory Ray reserves for each task, so a node runs no more "
-            "tasks than its memory holds (default: none reserved); the run reports workers above it.",
-        ),
+        count_option("--ray-workers", "With --engine ray: tasks at once (default: one per CPU of the cluster)."),
+        count_option("--ray-task-mb", "With --engine ray: memory Ray reserves for each task, so a node runs no more "
+            "tasks than its memory holds (default: none reserved); the run reports workers above it.", metavar='MB'),
         click.option(
             "--shard-mb",
             type=FiniteFloat(min=0.0, min_open=True),

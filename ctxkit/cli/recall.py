@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 import click
 import orjson
 
-from ctxkit.cli.options import echo_err, from_format_option, to_format_option, tokenizer_option
+from ctxkit.cli.options import (
+    count_option,
+    echo_err,
+    from_format_option,
+    to_format_option,
+    tokenizer_option,
+)
 from ctxkit.cli.output import format_option, output_option
 from ctxkit.english import counted
 from ctxkit.errors import UsageError
@@ -45,12 +51,7 @@ def _parse_lines(text: str | None) -> tuple[int, int] | None:
     metavar="PATTERN",
     help="Only lines matching PATTERN (a regular expression), with 2 lines of context.",
 )
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Cut the text to N tokens (a note says where it was cut).",
-)
+@count_option("--max-tokens", "Cut the text to N tokens (a note says where it was cut).")
 @tokenizer_option("Tokenizer for --max-tokens (default cl100k_base, offline).")
 @click.option("--list", "list_", is_flag=True, help="List the archived units instead.")
 @click.option("--transcript", default=None, metavar="ID", help="With --list: one transcript only.")

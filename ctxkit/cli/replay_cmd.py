@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ctxkit.cli.budget_options import max_output_option, model_option, window_option
-from ctxkit.cli.options import echo_err, input_options, tokenizer_option
+from ctxkit.cli.options import count_option, echo_err, input_options, tokenizer_option
 from ctxkit.cli.output import check_report, report_options, write_report
 from ctxkit.recipes.session import AGENTS, DEFAULT_AGENTS, ReplayOptions
 from ctxkit.summarizers import SUMMARIZER_NAMES
@@ -34,13 +34,8 @@ from ctxkit.summarizers import SUMMARIZER_NAMES
 )
 @click.option("--llm-url", default=None, help="Chat-completions base URL (or CTXKIT_LLM_URL).")
 @click.option("--llm-model", default=None, help="Model for --summarizer llm (or CTXKIT_LLM_MODEL).")
-@click.option(
-    "--unlogged",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Tokens every call carries that the log never shows (system prompt, tools). Default: "
-    "from the log's recorded usage, else 0.",
-)
+@count_option("--unlogged", "Tokens every call carries that the log never shows (system prompt, tools). Default: "
+    "from the log's recorded usage, else 0.", least=0)
 @click.option(
     "--config",
     "config_path",

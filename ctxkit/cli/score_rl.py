@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ctxkit.cli.budget_options import budget_options
-from ctxkit.cli.options import FiniteFloat, echo_err, input_options, want_progress
+from ctxkit.cli.options import FiniteFloat, count_option, echo_err, input_options, want_progress
 from ctxkit.cli.output import format_option, output_option
 from ctxkit.cli.sections import SectionedCommand, engine_section, section, tokens_section
 from ctxkit.embedders import DEFAULT_EMBEDDER, EMBEDDERS
@@ -112,13 +112,7 @@ _dataset_options = section(
         help="Pair layout: OpenAI preference fine-tuning (input, preferred_output, "
         "non_preferred_output) or TRL (prompt, chosen, rejected).",
     ),
-    click.option(
-        "--max-example-tokens",
-        type=click.IntRange(min=1),
-        default=None,
-        metavar="N",
-        help="Skip dpo/sft examples over N tokens (counted on stderr); default: no budget.",
-    ),
+    count_option("--max-example-tokens", "Skip dpo/sft examples over N tokens (counted on stderr); default: no budget.", metavar='N'),
 )
 
 

@@ -29,7 +29,6 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
-from types import TracebackType
 from typing import Any
 
 import orjson
@@ -579,12 +578,7 @@ class ShardedArchive:
     def __enter__(self) -> ShardedArchive:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
