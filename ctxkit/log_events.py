@@ -144,7 +144,7 @@ def output_ends(text: str, chars: int) -> str:
 def output_text(text: str) -> tuple[str, int | None]:
     """A tool output's text and exit code: outputs logged as JSON (Codex's
     `{"output", "metadata": {"exit_code"}}`, OpenHands') are decoded first."""
-    record = output_record(text, 2000)
+    record = output_record(text, 4000)
     if record is not None:
         return record
     head = output_ends(text, 3000)
@@ -205,18 +205,25 @@ _CODE_LISTING = re.compile(
 _ERROR_WORD = re.compile(r"\b(?:error|failed|failure|exception|fatal|panic|conflict)\b", re.IGNORECASE)
 
 
-def _raw_exit_code(raw: Any, depth: int = 0) -> int | None:
-    """An `exit_code` the source record holds (OpenHands keeps it in the observation's extras)."""
+def raw_field(raw: Any, key: str, depth: int = 0) -> Any:
+    """`key` in a source record or in one of the nested records a format keeps a result's
+    status in (OpenHands' `extras`, Claude Code's `toolUseResult`, Copilot's `data`, ...)."""
     if not isinstance(raw, dict) or depth > 3:
         return None
-    code = raw.get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    for key in ("extras", "metadata", "toolUseResult", "state"):
-        found = _raw_exit_code(raw.get(key), depth + 1)
+    if key in raw:
+        return raw[key]
+    for sub in ("extras", "metadata", "toolUseResult", "state", "result", "payload", "data", "toolTelemetry",
+                "metrics"):
+        found = raw_field(raw.get(sub), key, depth + 1)
         if found is not None:
             return found
     return None
+
+
+def _raw_exit_code(raw: Any) -> int | None:
+    """An `exit_code` field of the source record (OpenHands keeps it in the observation's extras)."""
+    code = raw_field(raw, "exit_code")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def error_line(text: str) -> str:
@@ -270,16 +277,18 @@ class Outcome:
         return f"exit {self.exit_code}{line}" if self.exit_code else f"error{line}"
 
 
-def _explicit_flag(result: Unit) -> bool | None:
-    """The error flag the record itself gives this result (Claude Code and the Messages API
-    write `is_error` on a result block, `false` included), None when it gives none."""
+def recorded_flag(result: Unit) -> bool | None:
+    """The error flag the log records for this result, `false` included, None when it records
+    none: `is_error` on the record, a nested record or the result block (Claude Code, the
+    Messages API), Copilot's `success`."""
     if result.meta.get("is_error"):
         return True
     raw = result.raw
     if not isinstance(raw, dict):
         return None
-    if isinstance(raw.get("is_error"), bool):
-        return bool(raw["is_error"])
+    flag = raw_field(raw, "is_error")
+    if isinstance(flag, bool):
+        return flag
     message = raw.get("message")
     blocks = message.get("content") if isinstance(message, dict) else raw.get("content")
     if isinstance(blocks, list):
@@ -291,23 +300,37 @@ def _explicit_flag(result: Unit) -> bool | None:
                 and isinstance(block.get("is_error"), bool)
             ):
                 return bool(block["is_error"])
-    return None
+    success = raw_field(raw, "success")
+    return (not success) if isinstance(success, bool) else None
+
+
+def _structured_code(result: Unit) -> bool:
+    """Whether the exit code comes from a field (the output's JSON, the source record), not
+    from a line of text."""
+    stripped = result.content.lstrip()
+    return (stripped.startswith("{") and '"exit_code"' in stripped[:4000]) or _raw_exit_code(result.raw) is not None
 
 
 def outcome(result: Unit) -> Outcome:
-    """The outcome of one tool output (see the module docstring for what counts as failed).
-    Where the record says itself whether the call failed (`is_error`, `false` included), that
-    is the answer: a `cat` of a log full of tracebacks went through."""
+    """The outcome of one tool output: the one reading of "failed" that every side takes (the
+    summaries say it, the claims checker holds them to it, the probes ask for its error line).
+
+    The log's own error flag where it records one, `false` included: a `cat` of a log full of
+    tracebacks went through, and an exit code printed in such an output is not the call's. Else
+    a non-zero exit code (a field, or a harness's line); else, where the log records neither, a
+    traceback, or a tool's error status or a shell's diagnostic on the first line."""
     text, code = output_text(result.content)
     if code is None:
         code = _raw_exit_code(result.raw)
-    flag = _explicit_flag(result)
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    if flag is not None:
-        failed, signal = flag, "flag"
+    flag = recorded_flag(result)
+    if flag is False and code is not None and not _structured_code(result):
+        code = None  # "Exit status 1" printed by a program whose call the log says passed
+    if flag:
+        failed, signal = True, "flag"
     else:
         failed, signal = code is not None and code != 0, "exit"
-        if not failed and code is None:
+        if not failed and code is None and flag is None:
+            first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
             if _TRACEBACK_LINE in text and bool(_TRACEBACK.search(text)):
                 failed, signal = True, "traceback"
             elif _STATUS.match(first):

@@ -426,3 +426,31 @@ def test_a_state_the_next_kept_message_sets(realdata: Path) -> None:
     small = small.replace(units=[u for u in small.units if u.id not in hidden])
     (c,) = [c for c in C.check(t, small).claims if c.kind == "task"]
     assert not c.true and "in_progress (message #68)" in c.why
+
+
+@pytest.mark.parametrize(
+    ("content", "raw", "expected"),
+    [
+        # an exit code a program printed, in a call Claude Code says passed (`| tail` ate it)
+        ("ELIFECYCLE  Command failed with exit code 1.",
+         {"message": {"content": [{"type": "tool_result", "tool_use_id": "c", "is_error": False}]}}, (False, None)),
+        ("Exit code 2\nboom", {"message": {"content": [{"type": "tool_result", "tool_use_id": "c", "is_error": True}]}},
+         (True, 2)),
+        ("done", {"type": "tool.execution_complete", "data": {"success": False}}, (True, None)),  # Copilot CLI
+        ('{"output": "x", "metadata": {"exit_code": 2}}', {}, (True, 2)),  # Codex, as a field
+        ("<returncode>1</returncode>\n<output>\n</output>", {}, (True, 1)),  # mini-swe-agent
+        ("Error: gift card balance is not enough", {}, (True, None)),  # tau-bench's tool status
+        ("Traceback (most recent call last):\n  File \"x.py\"\nKeyError: 'k'", {}, (True, None)),
+        ("all 12 tests passed", {}, (False, None)),
+    ],
+)
+def test_summaries_checker_and_probes_read_one_outcome(content: str, raw: dict, expected: tuple) -> None:
+    """What failed is read once (`log_events.outcome`): the summaries' `-> exit 1`, the
+    checker's evidence and the error probes cannot disagree on it."""
+    from ctxkit.fidelity import probes as P
+    from ctxkit.log_events import outcome
+
+    u = Unit("r", "user", type="tool_result", tool_call_id="c", content=content, raw=raw)
+    said, held = outcome(u), E.read_result(0, u)
+    assert (said.failed, said.exit_code) == (held.failed, held.exit_code) == expected
+    assert P.failed(u) is said.failed

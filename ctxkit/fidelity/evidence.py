@@ -47,8 +47,8 @@ from ctxkit.log_events import (
     arg_strings,
     decoded_args,
     is_output,
-    output_ends,
-    output_record,
+    outcome,
+    output_text,
     path_values,
     text_action,
 )
@@ -139,52 +139,6 @@ def same_path(a: str, b: str) -> bool:
 
 # --- a result: failed or not ---------------------------------------------------------------------
 
-_CODE_PATTERNS = (
-    re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>"),
-    re.compile(r"^\s*Exit code:?\s*(-?\d+)\s*$", re.MULTILINE | re.IGNORECASE),
-    re.compile(r"Process exited with code (-?\d+)"),
-    re.compile(r"\[Command finished with exit code (-?\d+)\]"),
-    re.compile(r"\bexit(?:ed)? with (?:code|status) (-?\d+)", re.IGNORECASE),
-    re.compile(r"\bwith exit (?:code|status):? (-?\d+)", re.IGNORECASE),  # Copilot's shells, pnpm
-    re.compile(r"^\s*Exit status (-?\d+)\s*$", re.MULTILINE),
-)
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):", re.MULTILINE)
-# the first line of an output that records no exit code, when a tool says it failed: an editor's
-# or an API tool's own error status (OpenHands' "ERROR:", Claude Code's <tool_use_error>,
-# tau-bench's "Error: ...", SWE-agent's refused edit), a shell's diagnostic
-_STATUS = re.compile(
-    r"\s*(?:ERROR:|Error:|error:|<tool_use_error>|Your proposed edit has introduced new syntax error|"
-    r"(?:/bin/)?(?:ba|z)?sh: (?:line )?\d*:? ?.*(?:command not found|No such file or directory|can't cd))"
-)
-
-
-def _raw_flag(raw: Any, key: str, depth: int = 0) -> Any:
-    """`key` in a source record or one of the nested records a format keeps results in."""
-    if not isinstance(raw, dict) or depth > 3:
-        return None
-    if key in raw:
-        return raw[key]
-    for sub in ("extras", "metadata", "toolUseResult", "state", "result", "payload", "data", "toolTelemetry",
-                "metrics"):
-        found = _raw_flag(raw.get(sub), key, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def result_text(text: str) -> tuple[str, int | None]:
-    """An output's text and the exit code it records (Codex and OpenHands log some outputs as
-    JSON `{"output", "metadata": {"exit_code"}}`)."""
-    record = output_record(text, 4000)
-    if record is not None:
-        return record
-    head = output_ends(text, 4000)
-    for pattern in _CODE_PATTERNS:
-        m = pattern.search(head)
-        if m:
-            return text, int(m.group(1))
-    return text, None
-
 
 @dataclass(frozen=True)
 class Result:
@@ -198,53 +152,15 @@ class Result:
     how: str  # why it counts as failed: "is_error", "exit N", "traceback", or ""
 
 
-def _recorded_flag(u: Unit) -> bool | None:
-    """The error flag the source record holds for this result, when it holds one: Claude Code's
-    `is_error` on the tool_result block (false included), Copilot's `success`."""
-    raw = u.raw
-    if not isinstance(raw, dict):
-        return None
-    flag = _raw_flag(raw, "is_error")
-    if isinstance(flag, bool):
-        return flag
-    message = raw.get("message")
-    blocks = message.get("content") if isinstance(message, dict) else None
-    if isinstance(blocks, list):
-        for b in blocks:
-            if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") == u.tool_call_id:
-                return bool(b["is_error"]) if isinstance(b.get("is_error"), bool) else None
-    success = _raw_flag(raw, "success")
-    return (not success) if isinstance(success, bool) else None
-
-
-def _structured_code(u: Unit) -> bool:
-    """Whether the exit code comes from a field (the output's JSON, the source record), not
-    from a line of text."""
-    stripped = u.content.lstrip()
-    return (stripped.startswith("{") and '"exit_code"' in stripped[:4000]) or isinstance(
-        _raw_flag(u.raw, "exit_code"), int)
+_HOW = {"flag": "is_error", "traceback": "traceback", "status": "the tool's error status"}
 
 
 def read_result(i: int, u: Unit) -> Result:
-    text, code = result_text(u.content)
-    if code is None:
-        raw_code = _raw_flag(u.raw, "exit_code")
-        code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
-    recorded = True if u.meta.get("is_error") else _recorded_flag(u)
-    if recorded is False and code is not None and not _structured_code(u):
-        code = None  # "Exit status 1" printed by a program whose call the log says passed
-    flagged = recorded is True
-    if flagged:
-        how = "is_error"
-    elif code is not None and code != 0:
-        how = f"exit {code}"
-    elif code is None and recorded is None and _TRACEBACK.search(text):
-        how = "traceback"  # a log that records no outcome at all: what the output says
-    elif code is None and recorded is None and _STATUS.match(text):
-        how = "the tool's error status"
-    else:
-        how = ""
-    return Result(i, text, bool(how), code, flagged, how)
+    """A tool output as the log records it, failed or not as `log_events.outcome` reads it (the
+    one reading the summaries take too)."""
+    found = outcome(u)
+    how = f"exit {found.exit_code}" if found.signal == "exit" else _HOW.get(found.signal, "")
+    return Result(i, output_text(u.content)[0], found.failed, found.exit_code, found.signal == "flag", how)
 
 
 # --- calls ---------------------------------------------------------------------------------------

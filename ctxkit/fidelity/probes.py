@@ -46,6 +46,7 @@ from ctxkit.log_events import (
     last_todo_list,
     main_value,
     named,
+    outcome,
     output_record,
     path_values,
     todo_text,
@@ -281,7 +282,6 @@ _EXIT = re.compile(
     r"|\"exit_code\"\s*:\s*(-?\d+)|\bProcess exited with code (-?\d+)",
     re.IGNORECASE,
 )
-_TRACEBACK = re.compile(r"^Traceback \(most recent call last\)", re.MULTILINE)
 _EXCEPTION = re.compile(
     r"^\s*(?:E\s+)?(?:[\w.]*(?:Error|Exception|Exit|Interrupt)\b:?|FAILED\b|ERROR\b|error(?:\[\w+\])?:|"
     r"fatal:|panic:|thread '.*' panicked)"
@@ -290,22 +290,10 @@ _ERRORISH = re.compile(r"\berror\b|\bfailed\b|\bfailure\b|\bexception\b", re.IGN
 
 
 def failed(result: Unit) -> bool:
-    """The log says this tool output failed: its error flag, a non-zero exit code, a traceback
-    (the word "error" in the text is not enough)."""
-    if result.meta.get("is_error") or (isinstance(result.raw, dict) and result.raw.get("is_error")):
-        return True
-    head = result.content[:4000] + result.content[-4000:]
-    # every exit-code pattern says "exit" or "returncode": an ASCII text without either has
-    # none (the pattern, tried at every position, was most of a check of a long span)
-    lowered = head.lower() if head.isascii() else None
-    if lowered is None or "exit" in lowered or "returncode" in lowered:
-        for m in _EXIT.finditer(head):
-            code = next(g for g in m.groups() if g is not None)
-            if int(code) != 0:
-                return True
-    return "Traceback (most recent call last)" in result.content and bool(
-        _TRACEBACK.search(result.content)
-    )
+    """The log says this tool output failed (`log_events.outcome`: its error flag, else a
+    non-zero exit code, else a traceback or a tool's error status); the word "error" in the text
+    is not enough."""
+    return outcome(result).failed
 
 
 def output_text(text: str) -> str:
