@@ -127,7 +127,7 @@ def test_registry_names_live_in_their_registry() -> None:
         "agents/regions.py": {"anthropic", "gemini"},
         "budget/models.py": {"gemini"},  # a model family
         "budget/resolve.py": {"codex"},  # Codex records the window it allows
-        "fidelity/evidence.py": {"truncate"},  # the shell command (`truncate -s 0 f` writes f)
+        "call_effects.py": {"truncate"},  # the shell command (`truncate -s 0 f` writes f)
 
     }
     # "error" and "units" are also ordinary words (severities, token units)
@@ -244,7 +244,7 @@ def test_no_package_cycle() -> None:
     below it (issue 35, "A house to live in"):
 
     1. leaves: errors, model, fields (typed settings), refs, fileio, memo, structure, classify,
-       compress, log_events (what the log says happened, read once)
+       compress, log_events and call_effects (what the log says happened, read once)
     2. tokens, embedders, facts, summarizers, formats
     3. archive; budget (window arithmetic, models.toml and prices, the agents' own budgets and
        triggers, and its own keys of the configuration: `budget.limits.BudgetConfig`);

@@ -47,16 +47,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxkit.fidelity.evidence import (
-    Act,
-    Log,
-    clean_path,
-    is_typed_request,
-    looks_like_path,
-    norm,
-    read_log,
-    same_path,
-)
+from ctxkit.call_effects import clean_path, looks_like_path, same_path
+from ctxkit.fidelity.evidence import Act, Log, is_typed_request, norm, read_log
 from ctxkit.log_events import is_output
 from ctxkit.model import Transcript, Unit
 
