@@ -159,7 +159,9 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
                 continue  # tried already
             if not tail:
                 continue
-            ids = {u.id for u in tail} | {u.id for u in head}
+            # a placeholder kept in the tail still stands for the run it removed: that run is
+            # not the handover's to tell again (out of its place, before the placeholder)
+            ids = {u.id for u in tail} | {u.id for u in head} | set(stood_for(tail))
             dropped = [u for u in original if u.role != "system" and u.id not in ids]
             fitted = _with_handover(state, original, [*system, *head], dropped, tail, options)
             if fitted is not None:
@@ -330,9 +332,19 @@ def placed(
     whose answer was handed over goes before the handover, not after it as if still open)."""
     at = {u.id: k for k, u in enumerate(original)}
     last = max((at.get(u.id, -1) for u in dropped), default=-1)
-    before = [u for u in kept if at.get(u.id, len(original)) < last]
-    after = [u for u in kept if at.get(u.id, len(original)) >= last]
+
+    def where(u: Unit) -> int:
+        """Its place in the original; a placeholder's, that of the last unit it stands for."""
+        return max((at.get(i, -1) for i in (u.id, *stood_for([u]))), default=-1) if u.id not in at else at[u.id]
+
+    before = [u for u in kept if -1 < where(u) < last]
+    after = [u for u in kept if not -1 < where(u) < last]
     return [*system, *before, summary, *after]
+
+
+def stood_for(units: Sequence[Unit]) -> list[str]:
+    """The ids of the original units that placeholders and summaries among `units` stand for."""
+    return [str(i) for u in units for key in ("removed_ids", "summarized_ids") for i in u.meta.get(key, ())]
 
 
 def _handover_unit(text: str, refs: list[str]) -> Unit:
