@@ -44,6 +44,7 @@ EDITOR_COMMANDS = {"create": "created", "write": "created", "str_replace": "edit
                    "undo_edit": "edited", "append": "edited", "view": "", "read": ""}
 _CREATE_NAMES = ("write", "create", "save")
 _EDIT_NAMES = ("edit", "replace", "patch", "insert", "notebookedit", "apply_diff", "search_replace")
+_READ_NAMES = ("read", "view", "cat", "open")  # tools that show a file's text
 _SHELL_NAMES = ("bash", "shell", "exec", "terminal", "run", "command", "powershell", "execute", "sh")
 
 
@@ -132,8 +133,10 @@ class Effects:
     command: str = ""  # the shell command it ran, if any
     strings: tuple[str, ...] = ()  # every string argument
     named: tuple[str, ...] = ()  # the arguments that name what it acts on (no file contents)
-    writes: tuple[tuple[str, str], ...] = ()  # (path, created|edited|deleted)
+    writes: tuple[tuple[str, str], ...] = ()  # (path, created|edited|deleted|moved)
     uses: tuple[str, ...] = ()  # paths read, listed or run
+    runs: tuple[str, ...] = ()  # of those, the scripts a runner ran (`python x.py`, `bash s.sh`)
+    reads: tuple[str, ...] = ()  # of those, the files a reading tool or program showed (Read, cat, sed -n)
 
 
 def call_effects(name: str, arguments: str) -> Effects:
@@ -181,17 +184,18 @@ def call_effects(name: str, arguments: str) -> Effects:
                     uses[path] = None
                 else:
                     writes[(path, "created" if m.group(1) == "create_file" else "edited")] = None
-    if command:
-        ran_writes, ran_uses = shell_effects(command)
-        writes.update(dict.fromkeys(ran_writes))
-        uses.update(dict.fromkeys(ran_uses))
+    shell = shell_effects(command) if command else Effects()
+    writes.update(dict.fromkeys(shell.writes))
+    uses.update(dict.fromkeys(shell.uses))
     # what names a path: its path and option arguments and its command line, not a file's
     # contents (a heredoc's body, a patch, code an IPython call runs, an edit's new text)
     lines = [_without_heredocs(command)[0]] if command else []
     if isinstance(args, dict):
         lines += [t for k, v in args.items() if k not in NOT_NAMING for t in arg_strings(v, TEXT_KEYS)
                   if t is not command and "\n" not in t.strip()]
-    return Effects(command, strings, tuple(lines), tuple(writes), tuple(uses))
+    shows = any(k in lname for k in _READ_NAMES) or (isinstance(args, dict) and args.get("command") in ("view", "read"))
+    shown = [p for p in uses if p not in shell.uses] if shows else []
+    return Effects(command, strings, tuple(lines), tuple(writes), tuple(uses), shell.runs, (*shown, *shell.reads))
 
 
 def text_effects(command: str, open_file: str | None) -> Effects:
@@ -200,6 +204,7 @@ def text_effects(command: str, open_file: str | None) -> Effects:
     edits."""
     writes: dict[tuple[str, str], None] = {}
     uses: dict[str, None] = {}
+    shell = Effects()
     swe_create = _SWE_CREATE.findall(command)
     if swe_create or _SWE_EDIT.search(command) or _SWE_OPEN.search(command):
         writes.update(dict.fromkeys((clean_path(p), "created") for p in swe_create))
@@ -207,10 +212,12 @@ def text_effects(command: str, open_file: str | None) -> Effects:
             writes[(open_file, "edited")] = None
         uses.update(dict.fromkeys(clean_path(p) for p in _SWE_OPEN.findall(command)))
     else:
-        ran_writes, ran_uses = shell_effects(command)
-        writes.update(dict.fromkeys(ran_writes))
-        uses.update(dict.fromkeys(ran_uses))
-    return Effects(command, (command,), (_without_heredocs(command)[0],), tuple(writes), tuple(uses))
+        shell = shell_effects(command)
+        writes.update(dict.fromkeys(shell.writes))
+        uses.update(dict.fromkeys(shell.uses))
+    shown = [p for p in uses if p not in shell.uses]  # `open x`, SWE-agent's viewer
+    return Effects(command, (command,), (_without_heredocs(command)[0],), tuple(writes), tuple(uses), shell.runs,
+                   (*shown, *shell.reads))
 
 
 def open_file_of(output: str) -> str | None:
@@ -328,15 +335,47 @@ def _sed_files(argv: list[str]) -> list[str]:
     return files
 
 
-def shell_effects(command: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(files written with how, files used) by a shell command.
+_SEARCHES = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack"})
+# programs that show a file's text
+_READERS = frozenset({"cat", "head", "tail", "less", "more", "sed", "awk", "nl", "bat", "view", "jq", "yq", "diff",
+                      "wc", "xxd", "od", "strings", "sort", "uniq", "cut", "column"})
+# a search's options that take the next word as their value
+_VALUED = frozenset({"-A", "-B", "-C", "-m", "-g", "-t", "-T", "-d", "-D", "--glob", "--type", "--max-count",
+                     "--context", "--after-context", "--before-context", "--include", "--exclude"})
 
-    >>> w, u = shell_effects("cat > t.py <<'EOF'\\nprint(1) > x.txt\\nEOF\\npython t.py && mv a.txt b/")
-    >>> sorted(w), sorted(u)
-    ([('b/a.txt', 'created'), ('t.py', 'created')], ['a.txt', 't.py'])
+
+def _searched_files(argv: list[str]) -> list[str]:
+    """The files and folders a search looks in: its operands but the pattern (the first, unless
+    `-e` or `-f` gave it), option values aside (`grep -n "x.atomic" src` looks in src)."""
+    files: list[str] = []
+    pattern_given = skip = False
+    for a in argv[1:]:
+        if skip:
+            skip = False
+        elif a in ("-e", "-f", "--regexp", "--file"):
+            pattern_given = skip = True
+        elif a in _VALUED:
+            skip = True
+        elif a.startswith("-"):
+            pattern_given = pattern_given or a.startswith(("--regexp=", "--file="))
+        elif not pattern_given:
+            pattern_given = True
+        else:
+            files.append(a)
+    return files
+
+
+def shell_effects(command: str) -> Effects:
+    """What a shell command did to files: what it wrote, and what it used, ran and read.
+
+    >>> e = shell_effects("cat > t.py <<'EOF'\\nprint(1) > x.txt\\nEOF\\npython t.py && mv a.txt b/ && head -5 c.md")
+    >>> e.writes, e.uses, e.runs, e.reads
+    ((('t.py', 'created'), ('a.txt', 'moved'), ('b/a.txt', 'created')), ('t.py', 'c.md'), ('t.py',), ('c.md',))
     """
     writes: list[tuple[str, str]] = []
     uses: list[str] = []
+    runs: list[str] = []
+    reads: list[str] = []
     text, bodies = _without_heredocs(command)
     for body in bodies:
         writes.extend(patch_writes(body, applied=bool(_APPLIES_DIFF.search(text))))
@@ -366,7 +405,10 @@ def shell_effects(command: str) -> tuple[list[tuple[str, str]], list[str]]:
                 if not into_dir:
                     writes.append((target, "created"))
                 for src in rest[:-1]:
-                    uses.append(clean_path(src))
+                    if prog == "mv":
+                        writes.append((clean_path(src), "moved"))  # gone from there
+                    else:
+                        uses.append(clean_path(src))
                     if into_dir:
                         name = clean_path(src).rsplit("/", 1)[-1]
                         writes.append((name if target in (".", "") else f"{target}/{name}", "created"))
@@ -376,6 +418,7 @@ def shell_effects(command: str) -> tuple[list[tuple[str, str]], list[str]]:
                 files = [clean_path(a) for a in argv[2:] if not a.startswith("-") and looks_like_path(a)]
                 if sub == "mv" and len(files) >= 2:
                     writes.append((files[-1], "created"))
+                    writes.extend((f, "moved") for f in files[:-1])
                 elif sub == "rm":
                     writes.extend((f, "deleted") for f in files)
                 elif sub in ("checkout", "restore") and ("--" in argv or sub == "restore"):
@@ -399,10 +442,17 @@ def shell_effects(command: str) -> tuple[list[tuple[str, str]], list[str]]:
                 writes.extend((clean_path(a[3:]), "created") for a in argv[1:] if a.startswith("of="))
                 continue
             if prog in _RUNNERS or prog.startswith("python"):
-                uses.extend(clean_path(a) for a in rest if looks_like_path(a))
+                scripts = [clean_path(a) for a in rest if looks_like_path(a)]
+                uses.extend(scripts)
+                runs.extend(scripts[:1])
                 continue
-            uses.extend(clean_path(a) for a in argv[1:] if looks_like_path(a))
-    return list(dict.fromkeys(writes)), list(dict.fromkeys(uses))  # in order, once each
+            files = [clean_path(a) for a in (_searched_files(argv) if prog in _SEARCHES else argv[1:])
+                     if looks_like_path(a)]
+            uses.extend(files)
+            if prog in _READERS:
+                reads.extend(files)
+    once = dict.fromkeys  # in order, once each
+    return Effects(command, (), (), tuple(once(writes)), tuple(once(uses)), tuple(once(runs)), tuple(once(reads)))
 
 
 # --- text actions --------------------------------------------------------------------------------

@@ -26,12 +26,11 @@ span costs the new units only.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ctxkit.call_effects import Effects, call_effects, open_file_of, text_effects
 from ctxkit.log_events import (
-    HEREDOC,
     Outcome,
     acted,
     arg_strings,
@@ -42,10 +41,8 @@ from ctxkit.log_events import (
     named,
     one_line,
     outcome,
-    path_values,
     text_action,
     todo_text,
-    without_bodies,
 )
 from ctxkit.memo import UnitMemo
 from ctxkit.model import Unit
@@ -63,212 +60,28 @@ def short_args(arguments: str, chars: int = ARGS_CHARS) -> str:
 
 # --- files a call acted on ----------------------------------------------------------------------
 
-PATH_KEYS = (
-    "file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path",
-    "filePath", "notebookPath", "absolutePath", "targetFile", "dir_path", "dirPath",  # opencode, Gemini CLI
-)
-# what a call writes or says, not what it acts on
-TEXT_KEYS = frozenset(
-    "content new_string old_string new_str old_str text description prompt message body "
-    "file_text thought reason summary old new".split()
-)
-_CREATE_TOOLS = ("write", "create")
-_EDIT_TOOLS = ("edit", "replace", "patch", "insert", "multiedit", "apply", "str_replace", "notebookedit")
-_READ_TOOLS = ("read", "view", "cat", "open", "glob", "grep", "search", "list", "ls", "find")
-_PATH = re.compile(
-    r"(?<![\w/.~@$-])(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+"
-    r"|(?<![\w/.$-])[\w-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|go|rs|java|kt|c|cc|cpp|h|hpp|rb|php|cs|"
-    r"swift|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|scss|vue|svelte|lock|xml|"
-    r"gradle|proto|ex|exs|hs|ml|scala|lua|dart|zig|pony|svg|png|gif|env|conf|tf|mod|sum)\b"
-)
-_NOT_PATH = re.compile(
-    r"^(?:https?:|www\.|\d+(?:\.\d+)*$|[\w.-]+\.(?:com|org|net|io|dev)\b|/dev/null$|/tmp/?$|.*\.\.\.)"
-)
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
 # an extension has a letter: `Mozilla/5.0`, `Googlebot/2.1` and a task's `60.2/60.10` are no files
 _HAS_EXT = re.compile(r"\.(?=[A-Za-z0-9]{0,7}[A-Za-z])[A-Za-z0-9]{1,8}$")
-_PATCH_FILE = re.compile(
-    r"^\*\*\* (Update|Add|Delete) File: (.+)$|^\+\+\+ (?:b/)?(\S+)", re.MULTILINE
-)
-# a redirect (not an arrow: `=> import`, `-> x`) or tee, and what it writes
-_WRITE_TARGET = re.compile(r"(?:(?<![=\-<>])>>?|\btee(?:\s+-a)?)\s*['\"]?([\w./~@+-]+)")
-_DELETE = re.compile(r"\brm\s+(?:-\w+\s+)*")
-_RUN = re.compile(r"^\s*(?:python3?|pytest|node|npx|go\s+(?:run|test)|cargo|npm|pnpm|yarn|make|bash|sh)\b")
+_SWE_EDIT = re.compile(r"^(edit\s+\d+:\d+)\s*$", re.MULTILINE)
 
 
-def paths_in(text: str) -> list[str]:
-    """File paths written in a command or an argument: heredoc bodies and sed programs aside; a
-    path without an extension counts only when written as one (`/abs`, `./rel`, `~/x`)."""
-    text = without_bodies(text)
-    out: list[str] = []
-    for m in _PATH.finditer(text):
-        path = m.group(0).strip("'\"`").rstrip(".,:;'\")]")
-        if len(path) < 4 or _NOT_PATH.match(path) or ("/" not in path and "." not in path):
-            continue
-        if path.startswith(("-", "+", "@")) or _VERSIONED.search(path):
-            continue  # an option (`--system-prompt.md` cut), a user agent's `Name/1.2`
-        if not _HAS_EXT.search(path) and not path.startswith(("/", "./", "../", "~/")):
-            continue
-        if path not in out:
-            out.append(path)
-    return out
-
-
-_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'")
-_VERSIONED = re.compile(r"(?:^|/)\d+(?:\.\d+)+(?:/|$)")  # a segment that is a version: `5.0`, `60.2`
-
-
-def _words(segment: str) -> list[str]:
-    """A shell segment's words, quotes removed (split on blanks when it does not parse)."""
-    try:
-        return shlex.split(segment, posix=True)
-    except ValueError:
-        return segment.split()
-
-
-def _operands(words: Sequence[str]) -> list[str]:
-    """The words after the command that are not options."""
-    return [w for w in words[1:] if not w.startswith("-")]
-
-
-def _file_word(word: str) -> str | None:
-    """`word` when it reads as a file path (`paths_in`), else None."""
-    found = paths_in(word)
-    return found[0] if len(found) == 1 and found[0] == word.strip("'\"") else None
-
-
-def _in_place_targets(words: Sequence[str]) -> list[str]:
-    """The files `sed -i` or `perl -i` edits: the operands after its script (the first operand,
-    unless `-e` gave the script)."""
-    scripted = any(w == "-e" or (w.startswith("-") and not w.startswith("--") and w.endswith("e")) for w in words[1:])
-    rest: list[str] = []
-    skip = False
-    for w in words[1:]:
-        if skip:
-            skip = False
-            continue
-        if w in ("-e", "-f", "--expression", "--file"):
-            skip = True
-            continue
-        if w.startswith("-"):
-            continue
-        rest.append(w)
-    files = rest if scripted else rest[1:]
-    return [p for p in (_file_word(w) for w in files) if p]
-
-
-_COPY = frozenset({"cp", "mv", "install", "rsync", "ln"})
-_SEGMENT = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|(&&|\|\||;|\||\n)")
-
-
-def _segments(command: str) -> list[str]:
-    """A command line's simple commands: split at `&&`, `||`, `;`, `|` and new lines outside
-    quotes (a sed script's `s|a|b|` is one word)."""
-    out, start = [], 0
-    for m in _SEGMENT.finditer(command):
-        if m.group(1):
-            out.append(command[start : m.start()])
-            start = m.end()
-    out.append(command[start:])
-    return [x for x in out if x.strip()]
-
-
-def _in_place(words: Sequence[str]) -> bool:
-    """`sed` or `perl` told to edit in place: `-i`, `-i.bak`, `-pi`, `--in-place`."""
-    return any(
-        w.startswith("--in-place") or (w.startswith("-") and not w.startswith("--") and "i" in w[1:].split(".")[0])
-        for w in words[1:]
-    )
-
-
-def _command_paths(command: str) -> list[tuple[str, str]]:
-    """(path, action) for a shell command: what it writes or deletes, else what it uses. A file
-    is edited by `sed -i` or `perl -i` as an operand after the script, written by a redirect,
-    `tee` or as the target of `cp`/`mv`; a `cp` source is read, a `mv` source moved."""
+def _paths(effects: Effects) -> tuple[tuple[str, str], ...]:
+    """(path, action) in the order the call names them: what it wrote (created, edited,
+    deleted, moved), then what it ran, read (a reading tool or program showed it) or used
+    (listed, searched, passed to a command)."""
     found: dict[str, str] = {}
-    body = HEREDOC.sub(" ", command)
-    unquoted = _QUOTED.sub(" ", body)
-    for m in _WRITE_TARGET.finditer(unquoted):
-        target = m.group(1)
-        if unquoted[m.end() : m.end() + 1] in ("$", "{", "`", "*"):
-            continue  # a name a variable or a glob completes (`> /tmp/paths.$g`): no one file
-        if target not in ("/dev/null", "&1", "&2") and not target.isdigit() and len(target) > 2:
-            found[target] = "written"
-    for segment in _segments(body):
-        seg_paths = paths_in(segment)
-        words = _words(segment.strip())
-        while words and (words[0] in ("sudo", "env", "command", "time") or "=" in words[0]):
-            words = words[1:]
-        verb = words[0].rsplit("/", 1)[-1] if words else ""
-        if _DELETE.match(segment.strip()):
-            for p in seg_paths:
-                found.setdefault(p, "deleted")
-        elif verb in ("sed", "perl") and _in_place(words):
-            for p in _in_place_targets(words):
-                found[p] = "edited"
-            for p in seg_paths:
-                found.setdefault(p, "read")
-        elif verb in _COPY:
-            operands = [p for p in (_file_word(w) for w in _operands(words)) if p]
-            if len(operands) >= 2:
-                for p in operands[:-1]:
-                    found.setdefault(p, "moved" if verb == "mv" else "read")
-                found[operands[-1]] = "written"
-            else:
-                for p in seg_paths:
-                    found.setdefault(p, "read")
-        elif _RUN.match(segment):
-            for p in seg_paths:
-                found.setdefault(p, "ran")
-        else:
-            for p in seg_paths:
-                found.setdefault(p, "read")
-    return list(found.items())
-
-
-def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
-    """(path, action) for each file a call acted on: created, edited, written, deleted, read,
-    ran; a patch names its files in its headers."""
-    args = decoded_args(arguments)
-    lname = name.lower()
-    found: dict[str, str] = {}
-    if any(k in lname for k in _CREATE_TOOLS):
-        tool_action = "created"
-    elif any(k in lname for k in _EDIT_TOOLS):
-        tool_action = "edited"
-    elif any(k in lname for k in _READ_TOOLS):
-        tool_action = "read"
-    else:
-        tool_action = ""
-    if isinstance(args, dict):
-        command = args.get("command")
-        # OpenHands' str_replace_editor: {"command": "create" | "str_replace" | "view", "path"}
-        if isinstance(command, str) and command in ("create", "str_replace", "insert", "undo_edit", "view"):
-            tool_action = {"create": "created", "view": "read"}.get(command, "edited")
-        for path in path_values(args, PATH_KEYS):
-            found[path] = tool_action or "used"
-    for text in arg_strings(args, TEXT_KEYS):
-        patch = _PATCH_FILE.findall(text)
-        if patch:
-            for verb, path, plus in patch:
-                p = (path or plus).strip()
-                if p and p != "/dev/null":
-                    found[p] = {"Add": "created", "Delete": "deleted"}.get(verb, "edited")
-            continue
-        if text in found:
-            continue
-        if tool_action in ("created", "edited", "read"):
-            continue  # the path keys said it; other strings are patterns and options
-        for path, action in _command_paths(text):
-            found.setdefault(path, action)
+    for path, how in effects.writes:
+        found.setdefault(path, how)
+    for path in effects.uses:
+        found.setdefault(path, "ran" if path in effects.runs else "read" if path in effects.reads else "used")
     return tuple(found.items())
 
 
-# --- text actions (SWE-agent, mini-swe-agent, aider: the command is in the message) -------------
-
-_SWE_EDIT = re.compile(r"^(edit\s+\d+:\d+)\s*$", re.MULTILINE)
-_SWE_FILE_CMD = re.compile(r"^(create|open|search_file|find_file)\s+(\S+)", re.MULTILINE)
-_OPEN_FILE = re.compile(r"\(Open file: ([^)\n]+)\)")
-
+def call_paths(name: str, arguments: str) -> tuple[tuple[str, str], ...]:
+    """(path, action) for each file a call acted on (`ctxkit.call_effects`, the reading the
+    claims checker holds a summary to): created, edited, deleted, moved, ran, read, used."""
+    return _paths(call_effects(name, arguments))
 
 
 # --- per unit, cached ---------------------------------------------------------------------------
@@ -299,8 +112,7 @@ def _read(u: Unit) -> UnitFacts:
     if is_request(u):
         return UnitFacts(request=request_text(u))
     if is_output(u):
-        m = _OPEN_FILE.search(u.content[-400:])
-        return UnitFacts(outcome=outcome(u), open_file=m.group(1).strip() if m else None)
+        return UnitFacts(outcome=outcome(u), open_file=open_file_of(u.content))
     if u.tool_calls:
         written = [main_arg(c.arguments) for c in u.tool_calls]  # one decode a call
         whole = [one_line(w, 1 << 30) for w in written]
@@ -314,11 +126,7 @@ def _read(u: Unit) -> UnitFacts:
         )
     action = text_action(u)
     if action is not None:
-        paths: list[tuple[str, str]] = []
-        for m in _SWE_FILE_CMD.finditer(action):
-            paths.append((m.group(2), "created" if m.group(1) == "create" else "read"))
-        if not paths and not _SWE_EDIT.search(action):
-            paths = list(_command_paths(action))
+        paths = _paths(text_effects(action, None))
         return UnitFacts(
             action=one_line(action, ARGS_CHARS), action_paths=tuple(paths), action_search=is_search(action),
             whole=(action,),

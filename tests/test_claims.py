@@ -285,7 +285,7 @@ def test_codex_exit_codes(realdata: Path) -> None:
         ("echo hi > out.txt 2>&1", {("out.txt", "created")}),
         ("cat a.py | tee -a log.txt", {("log.txt", "created")}),
         ("cp a.py a.py.bak", {("a.py.bak", "created")}),
-        ("mv a.py b/", {("b/a.py", "created")}),
+        ("mv a.py b/", {("b/a.py", "created"), ("a.py", "moved")}),
         ("git checkout -- src/x.py", {("src/x.py", "edited")}),
         ("rm -rf build/out.js", {("build/out.js", "deleted")}),
         ("grep -n foo src/x.py > /dev/null", set()),
@@ -293,7 +293,7 @@ def test_codex_exit_codes(realdata: Path) -> None:
     ],
 )
 def test_shell_writes(command: str, writes: set[tuple[str, str]]) -> None:
-    assert set(shell_effects(command)[0]) == writes
+    assert set(shell_effects(command).writes) == writes
 
 
 def test_editor_calls_and_patches() -> None:

@@ -96,7 +96,7 @@ def test_a_sed_in_place_edit_is_an_edit(realdata: Path) -> None:
     t = _read(realdata, "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__django__django-11039.traj.json")
     text = summarize_extractive(t.units, 1500, tok=TOK)
     files = _section(text, "Files and code")
-    assert "./django/core/management/commands/sqlmigrate.py (edited" in files
+    assert "django/core/management/commands/sqlmigrate.py (edited" in files
 
 
 def test_repeated_compaction_merges_its_summaries_with_true_counts(realdata: Path, tmp_path: Path) -> None:

@@ -18,10 +18,12 @@ from ctxkit import log_events
 from ctxkit.archive.store import Archive
 from ctxkit.compaction import CompactSettings, compact
 from ctxkit.errors import UsageError
+from ctxkit.fidelity import claims as C
 from ctxkit.formats import read_path
 from ctxkit.model import ToolCall, Transcript, Unit
 from ctxkit.structure import is_request, pairs_intact, request_indices
 from ctxkit.summarizers.extractive import command_label, summarize_extractive, task_quote
+from ctxkit.summarizers.sections import file_items
 from ctxkit.tokens import count_transcript, get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
@@ -71,33 +73,57 @@ def _written(t: Transcript) -> str:
 
 def test_a_backup_copy_is_written_not_edited(realdata: Path, tmp_path: Path) -> None:
     """mini-swe-agent backed up sqlmigrate.py with `cp x x.backup && sed -i ... x`: summaries
-    said `sqlmigrate.py.backup (edited)`. The copy is written; its source is read; the file
+    said `sqlmigrate.py.backup (edited)`. The copy is created; its source is read; the file
     `sed -i` changed is edited."""
     t = _read(realdata, DJANGO)
     done = F.files(t.units)
-    assert done["./django/core/management/commands/sqlmigrate.py.backup"][0] == "written"
-    assert "edited" in done["./django/core/management/commands/sqlmigrate.py"]
+    assert done["django/core/management/commands/sqlmigrate.py.backup"][0] == "created"
+    assert "edited" in done["django/core/management/commands/sqlmigrate.py"]
     for share in SHARES:
         text = _written(_compact(t, share, tmp_path))
         assert "sqlmigrate.py.backup (edited" not in text, share
 
 
 @pytest.mark.parametrize(("command", "found"), [
-    ("cp src/a.py src/a.py.bak", [("src/a.py", "read"), ("src/a.py.bak", "written")]),
-    ("mv old.txt new.txt", [("old.txt", "moved"), ("new.txt", "written")]),
+    ("cp src/a.py src/a.py.bak", [("src/a.py.bak", "created"), ("src/a.py", "used")]),
+    ("mv old.txt new.txt", [("new.txt", "created"), ("old.txt", "moved")]),
     ("sed -i 's|Mozilla/5.0|Googlebot/2.1|' conf/ua.txt", [("conf/ua.txt", "edited")]),
     ("perl -pi -e 's/a/b/' f.txt", [("f.txt", "edited")]),
     ("sed -n 1,20p src/a.py | head", [("src/a.py", "read")]),
     ('curl -A "Mozilla/5.0 (X11)" https://x.org/a', []),
     ("task-master set-status --id=60.2/60.3/60.10 --status=done", []),
     ("claude --system-prompt.md x", []),
-    ("test -f a.js && echo a => import", [("a.js", "read")]),  # an arrow is no redirect
-    ("ls > out.txt", [("out.txt", "written")]),
+    ('test -f a.js && echo "a => import"', [("a.js", "used")]),  # a quoted arrow is no redirect
+    ("ls > out.txt", [("out.txt", "created")]),
+    ("python scripts/run.py data/in.csv", [("scripts/run.py", "ran"), ("data/in.csv", "used")]),
+    ("head -40 src/app.py && wc -l src/app.py", [("src/app.py", "read")]),
+    ('grep -rn "migration.atomic" django/db/x.py', [("django/db/x.py", "used")]),  # the pattern is no file
 ])
 def test_what_a_shell_command_wrote(command: str, found: list[tuple[str, str]]) -> None:
     """A file is edited only where a call wrote it, and a string is a path only if it is one:
-    a user agent (`Mozilla/5.0`), a task number (`60.2/60.10`), an option are not files."""
-    assert F._command_paths(command) == found
+    a user agent (`Mozilla/5.0`), a task number (`60.2/60.10`), an option are not files. The
+    summaries read a call as the claims checker does (`ctxkit.call_effects`)."""
+    assert list(F.call_paths("Bash", json.dumps({"command": command}))) == found
+
+
+def test_a_path_with_spaces_is_one_path(tmp_path: Path) -> None:
+    """Claude Code read `backlog/tasks/task-152 - Add editor.md`: the summary named its tail
+    `Add-editor.md (edited, read)`, which no call wrote. The path is kept whole, in backticks,
+    and the claims checker reads it whole."""
+    path = "/repo/backlog/tasks/task-152 - Add editor.md"
+    units = [
+        Unit("u1", "user", content="Look at the task file and start on it."),
+        Unit("a1", "assistant", tool_calls=[ToolCall("c1", "Read", json.dumps({"file_path": path}))]),
+        Unit("r1", "user", type="tool_result", tool_call_id="c1", content="# task 152"),
+    ]
+    assert F.files(units) == {path: ["read"]}
+    items, _ = file_items(F.files(units))
+    assert items == [f"read: `{path}`"]
+    verdicts = C.check(Transcript(units=units, id="t"), Transcript(units=[
+        Unit("s", "user", type="summary", content=f"## Files and code\n- `{path}` (read)\n- `{path}` (edited)"),
+    ], id="t"))
+    assert [(c.text.split("(")[-1], c.true) for c in verdicts.claims if c.kind == "file"] == [
+        ("read)", True), ("edited)", False)]
 
 
 def test_a_read_of_a_file_that_mentions_a_failure_is_no_error() -> None:
@@ -161,6 +187,19 @@ def test_template_text_is_no_pending_work(realdata: Path, tmp_path: Path) -> Non
 
 
 # --- 2. in the right place -----------------------------------------------------------------
+
+
+def test_a_handover_does_not_tell_again_what_a_kept_placeholder_stands_for(realdata: Path, tmp_path: Path) -> None:
+    """mini-swe-agent's sqlfluff run at a tenth: a placeholder the chain kept stood for messages
+    #192-193 and the fresh start's handover told them again, placed before it, so the context
+    read #194-#197, the handover, then #192 (put back) as if it came later. What a kept
+    placeholder stands for is no part of the handover, and every kept message is in its order."""
+    t = _read(realdata, "mini-swe-agent/SWE-agent__mini-swe-agent__PR-814__sqlfluff__sqlfluff-1763.traj.json")
+    at = {u.id: i for i, u in enumerate(t.units)}
+    small = _compact(t, 10, tmp_path)
+    kept = [at[u.id] for u in small.units if u.id in at]
+    assert kept == sorted(kept) and any(u.id == "ctxkit-handover" for u in small.units)
+    assert not [c for c in C.check(t, small).false_claims if c.kind == "order"]
 
 
 def test_a_session_command_is_not_the_request(realdata: Path, tmp_path: Path) -> None:

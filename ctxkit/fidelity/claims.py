@@ -150,7 +150,7 @@ def inserted(original: Transcript, compacted: Transcript) -> list[tuple[int, Uni
 
 # --- reading claims out of text ------------------------------------------------------------------
 
-_ACTS = r"created|edited|written|wrote|read|ran|run|executed|deleted|removed|modified|updated|viewed|changed|used"
+_ACTS = r"created|edited|written|wrote|read|ran|run|executed|deleted|removed|moved|modified|updated|viewed|changed|used"
 _ACTION_OF = {"wrote": "written", "run": "ran", "executed": "ran", "removed": "deleted", "modified": "edited",
               "updated": "edited", "changed": "edited", "viewed": "read", "used": "read"}
 _CALL = re.compile(
@@ -168,7 +168,10 @@ def _call_args(text: str) -> str:
     return t[:-1] if t.endswith(")") else t
 
 
-_FILE = re.compile(rf"(?<![\w(])(?P<path>[^\s()`\"',]+)`?\s+\((?P<acts>(?:{_ACTS})(?:,\s*(?:{_ACTS}))*)\)")
+# a path, or one in backticks (which may hold spaces: `tasks/task-152 - Add editor.md`)
+_FILE = re.compile(
+    rf"(?:`(?P<quoted>[^`\n]+)`|(?<![\w(])(?P<path>[^\s()`\"',]+)`?)\s+\((?P<acts>(?:{_ACTS})(?:,\s*(?:{_ACTS}))*)\)"
+)
 _READ_LIST = re.compile(r"^(?:read|files read|read files):\s+(?P<paths>.+)$", re.IGNORECASE)
 _PROSE_FILE = re.compile(
     r"\b(?P<verb>[Ee]dited|[Cc]reated|[Ww]rote|[Mm]odified|[Dd]eleted|[Pp]atched)\s+(?:the\s+)?(?:file\s+)?"
@@ -361,7 +364,7 @@ class _Checker:
         for fm in _FILE.finditer(item):
             found = True
             for act in re.split(r",\s*", fm.group("acts")):
-                self.file_claim(pos, unit, fm.group(0), fm.group("path"), _ACTION_OF.get(act, act))
+                self.file_claim(pos, unit, fm.group(0), fm.group("quoted") or fm.group("path"), _ACTION_OF.get(act, act))
         if not found:
             for pm in _PROSE_FILE.finditer(item):
                 verb = pm.group("verb").lower()
@@ -376,11 +379,11 @@ class _Checker:
         if not writes and not uses and not looks_like_path(path):
             self.add("file", text, unit, pos, False, "not a path: no call acts on it and it is not written as one")
             return
-        if action in ("edited", "created", "written", "deleted"):
-            if action == "deleted":
-                backing = [(a, h) for a, h in writes if h == "deleted"]
+        if action in ("edited", "created", "written", "deleted", "moved"):
+            if action in ("deleted", "moved"):
+                backing = [(a, h) for a, h in writes if h == action]
             elif action == "written":
-                backing = [(a, h) for a, h in writes if h != "deleted"]
+                backing = [(a, h) for a, h in writes if h not in ("deleted", "moved")]
             elif action == "created":
                 backing = [(a, h) for a, h in writes if h == "created" and not self.named_before(path, a.index)]
             else:
@@ -399,7 +402,7 @@ class _Checker:
                     why = ("created by the log (a new file, a copy, an output), never edited" if "created" in hows
                            else "the log only deletes it")
                 else:
-                    why = "no call deletes it"
+                    why = f"no call {'moves' if action == 'moved' else 'deletes'} it"
                 self.add("file", text, unit, pos, False, why, a.label, [a.index])
                 return
             if uses:

@@ -91,7 +91,7 @@ class Act:
     command: str = ""  # the shell command it ran, if any
     strings: tuple[str, ...] = ()  # every string argument
     named: tuple[str, ...] = ()  # the arguments that name what it acts on (no file contents)
-    writes: set[tuple[str, str]] = field(default_factory=set)  # (path, created|edited|deleted)
+    writes: set[tuple[str, str]] = field(default_factory=set)  # (path, created|edited|deleted|moved)
     uses: set[str] = field(default_factory=set)  # paths read, listed or run
     result: Result | None = None
 

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxkit.call_effects import call_effects
 from ctxkit.log_events import (
     arg_strings,
     decoded_args,
@@ -48,7 +49,6 @@ from ctxkit.log_events import (
     named,
     outcome,
     output_record,
-    path_values,
     todo_text,
     without_bodies,
 )
@@ -186,18 +186,6 @@ _PATH = re.compile(
     r"swift|md|rst|txt|json|jsonl|yaml|yml|toml|ini|cfg|sh|sql|html|css|scss|vue|svelte|lock|"
     r"xml|gradle|proto|ex|exs|erl|hs|ml|scala|lua|pl|r|dart|zig|nim|pony|svg|png|gif)\b"
 )
-_PATH_KEYS = ("file_path", "path", "filename", "notebook_path", "file", "target_file", "absolute_path")
-# what a call writes or says, not what it acts on: a path inside a file's new content is no artifact
-_TEXT_KEYS = frozenset(
-    "content new_string old_string new_str old_str text description prompt message body "
-    "file_text insert_line thought reason summary".split()
-)
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$|^(?:\+\+\+|---) (?:[ab]/)?(\S+)", re.MULTILINE)
-_EDIT_NAMES = ("edit", "write", "create", "replace", "patch", "insert", "multiedit", "apply")
-_EDIT_COMMAND = re.compile(
-    r"\bsed\s+-i|\bperl\s+-p?i|>>?\s*(?=[\w./~-])|\btee\b|\bmv\b|\bcp\b|\btouch\b|\bmkdir\b|"
-    r"\brm\b|\bpatch\b|\bgit\s+apply\b|\bcat\s*>|\*\*\* (?:Update|Add|Delete) File:"
-)
 _NOT_PATH = re.compile(
     r"^(?:https?:|www\.|\d+(?:\.\d+)*$|[\w.-]+\.(?:com|org|net|io|dev)\b|/dev/null$|/tmp/?$|"
     r"[\w.-]*\.\.\.)"
@@ -237,26 +225,13 @@ def paths_in(text: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65_536)
 def _call_paths(name: str, arguments: str) -> list[tuple[str, bool]]:
-    """(path, edited) for each file a call acted on (cached: scoring asks it per probe; callers
-    only read the list)."""
-    args = decoded_args(arguments)
-    lname = name.lower()
-    edit_tool = any(k in lname for k in _EDIT_NAMES) and "read" not in lname
-    found: dict[str, bool] = {}
-    if isinstance(args, dict):
-        for path in path_values(args, _PATH_KEYS):
-            found[path] = found.get(path, False) or edit_tool
-    for text in arg_strings(args, _TEXT_KEYS):
-        patch = _PATCH_FILE.findall(text)
-        if patch:  # a patch names its files in its headers; its body is content
-            for a, b in patch:
-                path = (a or b).strip()
-                if path and path != "/dev/null":
-                    found[path] = True
-            continue
-        edits = bool(_EDIT_COMMAND.search(text)) or edit_tool
-        for path in paths_in(text):
-            found[path] = found.get(path, False) or edits
+    """(path, edited) for each file a call acted on, as `ctxkit.call_effects` reads it: written
+    (created, edited, deleted) or only read, listed or run (cached: scoring asks it per probe;
+    callers only read the list)."""
+    effects = call_effects(name, arguments)
+    found = {path: True for path, _ in effects.writes}
+    for path in effects.uses:
+        found.setdefault(path, False)
     return list(found.items())
 
 

@@ -59,6 +59,14 @@ class Section:
         return self.preference if self.preference is not None else list(range(len(self.items)))
 
 
+def shown(path: str) -> str:
+    """A path as a summary writes it: in backticks when it holds a space (`task-152 - Add.md`),
+    so that it reads, and is checked, as one path."""
+    if any(c.isspace() for c in path) and not (path.startswith("`") and path.endswith("`")):
+        return f"`{path}`"
+    return path
+
+
 def file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     """Changed files one per line with what was done (`path (created, ran)`), then the files only
     read or used, several to a line; preference: changed first (those still there before those
@@ -67,10 +75,10 @@ def file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     changed = [p for p, a in actions.items() if a[0] not in ("read", "used", "ran")]
     ran = [p for p, a in actions.items() if a[0] == "ran"]
     seen = [p for p, a in actions.items() if a[0] in ("read", "used")]
-    items = [f"{p} ({', '.join(actions[p])})" for p in changed]
-    items += [f"{p} ({', '.join(actions[p])})" for p in ran]
+    items = [f"{shown(p)} ({', '.join(actions[p])})" for p in changed]
+    items += [f"{shown(p)} ({', '.join(actions[p])})" for p in ran]
     for k in range(0, len(seen), READ_PER_LINE):
-        items.append("read: " + ", ".join(seen[k : k + READ_PER_LINE]))
+        items.append("read: " + ", ".join(shown(p) for p in seen[k : k + READ_PER_LINE]))
     gone = [k for k, p in enumerate(changed) if "deleted" in actions[p]]
     kept = [k for k in range(len(items)) if k not in gone]
     return items, [*kept[: len(changed) - len(gone)], *gone, *kept[len(changed) - len(gone) :]]
