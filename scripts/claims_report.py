@@ -94,8 +94,11 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def first_request(t: Any, result: Any, budget: int, tok: Any) -> str:
     """Whether the first request the user typed is in the compacted context whole: "whole",
-    "cut" (it fits a quarter of the budget but is not there whole), "too big" (it does not fit
-    a quarter) or "none" (the log has no typed request)."""
+    "cut" (it fits a quarter of the room but is not there whole), "too big" (it does not fit
+    a quarter of the room) or "none" (the log has no typed request). The room is what the
+    compaction's goal leaves beside what always stays: the system prompt and the tool schemas
+    (issue 38: "kept verbatim whenever it fits in a quarter of the room")."""
+    from ctxkit.compaction import CompactSettings
     from ctxkit.fidelity.evidence import norm, typed_text
 
     first = next((u for u in t.units if typed_text(u)), None)
@@ -104,7 +107,9 @@ def first_request(t: Any, result: Any, budget: int, tok: Any) -> str:
     text = norm(first.content)
     if any(text in norm(u.content) for u in result.units):
         return "whole"
-    return "too big" if tok.count(first.content) > budget // 4 else "cut"
+    fixed = count_transcript(t.replace(units=[u for u in t.units if u.role == "system"]), tok).total
+    room = CompactSettings(limit=budget).goal - fixed
+    return "too big" if tok.count(first.content) > room // 4 else "cut"
 
 
 def _commit() -> str:
@@ -146,7 +151,7 @@ def report(rows: list[dict[str, Any]], command: str, at: str | None = None, note
                 f"| 1/{share} | {group} | {len(mine)} | {len(mine) - len(good)} | {total} | {false} | "
                 f"{(1 - false / total) if total else 1:.3f} | {sum(1 for r in good if r['claims']['false'])} | {recall:.3f} |"
             )
-    out += ["", "## The first request (kept whole wherever it fits a quarter of the budget?)", "",
+    out += ["", "## The first request (kept whole wherever it fits a quarter of the room?)", "",
             "| budget | whole | cut although it fits | too big for a quarter | cases cut |", "|---|---|---|---|---|"]
     for share in sorted({r["share"] for r in rows}):
         mine = [r for r in ok if r["share"] == share]
