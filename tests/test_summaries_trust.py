@@ -400,3 +400,28 @@ def test_the_names_of_the_current_work_are_read_from_the_latest_messages() -> No
     assert "retry_order" not in names  # the latest message made it up: no name the work used before
     # plain words, `n/a`, `UI/UX` and the `/canvas` of `</canvas>` are no names; ids and hashes are
     assert F.names_in("The `main` one: n/a UI/UX </canvas> ZFA04Y 4f86393 HAT170.") == ["ZFA04Y", "4f86393", "HAT170"]
+
+
+def test_a_failure_is_fixed_only_by_a_later_run_of_the_same_call() -> None:
+    """tau-bench: booking flight HAT213 failed (no seats); a booking of other flights passed
+    later. The two calls' labels share their first 120 characters, and the summary said the
+    first was "(fixed: a later run passed)", which no run of it did."""
+    from ctxkit.summarizers.extractive import errors_seen
+
+    head = {"user_id": "mia_li_3668", "origin": "EWR", "destination": "SEA", "flight_type": "one_way",
+            "cabin": "economy"}
+
+    def booking(cid: str, flight: str) -> Unit:
+        args = {**head, "flights": [{"flight_number": flight, "date": "2024-05-20"}]}
+        return Unit(f"a{cid}", "assistant", tool_calls=[ToolCall(cid, "book_reservation", json.dumps(args))])
+
+    units = [
+        Unit("u1", "user", content="Book me a one-way flight to Seattle."),
+        booking("c1", "HAT213"), Unit("r1", "tool", tool_call_id="c1", content="Error: not enough seats on flight HAT213"),
+        booking("c2", "HAT231"), Unit("r2", "tool", tool_call_id="c2", content='{"reservation_id": "HATHAT"}'),
+    ]
+    (line,) = errors_seen(units)
+    assert "HAT213" in line and "not enough seats" in line and "(fixed" not in line
+    units.append(booking("c3", "HAT213"))
+    units.append(Unit("r3", "tool", tool_call_id="c3", content='{"reservation_id": "HATHAU"}'))
+    assert errors_seen(units)[0].endswith("(fixed: a later run passed)")

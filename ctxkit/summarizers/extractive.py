@@ -272,9 +272,12 @@ def _failures(actions: Sequence[F.Call]) -> list[str]:
     fixed_at: list[bool] = [False] * len(actions)
     for k in range(len(actions) - 1, -1, -1):
         d = actions[k]
-        fixed_at[k] = (d.name, d.args) in passed_later
+        # the same call: its arguments whole, not the label's first 120 characters (two
+        # bookings of other flights share them)
+        same = (d.name, d.args_whole or d.args)
+        fixed_at[k] = same in passed_later
         if d.outcome is not None and not d.outcome.failed:
-            passed_later.add((d.name, d.args))
+            passed_later.add(same)
     by_error: dict[str, list[tuple[F.Call, bool]]] = {}
     for k, c in enumerate(actions):
         if not c.failed:
