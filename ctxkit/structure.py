@@ -142,6 +142,25 @@ _HARNESS_NOTE = re.compile(
     r"|[^\n]*\? \(Y\)es/\(N\)o)",  # aider's confirm prompt, answered: "Add file to the chat? (Y)es/(N)o/...: skip"
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# A session command typed to the agent, not a request to the model: aider's (`/add f`, `/drop`,
+# `/undo`, `/diff`, `/run cmd`, `/test` ...; aider.chat/docs/usage/commands.html), Gemini CLI's
+# and Codex's (`/compress`, `/new`, `/model`, `/approvals`). A command that carries a request
+# (aider's `/ask`, `/code`, `/architect`; Claude Code's `/init` or a custom command, which it
+# expands into a prompt) stays one.
+_SESSION_COMMAND = re.compile(
+    r"^/(?:add|drop|clear|reset|new|undo|diff|commit|ls|tokens|models?|map|map-refresh|read-only|run|git|"
+    r"exit|quit|lint|test|web|paste|copy|copy-context|save|load|settings|chat-mode|editor|multiline-mode|"
+    r"voice|think-tokens|reasoning-effort|report|weak-model|editor-model|compress|chat|memory|stats|"
+    r"tools|mcp|auth|theme|about|bug|docs|extensions|privacy|restore|vim|directory|approvals|status|"
+    r"mention|compact|resume)(?:[ \t]+[^\n]*)?$"
+)
+# A session command that starts the conversation anew: what came before it is no longer in the
+# agent's context (aider's and Gemini CLI's `/clear`, aider's `/reset`, Codex's `/new`, Claude
+# Code's record of `/clear`).
+_CLEAR = re.compile(
+    r"^(?:/(?:clear|reset|new)\s*|(?:<command-message>[^<]*</command-message>\s*)?"
+    r"<command-name>/clear</command-name>[\s\S]*)$"
+)
 
 
 def request_text(u: Unit) -> str:
@@ -159,7 +178,26 @@ def is_request(u: Unit) -> bool:
         # not the user's words
         return False
     text = request_text(u)
-    return bool(text) and not _HARNESS_NOTE.match(text)
+    return bool(text) and not _HARNESS_NOTE.match(text) and not _SESSION_COMMAND.match(text)
+
+
+def is_clear(u: Unit) -> bool:
+    """The user cleared the conversation here (`/clear`, `/reset`, `/new`): the agent went on
+    without what came before."""
+    return is_user_request(u) and bool(_CLEAR.match(request_text(u)))
+
+
+def conversation_start(units: Sequence[Unit]) -> int:
+    """Where the conversation the agent holds begins: after the last `is_clear`, else 0."""
+    return next((i + 1 for i in range(len(units) - 1, -1, -1) if is_clear(units[i])), 0)
+
+
+def first_request_index(units: Sequence[Unit]) -> int | None:
+    """The request that opens the task: the first of the user's requests (`request_indices`)
+    since the conversation last began anew (`conversation_start`), else the first of all."""
+    found = _request_indices(units)
+    start = conversation_start(units)
+    return next((i for i in found if i >= start), found[0] if found else None)
 
 
 def _observation(u: Unit) -> bool:
@@ -502,8 +540,9 @@ def _protected(units: Sequence[Unit], in_recovery: bool) -> frozenset[int]:
     requests = _request_indices(units)
     if requests:
         keep.add(requests[-1])
-        if not in_recovery:
-            keep.add(requests[0])
+        first = first_request_index(units)
+        if not in_recovery and first is not None:
+            keep.add(first)
     if not in_recovery:
         keep.update(i for i, u in enumerate(units) if u.is_p1)
     for start, end in _blocks(units):

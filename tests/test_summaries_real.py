@@ -173,7 +173,7 @@ def test_harness_notes_are_not_quoted_as_the_users_words(realdata: Path, tmp_pat
     out, _ = _compact(t, 6, tmp_path)
     for u in _made_up(out):
         assert "DO NOT respond to these messages" not in u.content
-        assert "<local-command-stdout>" not in _section(u.content, "All user messages")
+        assert "<local-command-stdout>" not in _section(u.content, "User messages")
 
 
 def test_failing_runs_keep_their_reason_and_created_files_stay_named(
@@ -286,7 +286,8 @@ def test_a_message_sent_again_is_quoted_once(realdata: Path, tmp_path: Path) -> 
     """An aider user re-sends the same request after each `/clear` and types `/undo` five
     times: the summary's verbatim section quoted each copy, and at a tenth of the chat's tokens
     the copies crowded out 8 of its 22 messages. A message sent again is quoted once, where it
-    was last sent, with how often; all but one of them are then in the context."""
+    was last sent, with how often; all but one of them are then in the context. (`/undo` and
+    `/add` are commands to aider, not requests: they are not quoted as the user's messages.)"""
     from ctxkit.strategies.summarize_old import verbatim_section
 
     assert verbatim_section(["/undo", "fix it", "/undo"]).splitlines()[1:] == [
@@ -298,8 +299,9 @@ def test_a_message_sent_again_is_quoted_once(realdata: Path, tmp_path: Path) -> 
     t = _read(realdata, "aider/Aider-AI__aider__chat-history__session0013_2024-08-06T085514.md")
     out, _ = _compact(t, 10, tmp_path)
     summary = next(u for u in out.units if u.type == "summary").content
-    quoted = summary[summary.index("## All user messages"):].splitlines()[1:]
-    assert len(quoted) == len(set(quoted)) and "- /undo (3 times)" in quoted
+    quoted = summary[summary.index("## User messages"):].splitlines()[1:]
+    assert len(quoted) == len(set(quoted))
+    assert not [q for q in quoted if q.startswith(("- /undo", "- /add", "- /drop"))]  # commands to aider, no requests
     lost = [p for p in P.score(P.extract(t), out).lost if p.category == "intent"]
     assert len(lost) <= 1  # 8 of 22 before; the one left is an older `/add` of two files
 
@@ -352,4 +354,4 @@ def test_a_small_handover_names_the_file_fixed_before_the_scratch_script(
     out, _ = _compact(t, 6, tmp_path)
     handover = next(u for u in out.units if u.id == "ctxkit-handover").content
     assert "/src/marshmallow/fields.py (edited)" in _section(handover, "Files and code")
-    assert "then: $ rm reproduce.py -> ok" in _section(handover, "Where the work stood")
+    assert "- $ rm reproduce.py -> ok" in _section(handover, "Where the work stood")  # before its last words

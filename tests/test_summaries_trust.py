@@ -425,3 +425,66 @@ def test_a_failure_is_fixed_only_by_a_later_run_of_the_same_call() -> None:
     units.append(booking("c3", "HAT213"))
     units.append(Unit("r3", "tool", tool_call_id="c3", content='{"reservation_id": "HATHAU"}'))
     assert errors_seen(units)[0].endswith("(fixed: a later run passed)")
+
+
+def test_the_user_messages_title_says_when_some_are_left_out() -> None:
+    """A summary's list of the user's messages was titled "All user messages" while the room had
+    left the oldest ten of them out: a reader took the list as complete."""
+    from ctxkit.strategies.summarize_old import verbatim_section
+
+    assert verbatim_section(["fix x", "now y"]).splitlines()[0] == "## User messages (verbatim, oldest first)"
+    head = verbatim_section(["fix x", "now y"], total=12).splitlines()[0]
+    assert head == "## User messages (verbatim, oldest first; the newest 2 of 12, the older ones archived)"
+
+
+def test_a_session_command_is_no_request_and_a_clear_starts_anew() -> None:
+    """aider's `/add`, `/drop`, `/undo` were taken for requests (a summary's "Next step" was
+    `/add aider/main.py`), and the first request before a `/clear` was kept at the top as if
+    open. A session command is no request; after `/clear` the task is the first request since;
+    a summary of what came before says the user cleared it."""
+    from ctxkit import structure
+    from ctxkit.summarizers.extractive import current_work
+
+    units = [
+        Unit("u1", "user", content="cache the repomap on a key of the file lists"),
+        Unit("a1", "assistant", content="Done: the maps are cached in self.map_cache."),
+        Unit("u2", "user", content="/add aider/main.py"),
+        Unit("u3", "user", content="/clear"),
+        Unit("u4", "user", content="/drop aider/commands.py"),
+        Unit("u5", "user", content="pass args.map_refresh into Coder and then to RepoMap"),
+        Unit("a2", "assistant", content="Here are the edits."),
+    ]
+    assert [u.id for u in units if is_request(u)] == ["u1", "u5"]
+    assert is_request(Unit("q", "user", content="/ask how does the repo map get its ranks?"))
+    assert structure.conversation_start(units) == 4 and structure.first_request_index(units) == 5
+    keep = structure.protected_indices(units)
+    assert 5 in keep and 0 not in keep
+    assert current_work(units[:4])[-1] == "then: /clear"
+
+
+def test_where_the_work_stood_keeps_the_order_of_events() -> None:
+    """A summary said `You're right! ... Let me fix this.`, then `then: Bash(python x.py) -> ok`,
+    though that run came before those words (and prompted them). Only what came after the
+    last words is a `then:` line; the actions before them stand before them."""
+    from ctxkit.summarizers.extractive import current_work
+
+    def call(cid: str, command: str) -> Unit:
+        return Unit(f"a{cid}", "assistant", tool_calls=[ToolCall(cid, "Bash", json.dumps({"command": command}))])
+
+    units = [
+        Unit("u1", "user", content="Make the music less church-like."),
+        call("c1", "python diverse.py"), Unit("r1", "tool", tool_call_id="c1", content="organ, waltz"),
+        Unit("a2", "assistant", content="You're right! It still sounds like a church. Let me fix this."),
+    ]
+    lines = current_work(units)
+    assert lines[0].startswith("Bash(python diverse.py) -> ok") and lines[-1].startswith("You're right!")
+    assert not [ln for ln in lines if ln.startswith("then:")]
+    units += [call("c2", "python radical.py"), Unit("r2", "tool", tool_call_id="c2", content="flute")]
+    assert current_work(units)[-1].startswith("then: Bash(python radical.py) -> ok")
+
+
+def test_files_only_listed_are_not_said_to_be_read() -> None:
+    """`ls app/api` listed a folder; the summary said `read: app/api`. What a reading tool or
+    program showed is read; what a call only listed, searched or passed on is used."""
+    items, _ = file_items({"src/a.py": ["read"], "app/api": ["used"], "b.py": ["edited", "read"]})
+    assert items == ["b.py (edited, read)", "read: src/a.py", "used: app/api"]

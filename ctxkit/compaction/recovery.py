@@ -42,8 +42,7 @@ def _last_request_index(units: Sequence[Unit]) -> int | None:
 
 
 def _first_request_index(units: Sequence[Unit]) -> int | None:
-    found = structure.request_indices(units)
-    return found[0] if found else None
+    return structure.first_request_index(units)
 
 
 def _fit_last_request(state: State, request: Unit, room: int, what: str = "request") -> Unit:
@@ -297,7 +296,7 @@ def _with_handover(
             )
             # what the messages kept after it show is newer (a later task list, the next steps)
             text = without_sections(text, stale)
-            quotes = verbatim_section(quoted)
+            quotes = verbatim_section(quoted, len(structure.own_request_indices(dropped)))
             candidate = checked(text, quotes, size, names=named)
             over = candidate.tokens() - state.target
             if over <= 0:
@@ -630,7 +629,8 @@ class _MinimalHandover:
 
     def built(self, head: str, body_text: str) -> State:
         """The minimal form with this handover text."""
-        text = "\n".join(p for p in (head, body_text, verbatim_section(self.quoted)) if p)
+        asked = len(structure.own_request_indices(self.body))
+        text = "\n".join(p for p in (head, body_text, verbatim_section(self.quoted, asked)) if p)
         summary = _handover_unit(text, self.refs)
         kept = [*self.lead, *([self.request] if self.request is not None else [])]
         if self.action:

@@ -172,7 +172,8 @@ def _call_args(text: str) -> str:
 _FILE = re.compile(
     rf"(?:`(?P<quoted>[^`\n]+)`|(?<![\w(])(?P<path>[^\s()`\"',]+)`?)\s+\((?P<acts>(?:{_ACTS})(?:,\s*(?:{_ACTS}))*)\)"
 )
-_READ_LIST = re.compile(r"^(?:read|files read|read files):\s+(?P<paths>.+)$", re.IGNORECASE)
+# `read: a, b`; `used: a, b` (listed, searched, passed to a command): a call named each
+_READ_LIST = re.compile(r"^(?:read|used|files read|read files):\s+(?P<paths>.+)$", re.IGNORECASE)
 _PROSE_FILE = re.compile(
     r"\b(?P<verb>[Ee]dited|[Cc]reated|[Ww]rote|[Mm]odified|[Dd]eleted|[Pp]atched)\s+(?:the\s+)?(?:file\s+)?"
     r"`?(?P<path>[\w./~@+-]+\.[A-Za-z]\w{0,9}|[\w.~@+-]*/[\w./~@+-]+)`?"

@@ -121,8 +121,9 @@ def covered(unit: Unit, tokens: int) -> tuple[int, int]:
     return 1, tokens
 
 
-def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
-    """The user's own messages, word for word, oldest first."""
+def verbatim_section(requests: Sequence[Unit] | Sequence[str], total: int = 0) -> str:
+    """The user's own messages, word for word, oldest first; `total`: how many the span held,
+    when the room left the oldest of them out (the title says so: not "all")."""
     from ctxkit.summarizers.sections import USER_MESSAGES_TITLE
 
     if not requests:
@@ -137,15 +138,17 @@ def verbatim_section(requests: Sequence[Unit] | Sequence[str]) -> str:
         if n:
             lines.append(f"- {text.rstrip()} ({n} times)" if n > 1 else f"- {text}")
     body = "\n".join(reversed(lines))
-    return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first)\n{body}"
+    left = f"; the newest {len(texts)} of {total}, the older ones archived" if total > len(texts) else ""
+    return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first{left})\n{body}"
 
 
 def _quoted(
     units: Sequence[Unit], first: int, gone: Sequence[int], cut: int, previous: Sequence[Unit], state: State
-) -> list[tuple[str, str]]:
+) -> tuple[list[tuple[str, str]], int]:
     """(id, text) of the user messages a summary quotes word for word: those of the span and
     those an earlier summary in the span quoted, as far as the user-message budget holds them
-    counting newest first over every user message of the conversation (`newest_within`)."""
+    counting newest first over every user message of the conversation (`newest_within`); and
+    how many the span holds."""
     from ctxkit.structure import own_request_indices
     from ctxkit.summarizers.extractive import distinct_sizes, newest_within, user_message_budget
 
@@ -166,7 +169,7 @@ def _quoted(
     sizes = distinct_sizes(texts, [tok.count(text) for text in texts])
     chosen = set(newest_within(sizes, user_message_budget(state.target)))
     lo = len(earlier)
-    return [sequence[k] for k in range(lo, lo + len(carried) + len(span)) if k in chosen]
+    return [sequence[k] for k in range(lo, lo + len(carried) + len(span)) if k in chosen], len(carried) + len(span)
 
 
 def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
@@ -246,11 +249,11 @@ class _Spans:
         units, tokens = self.state.units, self.tokens
         gone = [i for i in range(self.first, cut) if i not in self.keep]
         previous = [units[i] for i in gone if units[i].type == "summary"]
-        quoted = _quoted(units, self.first, gone, cut, previous, self.state) if len(gone) >= 2 else []
+        quoted, total = _quoted(units, self.first, gone, cut, previous, self.state) if len(gone) >= 2 else ([], 0)
         # an earlier summary counts for the messages it stood for: the counts stay true
         n_gone = sum(covered(units[i], tokens[i])[0] for i in gone)
         gone_tokens = sum(covered(units[i], tokens[i])[1] for i in gone)
-        return _Frame(gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted]))
+        return _Frame(gone, previous, quoted, n_gone, gone_tokens, verbatim_section([t for _, t in quoted], total))
 
     def dry_ref(self, unit: Unit) -> str:
         """A unit's ref for a trial build (nothing archived)."""

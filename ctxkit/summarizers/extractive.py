@@ -29,6 +29,7 @@ from ctxkit import log_events
 from ctxkit.compress import split_sentences
 from ctxkit.compress.text import iter_sentences
 from ctxkit.model import Unit
+from ctxkit.structure import conversation_start
 from ctxkit.summarizers.sections import (
     ACTIONS_TITLE,
     FINDINGS_TITLE,
@@ -342,6 +343,11 @@ def primary_request(units: Sequence[Unit], requests: Sequence[Unit] | None = Non
     (`requests`: the units' `user_requests`, when the caller has them)."""
     if requests is None:
         requests = user_requests(units)
+    # since the user last cleared the conversation (`/clear`): what came before is done with
+    start = conversation_start(units)
+    if start:
+        ids = {u.id for u in units[start:]}
+        requests = [u for u in requests if u.id in ids] or requests
     for u in requests:
         if len(u.content.split()) >= 4:
             return u
@@ -354,30 +360,51 @@ def current_work(
     """Where the work stood at the end of these units: the assistant's last message with prose
     and the last actions it took, with their outcomes. The message is quoted whole, its lines
     kept (the code it wrote, as Claude Code's summary quotes the current work's snippets),
-    when it is at most `chars` long (`LAST_WORDS_CHARS` at least), else its first sentences."""
-    items: list[str] = []
-    last = next((u for u in reversed(units) if u.role == "assistant" and u.content.strip()), None)
+    when it is at most `chars` long (`LAST_WORDS_CHARS` at least), else its first sentences.
+    Actions after those words are `then:` lines; when none came after, the last actions before
+    them stand first, as what the words answer."""
+    before, words, then = _work_parts(units, actions, chars)
+    return [*before, *words, *then]
+
+
+def _work_parts(
+    units: Sequence[Unit], actions: Sequence[F.Call] | None, chars: int
+) -> tuple[list[str], list[str], list[str]]:
+    """`current_work`'s items: (the actions before the last words, the words, `then:` lines)."""
+    words: list[str] = []
+    said_at = next((i for i in range(len(units) - 1, -1, -1)
+                    if units[i].role == "assistant" and units[i].content.strip()), -1)
+    last = units[said_at] if said_at >= 0 else None
     if last is not None:
         text = _BASH_BLOCK.sub("", last.content).strip() if last.tool_calls else last.content.strip()
         text = text or last.content.strip()
         limit = max(LAST_WORDS_CHARS, chars)
         if len(text) <= limit and "\n" in text:
-            items.append("\n".join(f"  {ln}" if k else ln for k, ln in enumerate(text.splitlines()) if ln.strip()))
+            words.append("\n".join(f"  {ln}" if k else ln for k, ln in enumerate(text.splitlines()) if ln.strip()))
         else:
-            words = _sentences_within(text, limit)
-            if words:
-                items.append(words)
+            said = _sentences_within(text, limit)
+            if said:
+                words.append(said)
     done = [c for c in (actions if actions is not None else F.calls(units)) if "todo" not in c.name.lower()]
+    after = [c for c in done if c.index >= said_at]
+    shown = after or done
     # the last action on a line of its own, with its own result, not only that it worked: the
     # id a commit printed, the path a write reports
-    lines = _action_lines(done[:-1]) + _action_lines(done[-1:], whole=True)
-    came = done[-1].outcome if done else None
+    lines = _action_lines(shown[:-1]) + _action_lines(shown[-1:], whole=True)
+    came = shown[-1].outcome if shown else None
     if came is not None and not came.failed and came.news:
         lines[-1] += f": {_one_line(came.news, LAST_RESULT_CHARS)}"
-    items.extend(f"then: {c}" for c in lines[-3:])
-    return items
+    # the user cleared the conversation after those words (the agent went on without them):
+    # the command, word for word
+    start = conversation_start(units)
+    command = _CLEAR_WORD.search(units[start - 1].content) if start > max(said_at, 0) else None
+    note = [f"then: {command.group(0)}"] if command else []
+    if after:
+        return [], words, [*[f"then: {c}" for c in lines[-3:]], *note]
+    return lines[-3:], words, note
 
 
+_CLEAR_WORD = re.compile(r"/(?:clear|reset|new)\b")
 FINDINGS = 4  # the newest findings a summary states
 LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
 LAST_WORDS_CHARS = 400  # the assistant's last words, in whole sentences up to this length
@@ -402,14 +429,16 @@ def _sentences_within(text: str, chars: int) -> str:
     return flat[:chars].rsplit(" ", 1)[0] + " [...]"
 
 
-def _current_work_section(items: list[str], action_first: bool = False) -> Section:
+def _current_work_section(parts: tuple[list[str], list[str], list[str]], action_first: bool = False) -> Section:
     """Current work, kept in this order when the budget is short: the assistant's last words,
     the last action (with its result), then the actions before it, newest first (taken in
-    order, the oldest `then:` line stayed and read as the last action). `action_first`: the
-    last action before the words."""
-    then = [j for j, it in enumerate(items) if it.startswith("then: ")]
-    prose = [j for j in range(len(items)) if j not in then]
-    newest = list(reversed(then))
+    order, the oldest line stayed and read as the last action). `action_first`: the last action
+    before the words."""
+    before, words, then = parts
+    items = [*before, *words, *then]
+    actions = [*range(len(before)), *range(len(before) + len(words), len(items))]
+    prose = list(range(len(before), len(before) + len(words)))
+    newest = list(reversed(actions))
     order = [*newest[:1], *prose, *newest[1:]] if action_first else [*prose, *newest]
     return Section(WORK_TITLE, items, first=2, preference=order)
 
@@ -480,7 +509,7 @@ def _work_sections(
         Section("Files and code", listed, first=12, preference=file_pref),
         Section("Errors and fixes", errors, first=4, preference=_newest_first(len(errors))),
         Section(TASKS_TITLE, tasks, first=8),
-        _current_work_section(current_work(units, actions, chars), action_first),
+        _current_work_section(_work_parts(units, actions, chars), action_first),
         Section("Next step", next_step(units, items), first=1),
         Section(FINDINGS_TITLE, found[-FINDINGS:], preference=_newest_first(len(found[-FINDINGS:]))),
         Section(ACTIONS_TITLE, done, preference=_newest_first(len(done))),

@@ -30,7 +30,8 @@ SECTIONS = (
     "Findings and decisions",
     "Earlier actions and what came back",
 )
-USER_MESSAGES_TITLE = "All user messages"
+USER_MESSAGES_TITLE = "User messages"
+OLD_USER_MESSAGES_TITLE = "All user messages"  # what summaries written before 2026-11 call it
 EARLIER_TITLE = "Earlier summary"
 # what a summary lost of its span and the check added back (`summarize_old`): files, errors, todos
 CHECK_TITLE = "Also in the archived messages"
@@ -74,11 +75,13 @@ def file_items(actions: dict[str, list[str]]) -> tuple[list[str], list[int]]:
     fixed), newest last."""
     changed = [p for p, a in actions.items() if a[0] not in ("read", "used", "ran")]
     ran = [p for p, a in actions.items() if a[0] == "ran"]
-    seen = [p for p, a in actions.items() if a[0] in ("read", "used")]
     items = [f"{shown(p)} ({', '.join(actions[p])})" for p in changed]
     items += [f"{shown(p)} ({', '.join(actions[p])})" for p in ran]
-    for k in range(0, len(seen), READ_PER_LINE):
-        items.append("read: " + ", ".join(shown(p) for p in seen[k : k + READ_PER_LINE]))
+    # read: a reading tool or program showed it; used: listed, searched or passed to a command
+    for how in ("read", "used"):
+        seen = [p for p, a in actions.items() if a[0] == how]
+        for k in range(0, len(seen), READ_PER_LINE):
+            items.append(f"{how}: " + ", ".join(shown(p) for p in seen[k : k + READ_PER_LINE]))
     gone = [k for k, p in enumerate(changed) if "deleted" in actions[p]]
     kept = [k for k in range(len(items)) if k not in gone]
     return items, [*kept[: len(changed) - len(gone)], *gone, *kept[len(changed) - len(gone) :]]
@@ -93,8 +96,9 @@ def merged_file_items(old: Sequence[str], new: Sequence[str]) -> list[str] | Non
     when a line is not a file line (a summary not written by ctxkit)."""
     actions: dict[str, list[str]] = {}
     for item in [*old, *new]:
-        if item.startswith("read: "):
-            pairs = [(p, "read") for p in item.removeprefix("read: ").split(", ") if p]
+        if item.startswith(("read: ", "used: ")):
+            how, _, listed = item.partition(": ")
+            pairs = [(p, how) for p in listed.split(", ") if p]
         else:
             m = _FILE_ITEM.match(item)
             if m is None:
@@ -163,7 +167,7 @@ def merge_previous(sections: list[Section], previous: str | None) -> list[Sectio
         else:
             old.setdefault("Files and code", []).append(item)
     for title, items in old.items():
-        if title == USER_MESSAGES_TITLE or title in _RETIRED:
+        if title in (USER_MESSAGES_TITLE, OLD_USER_MESSAGES_TITLE) or title in _RETIRED:
             continue  # quoted again by the caller from its own record; or a tally, not a fact
         section = by_title.get(title)
         if section is None:
