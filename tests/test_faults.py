@@ -511,6 +511,25 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO)}
 
 
+def test_an_interrupt_python_wrapped_in_a_class_definition_is_quiet(
+    work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a command imports a module that defines a dataclass: Python 3.11 raises
+    `RuntimeError: Error calling __set_name__ on 'Field' instance` from the KeyboardInterrupt,
+    and the run printed that traceback. It is an interrupt: exit 130, nothing on stderr."""
+    import ctxkit.cli.count as count_cli
+
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'min_limit'") from exc
+
+    monkeypatch.setattr(count_cli, "read_with_context", interrupted)
+    r = CliRunner().invoke(cli, ["count", "a.json"])
+    assert r.exit_code == 130 and "Traceback" not in r.stderr and not r.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("delay_s", [0.05, 0.2, 0.4, 0.7, 1.0, 1.5])
 def test_sigint_during_start_up_is_quiet(work: Path, delay_s: float) -> None:

@@ -104,6 +104,12 @@ class LazyGroup(click.Group):
         except KeyboardInterrupt:
             # Ctrl-C: the atomic writers have removed their temp files on the way up.
             sys.exit(130)
+        except RuntimeError as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                # Ctrl-C while a module a command imports defines a dataclass: Python 3.11
+                # wraps it ("Error calling __set_name__ on 'Field' instance")
+                sys.exit(130)
+            raise
         except RecursionError:
             raise _Failure(
                 "input nested too deeply to process (JSON of hundreds of levels); "
