@@ -18,6 +18,7 @@ import argparse
 import datetime
 import glob
 import json
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -101,7 +102,15 @@ def first_request(t: Any, result: Any, budget: int, tok: Any) -> str:
     from ctxkit.compaction import CompactSettings
     from ctxkit.fidelity.evidence import norm, typed_text
 
-    first = next((u for u in t.units if typed_text(u)), None)
+    # the task since the user last cleared the conversation (`/clear`: the agent starts anew)
+    cleared = [i for i, u in enumerate(t.units) if u.role == "user" and (
+        u.content.strip() in ("/clear", "/reset", "/new") or "<command-name>/clear</command-name>" in u.content)]
+    start = cleared[-1] + 1 if cleared else 0
+    def asked(u: Any) -> bool:  # typed, and no command to the agent (`/add f`, `/drop f`)
+        text = typed_text(u)
+        return bool(text) and not re.match(r"/[\w-]+(?:\s|$)", text)
+
+    first = next((u for u in t.units[start:] if asked(u)), None) or next((u for u in t.units if asked(u)), None)
     if first is None:
         return "none"
     text = norm(first.content)
