@@ -181,6 +181,11 @@ def is_request(u: Unit) -> bool:
     return bool(text) and not _HARNESS_NOTE.match(text) and not _SESSION_COMMAND.match(text)
 
 
+def is_session_command(u: Unit) -> bool:
+    """A command the user typed to the agent (`/add f`, `/clear`), not a request to the model."""
+    return is_user_request(u) and bool(_SESSION_COMMAND.match(request_text(u)))
+
+
 def is_clear(u: Unit) -> bool:
     """The user cleared the conversation here (`/clear`, `/reset`, `/new`): the agent went on
     without what came before."""

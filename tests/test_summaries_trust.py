@@ -488,3 +488,38 @@ def test_files_only_listed_are_not_said_to_be_read() -> None:
     program showed is read; what a call only listed, searched or passed on is used."""
     items, _ = file_items({"src/a.py": ["read"], "app/api": ["used"], "b.py": ["edited", "read"]})
     assert items == ["b.py (edited, read)", "read: src/a.py", "used: app/api"]
+
+
+def test_after_a_clear_the_context_is_what_the_agent_held(tmp_path: Path) -> None:
+    """aider after `/clear`, at a sixth: the handover told the history the user had cleared and
+    cut the last answer (an edit) in the middle to make room for it; dropping the oldest turns
+    kept the answer whole and read better. When what came since the clear fits beside one line
+    naming where the rest went, that is the context, and nothing is lost (`expand`)."""
+    from ctxkit.archive.originals import restore
+
+    words = "the repo map caches its ranked tags per file list and token budget".split()
+    prose = lambda n, salt: " ".join(f"{words[k % len(words)]}{salt}" for k in range(n))  # noqa: E731
+    units = [
+        Unit("s", "system", content="You are a coding assistant."),
+        Unit("u1", "user", content="cache the repomap on a key of the file lists and the token budget"),
+        Unit("a1", "assistant", content=prose(900, "a")),
+        Unit("u2", "user", content="now time how long the uncached call takes"),
+        Unit("a2", "assistant", content=prose(700, "b")),
+        Unit("u3", "user", content="/clear"),
+        Unit("u4", "user", content="/add aider/main.py"),
+        Unit("u5", "user", content="pass args.map_refresh into Coder and then to RepoMap"),
+        Unit("a3", "assistant", content=prose(420, "c")),
+    ]
+    t = Transcript(units=units, id="t")
+    since = count_transcript(Transcript(units=units[:1] + units[5:], id="t"), TOK).total
+    limit = int((since + 80) / 0.9)  # what came since the clear, a line, under the goal (0.95 of it)
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, CompactSettings(limit=limit, tokenizer=TOK, use_usage=False), archive=archive)
+        assert result.fits
+        out = result.transcript.units
+        assert [u.id for u in out if u.id != "ctxkit-cleared"][-3:] == ["u4", "u5", "a3"]
+        assert out[-1].content == units[-1].content  # the last answer whole
+        line = next(u for u in out if u.id == "ctxkit-cleared").content
+        assert line.startswith("[5 earlier messages (those before the user cleared the conversation)")
+        back = restore(archive, result.transcript)
+    assert [u.content for u in back.units] == [u.content for u in units]
