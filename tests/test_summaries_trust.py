@@ -523,3 +523,35 @@ def test_after_a_clear_the_context_is_what_the_agent_held(tmp_path: Path) -> Non
         assert line.startswith("[5 earlier messages (those before the user cleared the conversation)")
         back = restore(archive, result.transcript)
     assert [u.content for u in back.units] == [u.content for u in units]
+
+
+def test_after_a_clear_the_session_commands_stay_when_they_fit() -> None:
+    """Tighter goals: the commands since the clear (`/add f`) stay as messages, else they go to
+    the archive with the rest, and the line says so; the last answer stays whole in both."""
+    words = "the repo map caches its ranked tags per file list and token budget".split()
+    units = [
+        Unit("s", "system", content="You are a coding assistant."),
+        Unit("u1", "user", content="cache the repomap on a key of the file lists and the token budget"),
+        Unit("a1", "assistant", content=" ".join(f"{words[k % len(words)]}a" for k in range(900))),
+        Unit("u3", "user", content="/clear"),
+        Unit("u4", "user", content="/add aider/main.py"),
+        Unit("u5", "user", content="pass args.map_refresh into Coder and then to RepoMap"),
+        Unit("a3", "assistant", content=" ".join(f"{words[k % len(words)]}c" for k in range(420))),
+    ]
+    t = Transcript(units=units, id="t")
+    since = count_transcript(Transcript(units=[units[0], *units[5:]], id="t"), TOK).total
+    forms = set()
+    for extra in range(20, 90, 3):
+        result = compact(t, CompactSettings(limit=int((since + extra) / 0.95), tokenizer=TOK, use_usage=False))
+        out = result.transcript.units
+        line = next((u.content for u in out if u.id == "ctxkit-cleared"), None)
+        if line is None:
+            continue
+        assert result.fits and out[-1].content == units[-1].content
+        if any(u.id == "u4" for u in out):
+            assert "(those before the user cleared the conversation)" in line
+            forms.add("kept")
+        else:
+            assert "and the commands since)" in line
+            forms.add("archived")
+    assert forms == {"kept", "archived"}

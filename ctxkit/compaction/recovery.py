@@ -178,14 +178,14 @@ def _since_clear(state: State, original: Sequence[Unit], system: list[Unit]) -> 
     start = structure.conversation_start(original)
     if not start:
         return None
-    for commands_too in (False, True):
+    commands = [u for u in original[start:] if structure.is_session_command(u)]
+    for archived in ([], commands) if commands else ([],):
         # the session commands since (`/add f`, `/drop f`): kept when they fit, else archived
-        # with the rest (the agent ran them; it sent the model none of them)
-        gone = [u for i, u in enumerate(original) if u.role != "system" and (
-            i < start or (commands_too and structure.is_session_command(u)))]
-        ids = {u.id for u in gone}
+        # with the rest (the agent ran them; the model got none of them)
+        ids = {u.id for u in archived}
+        gone = [*(u for u in original[:start] if u.role != "system"), *archived]
         kept = [u for u in original[start:] if u.role != "system" and u.id not in ids]
-        what = "those before the user cleared the conversation" + (", and the commands since" if commands_too else "")
+        what = "those before the user cleared the conversation" + (", and the commands since" if archived else "")
         found = _since(state, system, gone, kept, what)
         if found is not None:
             return found
