@@ -555,3 +555,21 @@ def test_after_a_clear_the_session_commands_stay_when_they_fit() -> None:
             assert "and the commands since)" in line
             forms.add("archived")
     assert forms == {"kept", "archived"}
+
+
+def test_a_trailing_session_command_does_not_put_the_summary_last() -> None:
+    """aider's log ended on `/diff` after the last answer; the handover, placed after the last
+    message it stood for, came after that answer and read as the current state. A session
+    command is no event the summary tells: it stands before the last request and its answer."""
+    from ctxkit.compaction.recovery import placed
+
+    units = [
+        Unit("u0", "user", content="add a commit_before_message variable"),
+        Unit("a0", "assistant", content="Added it."),
+        Unit("u1", "user", content="use get_head in cmd_diff"),
+        Unit("a1", "assistant", content="Here is the edit."),
+        Unit("u2", "user", content="/diff"),
+    ]
+    summary = Unit("ctxkit-handover", "user", type="summary", content="## Task\n- add a variable")
+    out = placed(units, [], [units[0], units[2], units[3]], summary, [units[1], units[4]])
+    assert [u.id for u in out] == ["u0", "ctxkit-handover", "u1", "a1"]

@@ -377,7 +377,9 @@ def placed(
     ended: every unit after it came after the last unit it summarizes (a request kept verbatim
     whose answer was handed over goes before the handover, not after it as if still open)."""
     at = {u.id: k for k, u in enumerate(original)}
-    last = max((at.get(u.id, -1) for u in dropped), default=-1)
+    # a session command dropped after the last kept message (aider's `/diff` at the end) is no
+    # event the summary tells: it does not move the summary after the last answer
+    last = max((at.get(u.id, -1) for u in dropped if not structure.is_session_command(u)), default=-1)
 
     def where(u: Unit) -> int:
         """Its place in the original; a placeholder's, that of the last unit it stands for."""
