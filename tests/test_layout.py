@@ -99,6 +99,7 @@ def test_registry_names_live_in_their_registry() -> None:
         # an undone discard gives way to a summary; fresh_start announces its handover
         "compaction/chain.py": {"discard_low_rel", "summarize_old", "fresh_start"},
         "compaction/recovery.py": set(RECOVERY_MODES),  # the registry itself
+        "compaction/cleared.py": {"fresh_start"},  # a form of fresh_start: its placeholder says so
         # the builtin actions: deliberate parameter variants of named strategies
         "rl/actions.py": {"summarize_old", "mask_observations", "offload", "discard_low_rel", "truncate"},
         "bench/suites/embed.py": {"claude-code"},  # real Claude Code logs to embed
