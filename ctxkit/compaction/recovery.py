@@ -405,15 +405,18 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
         # the assistant's last word after its last action (the answer it ended on) stays with
         # it: summarized, the handover would have to stand after it, at the very end
         action = [*action, *_closing_reply(state, original, action)]
+    # the user's own words come before the last action's cut text: a few tokens each, they tell
+    # what was asked all along (what users most miss after a compaction); the action is archived
+    quote_room = _quote_room(state, original, {last_i, first_i}, room)
     if action:
-        action = _cut_to(state, action, room // 2)
+        action = _cut_to(state, action, (room - quote_room) // 2)
     action_cost = sum(state.with_units(action).units_tokens()) if action else 0
     room -= action_cost
     candidate = state
     for lead in leads:
         candidate = _minimal(state, original, options, system, lead, request, last_i, first_i,
                              room - sum(state.with_units(lead).units_tokens()) if lead else room,
-                             action)
+                             action, quote_room)
         if candidate.fits():
             break
     if not candidate.fits() and request is not None:
@@ -424,6 +427,20 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
 
 
 REQUEST_SHARE = 0.6  # of the minimal form's room, at most, for a long last request
+
+
+def _quote_room(state: State, original: Sequence[Unit], skip: set[int | None], room: int) -> int:
+    """Tokens the minimal form's handover may spend quoting the user's own words: those of the
+    newest that fit a quarter of `room` (none in a room the handover's sections need all of)."""
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
+
+    if room < 2 * MIN_HANDOVER_TOKENS:
+        return 0
+    body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
+    quoted = _quoted(state, original, body)
+    tok = state.ctx.tokenizer
+    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
+    return sum(sizes[k] for k in newest_within(sizes, room // 4))
 
 
 def _has_work(state: State, original: Sequence[Unit], last_i: int | None) -> bool:
@@ -557,6 +574,7 @@ def _minimal(
     first_i: int | None,
     room: int,
     action: Sequence[Unit] = (),
+    quote_room: int = 0,
 ) -> State:
     """The minimal form with this lead: the handover shrunk until the whole fits (or 16); the
     last action (`action`, kept whole) after the request when it came after it, else before."""
@@ -590,14 +608,13 @@ def _minimal(
     at_action = next((k for k, u in enumerate(original) if action and u.id == action[0].id), 0)
     after = bool(action) and (last_i is None or at_action > last_i)
 
-    # the user's own words in what it hands over, newest first within a quarter of the room
-    # (what users most miss after a compaction), before the sections shrink
+    # the user's own words in what it hands over, newest first within `quote_room` (what users
+    # most miss after a compaction), before the sections shrink
     from ctxkit.summarizers.extractive import distinct_sizes, newest_within
 
     quoted = _quoted(state, original, body)
     sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
-    # (in a room of a few hundred tokens the handover's sections need it all)
-    quoted = [quoted[k] for k in newest_within(sizes, room // 4)] if room >= 4 * MIN_HANDOVER_TOKENS else []
+    quoted = [quoted[k] for k in newest_within(sizes, quote_room)]
 
     handover = _MinimalHandover(
         state, original, system, lead, request, action, after, body, refs, p1, rest, names,
@@ -607,6 +624,9 @@ def _minimal(
     if not (names and body_text and plain.fits()):
         return plain
     return _with_names(handover, plain, head, body_text)
+
+
+QUOTED_FLOOR = MIN_HANDOVER_TOKENS  # the minimal handover's sections beside its quotes, at least
 
 
 @dataclass
@@ -656,7 +676,7 @@ class _MinimalHandover:
         candidate = state
         head, body_text = self.opening, ""
         self.quoted = self.quotable
-        for _ in range(6 + len(self.quoted)):
+        for _ in range(8 + len(self.quoted)):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
                 body, target_tokens=size, p1_units=self.p1, tok=state.ctx.tokenizer, include_last_request=False,
@@ -673,12 +693,14 @@ class _MinimalHandover:
             over = candidate.tokens() - state.target
             if over <= 0:
                 break
-            if self.quoted:
-                self.quoted = self.quoted[1:]  # the oldest quote goes before the sections get any smaller
+            if size > QUOTED_FLOOR or not self.quoted:
+                if size <= 16:
+                    break
+                # the sections shrink to their floor before a quote goes: a quote is the user's
+                # words, a few tokens that tell what was asked; the sections' lines are longer
+                size = max(QUOTED_FLOOR if self.quoted else 16, size - over - 8)
                 continue
-            if size <= 16:
-                break
-            size = max(16, size - over - 8)
+            self.quoted = self.quoted[1:]  # then the oldest quote goes
         return candidate, head, body_text
 
 
