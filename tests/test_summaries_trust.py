@@ -520,7 +520,7 @@ def test_after_a_clear_the_context_is_what_the_agent_held(tmp_path: Path) -> Non
         assert [u.id for u in out if u.id != "ctxkit-cleared"][-3:] == ["u4", "u5", "a3"]
         assert out[-1].content == units[-1].content  # the last answer whole
         line = next(u for u in out if u.id == "ctxkit-cleared").content
-        assert line.startswith("[5 earlier messages (those before the user cleared the conversation)")
+        assert line.startswith("[5 earlier messages (those before the user last cleared the conversation)")
         back = restore(archive, result.transcript)
     assert [u.content for u in back.units] == [u.content for u in units]
 
@@ -548,7 +548,7 @@ def test_after_a_clear_what_was_asked_before_it_and_the_commands_stay() -> None:
         out = result.transcript.units
         line = next((u.content for u in out if u.id == "ctxkit-cleared"), None)
         assert result.fits and line is not None, extra
-        assert line.startswith("[3 earlier messages (those before the user cleared the conversation)")
+        assert line.startswith("[3 earlier messages (those before the user last cleared the conversation)")
         assert f"\n- {units[1].content}" in line  # the request before the clear, word for word
         assert [u.id for u in out][-3:] == ["u4", "u5", "a3"]
         answer = out[-1].content

@@ -283,6 +283,9 @@ def _with_handover(
     quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
     stale = superseded(tail)
     names = current_names(state, dropped, [*system, *tail])  # as summarize_old checks its summary
+    first_i = _first_request_index(original)
+    # the request that opened the task, kept word for word before it: the handover states no other
+    task = first_i is None or original[first_i].id not in {u.id for u in system}
 
     def checked(text: str, quotes: str, size: int, spare: int = 0, names: Sequence[str] = names) -> State:
         # checked against the dropped messages' own facts, as summarize_old checks its summary
@@ -296,7 +299,7 @@ def _with_handover(
     def fitted(size: int, quoted: list[Unit], named: Sequence[str]) -> tuple[State, str] | None:
         while size >= 16:
             text = handover(
-                dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False
+                dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False, task=task
             )
             # what the messages kept after it show is newer (a later task list, the next steps)
             text = without_sections(text, stale)
@@ -680,7 +683,7 @@ class _MinimalHandover:
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
                 body, target_tokens=size, p1_units=self.p1, tok=state.ctx.tokenizer, include_last_request=False,
-                current_first=not self.action,
+                current_first=not self.action, task=not self.lead,
             ).strip()
             if not body_text:
                 # nothing handed over but where the messages went: in a tiny room, the shortest

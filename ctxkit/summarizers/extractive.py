@@ -29,7 +29,7 @@ from ctxkit import log_events
 from ctxkit.compress import split_sentences
 from ctxkit.compress.text import iter_sentences
 from ctxkit.model import Unit
-from ctxkit.structure import conversation_start
+from ctxkit.structure import conversation_start, is_clear, is_session_command, request_text
 from ctxkit.summarizers.sections import (
     ACTIONS_TITLE,
     FINDINGS_TITLE,
@@ -394,17 +394,34 @@ def _work_parts(
     came = shown[-1].outcome if shown else None
     if came is not None and not came.failed and came.news:
         lines[-1] += f": {_one_line(came.news, LAST_RESULT_CHARS)}"
-    # the user cleared the conversation after those words (the agent went on without them):
-    # the command, word for word
-    start = conversation_start(units)
-    command = _CLEAR_WORD.search(units[start - 1].content) if start > max(said_at, 0) else None
-    note = [f"then: {command.group(0)}"] if command else []
+    # the commands the user typed after those words (`/undo` took the edit back, `/clear` left
+    # it behind, `/drop f` took a file out of the chat), word for word, the newest few
+    note = [f"then: {c}" for c in _typed(units[max(said_at, 0) + 1 :])[-TYPED:]]
     if after:
         return [], words, [*[f"then: {c}" for c in lines[-3:]], *note]
     return lines[-3:], words, note
 
 
+EARLIER_REQUEST = "An earlier request"  # the handover's task, when the task's own words lead
+
+
+def _typed(units: Sequence[Unit]) -> list[str]:
+    """The session commands among `units` (`/undo`, `/add f`, a `/clear` in any agent's form),
+    word for word, a command typed again in a row once."""
+    out: list[str] = []
+    for u in units:
+        if is_clear(u):
+            found = _CLEAR_WORD.search(u.content)
+            command = found.group(0) if found else ""
+        else:
+            command = request_text(u) if is_session_command(u) else ""
+        if command and (not out or out[-1] != command):
+            out.append(command)
+    return out
+
+
 _CLEAR_WORD = re.compile(r"/(?:clear|reset|new)\b")
+TYPED = 4  # the newest session commands after the last words, in a summary's current work
 FINDINGS = 4  # the newest findings a summary states
 LAST_RESULT_CHARS = 160  # the first line of the last action's result, in a summary's current work
 LAST_WORDS_CHARS = 400  # the assistant's last words, in whole sentences up to this length
@@ -544,13 +561,16 @@ def handover(
     *,
     include_last_request: bool = True,
     current_first: bool = False,
+    task: bool = True,
 ) -> str:
     """The fresh-start handover: the task, every P1 unit named, what was done and what remains,
     then (unless `include_last_request` is False) the last user request verbatim.
 
     With `current_first`, the last action and what came back, the first changed file, then the
     task, are picked before the other sections' first items: for a handover that nothing recent
-    follows, in a room too small for all of them.
+    follows, in a room too small for all of them. Without `task` the request it would state as
+    the task is titled as an earlier one: the caller keeps the request that opened the task,
+    word for word, before it (a later request, or one before a `/clear`, is no task of its own).
 
     The P1 section is never cut: one line per P1 unit (id, type and the head of its first line;
     just the id when that would take over half the budget), even past `target_tokens` (the
@@ -570,11 +590,11 @@ def handover(
         named = [u.id for u in p1]
     primary = primary_request(units, requests)
     sections = [
-        Section("Task", [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
+        Section("Task" if task else EARLIER_REQUEST, [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
         *_work_sections(units, requests, action_first=current_first, chars=target_tokens * 4 // 3),
     ]
-    leading = (WORK_TITLE, "Files and code", "Task") if current_first else ()
+    leading = (WORK_TITLE, "Files and code", "Task", EARLIER_REQUEST) if current_first else ()
     return fit_sections(sections, target_tokens, tok, fixed_tail=tail, leading=leading)
 
 
