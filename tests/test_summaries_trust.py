@@ -608,3 +608,25 @@ def test_a_small_room_quotes_the_users_words_before_the_last_answer_whole() -> N
     quoted = [ask for ask in asks if f"\n- {ask}" in handover]
     assert quoted == asks[-len(quoted):] and len(quoted) >= 4, handover  # the newest, word for word
     assert "is larger than the context allows" in out[-1].content  # the answer cut, archived whole
+
+
+def test_the_commands_after_the_last_words_and_no_second_task() -> None:
+    """aider 0342, read blind: "Where the work stood" showed an edit the user had then taken back
+    with `/undo`, and "## Task" named the second request although the first, the task, stood
+    word for word above the summary. The commands typed after the last words are `then:` lines,
+    word for word; a handover whose task leads verbatim titles its request as an earlier one."""
+    from ctxkit.summarizers.extractive import EARLIER_REQUEST, current_work, handover
+
+    units = [
+        Unit("u1", "user", content="handle a brand new repo case where head has no commit"),
+        Unit("a1", "assistant", content="I'll modify get_tracked_files to use get_head()."),
+        Unit("u2", "user", content="/undo"),
+        Unit("u3", "user", content="/drop aider/coders/base_coder.py"),
+        Unit("u4", "user", content="/undo"),
+    ]
+    work = current_work(units)
+    assert work[0].startswith("I'll modify get_tracked_files")
+    assert work[1:] == ["then: /undo", "then: /drop aider/coders/base_coder.py", "then: /undo"]
+    text = handover(units, target_tokens=300, include_last_request=False, task=False)
+    assert f"## {EARLIER_REQUEST}\n- \"handle a brand new repo case" in text and "## Task" not in text
+    assert "## Task\n" in handover(units, target_tokens=300, include_last_request=False)
