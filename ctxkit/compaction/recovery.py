@@ -299,7 +299,8 @@ def _with_handover(
     def fitted(size: int, quoted: list[Unit], named: Sequence[str]) -> tuple[State, str] | None:
         while size >= 16:
             text = handover(
-                dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False, task=task
+                dropped, target_tokens=size, p1_units=p1, tok=tok, include_last_request=False, task=task,
+                quoted={u.content for u in quoted},
             )
             # what the messages kept after it show is newer (a later task list, the next steps)
             text = without_sections(text, stale)
@@ -683,7 +684,7 @@ class _MinimalHandover:
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
                 body, target_tokens=size, p1_units=self.p1, tok=state.ctx.tokenizer, include_last_request=False,
-                current_first=not self.action, task=not self.lead,
+                current_first=not self.action, task=not self.lead, quoted={u.content for u in self.quoted},
             ).strip()
             if not body_text:
                 # nothing handed over but where the messages went: in a tiny room, the shortest
