@@ -545,11 +545,7 @@ def summarize_extractive(
     requests = user_requests(units)
     primary = primary_request(units, requests)
     intent = [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else []
-    later = [u for u in requests if u is not primary]
-    # the later requests share half of the summary's room, each quoted up to its share (at least
-    # 160 characters: a long paste keeps its head and tail)
-    each = max(160, target_tokens * 2 // max(1, len(later)))
-    intent += [f'then: "{_quote(u.content, each)}"' for u in later]
+    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
     sections = [
         Section("Primary request and intent", intent, first=1),
         *_work_sections(units, requests, chars=target_tokens * 4 // 3),
