@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ctxkit import structure
+from ctxkit.compaction.cut import fit_text
 from ctxkit.model import Unit
 from ctxkit.strategies.base import State, archive_unit, refs_hint
 
@@ -103,8 +104,6 @@ def _answer_cut(
     """The form with the quotes in `cap` and the longest answer since the clear (an assistant
     message without calls) cut in the middle to make room for them, to no less than
     `ANSWER_KEPT` of it; None when that does not fit."""
-    from ctxkit.compaction.recovery import _fit_last_request
-
     answers = [u for u in after if u.role == "assistant" and not u.tool_calls and u.content]
     if not answers:
         return None
@@ -118,7 +117,7 @@ def _answer_cut(
     for _ in range(4):
         if room < size * ANSWER_KEPT:
             return None
-        shortened = _fit_last_request(state, answer, room, "message")
+        shortened = fit_text(state, answer, room, "message")
         form.after = [shortened if u is answer else u for u in after]
         over = form.probe().tokens() - state.target
         if over <= 0:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from ctxkit import structure
 from ctxkit.compaction.cleared import since_clear
+from ctxkit.compaction.cut import MIN_CUT_NOTE_TOKENS, cut_text, fit_text
 from ctxkit.model import Unit
 from ctxkit.strategies.base import (
     State,
@@ -46,42 +47,6 @@ def _first_request_index(units: Sequence[Unit]) -> int | None:
     return structure.first_request_index(units)
 
 
-def _fit_last_request(state: State, request: Unit, room: int, what: str = "request") -> Unit:
-    """The last request verbatim, or, when it alone cannot fit, offloaded: the archive keeps it
-    whole and the context keeps as much of its head and tail as fits, with the ref. (`what`
-    names it in the note: the last action's message is cut the same way.)"""
-    tok = state.ctx.tokenizer
-    if tok.count(request.content) <= room or tok.count(request.content) <= 2 * MIN_CUT_NOTE_TOKENS:
-        return request  # fits, or too short for a note and a useful part of it to beat it
-    ref = archive_unit(state, request)
-    text = request.content
-
-    def shortened(keep_chars: int) -> str:
-        return _cut(text, keep_chars, what, ref)
-
-    low, high = 0, len(text)
-    while low < high:  # the longest head + tail that fits the room
-        mid = (low + high + 1) // 2
-        if tok.count(shortened(mid)) <= room:
-            low = mid
-        else:
-            high = mid - 1
-    return request.replace(
-        content=shortened(low),
-        meta={**request.meta, "ref": ref, "strategy": "recovery", "offloaded_request": True},
-    )
-
-
-def _cut(text: str, keep_chars: int, what: str, ref: str) -> str:
-    """`text`'s head and tail, `keep_chars` in all, around a note naming the ref of the whole."""
-    head, tail = text[: keep_chars * 2 // 3], text[len(text) - keep_chars // 3 :]
-    note = (
-        f"[this {what} is larger than the context allows: {len(text) - keep_chars:,} of its "
-        f"{len(text):,} characters are left out here, the whole {what} {archived_as([ref])}]"
-    )
-    return f"{head}\n{note}\n{tail}" if tail else f"{head}\n{note}"
-
-
 def archive_line(refs: Sequence[str]) -> str:
     """The shortest handover: one line naming the first ref (the rest stay in its meta and in
     the archive)."""
@@ -105,12 +70,11 @@ def smallest_form(original: Sequence[Unit], tok: Tokenizer) -> list[Unit]:
     if last_i is not None:
         request = original[last_i]
         if tok.count(request.content) > 2 * MIN_CUT_NOTE_TOKENS:
-            request = request.replace(content=_cut(request.content, 0, "request", REF_PROBE))
+            request = request.replace(content=cut_text(request.content, 0, "request", REF_PROBE))
         kept.append(request)
     return kept
 
 
-MIN_CUT_NOTE_TOKENS = 48  # about what the note of a shortened request costs
 MIN_HANDOVER_TOKENS = 120  # below this a handover says too little to be worth the room
 
 
@@ -391,7 +355,7 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
         # cut in the middle to `REQUEST_SHARE` of it, so the handover and the last action, what
         # the work stands at, still have theirs (as Codex cuts the messages it keeps).
         share = int(room * REQUEST_SHARE) if _has_work(state, original, last_i) else room
-        request = _fit_last_request(
+        request = fit_text(
             state, original[last_i], max(0, min(share, room - min(options.handover_tokens, 160)))
         )
         room -= tok.count(request.content)
@@ -493,7 +457,7 @@ def _cut_to(state: State, units: list[Unit], room: int) -> list[Unit]:
     out = list(units)
     for k, n in text_tokens.items():
         share = spare * n // total
-        out[k] = _fit_last_request(state, units[k], share, "message" if units[k].role != "tool" else "output")
+        out[k] = fit_text(state, units[k], share, "message" if units[k].role != "tool" else "output")
     return out if sum(state.with_units(out).units_tokens()) <= room else []
 
 
@@ -550,7 +514,7 @@ def _squeezed(state: State, candidate: State, request: Unit) -> State:
         if over <= 0:
             break
         room = max(0, tok.count(units[at].content) - over - 8)
-        units[at] = _fit_last_request(state, request, room)
+        units[at] = fit_text(state, request, room)
         candidate = State(units=tuple(units), target=state.target, ctx=state.ctx, in_recovery=True)
     if candidate.fits():
         return candidate
@@ -775,7 +739,7 @@ def truncate(state: State, original: Sequence[Unit], options: ChainOptions) -> S
     if last_i is None:
         return base
     room = state.target - base.tokens() - state.ctx.count_opts.tokens_per_message
-    request = _fit_last_request(state, rest[last_i], room)
+    request = fit_text(state, rest[last_i], room)
     return State(
         units=tuple([*system, marker, request]),
         target=state.target,
