@@ -173,7 +173,7 @@ def _read_result(found: Outcome | None) -> Outcome | None:
     Invalid path`, `<tool_use_error>`), never by an exit code or traceback in the file it
     showed (a script that says `exit 259`, a log of a crash)."""
     if found is not None and found.failed and found.signal in ("exit", "traceback"):
-        return Outcome(False, None, "", found.news)
+        return Outcome(False, None, "", found.news, more=found.more)
     return found
 
 

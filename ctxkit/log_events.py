@@ -266,6 +266,7 @@ class Outcome:
     error: str
     news: str
     signal: str = ""  # what said it failed: flag, exit, traceback, status
+    more: int = 0  # the output's lines with text besides those of the news
 
     @property
     def label(self) -> str:
@@ -335,7 +336,9 @@ def outcome(result: Unit) -> Outcome:
                 failed, signal = True, "traceback"
             elif _STATUS.match(first):
                 failed, signal = True, "status"
-    return Outcome(failed, code, error_line(text) if failed else "", news_line(text), signal if failed else "")
+    news, took = _news(text)
+    more = max(0, text_lines(text) - took) if news else 0
+    return Outcome(failed, code, error_line(text) if failed else "", news, signal if failed else "", more)
 
 
 # A harness's own line around a tool's output (Codex's `Chunk ID:`, `Wall time:` and `Process
@@ -360,11 +363,23 @@ _NOT_NEWS = re.compile(
 NEWS_LINES = 8  # the non-empty lines `news_line` looks at
 
 
+def text_lines(text: str) -> int:
+    """A tool output's lines with text, the harness's own lines (`_PASSED_OVER`: exit code,
+    wall time) aside: how many lines it showed."""
+    return sum(1 for ln in text.splitlines() if ln.strip() and not _PASSED_OVER.fullmatch(ln.strip()))
+
+
 def news_line(text: str) -> str:
     """The first line of a tool's output that says what came back, past the harness's own
     lines (`_PASSED_OVER`); "" when that line is the start of a listing or a document, not
     news (`_NOT_NEWS`). A line ending in a colon takes the one after it (`Success. Updated the
     following files:` / `M src/a.py`), unless that one is a heading."""
+    return _news(text)[0]
+
+
+def _news(text: str) -> tuple[str, int]:
+    """`news_line` and how many of the output's lines it took (1, or 2 with the one after a
+    colon); ("", 0) when there is none."""
     lines = (ln.strip() for ln in text.splitlines())
     looked = 0
     for line in lines:
@@ -372,21 +387,22 @@ def news_line(text: str) -> str:
             continue
         looked += 1
         if looked > NEWS_LINES:
-            return ""
+            return "", 0
         if _PASSED_OVER.fullmatch(line):
             continue
         line = line.removeprefix("Output: ").strip()
         if not line or _NOT_NEWS.match(line):
-            return ""
+            return "", 0
         # Claude Code's edit confirmation goes on to the listing it shows: the confirmation is
         # the news ("The file a.py has been updated.")
         line = line.split(" Here's the result of running `cat -n`", 1)[0].strip()
+        took = 1
         if line.endswith(":"):
             after = next((x for x in lines if x), "")
             if after and not after.startswith("#") and not _NOT_NEWS.match(after):
-                line = f"{line} {after}"
-        return one_line(line)
-    return ""
+                line, took = f"{line} {after}", 2
+        return one_line(line), took
+    return "", 0
 
 
 # --- a command written as text (SWE-agent, mini-swe-agent, aider: the command is in the message) ---

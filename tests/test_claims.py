@@ -455,3 +455,33 @@ def test_summaries_checker_and_probes_read_one_outcome(content: str, raw: dict, 
     said, held = outcome(u), E.read_result(0, u)
     assert (said.failed, said.exit_code) == (held.failed, held.exit_code) == expected
     assert P.failed(u) is said.failed
+
+
+def test_the_first_line_of_a_listing_says_how_many_lines_it_had() -> None:
+    """Read blind, `ls app/api/chat -> ok: anthropic` made a listing of ten look like one entry.
+    A summary says `(and N more lines)` when the output had more lines than the one it shows,
+    and the checker holds it to that count."""
+    from ctxkit.summarizers.extractive import commands_run
+
+    listing = "\n".join(["anthropic", "azure", "custom", "google", "groq"])
+    units = [
+        Unit("u1", "user", content="what providers are there?"),
+        Unit("a1", "assistant", tool_calls=(ToolCall("c1", "bash", '{"command": "ls app/api/chat"}'),)),
+        Unit("t1", "tool", content=f"Exit code: 0\nWall time: 0.1 seconds\nOutput:\n{listing}\n", tool_call_id="c1"),
+        Unit("a2", "assistant", tool_calls=(ToolCall("c2", "bash", '{"command": "git rev-parse HEAD"}'),)),
+        Unit("t2", "tool", content="4f86393\n", tool_call_id="c2"),
+        Unit("a3", "assistant", content="Five providers."),
+    ]
+    from ctxkit.facts import calls
+    from ctxkit.summarizers.extractive import _action_lines
+
+    lines = _action_lines(calls(units), news=True)
+    assert lines == ["bash(ls app/api/chat) -> ok: anthropic (and 4 more lines)", "bash(git rev-parse HEAD) -> ok: 4f86393"]
+    assert commands_run(units)[0] == "bash(ls app/api/chat) -> ok"
+    t = Transcript(units=units, id="t")
+    text = "\n".join(["## Earlier actions and what came back", f"- {lines[0]}",
+                      "- bash(ls app/api/chat) -> ok: anthropic (and 8 more lines)"])
+    v = _verdicts(t, text, upto=4, keep_before=1)
+    assert v[f"- {lines[0]}"[2:]][:2] == ("command", True)
+    wrong = v["bash(ls app/api/chat) -> ok: anthropic (and 8 more lines)"]
+    assert not wrong[1] and "has 5 lines with text, not 8 more" in wrong[2]

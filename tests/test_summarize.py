@@ -541,7 +541,7 @@ def test_current_work_gives_the_last_result_not_only_ok() -> None:
     units = [*pair(1, "ls", "a.py\nb.py"), *pair(2, "git commit -am fix", "[main 4f86393] fix: retry\n 1 file changed")]
     lines = current_work(units)
     assert lines[-2] == "then: Bash(ls) -> ok"
-    assert lines[-1] == "then: Bash(git commit -am fix) -> ok: [main 4f86393] fix: retry"
+    assert lines[-1] == "then: Bash(git commit -am fix) -> ok: [main 4f86393] fix: retry (and 1 more line)"
     failed = current_work([*units, *pair(3, "pytest", "FAILED test_a.py::t - AssertionError\nexit code 1")])
     assert failed[-1].startswith("then: Bash(pytest) -> ") and "ok" not in failed[-1]
 

@@ -9,7 +9,7 @@ act on, and verifies it against the original transcript as `fidelity.evidence` r
 |---|---|---|
 | file | `path (edited)`, `(created)`, `(written)`, `(deleted)`, `(read)`, `(ran)`; `read: a, b`; "edited x.py" | the string is a path (written as one, or a call acted on it) and a call wrote it (edited: modified a file that was there; created: made it), deleted it, named it, ran it |
 | error | `tool(command) -> exit N: line`, `-> error: line`, `error: line`, `reported by the user: line` | that command's result flagged as failed (is_error, that exit code), with that line in it |
-| command | `tool(command) -> ok[: line]`, `-> no match (exit 1)` | that command ran and its result was not failed (and shows the line) |
+| command | `tool(command) -> ok[: line[ (and N more lines)]]`, `-> no match (exit 1)` | that command ran and its result was not failed (and shows the line, with N more lines of text) |
 | fix | `(fixed: ...)` after an error | a later run of the same call that did not fail |
 | task | `[pending] item`, `[in_progress]`, `[completed]`, items under a pending or next-step heading | the item's latest state in the todo lists agrees; an item in no list was said by the user or the assistant, not text of a file or of injected instructions |
 | quote | the user's requests, the assistant's words (request, task, current-work, notes sections) | the text (each part of a `[...]` cut) is in a message of that role |
@@ -49,7 +49,7 @@ from typing import Any
 
 from ctxkit.call_effects import clean_path, looks_like_path, same_path
 from ctxkit.fidelity.evidence import Act, Log, is_typed_request, norm, read_log
-from ctxkit.log_events import is_output
+from ctxkit.log_events import is_output, text_lines
 from ctxkit.model import Transcript, Unit
 
 KINDS = ("file", "error", "command", "fix", "task", "quote", "current", "order", "placeholder")
@@ -156,7 +156,7 @@ _ACTION_OF = {"wrote": "written", "run": "ran", "executed": "ran", "removed": "d
 _CALL = re.compile(
     r"^(?:then:\s+)?(?:(?P<name>[\w.:/-]+|\$)(?: x(?P<times>\d+))?\((?P<args>.*?)|\$ (?P<cmd>.+?))"
     r" -> (?P<out>ok|error|failed|exit (?P<code>-?\d+)|no match \(exit (?P<nm>-?\d+)\))"
-    r"(?::\s?(?P<line>.*?))?(?P<fixed> \(fixed[^)]*\))?$"
+    r"(?::\s?(?P<line>.*?))?(?P<of> \(and (?P<more>\d+) more lines?\))?(?P<fixed> \(fixed[^)]*\))?$"
 )
 _MORE = re.compile(r"\s*\(and \d+ more\)$")
 
@@ -497,6 +497,14 @@ class _Checker:
                 return
             if line and not self.line_in(line, ok):
                 self.add(kind, item, unit, pos, False, "the result line is not in that call's output",
+                         _first_line(ok[0].result.text) if ok[0].result else "", [ok[0].index])
+                return
+            # the line shown is one of the output's lines (two, when it ran on after a colon)
+            if m.group("more") and not any(
+                a.result is not None and text_lines(a.result.text) - int(m.group("more")) in (1, 2) for a in ok
+            ):
+                n = text_lines(ok[0].result.text) if ok[0].result else 0
+                self.add(kind, item, unit, pos, False, f"that call's output has {n} lines with text, not {m.group('more')} more",
                          _first_line(ok[0].result.text) if ok[0].result else "", [ok[0].index])
                 return
             backing = ok

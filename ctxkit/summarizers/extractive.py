@@ -256,8 +256,16 @@ def _outcome_label(call: F.Call, news: bool) -> str:
     if call.outcome is None:
         return "no result"
     if news and not call.outcome.failed and not call.outcome.exit_code and call.outcome.news:
-        return f"ok: {_one_line(call.outcome.news, LAST_RESULT_CHARS)}"
+        return f"ok: {_news(call.outcome)}"
     return call.outcome.label
+
+
+def _news(outcome: log_events.Outcome) -> str:
+    """The line that says what came back, and how many more the output had (`anthropic (and 9
+    more lines)`: the first entry of a listing is not all it listed)."""
+    line = _one_line(outcome.news, LAST_RESULT_CHARS)
+    more = outcome.more
+    return f"{line} (and {more} more line{'s' if more > 1 else ''})" if more else line
 
 
 def commands_run(units: Sequence[Unit]) -> list[str]:
@@ -393,7 +401,7 @@ def _work_parts(
     lines = _action_lines(shown[:-1]) + _action_lines(shown[-1:], whole=True)
     came = shown[-1].outcome if shown else None
     if came is not None and not came.failed and came.news:
-        lines[-1] += f": {_one_line(came.news, LAST_RESULT_CHARS)}"
+        lines[-1] += f": {_news(came)}"
     # the commands the user typed after those words (`/undo` took the edit back, `/clear` left
     # it behind, `/drop f` took a file out of the chat), word for word, the newest few
     note = [f"then: {c}" for c in _typed(units[max(said_at, 0) + 1 :])[-TYPED:]]
