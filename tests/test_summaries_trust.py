@@ -434,7 +434,7 @@ def test_the_user_messages_title_says_when_some_are_left_out() -> None:
 
     assert verbatim_section(["fix x", "now y"]).splitlines()[0] == "## User messages (verbatim, oldest first)"
     head = verbatim_section(["fix x", "now y"], total=12).splitlines()[0]
-    assert head == "## User messages (verbatim, oldest first; the newest 2 of 12, the older ones archived)"
+    assert head == "## User messages (verbatim, oldest first; 2 of 12, the others archived)"
 
 
 def test_a_session_command_is_no_request_and_a_clear_starts_anew() -> None:
@@ -630,3 +630,15 @@ def test_the_commands_after_the_last_words_and_no_second_task() -> None:
     text = handover(units, target_tokens=300, include_last_request=False, task=False)
     assert f"## {EARLIER_REQUEST}\n- \"handle a brand new repo case" in text and "## Task" not in text
     assert "## Task\n" in handover(units, target_tokens=300, include_last_request=False)
+
+
+def test_a_huge_paste_does_not_keep_the_older_requests_out() -> None:
+    """context-evaluator in the loop: the user pasted 33,558 tokens of console warnings; counted
+    newest first, the quotes stopped at it and the shorter requests before it ("Make these two
+    button 'List / Tree' more visible...") were quoted nowhere. A message larger than what is
+    left is passed over (it is archived) and the count goes on."""
+    from ctxkit.summarizers.extractive import newest_within
+
+    sizes = [1346, 30, 853, 33_558, 17, 1]
+    assert newest_within(sizes, 13_000) == [0, 1, 2, 4, 5]
+    assert newest_within(sizes, 100) == [1, 4, 5]

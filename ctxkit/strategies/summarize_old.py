@@ -55,6 +55,8 @@ class Params:
 
 DEFAULTS: dict[str, Any] = plain(Params())
 MAX_BUILDS = 12  # summaries built while searching for the smallest span that reaches the goal
+MERGED_SHARE = 0.25  # of the goal, at most, for a summary that merges an earlier one
+MERGED_TOKENS = 6_000  # and at most this many (a summary that only grew would crowd the goal out)
 
 
 def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int:
@@ -138,7 +140,7 @@ def verbatim_section(requests: Sequence[Unit] | Sequence[str], total: int = 0) -
         if n:
             lines.append(f"- {text.rstrip()} ({n} times)" if n > 1 else f"- {text}")
     body = "\n".join(reversed(lines))
-    left = f"; the newest {len(texts)} of {total}, the older ones archived" if total > len(texts) else ""
+    left = f"; {len(texts)} of {total}, the others archived" if total > len(texts) else ""
     return f"## {USER_MESSAGES_TITLE} (verbatim, oldest first{left})\n{body}"
 
 
@@ -190,6 +192,11 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     longest = _longest_cut(state, first, int(history * threshold), tokens)
     if longest <= first:
         return None
+    # a summary that merges an earlier one says at least what that one said (in a loop, each
+    # compaction summarizes the last summary again: with the same length, the older files and
+    # failures went to make room for the newer), within a quarter of the goal and MERGED_TOKENS
+    earlier = sum(tokens[i] for i in range(first, longest) if units[i].type == "summary")
+    length = max(length, min(earlier + length // 2, int(state.target * MERGED_SHARE), MERGED_TOKENS))
     # the last action (in a chat, the last reply) stays after the summary, as protected units
     # from the span do
     spans = _Spans(state, first, protected(state) | where_work_stands(state), length, tokens)

@@ -59,20 +59,22 @@ def user_message_budget(goal: int) -> int:
 
 
 def newest_within(sizes: Sequence[int], budget: int) -> list[int]:
-    """Indices of the newest items whose sizes add up to at most `budget`, oldest first; the
-    first that does not fit stops the count (as Codex keeps user messages).
+    """Indices of the items taken newest first while their sizes add up to at most `budget`,
+    oldest first; one larger than what is left is passed over and the count goes on (a paste of
+    33,000 tokens of console warnings no longer keeps every older request out: Codex stops at
+    it, after cutting it to what is left).
 
     >>> newest_within([5, 3, 4], 7)
     [1, 2]
     >>> newest_within([3, 9, 4], 10)
-    [2]
+    [0, 2]
     >>> newest_within([5, 3, 4], 12)
     [0, 1, 2]
     """
     out: list[int] = []
     for k in range(len(sizes) - 1, -1, -1):
         if sizes[k] > budget:
-            break
+            continue
         budget -= sizes[k]
         out.append(k)
     return out[::-1]
@@ -261,11 +263,18 @@ def _outcome_label(call: F.Call, news: bool) -> str:
 
 
 def _news(outcome: log_events.Outcome) -> str:
-    """The line that says what came back, and how many more the output had (`anthropic (and 9
-    more lines)`: the first entry of a listing is not all it listed)."""
+    """The line that says what came back; when it is a name or a heading of a few words (the
+    first entry of a listing, a document's title) and the output had more, how many more lines
+    (`anthropic (and 9 more lines)`: read blind, the first entry passed for all it listed). A
+    line that says what happened (`[main 4f86393] fix: retry`) stands alone."""
     line = _one_line(outcome.news, LAST_RESULT_CHARS)
     more = outcome.more
-    return f"{line} (and {more} more line{'s' if more > 1 else ''})" if more else line
+    if not more or len(line.split()) > ENTRY_WORDS:
+        return line
+    return f"{line} (and {more} more line{'s' if more > 1 else ''})"
+
+
+ENTRY_WORDS = 4  # a result line of at most this many words may be one entry of many
 
 
 def commands_run(units: Sequence[Unit]) -> list[str]:

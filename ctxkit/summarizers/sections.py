@@ -112,8 +112,12 @@ def merged_file_items(old: Sequence[str], new: Sequence[str]) -> list[str] | Non
     return file_items(ranked)[0]
 
 
+_NUMBERED = re.compile(r"^\d{1,2}\.\s+(?P<title>[A-Z][^:\n]{2,60}):\s*$")  # Claude Code's `6. All user messages:`
+
+
 def parse_sections(text: str) -> dict[str, list[str]]:
-    """A summary's `## Title` sections and their `- item` lines (continuation lines join the
+    """A summary's `## Title` sections (and an agent's numbered ones: Claude Code's `6. All
+    user messages:`) and their `- item` lines, indented or not (continuation lines join the
     item before); lines outside a section go under the earlier-summary title."""
     out: dict[str, list[str]] = {}
     title = EARLIER_TITLE
@@ -121,15 +125,16 @@ def parse_sections(text: str) -> dict[str, list[str]]:
         line = raw.rstrip()
         if not line.strip():
             continue
-        if line.startswith("## "):
-            title = line[3:].split(" (verbatim")[0].strip()
+        numbered = _NUMBERED.match(line)
+        if line.startswith("## ") or numbered:
+            title = numbered.group("title").strip() if numbered else line[3:].split(" (verbatim")[0].strip()
             out.setdefault(title, [])
             continue
         if line.lstrip().startswith("[") and line.rstrip().endswith("]") and title == EARLIER_TITLE:
             continue  # ctxkit's preamble: the new summary writes its own
         items = out.setdefault(title, [])
-        if line.startswith("- "):
-            items.append(line[2:])
+        if line.lstrip().startswith("- "):
+            items.append(line.lstrip()[2:])
         elif items and raw.startswith((" ", "\t")):
             items[-1] += " " + line.strip()
         else:
@@ -166,8 +171,11 @@ def merge_previous(sections: list[Section], previous: str | None) -> list[Sectio
             old.setdefault(TASKS_TITLE, []).append(item.removeprefix("todo: "))
         else:
             old.setdefault("Files and code", []).append(item)
+    # ctxkit's own summary quotes the user from the log, which the caller quotes again; an
+    # agent's (Claude Code's "All user messages") holds words the log no longer has
+    ours = previous.lstrip().startswith(("[", "## "))
     for title, items in old.items():
-        if title in (USER_MESSAGES_TITLE, OLD_USER_MESSAGES_TITLE) or title in _RETIRED:
+        if (ours and title in (USER_MESSAGES_TITLE, OLD_USER_MESSAGES_TITLE)) or title in _RETIRED:
             continue  # quoted again by the caller from its own record; or a tally, not a fact
         section = by_title.get(title)
         if section is None:
