@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -412,3 +413,24 @@ def test_replay_cost_prices_cache_reads_and_the_rewritten_prefix() -> None:
     # rounded to the micro-dollar: the two sides may round the last digit apart
     assert first_cost["invalidation_usd"] == pytest.approx((n - c) * (3.75 - 0.30) / 1e6, abs=1.5e-6)
     assert first_cost["break_even_calls"] is None or first_cost["break_even_calls"] >= 0
+
+
+@pytest.mark.parametrize("name", [
+    "codex/EntityProcess__agentv__checkpoints-v1__00-34f597b72d-1@d5f0c1dc.jsonl",
+    "claude-code/FSM1__cipher-box__checkpoints-v1__af-1dd25ebb3e-8@9db16e5e.jsonl",
+])
+def test_in_the_loop_ctxkit_keeps_at_every_compaction_what_the_best_agent_keeps(realdata: Path, name: str) -> None:
+    """Issue 33: ctxkit's row in `replay` keeps, at every compaction, at least the probes of the
+    best agent row's worst one. Each loop compaction summarized the last summary again in the
+    same length and the older files went (agentv 0.98, FSM1 0.97, against 1.00): a summary that
+    merges an earlier one now gets at least that one's length and half again."""
+    path = realdata / name
+    if not path.exists():
+        pytest.skip(f"{name} not in {realdata}")
+    out = CliRunner().invoke(cli, ["replay", str(path), "--include-compacted", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    rows = json.loads(out.output)["agents"]
+    ours = next(r for r in rows if r["agent"] == "ctxkit")
+    best = max(r["probes_kept_min"] for r in rows if r["agent"] != "ctxkit" and r["compactions"])
+    assert ours["compactions"] >= 2 and ours["over_window_calls"] == 0
+    assert ours["probes_kept_min"] >= best, (ours["probes_kept_min"], best)

@@ -613,3 +613,36 @@ def test_a_merge_conflict_is_the_error_line_of_a_failed_run() -> None:
 
     out = "Exit code 1\ngroup ok: 1 commits\ngroup ok: 1 commits\nCONFLICT at c5e51bab (refactor: one data file)\n    src/a.go"
     assert error_line(out) == "CONFLICT at c5e51bab (refactor: one data file)"
+
+
+def test_an_agents_numbered_summary_is_read_by_section_and_its_user_messages_kept() -> None:
+    """context-evaluator in the loop: Claude Code's own summary lists "6. All user messages:"
+    as indented items; read as one line cut at 300 characters, its second message ("Make these
+    two button 'List / Tree' more visible") was lost when ctxkit summarized it again. Numbered
+    headings are sections, indented `- ` lines items, and an agent's user messages (words the
+    log no longer holds) stay as earlier-summary lines; ctxkit's own quotes are quoted again from
+    the log."""
+    from ctxkit.summarizers.sections import EARLIER_TITLE, Section, merge_previous, parse_sections
+
+    claude = "\n".join([
+        "This session is being continued from a previous conversation that ran out of context.",
+        "",
+        "4. Errors and fixes:",
+        "   - **ChakraProvider error**: fixed by using Ark UI's TreeView",
+        "6. All user messages:",
+        '   - **Message 1**: "Implement the following plan: [detailed Tree View plan]"',
+        "   - **Message 2**: \"Make these two button 'List / Tree' more visible, on the left side\"",
+        "7. Pending Tasks:",
+        "   - Fix the duplicate key warnings in `buildContextTree`",
+    ])
+    parsed = parse_sections(claude)
+    assert parsed["All user messages"] == [
+        '**Message 1**: "Implement the following plan: [detailed Tree View plan]"',
+        "**Message 2**: \"Make these two button 'List / Tree' more visible, on the left side\"",
+    ]
+    assert parsed["Pending Tasks"] == ["Fix the duplicate key warnings in `buildContextTree`"]
+    merged = merge_previous([Section("Errors and fixes", [])], claude)
+    earlier = next(s for s in merged if s.title == EARLIER_TITLE).items
+    assert any("List / Tree" in line for line in earlier)
+    ours = "[This session continues ...]\n## User messages (verbatim, oldest first)\n- fix the tree view"
+    assert not any(s.title == EARLIER_TITLE for s in merge_previous([Section("Errors and fixes", [])], ours))
