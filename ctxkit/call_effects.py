@@ -56,6 +56,12 @@ _EXT = re.compile(r"\.[A-Za-z][A-Za-z0-9_-]{0,9}$")
 _VERSIONISH = re.compile(r"^[\d.]+$|^[A-Za-z][\w-]*/\d+(?:\.\d+)*$")  # 60.2, Mozilla/5.0, Googlebot/2.1
 
 
+def _expanded(word: str) -> bool:
+    """A shell word holding a variable the shell expands (`"$f"`, `${f%.gif}-temp.gif`): the
+    file it names is not written in the command."""
+    return "$" in word
+
+
 def looks_like_path(text: str) -> bool:
     """Whether a string is written as a file path: no spaces, not an option, a URL, a number or
     a `product/version` token; a directory part or a file extension.
@@ -383,7 +389,7 @@ def shell_effects(command: str) -> Effects:
     for line in text.split("\n"):
         for argv, targets in _segments(_tokens(line)):
             for t in targets:
-                if len(t) > 1 and not t.startswith(("/dev/", "$", "&", "-")):
+                if len(t) > 1 and not t.startswith(("/dev/", "&", "-")) and not _expanded(t):
                     writes.append((clean_path(t), "created"))
             while argv and (re.match(r"^\w+=", argv[0]) or argv[0] in ("sudo", "env", "time", "nohup", "command")):
                 argv = argv[1:]
@@ -396,9 +402,11 @@ def shell_effects(command: str) -> Effects:
                 for a in argv[1:]
             ):
                 for f in (_sed_files(argv) if prog != "perl" else rest[1:]):
-                    if looks_like_path(f) or "/" not in f:
+                    if (looks_like_path(f) or "/" not in f) and not _expanded(f):
                         writes.append((clean_path(f), "edited"))
                 continue
+            # a word the shell expands (`"$f"`, `${f%.gif}-temp.gif`) names no one file
+            rest = [a for a in rest if not _expanded(a)] if prog in ("cp", "mv", "install", "rsync", "ln") else rest
             if prog in ("cp", "mv", "install", "rsync", "ln") and len(rest) >= 2:
                 target = clean_path(rest[-1])
                 into_dir = rest[-1].endswith("/") or len(rest) > 2 or rest[-1] in (".", "..")

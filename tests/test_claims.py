@@ -290,6 +290,9 @@ def test_codex_exit_codes(realdata: Path) -> None:
         ("rm -rf build/out.js", {("build/out.js", "deleted")}),
         ("grep -n foo src/x.py > /dev/null", set()),
         ("python - <<'EOF'\nopen('x.txt', 'w')\nEOF", set()),
+        # a word the shell expands names no file: a summary said `$f (created)` (Gemini CLI)
+        ('for f in media/demo/*.gif; do ffmpeg -i "$f" -y "${f%.gif}-t.gif" && mv "${f%.gif}-t.gif" "$f"; done', set()),
+        ('echo done > "$out" && sed -i s/a/b/ "$f"', set()),
     ],
 )
 def test_shell_writes(command: str, writes: set[tuple[str, str]]) -> None:
