@@ -642,3 +642,17 @@ def test_a_huge_paste_does_not_keep_the_older_requests_out() -> None:
     sizes = [1346, 30, 853, 33_558, 17, 1]
     assert newest_within(sizes, 13_000) == [0, 1, 2, 4, 5]
     assert newest_within(sizes, 100) == [1, 4, 5]
+
+
+def test_the_first_request_that_fits_a_quarter_is_never_traded_for_a_handover() -> None:
+    """A Qwen Code log at a goal of 150 tokens: the fresh start tried the forms with the first
+    request, none fit, and then a form without it did (handover, the mid-turn message, the last
+    answer): the task went to the archive although it takes 17 of the room's 150. When it fits a
+    quarter of the room, the minimal form, which keeps it, comes before any form without it."""
+    from ctxkit.formats import read_path
+
+    (t,) = read_path(str(Path(__file__).parent / "data" / "agent_logs" / "qwen-code-0.24.4-branches.jsonl"))
+    first = next(u for u in t.units if u.role == "user")
+    result = compact(t, CompactSettings(limit=400, target=150, tokenizer=TOK, use_usage=False))
+    assert result.fits
+    assert [u.content for u in result.transcript.units if u.id == first.id] == [first.content]

@@ -110,8 +110,9 @@ def fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -
     room = state.target - state.with_units(system).tokens()
     if first is not None and first_cost <= room * FIRST_REQUEST_SHARE:
         # the task in the user's words stays whole whenever it takes at most a quarter of the
-        # room: the handover shrinks before it goes
-        attempts.sort(key=lambda a: not a[0])
+        # room: the handover shrinks before it goes, and the minimal form (which keeps it when a
+        # small handover fits beside it) comes before a form without it
+        attempts = [a for a in attempts if a[0]]
     for with_first, room_for_handover, shortest in attempts:
         lead = first_cost if with_first else 0
         tails = list(_recent_suffixes(state, original, room_for_handover + lead))
