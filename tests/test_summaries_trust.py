@@ -550,6 +550,10 @@ def test_after_a_clear_what_was_asked_before_it_and_the_commands_stay() -> None:
         assert result.fits and line is not None, extra
         assert line.startswith("[3 earlier messages (those before the user last cleared the conversation)")
         assert f"\n- {units[1].content}" in line  # the request before the clear, word for word
+        from ctxkit.fidelity.claims import check
+
+        quotes = [c for c in check(t, result.transcript).claims if c.kind == "quote"]
+        assert quotes and all(c.true for c in quotes)  # the checker reads them as the user's words
         assert [u.id for u in out][-3:] == ["u4", "u5", "a3"]
         answer = out[-1].content
         if answer == units[-1].content:

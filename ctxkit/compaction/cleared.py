@@ -31,7 +31,8 @@ def since_clear(state: State, original: Sequence[Unit], system: list[Unit]) -> S
     if not start or not before or not after:
         return None
     room = state.target - state.with_units(system).tokens()
-    # the commands too (`/undo` after a request says it was taken back; an earlier `/clear`)
+    # the requests (commands to the agent, `/add f` or `/undo`, would take the room of the
+    # requests they came between, and a `/clear` sent twice reads as one)
     asked = [u for u in before if structure.is_request(u)]
     wanted = len(_quoted(asked, room // QUOTE_SHARE, state)[1])
     whole = _Form(state, system, before, after, BEFORE).fitted(room // QUOTE_SHARE, asked)
@@ -127,7 +128,7 @@ def _answer_cut(
 
 
 def _quoted(asked: Sequence[Unit], room: int, state: State) -> tuple[str, list[int]]:
-    """What the user had written before the clear (requests and commands), word for word, oldest first: the newest of
+    """What the user had asked before the clear, word for word, oldest first: the newest of
     those that fit in `room` (one too long to fit is left out, archived with the rest; a
     message sent again is quoted once, where it was last sent); and which. ("", []) when none
     fits."""
@@ -137,7 +138,7 @@ def _quoted(asked: Sequence[Unit], room: int, state: State) -> tuple[str, list[i
         return "", []
     tok = state.ctx.tokenizer
     # (a message sent again costs its "(N times)" too)
-    title = "\nBefore that, the user had written (verbatim, oldest first{}):"
+    title = "\n## User messages before the clear (verbatim, oldest first{})"
     room -= tok.count(title.format("; 99 of 99, the others archived"))
     sizes = distinct_sizes([u.content for u in asked], [tok.count(u.content) + 6 for u in asked])
     quoted: list[int] = []
