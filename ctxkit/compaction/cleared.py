@@ -132,28 +132,24 @@ def _quoted(asked: Sequence[Unit], room: int, state: State) -> tuple[str, list[i
     those that fit in `room` (one too long to fit is left out, archived with the rest; a
     message sent again is quoted once, where it was last sent); and which. ("", []) when none
     fits."""
-    from ctxkit.summarizers.extractive import distinct_sizes
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
 
     if not asked:
         return "", []
     tok = state.ctx.tokenizer
-    # (a message sent again costs its "(N times)" too)
     title = "\n## User messages before the clear (verbatim, oldest first{})"
     room -= tok.count(title.format("; 99 of 99, the others archived"))
+    # (a message sent again costs its "(N times)" too; its earlier copies cost nothing)
     sizes = distinct_sizes([u.content for u in asked], [tok.count(u.content) + 6 for u in asked])
-    quoted: list[int] = []
-    for k in range(len(asked) - 1, -1, -1):
-        if 0 < sizes[k] <= room:
-            room -= sizes[k]
-            quoted.append(k)
+    quoted = [k for k in newest_within(sizes, room) if sizes[k]]
     if not quoted:
         return "", []
     distinct = sum(1 for n in sizes if n)
     some = f"; {len(quoted)} of {distinct}, the others archived" if len(quoted) < distinct else ""
     times = Counter(u.content.strip() for u in asked)
-    lines = "".join(
-        f"\n- {asked[k].content.strip()}" + (f" ({times[asked[k].content.strip()]} times)" if
-                                              times[asked[k].content.strip()] > 1 else "")
-        for k in reversed(quoted)
-    )
-    return title.format(some) + lines, quoted
+
+    def line(u: Unit) -> str:
+        n = times[u.content.strip()]
+        return f"\n- {u.content.strip()}" + (f" ({n} times)" if n > 1 else "")
+
+    return title.format(some) + "".join(line(asked[k]) for k in quoted), quoted
