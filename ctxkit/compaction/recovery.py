@@ -231,7 +231,7 @@ def _with_handover(
     options: ChainOptions,
 ) -> State | None:
     """system + handover(dropped) + tail, the handover shrunk until the whole fits."""
-    from ctxkit.summarizers.extractive import distinct_sizes, handover, newest_within, superseded
+    from ctxkit.summarizers.extractive import handover, superseded
     from ctxkit.summarizers.sections import WORK_TITLE, without_sections
 
     tok = state.ctx.tokenizer
@@ -241,11 +241,9 @@ def _with_handover(
     size = max(min(options.handover_tokens, state.target - fixed), int((state.target - fixed) * 0.6))
     dropped_tokens = sum(state.with_units(dropped).units_tokens())
     head = preamble(len(dropped), dropped_tokens, refs)
-    quoted = _quoted(state, original, dropped)
     # the user's own words are quoted newest first within half the room; the handover's
     # sections share the rest (the room is the goal less the system prompt and the tail)
-    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
-    quoted = [quoted[k] for k in newest_within(sizes, max(0, (state.target - fixed) // 2))]
+    quoted = _quoted(state, original, dropped, max(0, (state.target - fixed) // 2))
     stale = superseded(tail)
     names = current_names(state, dropped, [*system, *tail])  # as summarize_old checks its summary
     first_i = _first_request_index(original)
@@ -332,12 +330,18 @@ def _handover_unit(text: str, refs: list[str]) -> Unit:
     )
 
 
-def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit]) -> list[Unit]:
+def _quoted(state: State, original: Sequence[Unit], dropped: Sequence[Unit], room: int) -> list[Unit]:
     """The dropped user messages a handover quotes word for word: those the user-message
-    budget keeps (`user_messages_kept`, over the original)."""
+    budget keeps (`user_messages_kept`, over the original), newest first within `room` tokens
+    (a message sent again costs nothing but where it was last sent)."""
+    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
+
     whole = state.with_units(list(original))
     kept = {original[i].id for i in user_messages_kept(whole)}
-    return [u for u in dropped if u.id in kept]
+    quoted = [u for u in dropped if u.id in kept]
+    tok = state.ctx.tokenizer
+    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
+    return [quoted[k] for k in newest_within(sizes, room)]
 
 
 def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOptions) -> State:
@@ -401,15 +405,11 @@ REQUEST_SHARE = 0.6  # of the minimal form's room, at most, for a long last requ
 def _quote_room(state: State, original: Sequence[Unit], skip: set[int | None], room: int) -> int:
     """Tokens the minimal form's handover may spend quoting the user's own words: those of the
     newest that fit a quarter of `room` (none in a room the handover's sections need all of)."""
-    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
-
     if room < 2 * MIN_HANDOVER_TOKENS:
         return 0
     body = [u for i, u in enumerate(original) if u.role != "system" and i not in skip]
-    quoted = _quoted(state, original, body)
-    tok = state.ctx.tokenizer
-    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
-    return sum(sizes[k] for k in newest_within(sizes, room // 4))
+    quoted = _quoted(state, original, body, room // 4)
+    return sum(state.ctx.tokenizer.count(u.content) + 3 for u in {u.content.strip(): u for u in quoted}.values())
 
 
 def _has_work(state: State, original: Sequence[Unit], last_i: int | None) -> bool:
@@ -579,11 +579,7 @@ def _minimal(
 
     # the user's own words in what it hands over, newest first within `quote_room` (what users
     # most miss after a compaction), before the sections shrink
-    from ctxkit.summarizers.extractive import distinct_sizes, newest_within
-
-    quoted = _quoted(state, original, body)
-    sizes = distinct_sizes([u.content for u in quoted], [tok.count(u.content) + 3 for u in quoted])
-    quoted = [quoted[k] for k in newest_within(sizes, quote_room)]
+    quoted = _quoted(state, original, body, quote_room)
 
     handover = _MinimalHandover(
         state, original, system, lead, request, action, after, body, refs, p1, rest, names,
