@@ -90,6 +90,45 @@ def test_an_edited_file_is_kept_only_when_the_context_says_it_was_edited() -> No
     assert P.kept(probe, P.Context.of(merged))
 
 
+def test_a_call_kept_verbatim_keeps_its_files_as_the_probes_name_them() -> None:
+    # a Windows log: the probe names the file as Git Bash writes it (/d/...), the call that
+    # wrote it says D:\\...; the whole log, uncompacted, keeps every probe of itself
+    t = Transcript(units=[
+        Unit("u1", "user", content="Add a script that checks the build artifacts."),
+        call("c1", "Write", file_path="D:\\repo\\website\\scripts\\ensure-artifacts.mjs", content="x"),
+        result("c1", "File created successfully"),
+        call("c2", "Read", file_path="D:\\repo\\website\\package.json"),
+        result("c2", '{"scripts": {}}'),
+    ])
+    probes = [p for p in P.extract(t) if p.category == "artifact"]
+    assert {p.key for p in probes} == {"/d/repo/website/scripts/ensure-artifacts.mjs", "/d/repo/website/package.json"}
+    assert P.score(probes, t).lost == []
+    # and without the calls, nothing names them
+    bare = t.replace(units=[t.units[0]])
+    assert {p.key for p in P.score(probes, bare).lost} == {p.key for p in probes}
+
+
+def test_an_exit_status_line_is_kept_by_any_wording_of_that_status() -> None:
+    # Claude Code's "Exit code 143" is the error line of a command that timed out; a summary
+    # that says the call ended "-> exit 143: Command timed out" keeps it, one of exit 14 does not
+    t = Transcript(units=[
+        Unit("u1", "user", content="Rewrite the commits."),
+        call("c2", "Bash", command="git log"),
+        result("c2", "abc123 WIP"),
+        call("c1", "Bash", command=". /tmp/groups.sh"),
+        result("c1", "Exit code 143\nCommand timed out after 2m 0s", is_error=True),
+    ])
+    probe = next(p for p in P.extract(t) if p.category == "error")
+    assert probe.key == "Exit code 143"
+    said = Unit("s", "user", type="summary", content="- Bash(. /tmp/groups.sh) -> exit 143: Command timed out after 2m 0s")
+    assert P.kept(probe, P.Context.of(Transcript(units=[t.units[0], said])))
+    other = said.replace(content="- Bash(make) -> exit 14: no rule")
+    assert not P.kept(probe, P.Context.of(Transcript(units=[t.units[0], other])))
+    assert not P.kept(probe, P.Context.of(Transcript(units=[t.units[0]])))
+    # a line that says more than a status is matched as it is
+    assert P._exit_status("KeyError: 'user_id'") is None
+
+
 def test_a_word_is_not_a_failure_and_a_long_request_is_kept_by_most_of_its_words() -> None:
     t = Transcript(units=[
         Unit("u", "user", content=" ".join(f"word{i}" for i in range(30))),

@@ -8,7 +8,7 @@ is then scored by which of them it still holds. One probe is one fact with a key
 |---|---|---|
 | intent | every user request (harness notes such as "[Request interrupted by user]" aside) | its text is in the context, or 80% of its words are (long requests) |
 | artifact | files the agent read, edited or created: tool-call path arguments, paths in shell commands and patches | the path is in the context; for an edit, also said to be edited (an edit call on it, or an edit word on a line naming it) |
-| error | the error line of each failing tool output in the last 30% of the run: the log's own error flag, a non-zero exit, a traceback | the line is in the context |
+| error | the error line of each failing tool output in the last 30% of the run: the log's own error flag, a non-zero exit, a traceback | the line is in the context; a line that only gives an exit status (`Exit code 143`) also when the context gives that status in other words (`exit 143`, `exited with code 143`) |
 | identifier | ids, names and numbers in the last request and the last three assistant messages that also appear earlier | the token is in the context |
 | continuation | the last tool call (its command, path or arguments) and the first line of its result | each is in the context |
 | todo | unfinished items of the last todo list (TodoWrite, update_plan) | the item is in the context |
@@ -497,6 +497,7 @@ class Context:
     text: str = ""
     _words: frozenset[str] | None = None
     _edited_by_calls: frozenset[str] | None = None
+    _called: frozenset[str] | None = None
 
     @classmethod
     def of(cls, t: Transcript) -> Context:
@@ -507,6 +508,16 @@ class Context:
         if self._words is None:
             self._words = frozenset(_words(self.text))
         return self._words
+
+    def called(self, path: str) -> bool:
+        """A call the context holds acted on `path`, as the artifact probes read calls
+        (`call_effects`: a Windows `D:\\x` is `/d/x` there, as the call wrote it here)."""
+        if self._called is None:
+            self._called = frozenset(
+                p for u in self.transcript.units for c in u.tool_calls
+                for p, _ in _call_paths(c.name, c.arguments)
+            )
+        return path in self._called
 
     def edited(self, path: str) -> bool:
         """The context says `path` was changed: an edit call on it, or an edit word on a line
@@ -530,9 +541,22 @@ class Context:
         return any(path in u.content and path in _edit_text(u) for u in self.transcript.units)
 
 
+def _exit_status(key: str) -> re.Pattern[str] | None:
+    """For an error line that only gives an exit status, the pattern of any wording of that
+    status (`exit 143`, `Exit code: 143`, `exited with code 143`); None for any other line."""
+    m = _EXIT.fullmatch(key.strip())
+    code = next((g for g in m.groups() if g is not None), None) if m else None
+    if code is None:
+        return None
+    return re.compile(rf"\bexit(?:ed)?(?: with)?(?: (?:code|status))?[:= ]+{re.escape(code)}(?!\d)", re.IGNORECASE)
+
+
 def kept(probe: Probe, ctx: Context) -> bool:
     """Whether the context still holds `probe` (see the module table)."""
-    if probe.key in ctx.text:
+    if probe.category == "error" and probe.key not in ctx.text:
+        status = _exit_status(probe.key)
+        return status is not None and status.search(ctx.text) is not None
+    if probe.key in ctx.text or probe.category == "artifact" and ctx.called(probe.key):
         if probe.category == "artifact" and probe.detail == "edited":
             return ctx.edited(probe.key)
         return True
