@@ -333,3 +333,29 @@ def test_fresh_start_tries_shorter_recent_runs_when_p1_names_need_room(tmp_path:
         for u in t.units:
             if u.is_p1 and u.id not in kept:
                 assert u.id in handover.content
+
+
+def test_pinned_units_stay_byte_for_byte_and_the_new_summary_follows_them() -> None:
+    """An agent loop's cached head (`CompactSettings.pinned`): the first request and the
+    summary an earlier compaction left stay as they were, the new summary goes after them and
+    does not roll the earlier one in; without pinning the two are merged into one."""
+    from ctxkit.simulate import generate
+
+    t = generate("growing_session", seed=1, tokens=12000)
+    units = list(t.units)
+    half = len(units) // 2
+    settings = CompactSettings(limit=4000, target=3000, tokenizer=TOK)
+    first = list(compact(t.replace(units=units[:half]), settings).transcript.units)
+    head = max(k + 1 for k, u in enumerate(first) if u.type == "summary")
+    grown = t.replace(units=[*first, *units[half:]])
+
+    pinned = compact(grown, settings.replace(pinned=head))
+    after = list(pinned.transcript.units)
+    assert pinned.fits and pinned.recovery is None
+    assert [(u.id, u.content) for u in after[:head]] == [(u.id, u.content) for u in first[:head]]
+    assert after[head].type == "summary" and after[head].id != first[head - 1].id
+    assert [u.id for u in after].count(first[head - 1].id) == 1
+
+    merged = list(compact(grown, settings).transcript.units)
+    assert first[head - 1].id not in {u.id for u in merged}
+    assert sum(u.type == "summary" for u in merged) == 1

@@ -325,6 +325,7 @@ def _strategies_context(
         seed=settings.options.seed,
         originals={u.id: u for u in original},
         reminders=before.regions.get("reminders", 0),
+        pinned=settings.pinned,
         # the counts just made: the first state's total reads them (`strategies.base.unit_counts`);
         # a unit that came with content the log does not hold (recorded usage) carries it, at
         # the ratio, for as long as it is kept unchanged

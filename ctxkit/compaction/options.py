@@ -87,6 +87,10 @@ class CompactSettings:
     # a simulated scenario's own limit, from the ground truth `simulate` wrote beside it
     # (`with_truth_limits`): where the limit stands for "what the log names", its log names it
     truth_limits: dict[str, int] = field(default_factory=dict)
+    # leading units every strategy leaves as they are (an agent loop's cached prefix: the first
+    # request and the summaries its earlier compactions left, which the prompt cache holds); a
+    # summary goes after them; a recovery alone may rewrite them
+    pinned: int = 0
 
     @property
     def goal(self) -> int:

@@ -295,6 +295,20 @@ def _record(
     return rec
 
 
+def _new_summaries(before: Sequence[Unit], after: Sequence[Unit]) -> list[Unit]:
+    """The summaries a compaction wrote: one it kept byte for byte was written before."""
+    kept = {(u.id, u.content) for u in before}
+    return [u for u in after if u.type == "summary" and (u.id, u.content) not in kept]
+
+
+def _written(summary: Unit, fit: Fit) -> float:
+    """The tokens of a summary a model would have written (`summarize_old` records them): its
+    opening line, the user's words it quotes and the facts its check adds are copied from the
+    log; the whole summary when it does not say."""
+    written = summary.meta.get("written")
+    return fit.unit(summary) if not isinstance(written, int) else written * fit.ratio
+
+
 def run_ctxkit(
     t: Transcript, settings: Any, window: int, fit: Fit, probes: _Probes, price: Any = None
 ) -> AgentRun:
@@ -308,7 +322,7 @@ def run_ctxkit(
 
     def observe(call: int, index: int, before: Sequence[Unit], after: Sequence[Unit]) -> None:
         after_t = t.replace(units=list(after))
-        summary = round(sum(fit.unit(u) for u in after if u.type == "summary"))
+        summary = round(sum(_written(u, fit) for u in _new_summaries(before, after)))
         rec = CompactionRecord(
             call, index, "compaction", fit.total(t, before), fit.total(after_t), summary
         )

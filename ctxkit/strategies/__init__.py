@@ -42,6 +42,9 @@ STRATEGIES: dict[str, Strategy] = {}
 PARAMS: dict[str, type] = {}
 LABELS: dict[str, str] = {}
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {}
+# how deep each strategy cuts (a module's `DEPTH`): 0 moves content whole to the archive, 1
+# summarizes the oldest history, 2 (the default) shortens or drops what stays in the context
+DEPTHS: dict[str, int] = {}
 
 
 def register(module: ModuleType) -> None:
@@ -53,11 +56,12 @@ def register(module: ModuleType) -> None:
     PARAMS[name] = module.Params
     LABELS[name] = module.LABEL
     DEFAULT_PARAMS[name] = plain(module.Params())
+    DEPTHS[name] = int(getattr(module, "DEPTH", 2))
 
 
 def unregister(name: str) -> None:
     """Take a registered strategy out again (what `register` added)."""
-    for table in (STRATEGIES, PARAMS, LABELS, DEFAULT_PARAMS):
+    for table in (STRATEGIES, PARAMS, LABELS, DEFAULT_PARAMS, DEPTHS):
         table.pop(name, None)
 
 

@@ -52,6 +52,7 @@ class Context:
     # the transcript's own regions beside its units and tools that no strategy touches (the
     # attachments an agent put into the context: `tokens.accounting.count_attachments`)
     reminders: int = 0
+    pinned: int = 0  # leading units no strategy touches (`CompactSettings.pinned`)
 
     def original(self, unit: Unit) -> Unit:
         """`unit` as it was read: a unit an earlier step shortened or masked (same id) is its
@@ -153,10 +154,14 @@ def merged(defaults: Mapping[str, Any], params: Mapping[str, Any] | None) -> dic
 
 
 def protected(state: State) -> set[int]:
-    """Indices that must survive verbatim (see `structure.protected_indices`)."""
+    """Indices that must survive verbatim (see `structure.protected_indices`), and the pinned
+    leading units outside a recovery (`CompactSettings.pinned`)."""
     from ctxkit.structure import protected_indices
 
-    return protected_indices(state.units, in_recovery=state.in_recovery)
+    keep = protected_indices(state.units, in_recovery=state.in_recovery)
+    if state.ctx.pinned and not state.in_recovery:
+        keep |= set(range(min(state.ctx.pinned, len(state.units))))
+    return keep
 
 
 def user_messages_kept(state: State) -> set[int]:

@@ -31,6 +31,7 @@ from ctxkit.strategies.base import (
 
 NAME = "offload"
 LABEL = "Offloading large tool outputs"  # what a progress event says while it runs
+DEPTH = 0  # it moves outputs whole to the archive (`strategies.DEPTHS`)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from ctxkit.strategies.base import (
 
 NAME = "summarize_old"
 LABEL = "Summarizing old context"  # what a progress event says while it runs
+DEPTH = 1  # it summarizes the oldest history (`strategies.DEPTHS`)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Params:
 
 
 DEFAULTS: dict[str, Any] = plain(Params())
+SUMMARY_ID = "ctxkit-summary-"  # a summary unit's id: this and a digest of what it stands for
 MAX_BUILDS = 12  # summaries built while searching for the smallest span that reaches the goal
 MERGED_SHARE = 0.25  # of the goal, at most, for a summary that merges an earlier one
 MERGED_TOKENS = 6_000  # and at most this many (a summary that only grew would crowd the goal out)
@@ -195,11 +197,12 @@ def summarize_old(state: State, params: Mapping[str, Any]) -> State | None:
     # a summary that merges an earlier one says at least what that one said (in a loop, each
     # compaction summarizes the last summary again: with the same length, the older files and
     # failures went to make room for the newer), within a quarter of the goal and MERGED_TOKENS
-    earlier = sum(tokens[i] for i in range(first, longest) if units[i].type == "summary")
-    length = max(length, min(earlier + length // 2, int(state.target * MERGED_SHARE), MERGED_TOKENS))
     # the last action (in a chat, the last reply) stays after the summary, as protected units
-    # from the span do
-    spans = _Spans(state, first, protected(state) | where_work_stands(state), length, tokens)
+    # from the span do (a pinned summary among them is not merged)
+    keep = protected(state) | where_work_stands(state)
+    earlier = sum(tokens[i] for i in range(first, longest) if units[i].type == "summary" and i not in keep)
+    length = max(length, min(earlier + length // 2, int(state.target * MERGED_SHARE), MERGED_TOKENS))
+    spans = _Spans(state, first, keep, length, tokens)
 
     # The smallest span that reaches the goal: estimate from the tokens removed, then build.
     cuts = [c for c in sorted(set(safe_cut_points(units))) if first < c <= longest]
@@ -327,6 +330,9 @@ class _Spans:
             # what the messages kept after it show is newer: a later task list, the next steps
             text = without_sections(text, stale)
         head = preamble(f.n_gone, f.gone_tokens, refs, summarized=bool(text.strip() or f.quotes))
+        # what the summarizer wrote (a model's output, where a model writes it): the opening
+        # line, the quotes and the facts the check adds are ctxkit's, copied from the log
+        written = state.ctx.tokenizer.count(text.strip()) if text.strip() else 0
         if check:
             # checked against what the span's log says happened (the files it changed, its
             # failures, its open items): what neither the summary nor the messages that stay
@@ -337,20 +343,21 @@ class _Spans:
                 text, f.quotes, span_units, rest, self.length, state, spare, todos=TASKS_TITLE not in stale,
                 names=current_names(state, span_units, rest),
             )
-        summary = _summary_unit(units, f, refs, [head, text.strip(), f.quotes])
+        summary = _summary_unit(units, f, refs, [head, text.strip(), f.quotes], written)
         built = state.with_units(_placed(units, first, cut, self.keep, f.gone, summary))
         if not check:
             self.sizes[cut] = built.tokens()
         return built
 
 
-def _summary_unit(units: Sequence[Unit], f: _Frame, refs: list[str], parts: list[str]) -> Unit:
+def _summary_unit(units: Sequence[Unit], f: _Frame, refs: list[str], parts: list[str], written: int) -> Unit:
     """The summary unit of a span: its parts, the refs of what it archived (an earlier
-    summary's carried), the ids and counts it stands for, the quotes it holds."""
+    summary's carried), the ids and counts it stands for, the quotes it holds, and the tokens
+    of it the summarizer wrote."""
     carried = [str(r) for u in f.previous for r in u.meta.get("refs", ())]
     digest = hashlib.sha1("\x1f".join(units[i].id for i in f.gone).encode()).hexdigest()[:8]
     return Unit(
-        id=f"ctxkit-summary-{digest}",
+        id=f"{SUMMARY_ID}{digest}",
         role="user",
         type="summary",
         content="\n".join(part for part in parts if part),
@@ -361,6 +368,7 @@ def _summary_unit(units: Sequence[Unit], f: _Frame, refs: list[str], parts: list
             "summarized_ids": [units[i].id for i in f.gone],
             "summarized": [f.n_gone, f.gone_tokens],
             "verbatim": [[uid, text] for uid, text in f.quoted],
+            "written": written,
         },
     )
 
