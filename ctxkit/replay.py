@@ -39,10 +39,12 @@ from ctxkit.compaction import RECOVERY_MODES, CompactResult, CompactSettings, co
 from ctxkit.errors import CtxkitError, UsageError, unknown_name
 from ctxkit.fidelity.truth import retention_totals, truth_priorities
 from ctxkit.model import Transcript, Unit
+from ctxkit.strategies.summarize_old import SUMMARY_ID
 from ctxkit.tokens import count_transcript
 
 DEFAULT_THRESHOLDS = Thresholds()
 SUMMARY_OUTPUT_TOKENS = 3_000  # an LLM summary's output, as the agents' summaries measure
+HEAD_SHARE = 0.5  # the cached head a compaction pins: at most this share of the goal's room
 # told of each compaction: (call, index of the next unit, context before, context after)
 Observer = Callable[[int, int, Sequence[Unit], Sequence[Unit]], None]
 
@@ -455,12 +457,8 @@ class _Loop:
             return None
         last = max(0, index - 1)
         current = self.t.replace(units=list(self.context))
-        chain = settings
-        if decision is not None:
-            chain = _chain_settings(settings, current, self.context_tokens, decision.goal, self.limit, self.fit)
-        result, entry = _compact_at(
-            current, chain, self.archive, call, (last, units[last].id), status, self.context_tokens,
-        )
+        at = (last, units[last].id)
+        result, entry = self._chain(current, decision, call, at, status)
         if decision is not None:
             entry.goal, entry.trigger = decision.goal, decision.trigger
         self.log.append(entry)
@@ -472,6 +470,64 @@ class _Loop:
             self.context_counts = [self.fit.unit(u) for u in self.context]
             self.context_tokens = round(self.fixed + sum(self.context_counts))
         return entry
+
+    def _chain(
+        self, current: Transcript, decision: Any, call: int, at: tuple[int, str], status: str
+    ) -> tuple[CompactResult | None, Compaction]:
+        """Run the chain to the policy's goal, with the head the prompt cache holds pinned where
+        the chain gets there as well with it (`_pinned`). A goal the chain reaches only by
+        shortening or dropping what stays after its summary, or by a recovery, is deeper than
+        what the task keeps: the chain runs again to a goal halfway up to the trigger, and the
+        shallower of the two compactions is taken."""
+        settings = self.settings
+        if decision is None:
+            return _compact_at(current, settings, self.archive, call, at, status, self.context_tokens)
+        goals = [decision.goal]
+        if decision.trigger > decision.goal:
+            goals.append((decision.goal + min(decision.trigger, self.limit)) // 2)
+        best: tuple[CompactResult | None, Compaction] | None = None
+        for goal in goals:
+            result, entry = self._pinned(current, goal, call, at, status)
+            if result is None or entry is None:
+                whole = _chain_settings(settings, current, self.context_tokens, goal, self.limit, self.fit)
+                result, entry = _compact_at(current, whole, self.archive, call, at, status, self.context_tokens)
+            if _shallow(result):
+                return result, entry
+            if best is None or best[0] is None or result is not None and _depth(result) < _depth(best[0]):
+                best = (result, entry)
+        assert best is not None
+        return best
+
+    def _pinned(
+        self, current: Transcript, goal: int, call: int, at: tuple[int, str], status: str
+    ) -> tuple[CompactResult | None, Compaction | None]:
+        """The chain to `goal` with the cached head pinned (`CompactSettings.pinned`: no strategy
+        touches it, the new summary goes after it); (None, None) when there is no head, or when
+        the chain then has to go deeper than a summary (it would shorten or drop what a summary
+        of the whole context keeps)."""
+        head = self._cached_head(goal)
+        if not head:
+            return None, None
+        chain = _chain_settings(self.settings, current, self.context_tokens, goal, self.limit, self.fit)
+        result, entry = _compact_at(
+            current, chain.replace(pinned=head), self.archive, call, at, status, self.context_tokens
+        )
+        return (result, entry) if _shallow(result) else (None, None)
+
+    def _cached_head(self, goal: int) -> int:
+        """How many leading units the next compaction may leave byte for byte: the first
+        requests and the summaries this loop's compactions left after them, which every call
+        since has read from the prompt cache, while they take at most `HEAD_SHARE` of the room
+        the goal leaves above the fixed part (past that, one summary of everything is shorter);
+        0 when the context does not begin so."""
+        head = 0
+        for k, u in enumerate(self.context):
+            if u.type == "summary" and u.id.startswith(SUMMARY_ID):
+                head = k + 1
+            elif u.role not in ("system", "user"):
+                break
+        size = sum(self.context_counts[:head])
+        return head if head and size <= HEAD_SHARE * max(0, goal - self.fixed) else 0
 
     def _count(self, call: int, entry: Compaction | None) -> None:
         """The call's tokens, with and without compaction, and what it shares with the call
@@ -509,6 +565,22 @@ class _Loop:
                 )
             )
         self.due.clear()
+
+
+def _shallow(result: CompactResult | None) -> bool:
+    """A compaction that reached its goal with a summary at most: nothing that stays after
+    the summary was shortened or dropped, and no recovery."""
+    return result is not None and result.changed and result.fits and _depth(result) <= 1
+
+
+def _depth(result: CompactResult) -> int:
+    """How deep a compaction went (`strategies.DEPTHS`): 0 offloading alone, 1 with a
+    summary, 2 with a strategy that shortens or drops what stays after it, more with a
+    recovery."""
+    from ctxkit.strategies import DEPTHS
+
+    steps = [DEPTHS[s] for s in result.strategies_applied if s in DEPTHS]
+    return max(steps, default=0) + (10 if result.recovery else 0)
 
 
 def settings_policy(settings: CompactSettings, fixed: int) -> LoopPolicy:

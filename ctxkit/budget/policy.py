@@ -16,11 +16,14 @@ Over one cycle between compactions (`n = (T - A) / g` calls, the context growing
 which falls as the goal `A` falls (a deeper compaction is cheaper on every count), and is least
 at `T = A + sqrt(2 Q g / read)`. So:
 
-- the goal is deep: `fixed + min(keep_share x (limit - fixed), keep_max)` (15% of the room,
+- the goal is deep: `fixed + min(keep_share x (limit - fixed), keep_max)` (12% of the room,
   at most 40,000 tokens: what the task needs does not grow with the window; measured on the
   real sessions, README "ctxkit in the loop"), lowered so that `min_gap` calls at the
   session's growth fit below the limit, but never below 8,000 tokens (half the room in a small
-  window: a goal the chain cannot reach makes it fall back to a fresh start);
+  window: a goal the chain cannot reach makes it fall back to a fresh start); where the chain
+  reaches the goal only by shortening or dropping what stays after its summary, the loop runs
+  it again to a goal halfway up to the trigger (`replay._Loop._chain`): the task kept more
+  than the share;
 - the trigger is the cheapest point `A + sqrt(2 Q g / read)`, never past the limit; `g` is
   what the session has added per call so far, measured, not assumed;
 - at most one compaction per `min_gap` (25) calls: a context past the trigger sooner waits;
@@ -31,7 +34,7 @@ at `T = A + sqrt(2 Q g / read)`. So:
 
     >>> p = LoopPolicy(limit=176_000, fixed=24_000, prices=CachePrices.relative())
     >>> p.goal(1_400), p.trigger(1_400)
-    (46800, 75048)
+    (42240, 67506)
     >>> p.decide(60_000, calls_since=30, growth=1_400).compact
     False
     >>> d = p.decide(80_000, calls_since=30, growth=1_400); d.compact, d.reason
@@ -47,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_GAP = 25  # at most one compaction per this many calls (unless a call would not fit)
-KEEP_SHARE = 0.15  # the goal: the fixed part and this share of the room above it,
+KEEP_SHARE = 0.12  # the goal: the fixed part and this share of the room above it,
 KEEP_MAX = 40_000  # never more than this: what a task needs does not grow with the window
 KEEP_MIN = 8_000  # never less than this (or half the room, in a small window)
 PRIOR_GROWTH_SHARE = 0.005  # tokens per call before a session has grown: 0.5% of the limit
