@@ -614,6 +614,39 @@ def test_a_small_room_quotes_the_users_words_before_the_last_answer_whole() -> N
     assert "is larger than the context allows" in out[-1].content  # the answer cut, archived whole
 
 
+@pytest.mark.parametrize(("limit", "least"), [(300, 5), (340, 6)])
+def test_a_tiny_room_quotes_the_short_requests_before_the_head_of_a_long_one(limit: int, least: int) -> None:
+    """aider 0342 at a tenth (494 tokens): the last answer was cut to half of what the quotes
+    left, which left the handover's least sections no room beside the quotes, and the head of
+    an earlier pasted traceback stayed while every short request went (probes 0.41 against the
+    Codex recipe's 0.61). The answer is now cut to what the quotes, the first request and the
+    least handover leave, and the head of the long request goes before a short one does."""
+    words = "the head commit may be missing in a brand new repository so catch it".split()
+    prose = lambda n, salt: " ".join(f"{words[k % len(words)]}{salt}" for k in range(n))  # noqa: E731
+    trace = "handle a brand new repo case: " + " ".join(
+        f'File "aider/coders/base_coder.py", line {600 + k}, in init_before_message' for k in range(8)
+    ) + " ValueError: Reference at 'refs/heads/main' does not exist"
+    asks = [
+        "change cmd_diff to show a diff of everything since commit_before_message",
+        "again, catch ValueError on .head",
+        "make a Repo.get_head() method that returns the hexsha or None",
+        "use that in show_undo_hint",
+        "use it in init_before_message",
+        "and get_tracked_files",
+    ]
+    units = [Unit("s", "system", content="You are a coding assistant."),
+             Unit("u0", "user", content="add a Coder.commit_before_message variable"),
+             Unit("a0", "assistant", content=prose(300, "z"))]
+    for k, ask in enumerate([trace, *asks]):
+        units += [Unit(f"u{k + 1}", "user", content=ask), Unit(f"a{k + 1}", "assistant", content=prose(300, str(k)))]
+    units += [Unit("ul", "user", content="use get_head in cmd_diff"), Unit("al", "assistant", content=prose(700, "l"))]
+    result = compact(Transcript(units=units, id="t"), CompactSettings(limit=limit, tokenizer=TOK, use_usage=False))
+    assert result.fits and result.recovery == "fresh_start"
+    handover = next(u.content for u in result.transcript.units if u.id == "ctxkit-handover")
+    quoted = [ask for ask in asks if f"\n- {ask}" in handover]
+    assert quoted == asks[-len(quoted):] and len(quoted) >= least, handover
+
+
 def test_the_commands_after_the_last_words_and_no_second_task() -> None:
     """aider 0342, read blind: "Where the work stood" showed an edit the user had then taken back
     with `/undo`, and "## Task" named the second request although the first, the task, stood

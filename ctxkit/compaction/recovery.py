@@ -382,7 +382,14 @@ def minimal_fresh_start(state: State, original: Sequence[Unit], options: ChainOp
     # what was asked all along (what users most miss after a compaction); the action is archived
     quote_room = _quote_room(state, original, {last_i, first_i}, room)
     if action:
-        action = _cut_to(state, action, (room - quote_room) // 2)
+        # cut to half of what the quotes leave, and no more than what the quotes leave beside
+        # the first request that leads and the handover's opening line and least sections: cut
+        # text of the last answer is worth less than the user's requests it would crowd out
+        share = (room - quote_room) // 2
+        if quote_room:
+            first_cost = sum(state.with_units(leads[0]).units_tokens()) if leads[0] else 0
+            share = min(share, room - quote_room - first_cost - QUOTED_FLOOR - OPENING_TOKENS)
+        action = _cut_to(state, action, max(0, share))
     action_cost = sum(state.with_units(action).units_tokens()) if action else 0
     room -= action_cost
     candidate = state
@@ -592,6 +599,7 @@ def _minimal(
 
 
 QUOTED_FLOOR = MIN_HANDOVER_TOKENS  # the minimal handover's sections beside its quotes, at least
+OPENING_TOKENS = 56  # about what a handover's opening line takes (its counts and three refs)
 
 
 @dataclass
@@ -617,6 +625,7 @@ class _MinimalHandover:
     size: int  # the handover's first size: its own, at most the room
     quotable: list[Unit]  # the user's own words it may quote, newest first
     quoted: list[Unit] = field(default_factory=list)  # those it quotes as last shrunk
+    earlier: bool = True  # it states an earlier request (the head of a long one) as last shrunk
 
     def built(self, head: str, body_text: str) -> State:
         """The minimal form with this handover text."""
@@ -640,12 +649,13 @@ class _MinimalHandover:
         size = max(16, self.size)
         candidate = state
         head, body_text = self.opening, ""
-        self.quoted = self.quotable
-        for _ in range(8 + len(self.quoted)):
+        self.quoted, self.earlier = self.quotable, True
+        for _ in range(9 + len(self.quoted)):
             # the real last request follows the handover: the handover must not quote another
             body_text = handover(
                 body, target_tokens=size, p1_units=self.p1, tok=state.ctx.tokenizer, include_last_request=False,
                 current_first=not self.action, task=not self.lead, quoted={u.content for u in self.quoted},
+                earlier=self.earlier,
             ).strip()
             if not body_text:
                 # nothing handed over but where the messages went: in a tiny room, the shortest
@@ -664,6 +674,10 @@ class _MinimalHandover:
                 # the sections shrink to their floor before a quote goes: a quote is the user's
                 # words, a few tokens that tell what was asked; the sections' lines are longer
                 size = max(QUOTED_FLOOR if self.quoted else 16, size - over - 8)
+                continue
+            if self.earlier and self.lead:
+                # then the head of an earlier long request goes: the short ones are quoted whole
+                self.earlier = False
                 continue
             self.quoted = self.quoted[1:]  # then the oldest quote goes
         return candidate, head, body_text

@@ -580,6 +580,7 @@ def handover(
     current_first: bool = False,
     task: bool = True,
     quoted: Collection[str] = (),
+    earlier: bool = True,
 ) -> str:
     """The fresh-start handover: the task, every P1 unit named, what was done and what remains,
     then (unless `include_last_request` is False) the last user request verbatim.
@@ -589,7 +590,8 @@ def handover(
     follows, in a room too small for all of them. Without `task` the request it would state as
     the task is titled as an earlier one: the caller keeps the request that opened the task,
     word for word, before it (a later request, or one before a `/clear`, is no task of its own);
-    none when it is among the messages the caller `quoted`.
+    none when it is among the messages the caller `quoted`, or without `earlier` (a room where
+    the user's short messages, quoted whole, tell more than the head of a long one).
 
     The P1 section is never cut: one line per P1 unit (id, type and the head of its first line;
     just the id when that would take over half the budget), even past `target_tokens` (the
@@ -608,8 +610,8 @@ def handover(
     if named and sum(tok.count_many([f"- {n}\n" for n in named])) > room // 2:
         named = [u.id for u in p1]
     primary = primary_request(units, requests)
-    if not task and primary is not None and primary.content in quoted:
-        primary = None  # the caller quotes it word for word among the user's messages
+    if not task and primary is not None and (primary.content in quoted or not earlier):
+        primary = None  # the caller quotes it word for word among the user's messages, or omits it
     sections = [
         Section("Task" if task else EARLIER_REQUEST, [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
