@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -583,35 +585,47 @@ def test_a_trailing_session_command_does_not_put_the_summary_last() -> None:
     assert [u.id for u in out] == ["u0", "ctxkit-handover", "u1", "a1"]
 
 
+_ASKS = [
+    "change cmd_diff to show a diff of everything since commit_before_message",
+    "again, catch ValueError on .head",
+    "make a Repo.get_head() method that returns the hexsha or None",
+    "use that in show_undo_hint",
+    "use it in init_before_message",
+    "and get_tracked_files",
+]
+
+
+def _short_asks_session(earlier: Sequence[str] = ()) -> Transcript:
+    """An aider-like session: a first request, `earlier` requests, six short ones (`_ASKS`),
+    each answered at length, and a last request with a long answer."""
+    words = "the head commit may be missing in a brand new repository so catch it".split()
+    prose = lambda n, salt: " ".join(f"{words[k % len(words)]}{salt}" for k in range(n))  # noqa: E731
+    units = [Unit("s", "system", content="You are a coding assistant."),
+             Unit("u0", "user", content="add a Coder.commit_before_message variable"),
+             Unit("a0", "assistant", content=prose(300, "z"))]
+    for k, ask in enumerate([*earlier, *_ASKS]):
+        units += [Unit(f"u{k + 1}", "user", content=ask), Unit(f"a{k + 1}", "assistant", content=prose(300, str(k)))]
+    units += [Unit("ul", "user", content="use get_head in cmd_diff"), Unit("al", "assistant", content=prose(700, "l"))]
+    return Transcript(units=units, id="t")
+
+
+def _quoted_asks(result: Any) -> list[str]:
+    """The short requests the handover quotes word for word: the newest, oldest first."""
+    handover = next(u.content for u in result.transcript.units if u.id == "ctxkit-handover")
+    quoted = [ask for ask in _ASKS if f"\n- {ask}" in handover]
+    assert quoted == _ASKS[-len(quoted):], handover
+    return quoted
+
+
 def test_a_small_room_quotes_the_users_words_before_the_last_answer_whole() -> None:
     """aider 0342 at a sixth: the minimal form kept 600 tokens of the last answer (an edit the
     file already holds) and quoted none of the user's ten short requests, the whole story of
     the session. The quotes get their quarter of the room first, the sections shrink to their
     floor before a quote goes, and the answer is cut (archived whole) to what is left."""
-    words = "the head commit may be missing in a brand new repository so catch it".split()
-    prose = lambda n, salt: " ".join(f"{words[k % len(words)]}{salt}" for k in range(n))  # noqa: E731
-    asks = [
-        "change cmd_diff to show a diff of everything since commit_before_message",
-        "again, catch ValueError on .head",
-        "make a Repo.get_head() method that returns the hexsha or None",
-        "use that in show_undo_hint",
-        "use it in init_before_message",
-        "and get_tracked_files",
-    ]
-    units = [Unit("s", "system", content="You are a coding assistant."),
-             Unit("u0", "user", content="add a Coder.commit_before_message variable"),
-             Unit("a0", "assistant", content=prose(300, "z"))]
-    for k, ask in enumerate(asks):
-        units += [Unit(f"u{k + 1}", "user", content=ask), Unit(f"a{k + 1}", "assistant", content=prose(300, str(k)))]
-    units += [Unit("ul", "user", content="use get_head in cmd_diff"), Unit("al", "assistant", content=prose(700, "l"))]
-    t = Transcript(units=units, id="t")
-    result = compact(t, CompactSettings(limit=850, tokenizer=TOK, use_usage=False))
+    result = compact(_short_asks_session(), CompactSettings(limit=850, tokenizer=TOK, use_usage=False))
     assert result.fits
-    out = result.transcript.units
-    handover = next(u.content for u in out if u.id == "ctxkit-handover")
-    quoted = [ask for ask in asks if f"\n- {ask}" in handover]
-    assert quoted == asks[-len(quoted):] and len(quoted) >= 4, handover  # the newest, word for word
-    assert "is larger than the context allows" in out[-1].content  # the answer cut, archived whole
+    assert len(_quoted_asks(result)) >= 4
+    assert "is larger than the context allows" in result.transcript.units[-1].content  # cut, archived whole
 
 
 @pytest.mark.parametrize(("limit", "least"), [(300, 5), (340, 6)])
@@ -621,30 +635,13 @@ def test_a_tiny_room_quotes_the_short_requests_before_the_head_of_a_long_one(lim
     an earlier pasted traceback stayed while every short request went (probes 0.41 against the
     Codex recipe's 0.61). The answer is now cut to what the quotes, the first request and the
     least handover leave, and the head of the long request goes before a short one does."""
-    words = "the head commit may be missing in a brand new repository so catch it".split()
-    prose = lambda n, salt: " ".join(f"{words[k % len(words)]}{salt}" for k in range(n))  # noqa: E731
     trace = "handle a brand new repo case: " + " ".join(
         f'File "aider/coders/base_coder.py", line {600 + k}, in init_before_message' for k in range(8)
     ) + " ValueError: Reference at 'refs/heads/main' does not exist"
-    asks = [
-        "change cmd_diff to show a diff of everything since commit_before_message",
-        "again, catch ValueError on .head",
-        "make a Repo.get_head() method that returns the hexsha or None",
-        "use that in show_undo_hint",
-        "use it in init_before_message",
-        "and get_tracked_files",
-    ]
-    units = [Unit("s", "system", content="You are a coding assistant."),
-             Unit("u0", "user", content="add a Coder.commit_before_message variable"),
-             Unit("a0", "assistant", content=prose(300, "z"))]
-    for k, ask in enumerate([trace, *asks]):
-        units += [Unit(f"u{k + 1}", "user", content=ask), Unit(f"a{k + 1}", "assistant", content=prose(300, str(k)))]
-    units += [Unit("ul", "user", content="use get_head in cmd_diff"), Unit("al", "assistant", content=prose(700, "l"))]
-    result = compact(Transcript(units=units, id="t"), CompactSettings(limit=limit, tokenizer=TOK, use_usage=False))
+    settings = CompactSettings(limit=limit, tokenizer=TOK, use_usage=False)
+    result = compact(_short_asks_session([trace]), settings)
     assert result.fits and result.recovery == "fresh_start"
-    handover = next(u.content for u in result.transcript.units if u.id == "ctxkit-handover")
-    quoted = [ask for ask in asks if f"\n- {ask}" in handover]
-    assert quoted == asks[-len(quoted):] and len(quoted) >= least, handover
+    assert len(_quoted_asks(result)) >= least
 
 
 def test_the_commands_after_the_last_words_and_no_second_task() -> None:
