@@ -129,6 +129,16 @@ def test_an_exit_status_line_is_kept_by_any_wording_of_that_status() -> None:
     assert P._exit_status("KeyError: 'user_id'") is None
 
 
+def test_a_tagged_tool_error_is_its_first_line_not_the_input_it_echoes() -> None:
+    # Claude Code's Edit error echoes the text it looked for: its error line is the tag's first
+    # line, not a logging call of the echoed code that says "Failed" (a never-seen medianator
+    # session: every summary that said the edit failed lost that probe)
+    echoed = '<tool_use_error>String to replace not found in file.\nString: impl FaceDetector {\n    warn!("Failed to initialize face detector: {}", e);\n}'
+    assert P.error_line(echoed) == "String to replace not found in file."
+    assert P.error_line("<tool_use_error>File has not been read yet.</tool_use_error>") == "File has not been read yet."
+    assert P.error_line("Traceback (most recent call last):\nKeyError: 'x'") == "KeyError: 'x'"
+
+
 def test_a_word_is_not_a_failure_and_a_long_request_is_kept_by_most_of_its_words() -> None:
     t = Transcript(units=[
         Unit("u", "user", content=" ".join(f"word{i}" for i in range(30))),

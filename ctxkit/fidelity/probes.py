@@ -293,10 +293,19 @@ def says_something(line: str) -> bool:
     return bool(re.search(r"[A-Za-z]{2}", _TAG.sub("", line))) and not _HARNESS_LINE.match(line.strip())
 
 
+# a tool's own error, wrapped in a tag (Claude Code): its first line is what went wrong; what
+# follows echoes the call's input (`String: <the text it looked for>`)
+_ERROR_TAG = re.compile(r"\A\s*<tool_use_error>\s*(?P<line>[^\n]*?)\s*(?:</tool_use_error>)?\s*(?:\n|\Z)")
+
+
 def error_line(text: str) -> str:
-    """The line that says what went wrong: the last exception line, else the first line with
-    an error word, else the first line that says something ("" when none does)."""
+    """The line that says what went wrong: the first line of a tool's tagged error, else the
+    last exception line, else the first line with an error word, else the first line that says
+    something ("" when none does)."""
     text = output_text(text)
+    tagged = _ERROR_TAG.match(text)
+    if tagged and says_something(tagged.group("line")):
+        return tagged.group("line")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and says_something(ln)]
     named = [ln for ln in lines if _EXCEPTION.match(ln)]
     if named:
