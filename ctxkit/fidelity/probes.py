@@ -8,7 +8,7 @@ is then scored by which of them it still holds. One probe is one fact with a key
 |---|---|---|
 | intent | every user request (harness notes such as "[Request interrupted by user]" aside) | its text is in the context, or 80% of its words are (long requests) |
 | artifact | files the agent read, edited or created: tool-call path arguments, paths in shell commands and patches | the path is in the context; for an edit, also said to be edited (an edit call on it, or an edit word on a line naming it) |
-| error | the error line of each failing tool output in the last 30% of the run: the log's own error flag, a non-zero exit, a traceback | the line is in the context; a line that only gives an exit status (`Exit code 143`) also when the context gives that status in other words (`exit 143`, `exited with code 143`) |
+| error | the error line of each failing tool output in the last 30% of the run (a tool's tagged error: its first line): the log's own error flag, a non-zero exit, a traceback | the line is in the context; a line that only gives an exit status (`Exit code 143`) also when the context gives that status in other words (`exit 143`, `exited with code 143`) |
 | identifier | ids, names and numbers in the last request and the last three assistant messages that also appear earlier | the token is in the context |
 | continuation | the last tool call (its command, path or arguments) and the first line of its result | each is in the context |
 | todo | unfinished items of the last todo list (TodoWrite, update_plan) | the item is in the context |
