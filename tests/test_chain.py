@@ -354,6 +354,9 @@ def test_pinned_units_stay_byte_for_byte_and_the_new_summary_follows_them() -> N
     assert pinned.fits and pinned.recovery is None
     assert [(u.id, u.content) for u in after[:head]] == [(u.id, u.content) for u in first[:head]]
     assert after[head].type == "summary" and after[head].id != first[head - 1].id
+    # it says it stands for what came after the summary above, whose own line stays as it was
+    assert after[head].content.startswith("[Later work, compacted to fit the context after the summary above: ")
+    assert first[head - 1].content.startswith("[This session continues from earlier work")
     assert [u.id for u in after].count(first[head - 1].id) == 1
 
     merged = list(compact(grown, settings).transcript.units)

@@ -26,7 +26,9 @@ class ArchiveView(Protocol):
     def ids_keyed(self, key: str) -> list[str]: ...
     def ids_asking(self, digest: str) -> list[str]: ...
 
-PREAMBLE = "[This session continues from earlier work that was compacted"  # strategies.summarize_old.preamble
+# how a summary's opening line begins (`strategies.summarize_old.preamble`; the second after a
+# loop's pinned summary)
+PREAMBLE = ("[This session continues from earlier work that was compacted", "[Later work, compacted to fit")
 
 
 def restore(archive: ArchiveView, compacted: Transcript, _depth: int = 0) -> Transcript:

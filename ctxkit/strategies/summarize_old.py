@@ -90,19 +90,24 @@ def _longest_cut(state: State, first: int, share: int, tokens: list[int]) -> int
 
 
 def preamble(
-    n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bool = True, short: bool = False
+    n_units: int, n_tokens: int, refs: Sequence[str], *, summarized: bool = True, short: bool = False,
+    later: bool = False,
 ) -> str:
     """The line that opens a summary: what this is, for a model reading the context cold
     (`summarized` False: nothing follows it, the messages are only archived). `short`: the same
     in half the tokens, one ref named (the rest in the unit's meta), for a room where every
-    token the line takes is one the summary loses."""
+    token the line takes is one the summary loses. `later`: it follows an earlier summary left
+    as it was (a loop's pinned head), and stands for what came after that one."""
     what = "message" if n_units == 1 else "messages"
     how = "are summarized below and archived" if summarized else "are archived"
     if short:
         return f"[Compacted: {n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as {fmt_refs(list(refs), limit=1)}.]"
+    opening = (
+        "Later work, compacted to fit the context after the summary above"
+        if later else "This session continues from earlier work that was compacted to fit the context"
+    )
     return (
-        f"[This session continues from earlier work that was compacted to fit the context: "
-        f"{n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as "
+        f"[{opening}: {n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as "
         f"{fmt_refs(list(refs), limit=3)}. The messages after this summary are verbatim.]"
     )
 
@@ -329,7 +334,9 @@ class _Spans:
         if stale:
             # what the messages kept after it show is newer: a later task list, the next steps
             text = without_sections(text, stale)
-        head = preamble(f.n_gone, f.gone_tokens, refs, summarized=bool(text.strip() or f.quotes))
+        # after a pinned summary (a loop's cached head), it says it stands for what came since
+        later = any(u.type == "summary" for u in units[first:min(state.ctx.pinned, len(units))])
+        head = preamble(f.n_gone, f.gone_tokens, refs, summarized=bool(text.strip() or f.quotes), later=later)
         # what the summarizer wrote (a model's output, where a model writes it): the opening
         # line, the quotes and the facts the check adds are ctxkit's, copied from the log
         written = state.ctx.tokenizer.count(text.strip()) if text.strip() else 0
