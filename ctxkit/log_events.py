@@ -157,7 +157,7 @@ def output_text(text: str) -> tuple[str, int | None]:
 # a word of `_EXCEPTION` or `_STATUS`, a traceback, an exit code (`_may_say_exit`).
 _FAILURE_WORDS = (
     "rror", "RROR", "xception", "nterrupt", "FAILED", "fatal:", "panic", "ERR!", "Traceback",
-    "make", "sh:",
+    "make", "sh:", "(eval):",
 )
 
 
@@ -188,11 +188,13 @@ _EXIT = re.compile(
 _TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\)", re.MULTILINE)
 _TRACEBACK_LINE = "Traceback (most recent call last)"  # what `_TRACEBACK` finds, looked for first
 # a tool's own status line (OpenHands' editor "ERROR:", Claude Code's <tool_use_error>) or a
-# shell's diagnostic ("bash: x: command not found", "/bin/sh: 1: cd: can't cd to ...")
+# shell's diagnostic ("bash: x: command not found", "/bin/sh: 1: cd: can't cd to ...", zsh's
+# "(eval):1: command not found: psql")
 _STATUS = re.compile(
     r"^\s*(?:ERROR:|Error:|error:|<tool_use_error>|fatal:|make(?:\[\d+\])?: \*\*\* |npm ERR!|"
     r"(?:/bin/)?(?:ba|z)?sh:(?: line)? \d*:? ?.*(?:command not found|No such file or directory|"
     r"Permission denied|can't cd|syntax error)|"
+    r"(?:\(eval\)|zsh):\d+: (?:command not found|no such file or directory|permission denied): |"
     r"Your proposed edit has introduced new syntax error)"  # SWE-agent's edit, refused
 )
 _EXCEPTION = re.compile(

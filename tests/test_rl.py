@@ -432,10 +432,16 @@ def test_writer_writes_into_a_fifo_instead_of_replacing_it(tmp_path: Path, fmt: 
         with DatasetWriter(str(fifo), fmt) as w:
             w.write([{"a": 1}])
     finally:
-        if reader.is_alive():  # the writer never opened the pipe: unblock the reader
-            with open(fifo, "wb"):
-                pass
+        # the reader ends once the writer closes the pipe; it is still waiting after that only
+        # when the writer never opened it, and then a writer that does not wait unblocks it (a
+        # blocking open here, racing a reader that was just about to end, waited for ever)
         reader.join(timeout=30)
+        if reader.is_alive():
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+            reader.join(timeout=30)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert got and (got[0] == b'{"a":1}\n' if fmt == "jsonl" else got[0][:4] == b"PAR1")
     assert list(tmp_path.iterdir()) == [fifo]

@@ -122,6 +122,7 @@ def test_quick_tests_never_hide_what_the_patterns_find(text: str) -> None:
     "ValueError: bad", "an Exception:", "SystemExit", "KeyboardInterrupt", "FAILED tests", "ERROR x",
     "error[E0308]: mismatched", "fatal: not a repo", "panic: nil", "thread 'main' panicked",
     "npm ERR! code", "<tool_use_error>", "make: *** [all] Error 2", "bash: foo: command not found",
+    "(eval):1: command not found: psql", "zsh:1: permission denied: ./x",
     "exit code 1", "Traceback (most recent call last):", "all good", "  ", "\n", "é",
 ]), max_size=5).map("\n".join))
 def test_the_quick_failure_test_never_hides_a_failure(text: str) -> None:
@@ -646,3 +647,14 @@ def test_an_agents_numbered_summary_is_read_by_section_and_its_user_messages_kep
     assert any("List / Tree" in line for line in earlier)
     ours = "[This session continues ...]\n## User messages (verbatim, oldest first)\n- fix the tree view"
     assert not any(s.title == EARLIER_TITLE for s in merge_previous([Section("Errors and fixes", [])], ours))
+
+
+def test_a_zsh_command_not_found_is_a_failure_even_when_a_pipe_exits_0() -> None:
+    """A FSM1 summary, read by a model: `psql ... | head -5 -> ok: (eval):1: command not found:
+    psql`. zsh's own diagnostic is the shell's, as bash's is: the call failed."""
+    from ctxkit import log_events as events
+
+    for text in ("(eval):1: command not found: psql", "zsh:1: permission denied: ./run.sh"):
+        out = events.outcome(Unit("r", "tool", content=text, tool_call_id="c"))
+        assert out.failed, text
+    assert not events.outcome(Unit("r", "tool", content="psql is at /usr/bin/psql", tool_call_id="c")).failed

@@ -14,7 +14,7 @@ act on, and verifies it against the original transcript as `fidelity.evidence` r
 | task | `[pending] item`, `[in_progress]`, `[completed]`, items under a pending or next-step heading | the item's latest state in the todo lists agrees; an item in no list was said by the user or the assistant, not text of a file or of injected instructions |
 | quote | the user's requests, the assistant's words (request, task, current-work, notes sections) | the text (each part of a `[...]` cut) is in a message of that role |
 | current | the text under a "current / last request" heading | it is the last request the user typed before the summary's place, not a command record, a slash command or a tool error |
-| order | a summary's place ("the messages after this summary are verbatim") | no message kept after it happened before an event it summarizes or speaks of |
+| order | a summary's place ("what follows is verbatim unless marked") | no message kept after it happened before an event it summarizes or speaks of |
 | placeholder | `[tool output, N bytes, exit 1: line, archived as ref]` in place of a tool's output | that output was that tool's, of N bytes, and failed so when it says so |
 
 Precision is true claims over all claims; a claim the log cannot back is false. Nothing here
@@ -187,7 +187,11 @@ _TASK = re.compile(
 _UNANSWERED = re.compile(r"^unanswered:\s+(?P<text>.+)$")
 _HEADING = re.compile(r"^\s*(?:#{1,6}\s+(?P<h>.+?)\s*#*\s*$|\*\*(?P<b>[^*]{2,60}?):?\*\*:?\s*$|(?P<n>\d+\.\s+[A-Z][^:]{2,60}):\s*$)")
 _ITEM = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)")
-_ORDER_WORDS = re.compile(r"messages after this summary|after this summary are verbatim|continues from earlier work", re.I)
+_ORDER_WORDS = re.compile(
+    r"messages after this summary|after this summary are verbatim|continues from earlier work"
+    r"|what follows is verbatim",
+    re.I,
+)
 # where a quote was cut: `[...]`, or a bracketed note that says so ("[the harness's
 # instructions around it left out]", "[1,200 more characters]")
 _CUT_MARK = re.compile(

@@ -108,7 +108,7 @@ def preamble(
     )
     return (
         f"[{opening}: {n_units} earlier {what} ({fmt_int(n_tokens)} tokens) {how} as "
-        f"{fmt_refs(list(refs), limit=3)}. The messages after this summary are verbatim.]"
+        f"{fmt_refs(list(refs), limit=3)}. What follows is verbatim unless marked.]"
     )
 
 
