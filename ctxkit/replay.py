@@ -475,7 +475,7 @@ class _Loop:
         self, current: Transcript, decision: Any, call: int, at: tuple[int, str], status: str
     ) -> tuple[CompactResult | None, Compaction]:
         """Run the chain to the policy's goal, with the head the prompt cache holds pinned where
-        the chain gets there as well with it (`_pinned`). A goal the chain reaches only by
+        the chain gets there as well with it (`_cached_head`). A goal the chain reaches only by
         shortening or dropping what stays after its summary, or by a recovery, is deeper than
         what the task keeps: the chain runs again to a goal halfway up to the trigger, and the
         shallower of the two compactions is taken."""
@@ -485,34 +485,22 @@ class _Loop:
         goals = [decision.goal]
         if decision.trigger > decision.goal:
             goals.append((decision.goal + min(decision.trigger, self.limit)) // 2)
-        best: tuple[CompactResult | None, Compaction] | None = None
+        rest = (self.archive, call, at, status, self.context_tokens)
+        tried: list[tuple[CompactResult | None, Compaction]] = []
         for goal in goals:
-            result, entry = self._pinned(current, goal, call, at, status)
-            if result is None or entry is None:
-                whole = _chain_settings(settings, current, self.context_tokens, goal, self.limit, self.fit)
-                result, entry = _compact_at(current, whole, self.archive, call, at, status, self.context_tokens)
-            if _shallow(result):
-                return result, entry
-            if best is None or best[0] is None or result is not None and _depth(result) < _depth(best[0]):
-                best = (result, entry)
-        assert best is not None
-        return best
-
-    def _pinned(
-        self, current: Transcript, goal: int, call: int, at: tuple[int, str], status: str
-    ) -> tuple[CompactResult | None, Compaction | None]:
-        """The chain to `goal` with the cached head pinned (`CompactSettings.pinned`: no strategy
-        touches it, the new summary goes after it); (None, None) when there is no head, or when
-        the chain then has to go deeper than a summary (it would shorten or drop what a summary
-        of the whole context keeps)."""
-        head = self._cached_head(goal)
-        if not head:
-            return None, None
-        chain = _chain_settings(self.settings, current, self.context_tokens, goal, self.limit, self.fit)
-        result, entry = _compact_at(
-            current, chain.replace(pinned=head), self.archive, call, at, status, self.context_tokens
-        )
-        return (result, entry) if _shallow(result) else (None, None)
+            chain = _chain_settings(settings, current, self.context_tokens, goal, self.limit, self.fit)
+            head = self._cached_head(goal)
+            if head:
+                # the cached head pinned (`CompactSettings.pinned`: no strategy touches it, the
+                # new summary goes after it), where the chain gets there with a summary at most
+                pinned = _compact_at(current, chain.replace(pinned=head), *rest)
+                if _shallow(pinned[0]):
+                    return pinned
+            tried.append(_compact_at(current, chain, *rest))
+            if _shallow(tried[-1][0]):
+                return tried[-1]
+        # the shallowest, the deeper goal's first among equals
+        return min(tried, key=lambda t: _depth(t[0]) if t[0] is not None else 100)
 
     def _cached_head(self, goal: int) -> int:
         """How many leading units the next compaction may leave byte for byte: the first

@@ -338,8 +338,9 @@ class _Spans:
         later = any(u.type == "summary" for u in units[first:min(state.ctx.pinned, len(units))])
         head = preamble(f.n_gone, f.gone_tokens, refs, summarized=bool(text.strip() or f.quotes), later=later)
         # what the summarizer wrote (a model's output, where a model writes it): the opening
-        # line, the quotes and the facts the check adds are ctxkit's, copied from the log
-        written = state.ctx.tokenizer.count(text.strip()) if text.strip() else 0
+        # line, the quotes and the facts the check adds are ctxkit's, copied from the log; counted
+        # for the summary that is kept (the search's builds are sized, not kept)
+        written = state.ctx.tokenizer.count(text.strip()) if check and text.strip() else 0
         if check:
             # checked against what the span's log says happened (the files it changed, its
             # failures, its open items): what neither the summary nor the messages that stay
