@@ -142,6 +142,9 @@ _HARNESS_NOTE = re.compile(
     r"|[^\n]*\? \(Y\)es/\(N\)o)",  # aider's confirm prompt, answered: "Add file to the chat? (Y)es/(N)o/...: skip"
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+# the files an `@path` names, which Gemini CLI (and Qwen Code, its fork) pastes after the user's
+# words (`handleAtCommand`); its own history shows the prompt without them
+_REFERENCED = re.compile(r"\n?--- Content from referenced files ---\n.*?(?:\n--- End of content ---|\Z)", re.DOTALL)
 # A session command typed to the agent, not a request to the model: aider's (`/add f`, `/drop`,
 # `/undo`, `/diff`, `/run cmd`, `/test` ...; aider.chat/docs/usage/commands.html), Gemini CLI's
 # and Codex's (`/compress`, `/new`, `/model`, `/approvals`). A command that carries a request
@@ -164,8 +167,18 @@ _CLEAR = re.compile(
 
 
 def request_text(u: Unit) -> str:
-    """A user message's own words: system reminders a harness appended are not the user's."""
-    return _REMINDER.sub("", u.content).strip() if "<system-reminder>" in u.content else u.content.strip()
+    """A user message's own words: system reminders and the contents of the files an `@path`
+    names, which a harness appended, are not the user's.
+
+    >>> request_text(Unit("u", "user", content="Fix @a.py\\n--- Content from referenced files ---\\nContent from @a.py:\\nx = 1\\n--- End of content ---"))
+    'Fix @a.py'
+    """
+    text = u.content
+    if "<system-reminder>" in text:
+        text = _REMINDER.sub("", text)
+    if "--- Content from referenced files ---" in text:
+        text = _REFERENCED.sub("", text)
+    return text.strip()
 
 
 def is_request(u: Unit) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -316,6 +317,31 @@ def test_fresh_start_keeps_the_recent_work_that_fits(tmp_path: Path) -> None:
         # the tail is the original's own suffix, verbatim and in order
         assert _records(tail) == _records(t.units[len(t.units) - len(tail) :])
         assert "plan" in units[2].content  # the dropped P1 unit is named in the handover
+        assert _records(archive.restore(result.transcript).units) == _records(t.units)
+
+
+def test_fresh_start_without_a_request_keeps_the_last_action_and_what_came_back(tmp_path: Path) -> None:
+    """A log that opens with the agent's own summary and goes on from it, no request of the
+    user's after it (a never-seen Claude Code session, restaurant-app): the fresh start keeps
+    the latest units, the last action and its result among them, beside a handover of the
+    summary; it kept the handover and the closing line (555 of 1,161 tokens here), the last
+    action lost, a call too large for the minimal form's half of the room."""
+    summary = " ".join(f"Step {i}: reviewed module m{i}.py and noted its latency." for i in range(200))
+    todos = [{"content": f"Analyze the latency of endpoint /api/v{i}", "status": "pending"} for i in range(30)]
+    t = Transcript(units=[
+        Unit("s0", "user", type="summary", content="This session is being continued from a previous conversation.\n" + summary),
+        Unit("a1", "assistant", content="I'll track the analysis.",
+             tool_calls=[ToolCall("c1", "TodoWrite", json.dumps({"todos": todos}))]),
+        Unit("r1", "tool", content="Todos have been modified successfully.", tool_call_id="c1"),
+        Unit("a2", "assistant", content="5-hour limit reached."),
+    ], id="no-request")
+    budget = count_transcript(t, TOK).total // 3
+    with Archive(str(tmp_path / "a.db")) as archive:
+        result = compact(t, CompactSettings(limit=budget, target=budget, tokenizer=TOK), archive=archive)
+        assert result.recovery == "fresh_start" and result.fits
+        units = result.transcript.units
+        assert units[0].type == "summary" and "archived as" in units[0].content
+        assert _records(units[1:]) == _records(t.units[1:])
         assert _records(archive.restore(result.transcript).units) == _records(t.units)
 
 

@@ -168,13 +168,16 @@ def _recent_suffixes(
     request, longest first, that leave `reserve` tokens for a handover naming the P1 units they
     drop."""
     last_i = _last_request_index(original)
-    if last_i is None:
-        return
     # a summary the chain wrote is no recent message: the handover stands for what it covered
     # (one summary per compaction; it now stands after a request it kept, at the tail)
     current = [u for u in state.units if u.role != "system" and not _chain_summary(u)]
-    request_at = next((k for k, u in enumerate(current) if u.id == original[last_i].id), None)
-    if request_at is None:
+    # no request of the user's (a log that opens with an agent's summary and goes on from it):
+    # the runs of the latest units that hold the last action (the last unit, when none acted)
+    acted_at = [k for k, u in enumerate(current) if u.tool_calls] or [len(current) - 1]
+    request_at: int | None = acted_at[-1] if last_i is None else next(
+        (k for k, u in enumerate(current) if u.id == original[last_i].id), None
+    )
+    if request_at is None or request_at < 0:
         return
     tok = state.ctx.tokenizer
     sizes = state.with_units(current).units_tokens()
@@ -196,6 +199,8 @@ def _recent_suffixes(
         if fits(current[start:], sum(sizes[start:])):
             tries += 1
             yield current[start:]
+    if last_i is None:
+        return
     # The work since the last request is larger than the goal (one long agent turn): keep the
     # request and the latest steps of that turn that fit; the handover covers the steps between.
     request = current[request_at]
