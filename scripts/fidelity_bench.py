@@ -1,14 +1,16 @@
 """Probe recall of ctxkit's compaction and of its peers, with the goal as a knob.
 
-    .venv/bin/python scripts/fidelity_bench.py [--budgets 3,6,10] [--target-share 0.8 | --target-at-limit]
+    .venv/bin/python scripts/fidelity_bench.py [--budgets 3,6,10] [--target-share 0.8 | --at-threshold]
         [--peers drop_oldest,codex_cli] [--json rows.json] [FILES...]
 
 The same measurement as `ctxkit bench --suite fidelity` (`ctxkit.engines.fidelity`): each
 transcript of ../shared/realdata (at least --min-tokens, datasets of many chats aside), or the
 files given, compacted to 1/3, 1/6 and 1/10 of its own tokens by ctxkit and by every peer, each
-result scored by the original's probes; a case no method could fit validly is left out. The
-knobs measure alternatives to ctxkit's default goal: `--target-share 0.8` aims at the warn
-threshold, `--target-at-limit` at the limit itself (README, "What the model can still do").
+result scored by the original's probes; a case no method could fit validly is left out. Every
+method has the same room: ctxkit aims at the budget itself, as every peer fills it. The knobs
+measure ctxkit's other goals: `--at-threshold` one token under the guard's compact threshold (what
+`compact --limit` aims at), `--target-share 0.8` the warn threshold (README, "What the model can
+still do").
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def main() -> None:
     ap.add_argument("--min-tokens", type=int, default=3000)
     ap.add_argument("--peers", default=",".join(compare.all_methods()[1:]))
     ap.add_argument("--target-share", type=float, default=None, help="ctxkit aims at this share of the budget")
-    ap.add_argument("--target-at-limit", action="store_true", help="ctxkit aims at the budget itself")
+    ap.add_argument(
+        "--at-threshold", action="store_true", help="ctxkit aims one under the compact threshold of the budget"
+    )
     ap.add_argument("--json", help="write every row here")
     args = ap.parse_args()
     files = args.files or sorted(
@@ -62,7 +66,7 @@ def main() -> None:
             probes = P.extract(t)
             for share in (int(x) for x in args.budgets.split(",")):
                 budget = n // share
-                target = budget if args.target_at_limit else None
+                target = None if args.at_threshold else budget
                 if args.target_share:
                     target = int(budget * args.target_share)
                 settings = CompactSettings(limit=budget, target=target)

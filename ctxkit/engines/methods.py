@@ -159,11 +159,12 @@ def run_method(
 ) -> MethodRun:
     """Run `method` on `t` at `budget` tokens and check the result.
 
-    A peer gets `budget`; ctxkit runs with `settings` (default: the default chain with its limit
-    at `budget`), whose limit or target the caller sets. The budget is on what the log holds,
-    for every method alike: a peer never sees the recorded usage of the unlogged region, so
-    ctxkit leaves it out here too."""
-    s = settings if settings is not None else CompactSettings(limit=budget)
+    A peer gets `budget`; ctxkit runs with `settings` (default: the default chain aiming at
+    `budget` itself, the room every peer fills, rather than one token under the guard's compact
+    threshold of it as `compact --limit` does), whose limit or target the caller sets. The
+    budget is on what the log holds, for every method alike: a peer never sees the recorded
+    usage of the unlogged region, so ctxkit leaves it out here too."""
+    s = settings if settings is not None else CompactSettings(limit=budget, target=budget)
     tok = s.tok
     out = MethodRun(method, budget, 0)
     started = time.perf_counter()

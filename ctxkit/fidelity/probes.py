@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,16 +298,19 @@ def says_something(line: str) -> bool:
 _ERROR_TAG = re.compile(r"\A\s*<tool_use_error>\s*(?P<line>[^\n]*?)\s*(?:</tool_use_error>)?\s*(?:\n|\Z)")
 
 
-def error_line(text: str) -> str:
+def error_line(text: str, noise: Collection[str] = ()) -> str:
     """The line that says what went wrong: the first line of a tool's tagged error, else the
     last exception line, else the first line with an error word, else the first line that says
-    something ("" when none does)."""
+    something ("" when none does). A line in `noise`, one the same call also printed when it
+    passed (a certificate-store warning every test run prints), is not what went wrong, unless
+    nothing else is said."""
     text = output_text(text)
     tagged = _ERROR_TAG.match(text)
     if tagged and says_something(tagged.group("line")):
         return tagged.group("line")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and says_something(ln)]
-    named = [ln for ln in lines if _EXCEPTION.match(ln)]
+    lines = [ln for ln in lines if ln not in noise] or lines
+    named = [ln for ln in lines if _EXCEPTION.match(ln) and not _EXIT.fullmatch(ln)]  # not `Exit code: 1`
     if named:
         return named[-1]
     worded = [ln for ln in lines if _ERRORISH.search(ln) and not _EXIT.search(ln)]
@@ -321,11 +324,29 @@ def _calls_by_id(units: Sequence[Unit]) -> dict[str, tuple[int, Any]]:
     return {c.id: (i, c) for i, u in enumerate(units) for c in u.tool_calls}
 
 
+def _call_key(call: tuple[int, Any] | None) -> tuple[str, str] | None:
+    return (call[1].name, call[1].arguments) if call else None
+
+
+def _passing_lines(
+    units: Sequence[Unit], calls: dict[str, tuple[int, Any]]
+) -> dict[tuple[str, str] | None, set[str]]:
+    """The lines each call (name and arguments) printed in an output that did not fail."""
+    out: dict[tuple[str, str] | None, set[str]] = {}
+    for u in units:
+        call = calls.get(u.tool_call_id or "")
+        if call is None or failed(u):
+            continue
+        out.setdefault(_call_key(call), set()).update(ln.strip() for ln in output_text(u.content).splitlines())
+    return out
+
+
 def errors(units: Sequence[Unit], late_share: float = LATE_SHARE) -> list[Probe]:
     """The error line of each failing tool output in the last `late_share` of the run (one per
     line)."""
     start = int(len(units) * (1 - late_share))
     calls = _calls_by_id(units)
+    passed = _passing_lines(units, calls)
     out: dict[str, Probe] = {}
     for i in range(start, len(units)):
         u = units[i]
@@ -333,10 +354,10 @@ def errors(units: Sequence[Unit], late_share: float = LATE_SHARE) -> list[Probe]
             continue
         if not failed(u):
             continue
-        line = _key(error_line(u.content))
+        call = calls.get(u.tool_call_id or "")
+        line = _key(error_line(u.content, passed.get(_call_key(call), ())))
         if not line or line in out:
             continue
-        call = calls.get(u.tool_call_id or "")
         out[line] = Probe("error", line, u.id, i, detail=call[1].name if call else "")
     return list(out.values())
 
