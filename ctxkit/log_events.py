@@ -228,10 +228,16 @@ def _raw_exit_code(raw: Any) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+_ERROR_TAG = re.compile(r"</?tool_use_error>")
+
+
 def error_line(text: str) -> str:
     """The line that says what went wrong: the last exception line of a traceback or a test
     run, else the first tool status or shell diagnostic, else the first line with an error
-    word, else the first line ("" for an empty output)."""
+    word, else the first line ("" for an empty output). A tool's error tag (Claude Code's
+    `<tool_use_error>`) is markup, not what it says."""
+    if "tool_use_error>" in text:
+        text = _ERROR_TAG.sub("", text)
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not _TRACEBACK.match(ln)]
     named = [
         ln for ln in lines

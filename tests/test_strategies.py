@@ -320,8 +320,10 @@ def test_discard_low_rel_placeholder_detail(tmp_path: Path) -> None:
     assert b and len(b) == len(ln)
     # both name every ref, so the text alone is enough to recall them; linked says what each was
     for u in b:
-        assert re.fullmatch(r"\[\d+ earlier messages? \([\d,]+ tokens\) archived as (ref-\d{18} ?)+\]", u.content), u.content
-        assert u.content.endswith(" ".join(u.meta["refs"]) + "]")
+        assert re.fullmatch(
+            r"\[\d+ earlier messages? \([\d,]+ tokens\) archived as (ref-\d{18} ?)+(; failed there: .+)?\]", u.content
+        ), u.content
+        assert " ".join(u.meta["refs"]) + ("; failed there: " if "; failed there: " in u.content else "]") in u.content
     for u in ln:
         assert u.content.startswith(f"[{len(u.meta['refs'])} earlier message")
         assert all(f"tokens) as {r}" in u.content for r in u.meta["refs"]), u.content
@@ -663,6 +665,30 @@ def test_runs_smaller_than_their_placeholder_stay(tmp_path: Path) -> None:
     after = remove_runs(state, {2, 3, 4}, "test", run_text)
     assert after is not None
     assert [u.id for u in after.units][2:4] == ["ctxkit-removed-" + after.units[2].id[-8:], "u1"]
+
+
+def test_a_placeholder_names_what_failed_in_the_run_it_hides() -> None:
+    """A never-seen Claude Code session at a tenth: a run of two messages, an Edit and its
+    `File has not been read yet` error, left as `[2 earlier messages ... archived as ...]`;
+    the model reading it, and the error probe, lost that the call failed."""
+    from ctxkit.strategies._runs import linked_text
+
+    def edit(cid: str, path: str) -> Unit:
+        return Unit(f"a-{cid}", "assistant", tool_calls=[ToolCall(cid, "Edit", json.dumps({"file_path": path}))])
+
+    removed = [
+        edit("c1", "src/db/mod.rs"),
+        Unit("r-c1", "tool", content="<tool_use_error>File has not been read yet. Read it first before writing to it.</tool_use_error>",
+             tool_call_id="c1", meta={"is_error": True}),
+        edit("c2", "src/api.rs"),
+        Unit("r-c2", "tool", content="The file src/api.rs has been updated.", tool_call_id="c2"),
+    ]
+    refs = ["ref-1", "ref-2", "ref-3", "ref-4"]
+    said = "; failed there: Edit(src/db/mod.rs) -> error: File has not been read yet. Read it first before writing to it.]"
+    assert run_text(removed, [10, 20, 10, 20], refs).endswith(" ref-4" + said)
+    assert linked_text(removed, [10, 20, 10, 20], refs).endswith(said)
+    # a run where nothing failed says only what it archived
+    assert run_text(removed[2:], [10, 20], refs[2:]) == "[2 earlier messages (30 tokens) archived as ref-3 ref-4]"
 
 
 def test_mask_and_offload_never_grow_a_small_output(tmp_path: Path) -> None:

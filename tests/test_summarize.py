@@ -658,3 +658,21 @@ def test_a_zsh_command_not_found_is_a_failure_even_when_a_pipe_exits_0() -> None
         out = events.outcome(Unit("r", "tool", content=text, tool_call_id="c"))
         assert out.failed, text
     assert not events.outcome(Unit("r", "tool", content="psql is at /usr/bin/psql", tool_call_id="c")).failed
+
+
+def test_a_summary_quotes_the_users_words_not_the_files_an_at_path_pasted() -> None:
+    # Gemini CLI pastes the file an `@path` names after the user's words; a summary quoted the
+    # README it pasted (and went on to edit) in the user's request
+    readme = "# Session Bridge\n" + "An unofficial VS Code extension for browsing checkpoints. " * 40
+    asked = ("Update @README.md linking the gifs to the right feature\n--- Content from referenced files ---\n"
+             f"Content from @README.md:\n{readme}\n--- End of content ---")
+    units = [
+        Unit("u1", "user", content=asked),
+        Unit("a1", "assistant", tool_calls=[ToolCall("c1", "replace", json.dumps({"file_path": "README.md"}))]),
+        Unit("r1", "tool", content="Successfully modified file: README.md", tool_call_id="c1"),
+        Unit("u2", "user", content="Add a callout that it is unofficial\n<system-reminder>Use the todo list.</system-reminder>"),
+    ]
+    text = summarize_extractive(units, 300, tok=TOK)
+    assert '"Update @README.md linking the gifs to the right feature"' in text
+    assert 'then: "Add a callout that it is unofficial"' in text
+    assert "unofficial VS Code extension" not in text and "Content from" not in text and "todo list" not in text

@@ -21,12 +21,29 @@ from ctxkit.strategies.base import (
 TextFn = Callable[[list[Unit], list[int], list[str]], str]
 
 
+FAILURES_SAID = 2  # a placeholder names at most this many of the failures it hides
+
+
+def failed_there(removed: list[Unit]) -> str:
+    """`; failed there: Edit(db/mod.rs) -> error: File has not been read yet.` for the failures
+    among the removed calls (the newest `FAILURES_SAID`; how many more): a model reading the
+    placeholder knows a call went wrong there without recalling it. "" when none failed."""
+    from ctxkit.summarizers.extractive import failures
+
+    found = failures(removed)
+    if not found:
+        return ""
+    more = len(found) - FAILURES_SAID
+    return "; failed there: " + "; ".join(found[-FAILURES_SAID:]) + (f" (and {more} more)" if more > 0 else "")
+
+
 def run_text(removed: list[Unit], tokens: list[int], refs: list[str]) -> str:
-    """`[3 earlier messages (1,234 tokens) archived as ref-a ref-b ref-c]`."""
+    """`[3 earlier messages (1,234 tokens) archived as ref-a ref-b ref-c]`, and what failed
+    there (`failed_there`)."""
     n = len(removed)
     return (
         f"[{n} earlier message{'s' if n != 1 else ''} ({fmt_int(sum(tokens))} tokens)"
-        f" {archived_as(refs)}]"
+        f" {archived_as(refs)}{failed_there(removed)}]"
     )
 
 
@@ -39,7 +56,7 @@ def linked_text(removed: list[Unit], tokens: list[int], refs: list[str]) -> str:
         for u, n, r in zip(removed, tokens, refs, strict=True)
     ]
     n = len(removed)
-    return f"[{n} earlier message{'s' if n != 1 else ''} archived: {'; '.join(parts)}]"
+    return f"[{n} earlier message{'s' if n != 1 else ''} archived: {'; '.join(parts)}{failed_there(removed)}]"
 
 
 def removable_blocks(state: State, keep: set[int]) -> list[tuple[int, int]]:

@@ -311,6 +311,11 @@ def _failures(actions: Sequence[F.Call]) -> list[str]:
     return out
 
 
+def failures(units: Sequence[Unit]) -> list[str]:
+    """`call -> error line` per distinct failure of the calls among `units`, oldest first."""
+    return _failures(F.calls(units))
+
+
 def errors_seen(units: Sequence[Unit]) -> list[str]:
     """What failed, in order (the log's own failures only), then error lines the user pasted."""
     out = _failures(F.calls(units))
@@ -350,7 +355,7 @@ def open_items(units: Sequence[Unit], requests: Sequence[Unit] | None = None) ->
         last = requests[-1]
         at = next(i for i, u in enumerate(units) if u is last)
         if not any(u.role == "assistant" and (u.content.strip() or u.tool_calls) for u in units[at + 1 :]):
-            items.setdefault("unanswered: " + _quote(last.content, 200), None)
+            items.setdefault("unanswered: " + _quote(request_text(last), 200), None)
     return list(items)
 
 
@@ -561,8 +566,8 @@ def summarize_extractive(
     tok = _tok(tok)
     requests = user_requests(units)
     primary = primary_request(units, requests)
-    intent = [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else []
-    intent += [f'then: "{_quote(u.content, 160)}"' for u in requests if u is not primary]
+    intent = [f'"{task_quote(request_text(primary), max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else []
+    intent += [f'then: "{_quote(request_text(u), 160)}"' for u in requests if u is not primary]
     sections = [
         Section("Primary request and intent", intent, first=1),
         *_work_sections(units, requests, chars=target_tokens * 4 // 3),
@@ -613,7 +618,7 @@ def handover(
     if not task and primary is not None and (primary.content in quoted or not earlier):
         primary = None  # the caller quotes it word for word among the user's messages, or omits it
     sections = [
-        Section("Task" if task else EARLIER_REQUEST, [f'"{task_quote(primary.content, max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
+        Section("Task" if task else EARLIER_REQUEST, [f'"{task_quote(request_text(primary), max(REQUEST_CHARS, target_tokens))}"'] if primary is not None else [], first=1),
         Section(P1_TITLE, named, keep_all=True),
         *_work_sections(units, requests, action_first=current_first, chars=target_tokens * 4 // 3),
     ]
@@ -640,6 +645,7 @@ __all__ = [
     "decisions",
     "error_line",
     "errors_seen",
+    "failures",
     "file_actions",
     "files_touched",
     "handover",
