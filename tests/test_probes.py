@@ -109,19 +109,17 @@ def test_a_call_kept_verbatim_keeps_its_files_as_the_probes_name_them() -> None:
 
 
 def test_an_exit_status_line_is_kept_by_any_wording_of_that_status() -> None:
-    # Claude Code's "Exit code 143" is the error line of a command killed with nothing else said;
-    # a summary that says the call ended "-> exit 143: ..." keeps it, one of exit 14 does not
+    # Claude Code's "Exit code 143" is the error line of a command that timed out; a summary
+    # that says the call ended "-> exit 143: Command timed out" keeps it, one of exit 14 does not
     t = Transcript(units=[
         Unit("u1", "user", content="Rewrite the commits."),
         call("c2", "Bash", command="git log"),
         result("c2", "abc123 WIP"),
         call("c1", "Bash", command=". /tmp/groups.sh"),
-        result("c1", "Exit code 143", is_error=True),
+        result("c1", "Exit code 143\nCommand timed out after 2m 0s", is_error=True),
     ])
     probe = next(p for p in P.extract(t) if p.category == "error")
     assert probe.key == "Exit code 143"
-    # where the output says more, that is its error line, not the status
-    assert P.error_line("Exit code 143\nCommand timed out after 2m 0s") == "Command timed out after 2m 0s"
     said = Unit("s", "user", type="summary", content="- Bash(. /tmp/groups.sh) -> exit 143: Command timed out after 2m 0s")
     assert P.kept(probe, P.Context.of(Transcript(units=[t.units[0], said])))
     other = said.replace(content="- Bash(make) -> exit 14: no rule")
@@ -159,9 +157,9 @@ def test_a_line_the_same_call_prints_when_it_passes_is_not_its_error_line() -> N
     # another command's passing output says nothing of this one
     other = t.replace(units=[*t.units[:3], call("c2", "shell", command="pnpm lint"), t.units[4]])
     assert [p.key for p in P.errors(other.units, late_share=1.0)] == ["ERROR: Failed parsing extensions"]
-    # an exit status is not an exception line, and is the error line only when nothing else is said
+    # an exit status is no exception line where the output names one; else it is the error line
     assert P.error_line("AssertionError: x\nExit code: 1") == "AssertionError: x"
-    assert P.error_line("Exit code: 1") == "Exit code: 1"
+    assert P.error_line("Exit code 1\ngroup ok: 1 commits\nCONFLICT at c5e51bab") == "Exit code 1"
 
 
 def test_a_word_is_not_a_failure_and_a_long_request_is_kept_by_most_of_its_words() -> None:

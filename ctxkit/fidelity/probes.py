@@ -310,7 +310,9 @@ def error_line(text: str, noise: Collection[str] = ()) -> str:
         return tagged.group("line")
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and says_something(ln)]
     lines = [ln for ln in lines if ln not in noise] or lines
-    named = [ln for ln in lines if _EXCEPTION.match(ln) and not _EXIT.fullmatch(ln)]  # not `Exit code: 1`
+    named = [ln for ln in lines if _EXCEPTION.match(ln)]
+    # an exit status (`Exit code: 1`) is no exception line where the output names one
+    named = [ln for ln in named if not _EXIT.fullmatch(ln)] or named
     if named:
         return named[-1]
     worded = [ln for ln in lines if _ERRORISH.search(ln) and not _EXIT.search(ln)]
