@@ -285,7 +285,33 @@ def _without_heredocs(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
+def _uncommented(line: str) -> str:
+    """`line` without its shell comment: from a `#` that begins a word outside quotes (`# see
+    the 500/403/etc` names no file; `grep "#include" a.c` and `a#1` keep theirs).
+
+    >>> _uncommented('npx test a.spec.ts  # see the 500/403/etc'), _uncommented('grep "#x" a.c')
+    ('npx test a.spec.ts  ', 'grep "#x" a.c')
+    """
+    if "#" not in line:
+        return line
+    quote = ""
+    escaped = False
+    for k, c in enumerate(line):
+        if escaped:
+            escaped = False
+        elif c == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (k == 0 or line[k - 1].isspace() or line[k - 1] in ";&|("):
+            return line[:k]
+    return line
+
+
 def _tokens(line: str) -> list[str]:
+    line = _uncommented(line)
     lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     lexer.commenters = ""

@@ -100,6 +100,11 @@ def test_a_backup_copy_is_written_not_edited(realdata: Path, tmp_path: Path) -> 
     ("python scripts/run.py data/in.csv", [("scripts/run.py", "ran"), ("data/in.csv", "used")]),
     ("head -40 src/app.py && wc -l src/app.py", [("src/app.py", "read")]),
     ('grep -rn "migration.atomic" django/db/x.py', [("django/db/x.py", "used")]),  # the pattern is no file
+    # a shell comment names no file (FSM1's summaries listed `used: 500/403/etc`); a `#` inside
+    # a word or quotes begins none
+    ("# capture stderr to see the 500/403/etc\nnpx playwright test tests/a.spec.ts 2>&1 | tail -80",
+     [("tests/a.spec.ts", "ran")]),
+    ('grep -n "#include" src/a.c && cat notes#1.txt  # and/or', [("src/a.c", "used"), ("notes#1.txt", "read")]),
 ])
 def test_what_a_shell_command_wrote(command: str, found: list[tuple[str, str]]) -> None:
     """A file is edited only where a call wrote it, and a string is a path only if it is one:
