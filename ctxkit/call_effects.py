@@ -10,8 +10,9 @@ makes of it stays with that side. It is deliberately literal:
 - a file is **written** only by a call that writes it: an editor's write commands (Write, Edit,
   MultiEdit, str_replace_editor create/str_replace/insert, write_file, replace, apply_patch),
   a patch header (`*** Update File:`, `+++ b/` of an applied diff), `sed -i`/`perl -i`, a
-  redirect (`>`, `>>`, `tee`), `cp`/`mv`/`install` as their target, `touch`; **created** only
-  by the ones that make a file (a write tool, create, a redirect, a copy, `touch`, `*** Add
+  redirect (`>`, `>>`, `tee`), `cp`/`mv`/`install` as their target, `touch`, an output option
+  (`--out`, `--output`, `-o` of a compiler, `curl`, `sort`); **created** only by the ones that
+  make a file (a write tool, create, a redirect, a copy, `touch`, an output option, `*** Add
   File:`); **deleted** by `rm` or `*** Delete File:`;
 - a string is a path only where it is written as one (`looks_like_path`): not a user agent's
   `Mozilla/5.0`, an option, a task number; a path argument is taken whole, spaces and all.
@@ -397,6 +398,36 @@ def _searched_files(argv: list[str]) -> list[str]:
     return files
 
 
+# an option whose value is the file a program writes: any program's long one, `-o` of the
+# programs where it names the output (a compiler, `curl`, `sort`, `pandoc`), `wget -O`
+_OUTPUT_LONG = frozenset({"--out", "--output", "--outfile", "--out-file", "--output-file"})
+_OUTPUT_SHORT = frozenset({"cc", "gcc", "g++", "clang", "clang++", "rustc", "go", "nvcc", "curl", "sort", "pandoc"})
+
+
+def _outputs(prog: str, argv: list[str]) -> list[str]:
+    """The files `argv` names as its output (`sips a.svg --out a.png`, `gcc -o app a.c`,
+    `curl -o x.json URL`).
+
+    >>> _outputs("sips", ["sips", "-s", "format", "png", "a.svg", "--out", "a.png"]), _outputs("grep", ["grep", "-o", "a/b", "c.txt"])
+    (['a.png'], [])
+    """
+    found: list[str] = []
+    for k, a in enumerate(argv[1:], 1):
+        name, eq, value = a.partition("=")
+        if name in _OUTPUT_LONG:
+            value = value if eq else (argv[k + 1] if k + 1 < len(argv) else "")
+        elif (
+            (a == "-o" and prog in _OUTPUT_SHORT) or (a == "-O" and prog == "wget")
+            or (prog == "curl" and re.fullmatch(r"-[A-Za-z]+o", a))  # `curl -sSLo x.json`
+        ):
+            value = argv[k + 1] if k + 1 < len(argv) else ""
+        else:
+            continue
+        if value and looks_like_path(value) and not _expanded(value):
+            found.append(value)
+    return found
+
+
 def shell_effects(command: str) -> Effects:
     """What a shell command did to files: what it wrote, and what it used, ran and read.
 
@@ -422,6 +453,10 @@ def shell_effects(command: str) -> Effects:
             if not argv:
                 continue
             prog = argv[0].rsplit("/", 1)[-1]
+            made = _outputs(prog, argv)
+            if made:
+                writes.extend((clean_path(f), "created") for f in made)
+                argv = [a for a in argv if a not in made]
             rest = [a for a in argv[1:] if not a.startswith("-")]
             if prog in ("sed", "perl", "gsed") and any(
                 a == "-i" or a.startswith(("-i", "--in-place")) or (a.startswith("-") and not a.startswith("--") and "i" in a[1:] and prog == "perl")

@@ -105,6 +105,12 @@ def test_a_backup_copy_is_written_not_edited(realdata: Path, tmp_path: Path) -> 
     ("# capture stderr to see the 500/403/etc\nnpx playwright test tests/a.spec.ts 2>&1 | tail -80",
      [("tests/a.spec.ts", "ran")]),
     ('grep -n "#include" src/a.c && cat notes#1.txt  # and/or', [("src/a.c", "used"), ("notes#1.txt", "read")]),
+    # an output option writes its file (a summary said `used: media/logo.png` of what sips made);
+    # `grep -o` takes no file
+    ("sips -s format png media/logo.svg --out media/logo.png", [("media/logo.png", "created"), ("media/logo.svg", "used")]),
+    ("gcc -o build/app src/main.c && curl -sSLo data/x.json https://x.io",
+     [("build/app", "created"), ("data/x.json", "created"), ("src/main.c", "used")]),
+    ('grep -o "foo/bar" src/x.py', [("src/x.py", "used")]),
 ])
 def test_what_a_shell_command_wrote(command: str, found: list[tuple[str, str]]) -> None:
     """A file is edited only where a call wrote it, and a string is a path only if it is one:
