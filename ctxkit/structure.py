@@ -142,8 +142,8 @@ _HARNESS_NOTE = re.compile(
     r"|[^\n]*\? \(Y\)es/\(N\)o)",  # aider's confirm prompt, answered: "Add file to the chat? (Y)es/(N)o/...: skip"
 )
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
-# the files an `@path` names, which Gemini CLI (and Qwen Code, its fork) pastes after the user's
-# words (`handleAtCommand`); its own history shows the prompt without them
+# the files an `@path` names, which Gemini CLI pastes after the user's words
+# (`handleAtCommand`); its own history shows the prompt without them
 _REFERENCED = re.compile(r"\n?--- Content from referenced files ---\n.*?(?:\n--- End of content ---|\Z)", re.DOTALL)
 # A session command typed to the agent, not a request to the model: aider's (`/add f`, `/drop`,
 # `/undo`, `/diff`, `/run cmd`, `/test` ...; aider.chat/docs/usage/commands.html), Gemini CLI's
