@@ -676,3 +676,47 @@ def test_a_summary_quotes_the_users_words_not_the_files_an_at_path_pasted() -> N
     assert '"Update @README.md linking the gifs to the right feature"' in text
     assert 'then: "Add a callout that it is unofficial"' in text
     assert "unofficial VS Code extension" not in text and "Content from" not in text and "todo list" not in text
+
+
+def test_an_agents_summary_is_merged_without_its_notes_and_its_then_current_work() -> None:
+    """templar and medianator: Claude Code's summary, summarized again, carried its `Analysis:`
+    notes ("Currently working on fixing compilation errors from leftover rustface references",
+    fixed long before), its "8. Current Work" and "9. Optional Next Step" (with Claude Code's
+    "Please continue the conversation ..."), and its "Key Technical Concepts" (a tally the
+    summary retired, missed for its capitals) under "Earlier summary"; its "1. Primary Request and
+    Intent" is the summary's own section."""
+    from ctxkit.summarizers.sections import EARLIER_TITLE, WORK_TITLE, Section, merge_previous
+
+    claude = "\n".join([
+        "This session is being continued from a previous conversation that ran out of context.",
+        "Analysis:",
+        "Looking through the conversation chronologically:",
+        "- Currently working on fixing compilation errors from leftover rustface references",
+        "",
+        "Summary:",
+        "1. Primary Request and Intent:",
+        "   - Add a proper ML-based face detection model",
+        "2. Key Technical Concepts:",
+        "   - Axum web framework",
+        "4. Errors and fixes:",
+        "   - Address already in use: killed the old server",
+        "8. Current Work:",
+        "   Removing the broken FaceDetector code",
+        "9. Optional Next Step:",
+        "   Remove the broken FaceDetector implementation",
+    ])
+    new = [
+        Section("Primary request and intent", []),
+        Section("Errors and fixes", []),
+        Section(WORK_TITLE, ["then: Write(src/db/face_grouping.rs) -> ok"]),
+    ]
+    merged = {s.title: s.items for s in merge_previous(new, claude)}
+    assert merged["Primary request and intent"] == ["Add a proper ML-based face detection model"]
+    assert merged["Errors and fixes"] == ["Address already in use: killed the old server"]
+    text = "\n".join(line for items in merged.values() for line in items)
+    for stale in ("rustface", "Axum", "Removing the broken", "Remove the broken", "chronologically"):
+        assert stale not in text
+    assert merged.get(EARLIER_TITLE, []) == ["This session is being continued from a previous conversation that ran out of context."]
+    # with no newer word on where the work stands, the agent's stays
+    kept = {s.title: s.items for s in merge_previous([Section("Errors and fixes", [])], claude)}
+    assert "Removing the broken FaceDetector code" in kept[EARLIER_TITLE]

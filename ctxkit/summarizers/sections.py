@@ -44,6 +44,13 @@ FINDINGS_TITLE = "Findings and decisions"
 ACTIONS_TITLE = "Earlier actions and what came back"
 # Sections whose items a newer summary replaces rather than adds to.
 _LATEST_ONLY = frozenset({WORK_TITLE, "Current work", "Next step", TASKS_TITLE, "Pending tasks"})
+# An agent's sections of where its work stood then (Claude Code's "8. Current Work", "9. Optional
+# Next Step"): a newer summary that says where the work stands replaces them, whatever it titles
+# its own ("Currently working on fixing the rustface imports", long since fixed, read as current).
+_THEN_CURRENT = frozenset({"current work", "optional next step", "next step", "next steps"})
+# the notes an agent wrote before its summary (Claude Code's `Analysis:`, then `Summary:`): the
+# conversation retold in order, its "currently working on" long past; the summary says it again
+_ANALYSIS = re.compile(r"^Analysis:[ \t]*\n.*?^Summary:[ \t]*$", re.MULTILINE | re.DOTALL)
 
 
 @dataclass
@@ -160,8 +167,8 @@ def merge_previous(sections: list[Section], previous: str | None) -> list[Sectio
     fits no section is kept as earlier-summary lines."""
     if not previous:
         return sections
-    old = parse_sections(previous)
-    by_title = {s.title: s for s in sections}
+    old = parse_sections(_ANALYSIS.sub("", previous))
+    by_title = {s.title.lower(): s for s in sections}  # an agent's "Primary Request and Intent" too
     extra: list[str] = []
     checked = old.pop(CHECK_TITLE, [])
     for item in checked:  # back to the sections they belong to
@@ -174,10 +181,13 @@ def merge_previous(sections: list[Section], previous: str | None) -> list[Sectio
     # ctxkit's own summary quotes the user from the log, which the caller quotes again; an
     # agent's (Claude Code's "All user messages") holds words the log no longer has
     ours = previous.lstrip().startswith(("[", "## "))
+    stands = any(s.items for s in sections if s.title == WORK_TITLE)
     for title, items in old.items():
-        if (ours and title in (USER_MESSAGES_TITLE, OLD_USER_MESSAGES_TITLE)) or title in _RETIRED:
+        if (ours and title in (USER_MESSAGES_TITLE, OLD_USER_MESSAGES_TITLE)) or title.capitalize() in _RETIRED:
             continue  # quoted again by the caller from its own record; or a tally, not a fact
-        section = by_title.get(title)
+        if stands and title.lower() in _THEN_CURRENT:
+            continue  # where the work stood then: the newer summary says where it stands
+        section = by_title.get(title.lower())
         if section is None:
             extra.extend(_earlier_lines(items))
             continue
