@@ -480,12 +480,12 @@ class _Loop:
         what the task keeps: the chain runs again to a goal halfway up to the trigger, and the
         shallower of the two compactions is taken."""
         settings = self.settings
+        rest = (self.archive, call, at, status, self.context_tokens)
         if decision is None:
-            return _compact_at(current, settings, self.archive, call, at, status, self.context_tokens)
+            return _compact_at(current, settings, *rest)
         goals = [decision.goal]
         if decision.trigger > decision.goal:
             goals.append((decision.goal + min(decision.trigger, self.limit)) // 2)
-        rest = (self.archive, call, at, status, self.context_tokens)
         tried: list[tuple[CompactResult | None, Compaction]] = []
         for goal in goals:
             chain = _chain_settings(settings, current, self.context_tokens, goal, self.limit, self.fit)

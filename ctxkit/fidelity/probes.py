@@ -331,15 +331,16 @@ def _call_key(call: tuple[int, Any] | None) -> tuple[str, str] | None:
 
 
 def _passing_lines(
-    units: Sequence[Unit], calls: dict[str, tuple[int, Any]]
+    units: Sequence[Unit], calls: dict[str, tuple[int, Any]], outputs: dict[int, bool]
 ) -> dict[tuple[str, str] | None, set[str]]:
-    """The lines each call (name and arguments) printed in an output that did not fail."""
+    """The lines each call (name and arguments) printed in an output that did not fail
+    (`outputs`: each output's index and whether it failed)."""
     out: dict[tuple[str, str] | None, set[str]] = {}
-    for u in units:
-        call = calls.get(u.tool_call_id or "")
-        if call is None or failed(u):
+    for i, bad in outputs.items():
+        call = calls.get(units[i].tool_call_id or "")
+        if call is None or bad:
             continue
-        out.setdefault(_call_key(call), set()).update(ln.strip() for ln in output_text(u.content).splitlines())
+        out.setdefault(_call_key(call), set()).update(ln.strip() for ln in output_text(units[i].content).splitlines())
     return out
 
 
@@ -348,14 +349,14 @@ def errors(units: Sequence[Unit], late_share: float = LATE_SHARE) -> list[Probe]
     line)."""
     start = int(len(units) * (1 - late_share))
     calls = _calls_by_id(units)
-    passed = _passing_lines(units, calls)
+    # each tool output read once: whether it failed
+    outputs = {i: failed(u) for i, u in enumerate(units) if u.tool_call_id is not None or u.role == "tool"}
+    passed = _passing_lines(units, calls, outputs)
     out: dict[str, Probe] = {}
     for i in range(start, len(units)):
+        if not outputs.get(i):
+            continue
         u = units[i]
-        if u.tool_call_id is None and u.role != "tool":
-            continue
-        if not failed(u):
-            continue
         call = calls.get(u.tool_call_id or "")
         line = _key(error_line(u.content, passed.get(_call_key(call), ())))
         if not line or line in out:

@@ -318,7 +318,7 @@ def failures(units: Sequence[Unit]) -> list[str]:
 
 def errors_seen(units: Sequence[Unit]) -> list[str]:
     """What failed, in order (the log's own failures only), then error lines the user pasted."""
-    out = _failures(F.calls(units))
+    out = failures(units)
     for u in user_requests(units):
         line = error_line(u.content)
         if line:
