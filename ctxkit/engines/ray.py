@@ -436,6 +436,8 @@ def run_shards(
     next shard as they free up and a slow shard holds back no other."""
     if not shards:
         return
+    running_ray = sys.modules.get("ray")
+    shared = running_ray is not None and running_ray.is_initialized()  # a session of the caller's
     with ray_session(opts) as ray:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -485,7 +487,11 @@ def run_shards(
                     workers.append(result["worker"])
                 yield result
         finally:
-            for ref in running:  # a failed or abandoned run: stop what is still going
+            # a failed or abandoned run: stop what is still going. In a session that ends with
+            # the run, its end stops them (Ray ends a job's tasks with its driver); cancelling
+            # them first races their replies in the driver, which Ray may crash on ("Tried to
+            # complete task that was not pending", printed under the run's one-line error)
+            for ref in running if shared else ():
                 ray.cancel(ref, force=True)
     if opts.report and workers:
         sys.stderr.write(where_it_ran(workers, opts.task_mb) + "\n")
